@@ -1,0 +1,34 @@
+"""Application assembly: create_app(settings) wires resources, middlewares and routes."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.auth import api_auth_middleware, warn_if_open
+from pawwake.config import RuntimeConfig
+from pawwake.dashboard import setup_dashboard
+from pawwake.database import database_ctx
+from pawwake.llm.http import http_client_ctx
+from pawwake.middlewares import error_middleware
+from pawwake.routes import setup_routes
+from pawwake.settings import Settings
+from pawwake.tasks import tasks_ctx
+
+MEGABYTE = 1024 * 1024
+
+
+def create_app(settings: Settings) -> web.Application:
+    """Build the whole gateway for ``settings``; resources open in app start-up, in order."""
+    app = web.Application(client_max_size=settings["MAX_REQUEST_MB"] * MEGABYTE,
+                          middlewares=[error_middleware, api_auth_middleware])
+    app[keys.SETTINGS] = settings
+    app[keys.CONFIG] = RuntimeConfig(settings)
+    # Opened in this order, closed in reverse: background work drains before its resources go.
+    app.cleanup_ctx.append(database_ctx)
+    app.cleanup_ctx.append(http_client_ctx)
+    app.cleanup_ctx.append(tasks_ctx)
+    warn_if_open(settings["GATEWAY_SECRET"])
+    setup_routes(app)
+    setup_dashboard(app)
+    return app

@@ -1,0 +1,60 @@
+"""API authentication: the gateway secret in a header, compared in constant time."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.errors import error_for_path
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+PROTECTED_PREFIXES = ("/v1/", "/api/", "/import/")
+
+
+def presented_key(request: web.Request) -> str | None:
+    """The key a program sent: ``X-Gateway-Key`` or ``Authorization: Bearer``. Never a URL."""
+    key = request.headers.get("X-Gateway-Key")
+    if key:
+        return key.strip()
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+def key_matches(presented: str | None, secret: str) -> bool:
+    if presented is None:
+        return False
+    return hmac.compare_digest(presented.encode("utf-8"), secret.encode("utf-8"))
+
+
+def is_protected(path: str) -> bool:
+    return path.startswith(PROTECTED_PREFIXES)
+
+
+@web.middleware
+async def api_auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Guard /v1, /api and /import. Cookies never count here: only the header key does."""
+    if not is_protected(request.path):
+        return await handler(request)
+    secret = request.app[keys.SETTINGS]["GATEWAY_SECRET"]
+    if not secret:
+        return await handler(request)
+    if not key_matches(presented_key(request), secret):
+        return error_for_path(request.path, 401, "invalid_api_key",
+                              "Missing or wrong gateway key: send X-Gateway-Key or "
+                              "Authorization: Bearer with GATEWAY_SECRET.")
+    return await handler(request)
+
+
+def warn_if_open(secret: str) -> None:
+    if not secret:
+        log.warning("GATEWAY_SECRET is not set: /v1 and /api accept requests without a key")

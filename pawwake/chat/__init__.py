@@ -1,0 +1,1 @@
+"""The chat request flow: persona, context, forwarding and what happens after a reply."""

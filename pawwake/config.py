@@ -1,0 +1,115 @@
+"""Runtime configuration: environment defaults overlaid with values saved in the dashboard."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiopg
+import psycopg2
+
+from pawwake.db import config as config_db
+from pawwake.settings import BY_NAME, SettingError, Settings, mask_secret, parse_value
+
+log = logging.getLogger(__name__)
+
+REFRESH_SECONDS = 5.0  # other processes' saves reach this one within this long
+
+
+class RuntimeConfig:
+    """The settings in force now. Saves apply to the very next request of this process."""
+
+    def __init__(self, base: Settings) -> None:
+        self._base = base
+        self._overrides: dict[str, Any] = {}
+        self._current = base
+        self._pool: aiopg.Pool | None = None
+        self._loaded_at = 0.0
+
+    async def attach(self, pool: aiopg.Pool) -> None:
+        """Start reading and writing saved values in the database."""
+        self._pool = pool
+        await self.refresh()
+
+    def current(self) -> Settings:
+        return self._current
+
+    async def fresh(self) -> Settings:
+        """The current settings, re-read from the database when the cache is old."""
+        if self._pool is not None and time.monotonic() - self._loaded_at > REFRESH_SECONDS:
+            try:
+                await self.refresh()
+            except (psycopg2.Error, OSError, TimeoutError) as exc:
+                log.warning("could not refresh saved settings: %s", type(exc).__name__)
+                self._loaded_at = time.monotonic()
+        return self._current
+
+    async def refresh(self) -> None:
+        if self._pool is None:
+            return
+        stored = await config_db.load_overrides(self._pool)
+        overrides: dict[str, Any] = {}
+        for name, raw in stored.items():
+            setting = BY_NAME.get(name)
+            if setting is None or not setting.hot:
+                continue
+            try:
+                overrides[name] = parse_value(setting, raw)
+            except SettingError:
+                log.warning("ignoring a saved value for %s that no longer parses", name)
+        self._apply(overrides)
+
+    def _apply(self, overrides: dict[str, Any]) -> None:
+        self._overrides = overrides
+        self._current = self._base.with_values(overrides)
+        self._loaded_at = time.monotonic()
+
+    def validate(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Parse a batch of changes; raise SettingError on the first bad one.
+
+        A masked secret sent back unchanged means "keep the stored value" and is dropped.
+        """
+        parsed: dict[str, Any] = {}
+        for name, raw in changes.items():
+            setting = BY_NAME.get(name)
+            if setting is None:
+                raise SettingError(name, "unknown setting")
+            if not setting.hot:
+                raise SettingError(name, "can only be set in the environment (needs a restart)")
+            if setting.secret and isinstance(raw, str) and "****" in raw:
+                if raw == mask_secret(self._current[name]):
+                    continue
+                raise SettingError(name, "looks like a masked value; send the full secret")
+            parsed[name] = parse_value(setting, raw)
+        return parsed
+
+    async def update(self, changes: Mapping[str, Any]) -> Settings:
+        """Validate, store (one transaction) and apply. Without a database: this process only."""
+        parsed = self.validate(changes)
+        if self._pool is not None and parsed:
+            await config_db.save_overrides(self._pool, parsed)
+        self._apply({**self._overrides, **parsed})
+        return self._current
+
+    def public_view(self) -> list[dict[str, Any]]:
+        """Every setting with its value for display; secrets masked, origin noted."""
+        view = []
+        for name, setting in BY_NAME.items():
+            value = self._current[name]
+            view.append({
+                "name": name,
+                "group": setting.group,
+                "kind": setting.kind,
+                "value": mask_secret(value) if setting.secret else value,
+                "is_set": bool(value) if setting.secret else None,
+                "default": None if setting.secret else setting.default,
+                "hot": setting.hot,
+                "secret": setting.secret,
+                "choices": list(setting.choices),
+                "saved": name in self._overrides,
+                "help_zh": setting.help_zh,
+                "help_en": setting.help_en,
+            })
+        return view

@@ -1,0 +1,1 @@
+"""SQL only: small async functions over an aiopg pool, one module per table family."""

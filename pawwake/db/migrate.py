@@ -1,0 +1,72 @@
+"""Ordered SQL migrations, applied once each at start under an advisory lock."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import aiopg
+import psycopg2
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+_LOCK_KEY = 0x5041_5757  # "PAWW": one lock id for every Pawwake process on this database
+
+
+def migration_files() -> list[Path]:
+    return sorted(MIGRATIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+
+
+async def migrate(pool: aiopg.Pool) -> dict[str, bool]:
+    """Enable pgvector when possible, apply pending migrations; return database features.
+
+    Two processes starting together serialise on a session advisory lock, so each file runs
+    exactly once.
+    """
+    async with pool.acquire() as conn, conn.cursor() as cur:
+        await cur.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            pgvector = await _enable_pgvector(cur)
+            await cur.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            await cur.execute("SELECT name FROM schema_migrations")
+            applied = {row[0] for row in await cur.fetchall()}
+            for path in migration_files():
+                if path.name in applied:
+                    continue
+                log.info("applying migration %s", path.name)
+                await cur.execute("BEGIN")
+                try:
+                    await cur.execute(path.read_text(encoding="utf-8"))
+                    await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)",
+                                      (path.name,))
+                except BaseException:
+                    await cur.execute("ROLLBACK")
+                    raise
+                await cur.execute("COMMIT")
+            await cur.execute(
+                "INSERT INTO runtime_flags (name, value) VALUES ('pgvector', to_jsonb(%s::boolean))"
+                " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+                (pgvector,))
+        finally:
+            await cur.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    return {"pgvector": pgvector}
+
+
+async def _enable_pgvector(cur: object) -> bool:
+    await cur.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")  # type: ignore[attr-defined]
+    if await cur.fetchone():  # type: ignore[attr-defined]
+        return True
+    await cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")  # type: ignore[attr-defined]
+    if not await cur.fetchone():  # type: ignore[attr-defined]
+        log.info("pgvector is not available on this server; vectors use the numpy index")
+        return False
+    try:
+        await cur.execute("CREATE EXTENSION IF NOT EXISTS vector")  # type: ignore[attr-defined]
+    except psycopg2.Error as exc:
+        log.warning("pgvector exists but could not be enabled (%s); using the numpy index",
+                    exc.pgcode)
+        return False
+    return True

@@ -1,0 +1,27 @@
+"""Error bodies: OpenAI's envelope on /v1, Pawwake's own shape on /api."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+
+def openai_error(status: int, message: str, *, error_type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None) -> web.Response:
+    """An error a chat client's OpenAI SDK understands."""
+    body = {"error": {"message": message, "type": error_type, "code": code, "param": param}}
+    return web.json_response(body, status=status)
+
+
+def api_error(status: int, code: str, message: str) -> web.Response:
+    """An error for Pawwake's own API: ``{"error": {"code", "message"}}``."""
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+def error_for_path(path: str, status: int, code: str, message: str) -> web.Response:
+    """Pick the error shape that the caller of ``path`` expects."""
+    if path.startswith("/v1/"):
+        kind = "invalid_request_error" if status < 500 else "api_error"
+        if status == 401:
+            kind = "authentication_error"
+        return openai_error(status, message, error_type=kind, code=code)
+    return api_error(status, code, message)

@@ -1,0 +1,1 @@
+"""Clients for upstream HTTP services: the chat provider and the embedding provider."""

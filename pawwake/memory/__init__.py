@@ -1,0 +1,1 @@
+"""Long-term memory: search, injection, extraction, reminders and backups."""

@@ -1,0 +1,26 @@
+"""GET / : a public health summary with no secrets."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pawwake import __version__, keys
+
+
+async def health(request: web.Request) -> web.Response:
+    settings = await request.app[keys.CONFIG].fresh()
+    database = request.app[keys.DATABASE]
+    return web.json_response({
+        "status": "running",
+        "name": "Pawwake",
+        "version": __version__,
+        "database": database.kind if database else "disabled",
+        "vectors": ("pgvector" if database.pgvector else "numpy") if database else None,
+        "memory": bool(database and settings["MEMORY_ENABLED"]),
+        "partition": bool(database and settings["CACHE_PARTITION_ENABLED"]),
+        "recall": bool(database and settings["CONVERSATION_RECALL_ENABLED"]),
+    })
+
+
+def setup(app: web.Application) -> None:
+    app.router.add_get("/", health, name="health")

@@ -1,0 +1,306 @@
+"""Every setting Pawwake knows, in one declarative table, and how values are parsed."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+GROUPS: tuple[str, ...] = ("basic", "memory", "partition", "vector", "recall", "advanced")
+
+
+class SettingError(ValueError):
+    """A value that does not fit its setting (wrong type, out of range, unknown key)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration value: its environment name, type, default and documentation."""
+
+    name: str
+    kind: str  # "str" | "int" | "float" | "bool" | "choice" | "optional_float"
+    default: Any
+    group: str
+    help_zh: str
+    help_en: str
+    hot: bool = True
+    secret: bool = False
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    multiline: bool = False
+    model_picker: bool = False
+
+
+def _s(name: str, kind: str, default: Any, group: str, zh: str, en: str, **extra: Any) -> Setting:
+    return Setting(name, kind, default, group, zh, en, **extra)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # basic connection
+    _s("API_KEY", "str", "", "basic", "你的 LLM API Key", "Your LLM provider API key",
+       secret=True),
+    _s("API_BASE_URL", "str", "https://openrouter.ai/api/v1/chat/completions", "basic",
+       "LLM API 地址（可填 …/v1 或完整的 …/chat/completions）",
+       "LLM API address (either …/v1 or the full …/chat/completions URL)"),
+    _s("DEFAULT_MODEL", "str", "anthropic/claude-sonnet-4.5", "basic",
+       "默认模型（请求未指定 model 时使用）", "Default model when a request names none",
+       model_picker=True),
+    _s("PORT", "int", 8000, "basic", "监听端口", "Port to listen on", hot=False,
+       minimum=1, maximum=65535),
+    _s("GATEWAY_SECRET", "str", "", "basic",
+       "程序 API 鉴权密钥，客户端通过 X-Gateway-Key 或 Authorization: Bearer 发送",
+       "API key for programs, sent as X-Gateway-Key or Authorization: Bearer",
+       hot=False, secret=True),
+    _s("DASHBOARD_PASSWORD", "str", "", "basic", "Dashboard 登录密码，不与网关密钥共用",
+       "Dashboard login password, separate from the gateway key", hot=False, secret=True),
+    _s("SESSION_SECRET", "str", "", "basic",
+       "Dashboard 会话签名密钥，至少 32 字符且每次部署保持不变",
+       "Dashboard session key, at least 32 characters, stable across deploys",
+       hot=False, secret=True),
+    # database and memory
+    _s("DATABASE_ENABLED", "bool", True, "memory",
+       "数据库总开关；false 时关闭记忆、分区缓存和对话召回，纯转发。改动需重启",
+       "Database master switch; false turns off memory, partition cache and recall "
+       "(pure forwarding). Needs a restart", hot=False),
+    _s("DATABASE_URL", "str", "", "memory",
+       "PostgreSQL 连接字符串；留空则使用内置数据库（数据在 PAWWAKE_DATA_DIR）",
+       "PostgreSQL connection string; empty runs the embedded database in PAWWAKE_DATA_DIR",
+       hot=False, secret=True),
+    _s("PAWWAKE_DATA_DIR", "str", "./data", "memory",
+       "数据目录（内置数据库、分词缓存）", "Data folder (embedded database, tokenizer cache)",
+       hot=False),
+    _s("MEMORY_ENABLED", "bool", True, "memory", "开启记忆", "Turn long-term memory on"),
+    _s("MEMORY_MODEL", "str", "", "memory",
+       "记忆提取、评分、整理共用的模型，留空回退到默认模型",
+       "Model for extraction, scoring and consolidation; empty falls back to DEFAULT_MODEL",
+       model_picker=True),
+    _s("MEMORY_MAX_TOKENS", "int", 4000, "memory",
+       "记忆提取、评分和整理单批次的输出上限", "Output cap for one extraction/scoring batch",
+       minimum=100, maximum=64000),
+    _s("MAX_MEMORIES_INJECT", "int", 15, "memory", "每次注入的最大记忆条数，0 禁用自动注入",
+       "Most memories injected per request; 0 turns injection off", minimum=0, maximum=100),
+    _s("MEMORY_SEEN_TTL_HOURS", "float", 6.0, "memory",
+       "分区模式按记忆去重的小时数；成功响应后标记，0 关闭",
+       "Hours a memory injected into a session is not injected again; 0 turns it off",
+       minimum=0, maximum=720),
+    _s("MIN_SCORE_THRESHOLD", "float", 0.15, "memory", "记忆搜索最低分数阈值（0=不过滤）",
+       "Lowest memory score that is injected (0 = no filter)", minimum=0, maximum=1),
+    _s("MEMORY_EXTRACT_INTERVAL", "int", 1, "memory",
+       "记忆提取间隔（0=禁用/1=每轮/N=每 N 轮）",
+       "Extraction cadence (0 off, 1 every round, N every N rounds)", minimum=0, maximum=1000),
+    _s("TIMEZONE_HOURS", "float", 8.0, "memory", "时区偏移（小时），用于日期显示",
+       "Time zone offset in hours, used for dates shown to the model and you",
+       minimum=-12, maximum=14),
+    # partition cache
+    _s("CACHE_PARTITION_ENABLED", "bool", False, "partition", "分区缓存开关",
+       "Partition cache on/off"),
+    _s("CACHE_PARTITION_X", "int", 15, "partition", "轮转周期（轮数）",
+       "Rotation period in rounds", minimum=1, maximum=500),
+    _s("CACHE_SUMMARY_MODEL", "str", "", "partition",
+       "摘要模型。留空 = 不生成摘要，轮转时旧消息直接滑出",
+       "Summary model; empty slides old rounds out without a summary", model_picker=True),
+    _s("CACHE_SUMMARY_MAX_TOKENS", "int", 2000, "partition", "摘要的输出上限",
+       "Output cap for a summary", minimum=100, maximum=64000),
+    _s("CACHE_SUMMARY_BUDGET_CHARS", "int", 8000, "partition",
+       "摘要区总字符预算，超过时折叠最旧的摘要；0 = 不折叠",
+       "Character budget of the summary zone; older parts are folded above it (0 = never)",
+       minimum=0, maximum=1_000_000),
+    _s("PARTITION_SESSION_ID", "str", "default", "partition", "固定的对话线 session ID",
+       "Fixed session id of the active thread"),
+    _s("CACHE_PARTITION_TRIGGER", "choice", "rounds", "partition",
+       "轮转触发方式：rounds（按轮次）或 time（按时间窗口）",
+       "Rotation trigger: rounds, or time (a time window)", choices=("rounds", "time")),
+    _s("CACHE_PARTITION_WINDOW", "int", 30, "partition", "时间窗口（分钟），仅 time 模式生效",
+       "Time window in minutes (time trigger only)", minimum=1, maximum=100_000),
+    _s("CACHE_MAX_ROTATIONS", "int", 2, "partition", "时间窗口模式下单次请求最大轮转次数",
+       "Most rotations per request in time mode", minimum=1, maximum=20),
+    _s("CACHE_TTL", "choice", "5m", "partition", "缓存有效期：5m 或 1h",
+       "Prompt cache lifetime: 5m or 1h", choices=("5m", "1h")),
+    # vector search
+    _s("MEMORY_VECTOR_ENABLED", "bool", True, "vector", "记忆向量搜索开关",
+       "Semantic (vector) memory search on/off"),
+    _s("EMBEDDING_PROVIDER", "choice", "auto", "vector",
+       "向量来源：auto（有 EMBEDDING_API_KEY 时用 API，否则用内置本地模型）、api、local",
+       "Embedding source: auto (api when EMBEDDING_API_KEY is set, else the bundled local "
+       "model), api, local", choices=("auto", "api", "local")),
+    _s("EMBEDDING_API_KEY", "str", "", "vector", "Embedding API Key", "Embedding API key",
+       secret=True),
+    _s("EMBEDDING_BASE_URL", "str", "https://api.openai.com/v1", "vector", "Embedding API 地址",
+       "Embedding API address"),
+    _s("EMBEDDING_MODEL", "str", "text-embedding-3-small", "vector", "Embedding 模型",
+       "Embedding model"),
+    _s("EMBEDDING_DIM", "int", 256, "vector", "向量维度（API 模式）",
+       "Vector dimension (api provider)", minimum=8, maximum=8192),
+    _s("MEMORY_HW_KEYWORD", "float", 0.35, "vector", "混合搜索：关键词权重",
+       "Hybrid search: keyword weight", minimum=0, maximum=1),
+    _s("MEMORY_HW_SEMANTIC", "float", 0.35, "vector", "混合搜索：语义相似度权重",
+       "Hybrid search: semantic weight", minimum=0, maximum=1),
+    _s("MEMORY_HW_IMPORTANCE", "float", 0.15, "vector", "混合搜索：重要程度权重",
+       "Hybrid search: importance weight", minimum=0, maximum=1),
+    _s("MEMORY_HW_RECENCY", "float", 0.15, "vector", "混合搜索：时间衰减权重",
+       "Hybrid search: recency weight", minimum=0, maximum=1),
+    _s("MEMORY_SEMANTIC_THRESHOLD", "optional_float", None, "vector",
+       "向量相似度阈值；留空按向量来源取默认值（API 0.7，本地模型 0.82）",
+       "Vector similarity threshold; empty uses the provider's default (api 0.7, local 0.82)",
+       minimum=0, maximum=1),
+    _s("VECTOR_BACKEND", "choice", "auto", "vector",
+       "向量检索后端：auto（有 pgvector 用 pgvector）、pgvector、numpy",
+       "Vector search backend: auto (pgvector when present), pgvector, numpy",
+       choices=("auto", "pgvector", "numpy")),
+    # conversation recall
+    _s("CONVERSATION_RECALL_ENABLED", "bool", False, "recall", "对话召回总开关",
+       "Conversation recall on/off"),
+    _s("MAX_CONVERSATIONS_INJECT", "int", 3, "recall",
+       "分区模式每轮最多自动注入的历史对话片段数；0 关闭",
+       "Most past-conversation fragments injected per round in partition mode; 0 off",
+       minimum=0, maximum=50),
+    _s("CONVERSATION_SEEN_TTL_HOURS", "float", 6.0, "recall",
+       "分区模式按 fragment_id 去重的小时数；0 关闭", "Hours a fragment is not re-injected; 0 off",
+       minimum=0, maximum=720),
+    _s("CONVERSATION_MIN_SCORE_THRESHOLD", "float", 0.7, "recall",
+       "对话语义候选的最低原始余弦相似度", "Lowest raw cosine for a semantic conversation match",
+       minimum=0, maximum=1),
+    _s("CONVERSATION_HW_KEYWORD", "float", 0.45, "recall", "对话混合搜索：关键词权重",
+       "Conversation search: keyword weight", minimum=0, maximum=1),
+    _s("CONVERSATION_HW_SEMANTIC", "float", 0.35, "recall", "对话混合搜索：语义相似度权重",
+       "Conversation search: semantic weight", minimum=0, maximum=1),
+    _s("CONVERSATION_HW_RECENCY", "float", 0.2, "recall", "对话混合搜索：时间衰减权重",
+       "Conversation search: recency weight", minimum=0, maximum=1),
+    # advanced
+    _s("FORCE_STREAM", "bool", False, "advanced", "强制所有请求走流式传输",
+       "Force every request to stream"),
+    _s("REASONING_EFFORT", "choice", "", "advanced",
+       "推理强度（low/medium/high），留空不注入", "Reasoning effort (low/medium/high); empty: none",
+       choices=("", "low", "medium", "high")),
+    _s("SYSTEM_PROMPT", "str", "", "advanced",
+       "运行时人设；留空使用 system_prompt.txt", "Runtime persona; empty uses system_prompt.txt",
+       multiline=True),
+    _s("UPSTREAM_CONNECT_TIMEOUT", "float", 15.0, "advanced", "连接上游的超时（秒）",
+       "Seconds to wait for the upstream connection", minimum=1, maximum=300),
+    _s("UPSTREAM_READ_TIMEOUT", "float", 300.0, "advanced",
+       "上游两次数据之间的最长等待（秒），长回复不受总时长限制",
+       "Longest silence between upstream bytes, in seconds (no cap on total length)",
+       minimum=1, maximum=3600),
+    _s("MAX_REQUEST_MB", "int", 32, "advanced", "单个请求体的最大大小（MB）",
+       "Largest request body in MB", hot=False, minimum=1, maximum=1024),
+    _s("LOG_LEVEL", "choice", "INFO", "advanced", "日志级别", "Log level", hot=False,
+       choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_value(setting: Setting, raw: Any) -> Any:
+    """Turn an environment string or a JSON value into the setting's type, or raise."""
+    kind = setting.kind
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise SettingError(setting.name, "expected true or false")
+    if kind in ("int", "float", "optional_float"):
+        if kind == "optional_float" and (raw is None or (isinstance(raw, str) and not raw.strip())):
+            return None
+        value = _parse_number(setting, raw, integer=kind == "int")
+        if setting.minimum is not None and value < setting.minimum:
+            raise SettingError(setting.name, f"must be at least {setting.minimum:g}")
+        if setting.maximum is not None and value > setting.maximum:
+            raise SettingError(setting.name, f"must be at most {setting.maximum:g}")
+        return value
+    if not isinstance(raw, str):
+        raise SettingError(setting.name, "expected a string")
+    if kind == "choice":
+        value = raw.strip()
+        if value not in setting.choices:
+            raise SettingError(setting.name, "must be one of " + ", ".join(
+                repr(c) for c in setting.choices))
+        return value
+    return raw if setting.multiline else raw.strip()
+
+
+def _parse_number(setting: Setting, raw: Any, *, integer: bool) -> float | int:
+    if isinstance(raw, bool):
+        raise SettingError(setting.name, "expected a number")
+    if isinstance(raw, str):
+        try:
+            raw = int(raw.strip()) if integer else float(raw.strip())
+        except ValueError:
+            raise SettingError(setting.name, "expected a number") from None
+    if integer:
+        if isinstance(raw, float) and raw.is_integer():
+            raw = int(raw)
+        if not isinstance(raw, int):
+            raise SettingError(setting.name, "expected a whole number")
+        return raw
+    if not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        raise SettingError(setting.name, "expected a number")
+    return float(raw)
+
+
+def mask_secret(value: str) -> str:
+    """Show enough of a secret to recognise it, never the whole."""
+    if not value:
+        return ""
+    if len(value) < 10:
+        return "****"
+    return f"{value[:5]}****{value[-4:]}"
+
+
+class Settings(Mapping[str, Any]):
+    """An immutable snapshot of every setting's value, read by name: ``settings["API_KEY"]``."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        unknown = set(values) - set(BY_NAME)
+        if unknown:
+            raise SettingError(sorted(unknown)[0], "unknown setting")
+        self._values = {s.name: values.get(s.name, s.default) for s in SETTINGS}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then the environment, then explicit keyword overrides (already typed)."""
+        environ = os.environ if environ is None else environ
+        values = {s.name: parse_value(s, environ[s.name]) for s in SETTINGS if s.name in environ}
+        values.update(overrides)
+        return cls(values)
+
+    def with_values(self, changes: Mapping[str, Any]) -> Settings:
+        return Settings({**self._values, **changes})
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def database_on(self) -> bool:
+        return bool(self["DATABASE_ENABLED"])
+
+    @property
+    def chat_completions_url(self) -> str:
+        """API_BASE_URL may be a base (``…/v1``) or the full endpoint; return the endpoint."""
+        base = self["API_BASE_URL"].rstrip("/")
+        if base.endswith("/chat/completions"):
+            return base
+        return base + "/chat/completions"
+
+    @property
+    def api_base(self) -> str:
+        """The provider's base URL (``…/v1``), for ``/models`` and the like."""
+        url = self.chat_completions_url
+        return url[: -len("/chat/completions")]

@@ -1,0 +1,1 @@
+"""Pure text helpers: tokenising Chinese and English for search."""
