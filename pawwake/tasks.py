@@ -35,11 +35,11 @@ class BackgroundTasks:
     def pending(self) -> int:
         return len(self._tasks)
 
-    async def drain(self, timeout: float = 30.0) -> None:
-        """Wait for running tasks; cancel what is still running after ``timeout``."""
+    async def drain(self, grace_seconds: float = 30.0) -> None:
+        """Wait for running tasks; cancel what is still running after ``grace_seconds``."""
         if not self._tasks:
             return
-        done, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
         for task in pending:
             task.cancel()
         if pending:

@@ -16,11 +16,11 @@ from aiohttp.test_utils import TestClient
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pawwake-run-"))
 
-from pawwake.app import create_app  # noqa: E402
-from pawwake.db.migrate import migrate  # noqa: E402
-from pawwake.db.pool import create_pool  # noqa: E402
-from pawwake.settings import Settings  # noqa: E402
-from tests.fake_upstream import FakeUpstream  # noqa: E402
+from pawwake.app import create_app
+from pawwake.db.migrate import migrate
+from pawwake.db.pool import create_pool
+from pawwake.settings import Settings
+from tests.fake_upstream import FakeUpstream
 
 TEMPLATE_DB = "pawwake_template"
 _db_counter = itertools.count(1)
