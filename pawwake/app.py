@@ -9,6 +9,7 @@ from pawwake.auth import api_auth_middleware, warn_if_open
 from pawwake.config import RuntimeConfig
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx
+from pawwake.jobs import JobRunner, jobs_ctx
 from pawwake.llm.http import http_client_ctx
 from pawwake.middlewares import error_middleware
 from pawwake.routes import setup_routes
@@ -24,9 +25,11 @@ def create_app(settings: Settings) -> web.Application:
                           middlewares=[error_middleware, api_auth_middleware])
     app[keys.SETTINGS] = settings
     app[keys.CONFIG] = RuntimeConfig(settings)
+    app[keys.JOBS] = JobRunner(app, workers=settings["JOB_WORKERS"])
     # Opened in this order, closed in reverse: background work drains before its resources go.
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(http_client_ctx)
+    app.cleanup_ctx.append(jobs_ctx)
     app.cleanup_ctx.append(tasks_ctx)
     warn_if_open(settings["GATEWAY_SECRET"])
     setup_routes(app)

@@ -8,8 +8,11 @@ import aiohttp
 from aiohttp import web
 
 if TYPE_CHECKING:
+    from pawwake.chat.pipeline import ChatResources
     from pawwake.config import RuntimeConfig
     from pawwake.database import Database
+    from pawwake.jobs import JobRunner
+    from pawwake.llm.models import ModelCatalog
     from pawwake.tasks import BackgroundTasks
 
 SETTINGS = web.AppKey("settings", object)  # the start-up Settings snapshot (env + defaults)
@@ -17,3 +20,6 @@ CONFIG: web.AppKey[RuntimeConfig] = web.AppKey("config")
 DATABASE: web.AppKey[Database | None] = web.AppKey("database")
 HTTP: web.AppKey[aiohttp.ClientSession] = web.AppKey("http")
 TASKS: web.AppKey[BackgroundTasks] = web.AppKey("tasks")
+JOBS: web.AppKey[JobRunner] = web.AppKey("jobs")
+MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached
+CHAT: web.AppKey[ChatResources] = web.AppKey("chat")  # persona file, pipeline steps

@@ -191,6 +191,9 @@ SETTINGS: tuple[Setting, ...] = (
        minimum=1, maximum=3600),
     _s("MAX_REQUEST_MB", "int", 32, "advanced", "单个请求体的最大大小（MB）",
        "Largest request body in MB", hot=False, minimum=1, maximum=1024),
+    _s("JOB_WORKERS", "int", 2, "advanced", "后台任务（记忆提取、向量补算等）的并发数",
+       "Concurrent background workers (extraction, embedding backfill...)", hot=False,
+       minimum=0, maximum=16),
     _s("LOG_LEVEL", "choice", "INFO", "advanced", "日志级别", "Log level", hot=False,
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
 )

@@ -1,0 +1,23 @@
+"""Asking for memory vectors to be (re)computed: one durable job fills every missing vector."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db.jobs import enqueue_job
+
+EMBED_KIND = "memory_embed"
+
+
+async def request_embedding(app: web.Application) -> None:
+    """Call after memories were added or their content changed (rows without a vector).
+
+    At most one unfinished embedding job exists; it embeds every row that lacks a current
+    vector, so calling this often is cheap.
+    """
+    database = app[keys.DATABASE]
+    if database is None:
+        return
+    await enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    app[keys.JOBS].wake()

@@ -1,0 +1,86 @@
+"""Durable jobs: dedupe, retries, crash recovery, shared across processes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pawwake import keys
+from pawwake.db import jobs as jobs_db
+from pawwake.jobs import Job, RetryLater
+
+
+async def test_a_job_runs_once_and_records_its_result(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    app = client.server.app
+    runs: list[dict[str, Any]] = []
+
+    async def handler(job: Job) -> dict[str, Any]:
+        runs.append(job.payload)
+        await job.progress(done=1, total=1)
+        return {"ok": True}
+
+    app[keys.JOBS].register("demo", handler)
+    pool = app[keys.DATABASE].pool
+    first = await jobs_db.enqueue_job(pool, "demo", {"n": 1}, dedupe_key="k")
+    duplicate = await jobs_db.enqueue_job(pool, "demo", {"n": 2}, dedupe_key="k")
+    assert first is not None and duplicate is None
+    assert await app[keys.JOBS].run_until_idle() == 1
+    job = await jobs_db.get_job(pool, first)
+    assert runs == [{"n": 1}]
+    assert job["status"] == "done" and job["result"] == {"ok": True}
+    assert job["progress"] == {"done": 1, "total": 1}
+
+
+async def test_retry_later_then_failure_after_max_attempts(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    app = client.server.app
+    attempts: list[int] = []
+
+    async def flaky(job: Job) -> None:
+        attempts.append(job.attempts)
+        raise RetryLater("provider busy", delay=0)
+
+    app[keys.JOBS].register("flaky", flaky)
+    pool = app[keys.DATABASE].pool
+    job_id = await jobs_db.enqueue_job(pool, "flaky", {}, max_attempts=3)
+    await app[keys.JOBS].run_until_idle()
+    job = await jobs_db.get_job(pool, job_id)
+    assert attempts == [1, 2, 3]
+    assert job["status"] == "failed" and "provider busy" in job["last_error"]
+
+
+async def test_a_crashed_run_is_claimed_again_once_its_lease_expires(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    app = client.server.app
+    runs: list[int] = []
+
+    async def handler(job: Job) -> str:
+        runs.append(job.attempts)
+        return "done"
+
+    app[keys.JOBS].register("work", handler)
+    pool = app[keys.DATABASE].pool
+    job_id = await jobs_db.enqueue_job(pool, "work", {})
+    # A process claims the job and dies before finishing it.
+    crashed = await jobs_db.claim_next(pool, ["work"], lease_seconds=0.05)
+    assert crashed["id"] == job_id
+    assert await app[keys.JOBS].run_until_idle() == 0  # still leased
+    await asyncio.sleep(0.1)
+    assert await app[keys.JOBS].run_until_idle() == 1
+    assert runs == [2]
+    assert (await jobs_db.get_job(pool, job_id))["status"] == "done"
+
+
+async def test_background_workers_pick_up_work_when_woken(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=2)
+    app = client.server.app
+    done = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        done.set()
+
+    app[keys.JOBS].register("wake", handler)
+    await jobs_db.enqueue_job(app[keys.DATABASE].pool, "wake", {})
+    app[keys.JOBS].wake()
+    await asyncio.wait_for(done.wait(), 5)
