@@ -123,17 +123,18 @@ class JobRunner:
         except asyncio.CancelledError:
             raise  # the lease expires and the job is claimed again after restart
         except RetryLater as exc:
-            status = await jobs_db.retry_or_fail(database.pool, job.id, str(exc), exc.delay,
+            status = await jobs_db.retry_or_fail(database.pool, job.id, job.attempts, str(exc),
+                                                 exc.delay,
                                                  count_attempt=exc.count_attempt)
             log.info("job %s (%s) will retry: %s [%s]", job.id, job.kind, exc, status)
         except Exception as exc:  # a handler bug or a provider failure: retry with backoff
-            status = await jobs_db.retry_or_fail(database.pool, job.id,
+            status = await jobs_db.retry_or_fail(database.pool, job.id, job.attempts,
                                                  f"{type(exc).__name__}: {exc}",
                                                  backoff_seconds(job.attempts))
             log.warning("job %s (%s) failed (attempt %s, now %s): %s", job.id, job.kind,
                         job.attempts, status, type(exc).__name__, exc_info=True)
         else:
-            await jobs_db.finish(database.pool, job.id, result)
+            await jobs_db.finish(database.pool, job.id, job.attempts, result)
         return True
 
     async def _loop(self) -> None:

@@ -60,16 +60,18 @@ async def extend_lease(pool: aiopg.Pool, job_id: int, lease_seconds: float) -> N
             " WHERE id = %s AND status = 'running'", (lease_seconds, job_id))
 
 
-async def finish(pool: aiopg.Pool, job_id: int, result: Any) -> None:
+async def finish(pool: aiopg.Pool, job_id: int, attempt: int, result: Any) -> None:
+    """Mark done; ``attempt`` fences out a run whose lease expired and was taken over."""
     async with cursor(pool) as cur:
         await cur.execute(
             "UPDATE jobs SET status = 'done', result = %s::jsonb, claimed_until = NULL,"
-            " last_error = NULL, updated_at = now() WHERE id = %s",
-            (json.dumps(result), job_id))
+            " last_error = NULL, updated_at = now()"
+            " WHERE id = %s AND attempts = %s AND status = 'running'",
+            (json.dumps(result), job_id, attempt))
 
 
-async def retry_or_fail(pool: aiopg.Pool, job_id: int, error: str, delay_seconds: float,
-                        *, count_attempt: bool = True) -> str:
+async def retry_or_fail(pool: aiopg.Pool, job_id: int, attempt: int, error: str,
+                        delay_seconds: float, *, count_attempt: bool = True) -> str:
     """Put the job back for a later run, or mark it failed when attempts are used up."""
     async with cursor(pool) as cur:
         await cur.execute(
@@ -77,10 +79,11 @@ async def retry_or_fail(pool: aiopg.Pool, job_id: int, error: str, delay_seconds
             " attempts = attempts - CASE WHEN %s THEN 0 ELSE 1 END,"
             " status = CASE WHEN %s AND attempts >= max_attempts THEN 'failed' ELSE 'pending' END,"
             " run_after = now() + make_interval(secs => %s), claimed_until = NULL,"
-            " last_error = %s, updated_at = now() WHERE id = %s RETURNING status",
-            (count_attempt, count_attempt, delay_seconds, error[:2000], job_id))
+            " last_error = %s, updated_at = now()"
+            " WHERE id = %s AND attempts = %s AND status = 'running' RETURNING status",
+            (count_attempt, count_attempt, delay_seconds, error[:2000], job_id, attempt))
         row = await cur.fetchone()
-        return row[0] if row else "missing"
+        return row[0] if row else "taken over"
 
 
 async def set_progress(pool: aiopg.Pool, job_id: int, progress: dict[str, Any]) -> None:
