@@ -11,6 +11,9 @@ from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx
 from pawwake.jobs import JobRunner, jobs_ctx
 from pawwake.llm.http import http_client_ctx
+from pawwake.memory.extract import setup_extraction
+from pawwake.memory.inject import memory_step
+from pawwake.memory.runtime import embedder_ctx
 from pawwake.middlewares import error_middleware
 from pawwake.routes import setup_routes
 from pawwake.settings import Settings
@@ -29,9 +32,12 @@ def create_app(settings: Settings) -> web.Application:
     # Opened in this order, closed in reverse: background work drains before its resources go.
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(http_client_ctx)
+    app.cleanup_ctx.append(embedder_ctx)
     app.cleanup_ctx.append(jobs_ctx)
     app.cleanup_ctx.append(tasks_ctx)
     warn_if_open(settings["GATEWAY_SECRET"])
     setup_routes(app)
+    setup_extraction(app)
+    app[keys.CHAT].steps.append(memory_step(app))
     setup_dashboard(app)
     return app

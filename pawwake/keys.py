@@ -12,7 +12,10 @@ if TYPE_CHECKING:
     from pawwake.config import RuntimeConfig
     from pawwake.database import Database
     from pawwake.jobs import JobRunner
+    from pawwake.llm.embeddings import Embedder
     from pawwake.llm.models import ModelCatalog
+    from pawwake.memory.term_stats import TermStats
+    from pawwake.memory.vectors import VectorStore
     from pawwake.tasks import BackgroundTasks
 
 SETTINGS = web.AppKey("settings", object)  # the start-up Settings snapshot (env + defaults)
@@ -23,3 +26,6 @@ TASKS: web.AppKey[BackgroundTasks] = web.AppKey("tasks")
 JOBS: web.AppKey[JobRunner] = web.AppKey("jobs")
 MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached
 CHAT: web.AppKey[ChatResources] = web.AppKey("chat")  # persona file, pipeline steps
+EMBEDDER: web.AppKey[Embedder] = web.AppKey("embedder")  # embedding provider + query cache
+VECTORS: web.AppKey[VectorStore] = web.AppKey("vectors")  # memory vector search (pgvector/numpy)
+TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF statistics

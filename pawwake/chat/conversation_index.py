@@ -1,0 +1,154 @@
+"""Keeping conversation recall's indexes current: keyword terms on write, vectors by a job.
+
+Writers that hold the tokenizer store terms with the row; anything written without them (recall
+was off, or another writer) has ``search_terms`` NULL and is indexed by ``index_pending``, which
+searches and the rebuild endpoint call. Vectors are filled by one durable, resumable job that
+embeds every searchable message lacking a current vector (an edit makes a vector stale).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db import conversation_turns as turns_db
+from pawwake.db import fragments as db
+from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import transaction
+from pawwake.jobs import Job, RetryLater, backoff_seconds
+from pawwake.llm.embeddings import EmbeddingError
+from pawwake.memory.runtime import terms_for
+
+log = logging.getLogger(__name__)
+
+EMBED_KIND = "conversation_embed"
+INDEX_BATCH = 500
+EMBED_BATCH = 32
+MAX_SWEEPS = 3
+
+
+async def enqueue_embedding(cur: Any) -> None:
+    """Ask for vectors inside the caller's transaction (one pending job covers every row)."""
+    await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
+
+
+async def request_embedding(app: web.Application) -> None:
+    database = app[keys.DATABASE]
+    if database is None:
+        return
+    await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    app[keys.JOBS].wake()
+
+
+async def index_pending(app: web.Application, *, limit: int | None = None) -> int:
+    """Give terms to messages that have none; returns how many were indexed."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    done, after = 0, 0
+    while limit is None or done < limit:
+        batch = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
+        rows = await db.unindexed_messages(database.pool, after, batch)
+        if not rows:
+            break
+        terms = await terms_for(app, [row["content"] for row in rows])
+        async with transaction(database.pool) as cur:
+            await turns_db.set_search_terms(
+                cur, [(row["id"], t) for row, t in zip(rows, terms, strict=True)])
+        done += len(rows)
+        after = rows[-1]["id"]
+    return done
+
+
+async def reindex_messages(app: web.Application, cur: Any, ids_and_texts: Sequence[
+        tuple[int, str]]) -> None:
+    """After an edit or import inside ``cur``'s transaction: new terms, and a vector job."""
+    settings = await app[keys.CONFIG].fresh()
+    if not settings["CONVERSATION_RECALL_ENABLED"]:
+        await db.clear_terms(cur, [i for i, _ in ids_and_texts])
+        return
+    terms = await terms_for(app, [text for _, text in ids_and_texts])
+    await turns_db.set_search_terms(
+        cur, [(i, t) for (i, _), t in zip(ids_and_texts, terms, strict=True)])
+    await enqueue_embedding(cur)
+
+
+async def embed_missing_messages(job: Job) -> dict[str, Any]:
+    """Job handler: embed searchable messages lacking a current vector, batch by batch."""
+    app = job.app
+    database = app[keys.DATABASE]
+    assert database is not None
+    settings = await app[keys.CONFIG].fresh()
+    if not settings["CONVERSATION_RECALL_ENABLED"]:
+        return {"skipped": "conversation recall is off"}
+    embedder = app[keys.EMBEDDER]
+    try:
+        provenance = await embedder.provenance(settings)
+    except EmbeddingError as exc:
+        raise _retry(exc, job) from None
+    done, total = await db.vector_coverage(database.pool, provenance)
+    await job.progress(done=done, total=total)
+    embedded = 0
+    for _sweep in range(MAX_SWEEPS):
+        embedded_now, after = 0, 0
+        while True:
+            rows = await db.messages_needing_vectors(database.pool, provenance, after,
+                                                     EMBED_BATCH)
+            if not rows:
+                break
+            texts = [row["content"] for row in rows]
+            try:
+                matrix, made_by = await embedder.embed_passages(settings, texts)
+            except EmbeddingError as exc:
+                raise _retry(exc, job) from None
+            if made_by != provenance:
+                raise RetryLater("the embedding provider changed its answer size", delay=0)
+            stored = await db.store_vectors(database.pool, provenance, [
+                (row["id"], db.content_sha(row["content"]), matrix[i])
+                for i, row in enumerate(rows)])
+            embedded_now += stored
+            done = min(total, done + stored)
+            after = rows[-1]["id"]
+            await job.progress(done=done, total=total)
+            await job.keep_alive()
+        embedded += embedded_now
+        if embedded_now == 0:
+            break
+    done, total = await db.vector_coverage(database.pool, provenance)
+    await job.progress(done=done, total=total)
+    log.info("conversation vectors: %s embedded, %s of %s current", embedded, done, total)
+    return {"embedded": embedded, "done": done, "total": total,
+            "provenance": provenance.as_dict()}
+
+
+def _retry(exc: EmbeddingError, job: Job) -> RetryLater:
+    if exc.rate_limited:
+        return RetryLater(str(exc), delay=exc.retry_after or 30.0, count_attempt=False)
+    return RetryLater(str(exc), delay=backoff_seconds(job.attempts))
+
+
+async def index_status(app: web.Application) -> dict[str, Any]:
+    """Keyword index coverage, vector coverage and the embedding job's state."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    settings = await app[keys.CONFIG].fresh()
+    counts = await db.index_counts(database.pool)
+    provenance = app[keys.EMBEDDER].configured_provenance(settings)
+    done, total = await db.vector_coverage(database.pool, provenance)
+    job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
+    return {
+        "enabled": bool(settings["CONVERSATION_RECALL_ENABLED"]),
+        "keyword_index": counts,
+        "vectors": {"done": done, "total": total, "provenance": provenance.as_dict()},
+        "job": None if job is None else {
+            "status": job["status"], "progress": job["progress"], "result": job["result"],
+            "last_error": job["last_error"],
+            "updated_at": job["updated_at"].isoformat() if job["updated_at"] else None},
+    }
+
+
+def register(app: web.Application) -> None:
+    app[keys.JOBS].register(EMBED_KIND, embed_missing_messages)

@@ -1,0 +1,240 @@
+"""Sidecar ingest: validate one turn from Claude Code, Codex or another adapter and store it.
+
+A turn is written in one transaction under the session's write lock. Its first message carries
+``turn_id`` (unique within ``source + session_id``), so a retry - even several at once - finds
+the stored turn and writes, embeds and extracts nothing again. Extraction is scheduled in the
+same transaction from the stored history, so it exists exactly when the turn does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat import conversation_index
+from pawwake.db import conversation_turns as turns_db
+from pawwake.db.conversations import NewMessage, insert_messages
+from pawwake.db.pool import transaction
+from pawwake.memory.extract import schedule_extraction
+
+log = logging.getLogger(__name__)
+
+MAX_ID_CHARS = 200
+MAX_MODEL_CHARS = 200
+MAX_MESSAGES = 200
+MAX_CONTENT_CHARS = 200_000
+MAX_METADATA_BYTES = 16_384
+ROLES = ("user", "assistant", "tool")
+TURN_FIELDS = frozenset({"turn_id", "session_id", "source", "model", "messages", "occurred_at",
+                         "extract_memories", "metadata"})
+MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
+TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
+class TurnInvalid(ValueError):
+    """Bad input: ``code`` is the API error code, the message says what to fix."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class TurnMessage:
+    role: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Turn:
+    turn_id: str
+    session_id: str
+    source: str
+    messages: list[TurnMessage]
+    model: str | None = None
+    occurred_at: datetime | None = None
+    extract_memories: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    status: str  # "stored" | "duplicate"
+    message_ids: list[int] = field(default_factory=list)
+    extraction_job: int | None = None
+
+
+def _identifier(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise TurnInvalid(f"invalid_{name}", f"{name} must be a non-empty string.")
+    if len(value) > MAX_ID_CHARS:
+        raise TurnInvalid(f"invalid_{name}", f"{name} is limited to {MAX_ID_CHARS} characters.")
+    if any(ord(ch) < 32 for ch in value):
+        raise TurnInvalid(f"invalid_{name}", f"{name} must not contain control characters.")
+    return value
+
+
+def _content_text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts = []
+        for part in content:
+            if (not isinstance(part, dict) or part.get("type") not in TEXT_PART_TYPES
+                    or not isinstance(part.get("text"), str) or set(part) - {"type", "text"}):
+                raise TurnInvalid("invalid_content", f"{where}.content parts must be"
+                                  ' {"type": "text", "text": "..."} objects.')
+            parts.append(part["text"])
+        text = "\n".join(parts)
+    elif content is None:
+        text = ""
+    else:
+        raise TurnInvalid("invalid_content",
+                          f"{where}.content must be a string or a list of text parts.")
+    if len(text) > MAX_CONTENT_CHARS:
+        raise TurnInvalid("content_too_long",
+                          f"{where}.content is limited to {MAX_CONTENT_CHARS} characters.")
+    return text
+
+
+def _message(raw: Any, index: int) -> TurnMessage:
+    where = f"messages[{index}]"
+    if not isinstance(raw, dict):
+        raise TurnInvalid("invalid_message", f"{where} must be an object.")
+    unknown = sorted(set(raw) - MESSAGE_FIELDS)
+    if unknown:
+        raise TurnInvalid("unknown_field", f"Unknown field: {where}.{unknown[0]}.")
+    role = raw.get("role")
+    if role not in ROLES:
+        raise TurnInvalid("invalid_role", f"{where}.role must be one of: {', '.join(ROLES)}.")
+    text = _content_text(raw.get("content"), where)
+    metadata: dict[str, Any] = {}
+    calls = raw.get("tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("id"), str) and c["id"]
+                for c in calls):
+            raise TurnInvalid("invalid_tool_calls", f"{where}.tool_calls must be a list of"
+                              " objects with an id, on an assistant message.")
+        if calls:
+            metadata["tool_calls"] = calls
+    call_id = raw.get("tool_call_id")
+    if role == "tool":
+        if not isinstance(call_id, str) or not call_id:
+            raise TurnInvalid("invalid_tool_call_id",
+                              f"{where}.tool_call_id must be a non-empty string on a tool"
+                              " message.")
+        metadata["tool_call_id"] = call_id
+    elif call_id is not None:
+        raise TurnInvalid("invalid_tool_call_id", f"{where}.tool_call_id is only for tool"
+                          " messages.")
+    name = raw.get("name")
+    if name is not None:
+        if not isinstance(name, str) or len(name) > MAX_ID_CHARS:
+            raise TurnInvalid("invalid_name", f"{where}.name must be a short string.")
+        metadata["name"] = name
+    if not text.strip() and not metadata.get("tool_calls") and role != "tool":
+        raise TurnInvalid("empty_content", f"{where}.content must not be empty.")
+    return TurnMessage(role=role, text=text, metadata=metadata)
+
+
+def parse_occurred_at(value: Any) -> datetime | None:
+    """RFC 3339 with an explicit offset (``Z`` or ``+08:00``); naive times are refused."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or "T" not in value.upper():
+        raise TurnInvalid("invalid_occurred_at",
+                          "occurred_at must be an RFC 3339 time such as 2026-01-02T10:00:00Z.")
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("z", "Z"))
+    except ValueError:
+        raise TurnInvalid("invalid_occurred_at",
+                          "occurred_at must be an RFC 3339 time such as"
+                          " 2026-01-02T10:00:00Z.") from None
+    if moment.tzinfo is None:
+        raise TurnInvalid("invalid_occurred_at", "occurred_at needs a UTC offset (Z or +hh:mm).")
+    return moment
+
+
+def parse_turn(body: Any) -> Turn:
+    """Validate a request body strictly; unknown fields are refused, not ignored."""
+    if not isinstance(body, dict):
+        raise TurnInvalid("invalid_body", "Send a JSON object.")
+    unknown = sorted(set(body) - TURN_FIELDS)
+    if unknown:
+        raise TurnInvalid("unknown_field", f"Unknown field: {unknown[0]}.")
+    turn_id = _identifier(body, "turn_id")
+    session_id = _identifier(body, "session_id")
+    source = _identifier(body, "source")
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or len(model) > MAX_MODEL_CHARS):
+        raise TurnInvalid("invalid_model", f"model must be a string of at most"
+                          f" {MAX_MODEL_CHARS} characters.")
+    raw_messages = body.get("messages")
+    if not isinstance(raw_messages, list) or not raw_messages:
+        raise TurnInvalid("invalid_messages", "messages must be a non-empty list.")
+    if len(raw_messages) > MAX_MESSAGES:
+        raise TurnInvalid("too_many_messages", f"A turn holds at most {MAX_MESSAGES} messages.")
+    messages = [_message(raw, i) for i, raw in enumerate(raw_messages)]
+    extract = body.get("extract_memories", True)
+    if not isinstance(extract, bool):
+        raise TurnInvalid("invalid_extract_memories", "extract_memories must be true or false.")
+    metadata = body.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise TurnInvalid("invalid_metadata", "metadata must be a JSON object.")
+    if len(json.dumps(metadata, ensure_ascii=False).encode("utf-8")) > MAX_METADATA_BYTES:
+        raise TurnInvalid("metadata_too_large",
+                          f"metadata is limited to {MAX_METADATA_BYTES} bytes of JSON.")
+    return Turn(turn_id=turn_id, session_id=session_id, source=source, messages=messages,
+                model=model or None, occurred_at=parse_occurred_at(body.get("occurred_at")),
+                extract_memories=extract, metadata=metadata)
+
+
+def rows_for(turn: Turn) -> list[NewMessage]:
+    """Rows to insert; with ``occurred_at`` each message gets it plus a microsecond per
+    position, so the turn sorts where it happened and in its own order."""
+    rows = []
+    for position, message in enumerate(turn.messages):
+        metadata = dict(message.metadata)
+        if position == 0:
+            metadata["turn"] = {"turn_id": turn.turn_id, "metadata": turn.metadata}
+        created = (turn.occurred_at + timedelta(microseconds=position)
+                   if turn.occurred_at is not None else None)
+        rows.append(NewMessage(role=message.role, content=message.text, model=turn.model,
+                               metadata=metadata, created_at=created))
+    return rows
+
+
+async def ingest_turn(app: web.Application, turn: Turn) -> IngestResult:
+    """Store ``turn`` once; see the module docstring."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    settings = await app[keys.CONFIG].fresh()
+    recall = bool(settings["CONVERSATION_RECALL_ENABLED"])
+    terms = await conversation_index.terms_for(app, [m.text for m in turn.messages]) \
+        if recall else None
+    async with transaction(database.pool) as cur:
+        await turns_db.lock_session_writes(cur, turn.session_id)
+        if await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id):
+            return IngestResult(status="duplicate")
+        ids = await insert_messages(cur, turn.session_id, rows_for(turn), source=turn.source)
+        await turns_db.tag_turn(cur, ids[0], turn.turn_id)
+        if terms is not None:
+            await turns_db.set_search_terms(cur, list(zip(ids, terms, strict=True)))
+            await conversation_index.enqueue_embedding(cur)
+        job = (await schedule_extraction(cur, settings, turn.session_id)
+               if turn.extract_memories else None)
+    if job is not None or terms is not None:
+        app[keys.JOBS].wake()
+    log.debug("stored a %d-message turn from %s", len(ids), turn.source)
+    return IngestResult(status="stored", message_ids=ids, extraction_job=job)

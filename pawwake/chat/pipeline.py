@@ -1,0 +1,233 @@
+"""The chat request flow between parsing and forwarding.
+
+``prepare_chat`` classifies a request, picks its session, applies the body rewrites and the
+persona, lets the registered steps (memory injection, partition cache, recall) shape it, and
+returns a PreparedChat: the exact upstream payload plus the work to run after the reply.
+``after_reply`` / ``after_failure`` start that work as tracked background tasks: success hooks
+only after a natural end with status 200, failure hooks (releasing claims) otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.auxiliary import is_auxiliary
+from pawwake.chat.persona import PersonaFile, resolve_persona
+from pawwake.chat.sessions import resolve_session_id
+from pawwake.chat.turns import turn_writer
+from pawwake.llm.sse import CapturedReply
+from pawwake.tasks import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+SYSTEM_ROLES = ("system", "developer")
+
+SuccessHook = Callable[["PreparedChat", CapturedReply], Awaitable[None]]
+FailureHook = Callable[["PreparedChat", str], Awaitable[None]]
+ChatStep = Callable[["ChatContext", "PreparedChat"], Awaitable[None]]
+
+
+class ChatRejected(Exception):
+    """The request cannot be served as asked; routes answer with OpenAI's error envelope."""
+
+    def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+
+
+@dataclass
+class ChatResources:
+    """Per-app chat state: the persona file and the pluggable steps.
+
+    ``steps`` run in order for every non-auxiliary request, after the persona and before the
+    body is frozen; a step may add ``system_parts``, rewrite ``body["messages"]``, register
+    hooks, or raise ChatRejected.
+    """
+
+    persona: PersonaFile = field(default_factory=PersonaFile)
+    steps: list[ChatStep] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChatContext:
+    """What a step may use: the settings in force and the app's shared resources."""
+
+    settings: Any
+    database: Any  # pawwake.database.Database | None
+    http: aiohttp.ClientSession
+
+
+@dataclass
+class PreparedChat:
+    """One chat request, ready to forward."""
+
+    body: dict[str, Any]  # the upstream body; frozen into ``payload`` by finalize()
+    client_messages: list[dict[str, Any]]  # as the client sent them (what gets stored)
+    session_id: str
+    model: str
+    stream: bool
+    auxiliary: bool
+    persist: bool
+    received_at: datetime
+    system_parts: list[str] = field(default_factory=list)
+    turn_blocks: list[str] = field(default_factory=list)  # context for the current user turn
+    memory_count: int = 0
+    payload: bytes = b""
+    after_success: list[SuccessHook] = field(default_factory=list)
+    after_failure: list[FailureHook] = field(default_factory=list)
+
+    def finalize(self, untouched: bytes | None = None) -> None:
+        """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
+        body with the system text (persona, memories...) put in front."""
+        if untouched is not None:
+            self.payload = untouched
+            return
+        if self.system_parts:
+            self.body["messages"] = with_system_text(self.body["messages"],
+                                                     "\n\n".join(self.system_parts))
+        if self.turn_blocks:
+            self.body["messages"] = with_turn_context(self.body["messages"],
+                                                      "\n\n".join(self.turn_blocks))
+        self.payload = json.dumps(self.body, ensure_ascii=False,
+                                  separators=(",", ":")).encode("utf-8")
+
+
+def with_turn_context(messages: list[Any], text: str) -> list[Any]:
+    """Put ``text`` in front of the last user message (the current turn), after every cached
+    part of the prompt; images and other parts of that message are kept."""
+    messages = list(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                merged: Any = [{"type": "text", "text": text}, *content]
+            else:
+                merged = f"{text}\n\n{content or ''}"
+            messages[index] = {**message, "content": merged}
+            break
+    return messages
+
+
+def with_system_text(messages: list[Any], text: str) -> list[Any]:
+    """Put ``text`` before the client's own system text (a new system message when there is
+    none). The client's list and message objects are left as they were."""
+    messages = list(messages)
+    first = messages[0] if messages else None
+    if isinstance(first, dict) and first.get("role") in SYSTEM_ROLES:
+        content = first.get("content")
+        if isinstance(content, list):
+            merged: Any = [{"type": "text", "text": text}, *content]
+        elif isinstance(content, str) and content.strip():
+            merged = f"{text}\n\n{content}"
+        else:
+            merged = text
+        messages[0] = {**first, "content": merged}
+    else:
+        messages.insert(0, {"role": "system", "content": text})
+    return messages
+
+
+def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
+    """FORCE_STREAM, REASONING_EFFORT, and usage reporting for streams."""
+    if settings["FORCE_STREAM"]:
+        body["stream"] = True
+    if settings["REASONING_EFFORT"]:
+        body["reasoning_effort"] = settings["REASONING_EFFORT"]
+    if body.get("stream") and "stream_options" not in body:
+        body["stream_options"] = {"include_usage": True}
+
+
+def drop_gateway_fields(body: dict[str, Any]) -> None:
+    """``metadata.session_id`` is addressed to the gateway; providers may reject it."""
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and "session_id" in metadata:
+        rest = {key: value for key, value in metadata.items() if key != "session_id"}
+        if rest:
+            body["metadata"] = rest
+        else:
+            del body["metadata"]
+
+
+async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str, str],
+                       body: dict[str, Any], raw: bytes, received_at: datetime) -> PreparedChat:
+    """Turn a validated client body into what goes upstream and what happens afterwards."""
+    model = body.get("model") or settings["DEFAULT_MODEL"]
+    if not model:
+        raise ChatRejected(400, "missing_model",
+                           "No model given and DEFAULT_MODEL is not set.", param="model")
+    database = app[keys.DATABASE]
+    auxiliary = is_auxiliary(headers, body)
+    upstream = {**body, "model": model}
+    prepared = PreparedChat(
+        body=upstream, client_messages=body["messages"],
+        session_id=resolve_session_id(headers, body), model=model,
+        stream=bool(body.get("stream")), auxiliary=auxiliary,
+        persist=database is not None and not auxiliary, received_at=received_at)
+    if auxiliary:
+        # The client's own housekeeping: forwarded as sent (a missing model filled in).
+        prepared.finalize(untouched=raw if body.get("model") else None)
+        return prepared
+    apply_rewrites(upstream, settings)
+    drop_gateway_fields(upstream)
+    prepared.stream = bool(upstream.get("stream"))
+    resources = app[keys.CHAT]
+    persona = resolve_persona(settings, resources.persona)
+    if persona:
+        prepared.system_parts.append(persona)
+    if prepared.persist:
+        prepared.after_success.append(turn_writer(app))
+    context = ChatContext(settings=settings, database=database, http=app[keys.HTTP])
+    try:
+        for step in resources.steps:
+            await step(context, prepared)
+    except BaseException:
+        # A step refused, failed or was cancelled: release what earlier steps claimed.
+        after_failure(app[keys.TASKS], prepared, "not_forwarded")
+        raise
+    prepared.finalize()
+    return prepared
+
+
+def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedReply) -> None:
+    """The reply was delivered and ended naturally with 200: run the success hooks."""
+    if prepared.after_success:
+        tasks.spawn(_run_success(prepared, reply), name="chat-after-success")
+
+
+def after_failure(tasks: BackgroundTasks, prepared: PreparedChat, reason: str) -> None:
+    """No usable reply (client gone, upstream error or cut): run the failure hooks only."""
+    if prepared.after_failure:
+        tasks.spawn(_run_failure(prepared, reason), name="chat-after-failure")
+
+
+async def _run_success(prepared: PreparedChat, reply: CapturedReply) -> None:
+    for hook in prepared.after_success:
+        try:
+            await hook(prepared, reply)
+        except Exception:
+            log.exception("after-reply step %s failed", _name(hook))
+
+
+async def _run_failure(prepared: PreparedChat, reason: str) -> None:
+    for hook in prepared.after_failure:
+        try:
+            await hook(prepared, reason)
+        except Exception:
+            log.exception("after-failure step %s failed", _name(hook))
+
+
+def _name(hook: Callable[..., Any]) -> str:
+    return getattr(hook, "__qualname__", repr(hook))

@@ -1,0 +1,172 @@
+"""Conversation recall: find past conversations in their own words, as stable fragments.
+
+Keyword candidates come from the GIN-indexed terms, semantic ones from message vectors whose
+raw cosine reaches ``CONVERSATION_MIN_SCORE_THRESHOLD``; sessions are ranked by
+``recall_rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
+fragment: its best matching messages with ``context`` neighbours on each side. Stateless:
+callers pass the sessions and fragment ids to leave out (the next candidates move up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat import conversation_index
+from pawwake.chat.recall_rank import (
+    CONTEXT_CHARS,
+    MATCH_CHARS,
+    SessionHits,
+    fragment_id,
+    rank_sessions,
+    trim,
+)
+from pawwake.db import fragments as db
+from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
+from pawwake.memory.scoring import keyword_score
+from pawwake.text import tokens
+
+log = logging.getLogger(__name__)
+
+KEYWORD_ROWS = 1000
+CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left them bare
+README_DEFAULT_THRESHOLD = 0.7
+
+
+@dataclass
+class RecallOutcome:
+    fragments: list[dict[str, Any]]
+    mode: str  # "hybrid" | "keyword"
+    keywords: list[str]
+    warning: str | None = None
+    threshold: float | None = None
+    candidates: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def conversation_threshold(settings: Mapping[str, Any], provider: str) -> float:
+    """The configured raw-cosine floor; the untouched default follows the provider (local e5
+    cosines sit around 0.7-0.9 even for unrelated texts)."""
+    value = float(settings["CONVERSATION_MIN_SCORE_THRESHOLD"])
+    if provider == "local" and abs(value - README_DEFAULT_THRESHOLD) < 1e-9:
+        return DEFAULT_THRESHOLDS["local"]
+    return value
+
+
+async def search_fragments(app: web.Application, query: str, *, max_sessions: int = 3,
+                           context: int = 1, mode: str = "hybrid",
+                           exclude_session_ids: Iterable[str] = (),
+                           exclude_fragment_ids: Iterable[str] = (),
+                           settings: Mapping[str, Any] | None = None) -> RecallOutcome:
+    """Search stored conversations for ``query``; see the module docstring."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    settings = settings if settings is not None else await app[keys.CONFIG].fresh()
+    excluded_sessions = sorted(set(exclude_session_ids))
+    excluded_fragments = set(exclude_fragment_ids)
+    await conversation_index.index_pending(app, limit=CATCH_UP_LIMIT)
+    keywords = await asyncio.get_running_loop().run_in_executor(
+        None, tokens.query_keywords, query)
+    pool_size = max(20, 3 * max_sessions)
+    sessions: dict[str, SessionHits] = {}
+
+    if keywords:
+        (count, frequencies), rows = await asyncio.gather(
+            db.term_frequencies(database.pool, keywords),
+            db.keyword_matches(database.pool, keywords, excluded_sessions, KEYWORD_ROWS))
+        weights = {t: tokens.idf_weight(count, frequencies.get(t, 0)) for t in keywords}
+        total = sum(weights.values())
+        for row in rows:
+            present = set(row["search_terms"] or ())
+            share = keyword_score(sum(w for t, w in weights.items() if t in present), total)
+            hits = sessions.setdefault(row["session_id"], SessionHits(row["session_id"]))
+            hits.keyword = max(hits.keyword, share)
+            hits.add(row["id"], row["created_at"], share)
+
+    semantic_mode, warning, threshold, pool_cosines = False, None, None, []
+    if mode == "hybrid":
+        semantic_mode, warning, threshold, pool_cosines = await _semantic(
+            app, settings, query, excluded_sessions, pool_size, sessions)
+    ranked_pool = sorted(sessions.values(), key=lambda s: (
+        -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
+        s.session_id))[:pool_size]
+    weights_tuple = (float(settings["CONVERSATION_HW_KEYWORD"]),
+                     float(settings["CONVERSATION_HW_SEMANTIC"]) if semantic_mode else 0.0,
+                     float(settings["CONVERSATION_HW_RECENCY"]))
+    ranked = rank_sessions(ranked_pool, now=datetime.now(UTC), weights=weights_tuple,
+                           threshold=threshold or 1.0, cosine_pool=pool_cosines)
+    chosen = []
+    for item in ranked:
+        fid = fragment_id(item.hits.matched_ids())
+        if fid in excluded_fragments:
+            continue
+        chosen.append((item, fid))
+        if len(chosen) >= max_sessions:
+            break
+    fragments = await _build_fragments(database.pool, chosen, context)
+    return RecallOutcome(fragments=fragments, mode="hybrid" if semantic_mode else "keyword",
+                         keywords=keywords, warning=warning, threshold=threshold,
+                         candidates=len(ranked_pool))
+
+
+async def _semantic(app: web.Application, settings: Mapping[str, Any], query: str,
+                    excluded_sessions: list[str], pool_size: int,
+                    sessions: dict[str, SessionHits]
+                    ) -> tuple[bool, str | None, float | None, list[float]]:
+    """Add semantic hits to ``sessions``; returns (used, warning, threshold, pool cosines)."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    try:
+        vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
+    except EmbeddingError as exc:
+        log.warning("query embedding for recall failed: %s", exc)
+        return False, f"Query embedding failed ({exc}); keywords only.", None, []
+    threshold = conversation_threshold(settings, provenance.provider)
+    neighbours = await db.nearest_messages(database.pool, provenance, vector,
+                                           max(100, 5 * pool_size), excluded_sessions,
+                                           pgvector=database.pgvector)
+    if not neighbours:
+        return False, ("No conversation message has a vector yet (the embedding job fills"
+                       " them); keywords only."), None, []
+    for row in neighbours:
+        if row["cosine"] < threshold:
+            continue
+        hits = sessions.setdefault(row["session_id"], SessionHits(row["session_id"]))
+        hits.cosine = max(hits.cosine or 0.0, row["cosine"])
+        hits.add(row["id"], row["created_at"], row["cosine"])
+    return True, None, threshold, [row["cosine"] for row in neighbours]
+
+
+async def _build_fragments(pool: Any, chosen: list[tuple[Any, str]], context: int
+                           ) -> list[dict[str, Any]]:
+    matched = {i for item, _ in chosen for i in item.hits.matched_ids()}
+    rows = await db.context_windows(pool, sorted(matched), context)
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_session.setdefault(row["session_id"], []).append(row)
+    fragments = []
+    for item, fid in chosen:
+        hits = item.hits
+        ids = set(hits.matched_ids())
+        messages = [{
+            "role": row["role"],
+            "content": trim(row["content"], MATCH_CHARS if row["id"] in ids else CONTEXT_CHARS),
+            "created_at": row["created_at"].isoformat(),
+            "matched": row["id"] in ids,
+        } for row in by_session.get(hits.session_id, [])]
+        fragments.append({
+            "fragment_id": fid,
+            "session_id": hits.session_id,
+            "score": item.score,
+            "parts": item.parts,
+            "latest_match_at": hits.latest.isoformat() if hits.latest else None,
+            "messages": messages,
+        })
+    return fragments

@@ -1,0 +1,209 @@
+"""Organising memories into events from the memories page: start a draft run for the selection
+or a date range, watch it (the panel polls itself while it runs), then edit, skip and confirm
+drafts. Confirming all leaves out drafts that hold a core memory: those are confirmed one by
+one, with their own tick box.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from pawwake.dashboard.consolidation_view import consolidation_context, latest_drafts
+from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.memories_region import (
+    CONSOLIDATION,
+    memory_errors,
+    message,
+    respond,
+    selected_ids,
+)
+from pawwake.dashboard.memories_view import View, gateway, parse_view
+from pawwake.dashboard.render import is_htmx
+from pawwake.db.errors import NotFound
+from pawwake.memory import consolidate, merge
+from pawwake.memory.fields import (
+    FieldError,
+    parse_content,
+    parse_event_date,
+    parse_importance,
+    parse_int,
+    parse_title,
+)
+from pawwake.memory.merge import DetailedConflict, MergeRequest
+
+log = logging.getLogger(__name__)
+
+# Refusals of a start, each explained in the catalog as "organise.refused_<code>".
+START_REFUSALS = ("memory_archived", "memory_has_reminder", "invalid_range", "range_too_long",
+                  "nothing_to_consolidate", "too_many_memories", "too_few_memories",
+                  "consolidation_running", "not_running")
+# Refusals of a confirm, explained as "drafts.refused_<code>".
+CONFIRM_REFUSALS = ("source_changed", "source_archived", "already_merged",
+                    "source_has_reminder", "core_confirmation_required", "layer_below_sources")
+
+
+def _to_panel(request: web.Request) -> web.HTTPSeeOther:
+    return web.HTTPSeeOther(str(request.app.router["memories"].url_for()) + "#consolidation")
+
+
+async def _panel(request: web.Request, view: View, *, status: int = 200,
+                 oob: tuple[str, ...] = (), **panel: Any) -> web.Response:
+    context = await consolidation_context(request, **panel)
+    return await respond(request, view, fragment=CONSOLIDATION, consolidation=context,
+                         oob=oob, status=status)
+
+
+@memory_errors
+async def show(request: web.Request) -> web.Response:
+    """The panel; htmx polls it every second while drafts are being made."""
+    if not is_htmx(request):
+        raise _to_panel(request)
+    return await _panel(request, View())
+
+
+def start_refusal(lang: str, code: str) -> str:
+    if code in START_REFUSALS:
+        return translate(lang, f"organise.refused_{code}")
+    return translate(lang, "organise.refused_other")
+
+
+@memory_errors
+async def start(request: web.Request) -> web.Response:
+    """Queue drafts for the ticked rows, or for a range of local days."""
+    lang = request_language(request)
+    app = gateway(request)
+    form = await request.post()
+    view = parse_view(form)
+    try:
+        ids = selected_ids(form)
+        if ids:
+            if len(ids) < 2:
+                raise FieldError("ids", "too few", "too_few_memories")
+            await consolidate.start_selection(app, ids)
+        else:
+            date_from = parse_event_date(_text(form, "date_from") or None, "date_from")
+            date_to = parse_event_date(_text(form, "date_to") or None, "date_to")
+            if date_from is None or date_to is None:
+                raise FieldError("date_from", "dates needed", "missing_dates")
+            await consolidate.start_range(app, date_from, date_to)
+    except DetailedConflict as exc:
+        return await _panel(request, view, status=409, problem=start_refusal(lang, exc.code))
+    except FieldError as exc:
+        text = (translate(lang, "organise.bad_dates") if exc.field in ("date_from", "date_to")
+                and exc.code not in START_REFUSALS else start_refusal(lang, exc.code))
+        return await _panel(request, view, status=400, problem=text)
+    if not is_htmx(request):
+        raise _to_panel(request)
+    return await _panel(request, view, oob=("region",))
+
+
+@memory_errors
+async def cancel(request: web.Request) -> web.Response:
+    lang = request_language(request)
+    form = await request.post()
+    view = parse_view(form)
+    try:
+        await consolidate.cancel(gateway(request))
+    except DetailedConflict as exc:
+        return await _panel(request, view, status=409, problem=start_refusal(lang, exc.code))
+    if not is_htmx(request):
+        raise _to_panel(request)
+    return await _panel(request, view)
+
+
+def _text(form: Mapping[str, Any], name: str) -> str:
+    value = form.get(name)
+    return value.replace("\r\n", "\n") if isinstance(value, str) else ""
+
+
+def draft_request(form: Mapping[str, Any], number: int, draft: Mapping[str, Any]
+                  ) -> MergeRequest:
+    """The edited draft as a confirm request; FieldError names the field typed wrong."""
+    importance_text = _text(form, f"importance-{number}").strip()
+    layer_text = _text(form, f"layer-{number}").strip()
+    return MergeRequest(
+        draft_id=str(draft["draft_id"]),
+        content=parse_content(_text(form, f"content-{number}")),
+        title=parse_title(_text(form, f"title-{number}")), title_given=True,
+        importance=parse_importance(int(importance_text) if importance_text.isdigit()
+                                    else importance_text),
+        layer=parse_int(int(layer_text) if layer_text.isdigit() else layer_text, "layer", 2, 3),
+        confirm_core=bool(draft["includes_core"]) and bool(form.get(f"core-{number}")))
+
+
+async def _confirm_one(request: web.Request, form: Mapping[str, Any], number: int,
+                       draft: Mapping[str, Any]) -> dict[str, Any]:
+    """Confirm one draft; the outcome is a message and, for typing errors, field errors."""
+    lang = request_language(request)
+    if draft["includes_core"] and not form.get(f"core-{number}"):
+        return {"ok": False, "message": message("alert", translate(lang, "drafts.core_needs_ok"))}
+    try:
+        wanted = draft_request(form, number, draft)
+        await merge.merge_memories(gateway(request), wanted)
+    except DetailedConflict as exc:
+        key = f"drafts.refused_{exc.code}" if exc.code in CONFIRM_REFUSALS else "drafts.refused"
+        return {"ok": False, "message": message("alert", translate(lang, key))}
+    except NotFound:
+        return {"ok": False, "message": message("alert", translate(lang, "drafts.gone"))}
+    except FieldError as exc:
+        if exc.code == "layer_below_sources":
+            text = translate(lang, "drafts.refused_layer_below_sources")
+            return {"ok": False, "message": message("alert", text), "errors": {"layer": text}}
+        field = exc.field if exc.field in ("content", "title", "importance", "layer") else "content"
+        text = translate(lang, f"memories.invalid_{field}")
+        return {"ok": False, "field_error": True, "errors": {field: text},
+                "message": message("alert", text)}
+    return {"ok": True, "message": message("notice", translate(lang, "drafts.confirmed"))}
+
+
+@memory_errors
+async def confirm(request: web.Request) -> web.Response:
+    """Confirm one draft (``confirm=N``) or every ready draft without a core source."""
+    lang = request_language(request)
+    form = await request.post()
+    view = parse_view(form)
+    drafts = await latest_drafts(gateway(request))
+    by_number = dict(enumerate(drafts, 1))
+    sent = {n: form.get(f"draft-{n}") for n in by_number}
+    if not drafts or any(value is not None and value != by_number[n]["draft_id"]
+                         for n, value in sent.items()):
+        return await _panel(request, view, status=409,
+                            problem=translate(lang, "drafts.outdated"))
+    choice = form.get("confirm")
+    if choice == "all":
+        targets = [n for n, d in by_number.items() if d["state"] == "ready"
+                   and not d["includes_core"] and not form.get(f"skip-{n}")]
+    elif isinstance(choice, str) and choice.isdigit() and int(choice) in by_number:
+        targets = [int(choice)]
+    else:
+        return await _panel(request, view, status=400,
+                            problem=translate(lang, "memories.bad_action"))
+    outcomes = {n: await _confirm_one(request, form, n, by_number[n]) for n in targets}
+    confirmed = sum(outcome["ok"] for outcome in outcomes.values())
+    failed = len(outcomes) - confirmed
+    if not targets:
+        summary = message("alert", translate(lang, "drafts.none_ready"))
+    elif failed:
+        summary = message("alert" if not confirmed else "notice", translate(
+            lang, "drafts.summary_failed", confirmed=confirmed, failed=failed))
+    else:
+        summary = message("notice", translate(lang, "drafts.summary", confirmed=confirmed))
+    status = 200
+    if not confirmed:
+        status = 400 if targets and all(o.get("field_error") for o in outcomes.values()) \
+            else 409
+    log.info("dashboard confirmed %s of %s drafts", confirmed, len(targets))
+    return await _panel(request, view, status=status, oob=("region", "candidates"),
+                        submitted=form, outcomes=outcomes, notice=summary)
+
+
+def setup(dashboard: web.Application) -> None:
+    add = dashboard.router
+    add.add_get("/memories/organise", show, name="memories_organise")
+    add.add_post("/memories/organise", start, name="memories_organise_start")
+    add.add_post("/memories/organise/cancel", cancel, name="memories_organise_cancel")
+    add.add_post("/memories/drafts", confirm, name="memories_drafts")

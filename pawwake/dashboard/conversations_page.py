@@ -1,0 +1,213 @@
+"""The conversations page: list and phrase search with paging, the trash, one session's messages
+with per-message edit/delete/restore, trashing and merging sessions.
+
+Every control is a plain form (POST, then a redirect back), so the page works without script;
+search is a POST so private text stays out of URLs and access logs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from multidict import MultiMapping
+
+from pawwake.chat import conversations as service
+from pawwake.chat.conversations import Invalid
+from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.render import render, render_error
+from pawwake.db.errors import Conflict, NotFound
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 20
+LIST = "dashboard/conversations.html"
+DETAIL = "dashboard/conversation.html"
+# Notices a redirect may ask for: key -> the numbers it carries.
+NOTICES = {"edited": "conv.done_edited", "deleted": "conv.done_deleted",
+           "restored": "conv.done_restored", "trashed": "conv.done_trashed",
+           "session_restored": "conv.done_session_restored", "purged": "conv.done_purged",
+           "merged": "conv.done_merged"}
+
+ROLE_KEYS = {"user": "conv.role_user", "assistant": "conv.role_assistant",
+             "system": "conv.role_system", "tool": "conv.role_tool"}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def gateway(request: web.Request) -> web.Application:
+    """The gateway application whose services the page calls (the dashboard is its sub-app)."""
+    return request.match_info.apps[0]
+
+
+def conversation_errors(handler: Handler) -> Handler:
+    """Show the service's refusals as an error page (or fragment), never a stack trace."""
+    @functools.wraps(handler)
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        lang = request_language(request)
+        try:
+            return await handler(request)
+        except NotFound:
+            return render_error(request, 404, translate(lang, "conv.error_missing"))
+        except Conflict as exc:
+            return render_error(request, 409, translate(lang, "conv.error_conflict",
+                                                        reason=str(exc)))
+        except Invalid as exc:
+            return render_error(request, 400, str(exc))
+    return wrapper
+
+
+def _int(value: Any, default: int, low: int = 1) -> int:
+    if isinstance(value, str) and value.isdigit() and len(value) < 7:
+        return max(low, int(value))
+    return default
+
+
+def _notice(lang: str, values: MultiMapping[str]) -> str | None:
+    key = NOTICES.get(values.get("done", ""))
+    if key is None:
+        return None
+    return translate(lang, key, n=_int(values.get("n"), 0, 0),
+                     count=_int(values.get("count"), 0, 0),
+                     sessions=_int(values.get("sessions"), 0, 0))
+
+
+def _list_url(request: web.Request, *, trash: bool, **extra: str) -> str:
+    query = {"trash": "1"} if trash else {}
+    return str(request.app.router["conversations"].url_for().with_query({**query, **extra}))
+
+
+async def _render_list(request: web.Request, *, query: str, trash: bool, page: int,
+                       values: MultiMapping[str], status: int = 200) -> web.Response:
+    lang = request_language(request)
+    result = await service.list_conversations(gateway(request), query=query, trash=trash,
+                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    pages = max(1, -(-result["total"] // PAGE_SIZE))
+    rows = [{**item, "number": (page - 1) * PAGE_SIZE + i}
+            for i, item in enumerate(result["items"], start=1)]
+    return render(request, LIST, {
+        "rows": rows, "total": result["total"], "q": query, "trash": trash, "page": page,
+        "pages": pages, "notice": _notice(lang, values)}, status=status)
+
+
+@conversation_errors
+async def conversations(request: web.Request) -> web.Response:
+    """The newest sessions, or the trash with ``trash=1``; ``page=N`` pages."""
+    return await _render_list(request, query="", trash=request.query.get("trash") == "1",
+                              page=_int(request.query.get("page"), 1), values=request.query)
+
+
+@conversation_errors
+async def search(request: web.Request) -> web.Response:
+    form = await request.post()
+    query = str(form.get("q", "")).strip()[:500]
+    return await _render_list(request, query=query, trash=form.get("trash") == "1",
+                              page=_int(form.get("page"), 1), values=form)
+
+
+@conversation_errors
+async def view_session(request: web.Request) -> web.Response:
+    """One session's messages, deleted ones included (they can be restored here)."""
+    lang = request_language(request)
+    session_id = service.session_id_of(request.query.get("session"), "session")
+    rows = await service.session_messages(gateway(request), session_id, include_deleted=True)
+    messages = [{**row, "number": number, "role_key": ROLE_KEYS[row["role"]]}
+                for number, row in enumerate(rows, start=1)]
+    in_trash = all(row["deleted_at"] is not None for row in rows)
+    return render(request, DETAIL, {"session_id": session_id, "messages": messages,
+                                    "in_trash": in_trash, "notice": _notice(lang, request.query)})
+
+
+def _view_url(request: web.Request, session_id: str, **extra: str) -> str:
+    return str(request.app.router["conversation_view"].url_for().with_query(
+        {"session": session_id, **extra}))
+
+
+@conversation_errors
+async def message_action(request: web.Request) -> web.StreamResponse:
+    """Save, delete or restore one message, then show the session again."""
+    form = await request.post()
+    app = gateway(request)
+    session_id = service.session_id_of(form.get("session"), "session")
+    message_id = _int(form.get("message"), 0)
+    number = str(_int(form.get("number"), 0, 0))
+    action = form.get("action")
+    if message_id <= 0:
+        raise NotFound("message")
+    if action == "save":
+        content = form.get("content")
+        if not isinstance(content, str) or not content.strip():
+            return render_error(request, 400, translate(request_language(request),
+                                                        "conv.error_empty"))
+        await service.edit_message(app, message_id, service.content_of(content))
+        done = "edited"
+    elif action in ("delete", "restore"):
+        await service.set_message_deleted(app, message_id, action == "delete")
+        done = "deleted" if action == "delete" else "restored"
+    else:
+        raise Invalid("invalid_action", "Unknown action.")
+    raise web.HTTPSeeOther(_view_url(request, session_id, done=done, n=number))
+
+
+@conversation_errors
+async def session_action(request: web.Request) -> web.StreamResponse:
+    """Move one session to the trash (back to the list) or restore it (back to the session)."""
+    form = await request.post()
+    app = gateway(request)
+    session_id = service.session_id_of(form.get("session"), "session")
+    action = form.get("action")
+    if action == "trash":
+        count = await service.trash_session(app, session_id)
+        raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
+    if action == "restore":
+        count = await service.restore_session(app, session_id)
+        raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
+                                         count=str(count)))
+    raise Invalid("invalid_action", "Unknown action.")
+
+
+@conversation_errors
+async def bulk_action(request: web.Request) -> web.StreamResponse:
+    """Trash, restore, purge or merge the sessions ticked in the list."""
+    form = await request.post()
+    app = gateway(request)
+    lang = request_language(request)
+    trash = form.get("trash") == "1"
+    selected = [service.session_id_of(v, "session") for v in form.getall("session", [])]
+    if not selected:
+        return render_error(request, 400, translate(lang, "conv.error_select"))
+    action = form.get("action")
+    if action == "merge":
+        target = form.get("target")
+        if len(set(selected)) < 2 or target not in selected:
+            return render_error(request, 400, translate(lang, "conv.error_merge"))
+        merged = await service.merge_sessions(app, selected, str(target))
+        raise web.HTTPSeeOther(_list_url(
+            request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
+            count=str(merged["moved"]["messages"])))
+    if action == "restore":
+        count = await service.restore_sessions(app, selected)
+        raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
+                                         count=str(count)))
+    if action in ("trash", "purge"):
+        result = await service.batch_delete(app, selected, permanent=action == "purge")
+        extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
+                 else {"done": "trashed", "count": str(result["messages"])})
+        raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))
+    raise Invalid("invalid_action", "Unknown action.")
+
+
+def setup(dashboard: web.Application) -> None:
+    from pawwake.dashboard import usage_page
+
+    add = dashboard.router
+    add.add_get("/conversations", conversations, name="conversations")
+    add.add_post("/conversations/search", search, name="conversations_search")
+    add.add_get("/conversations/view", view_session, name="conversation_view")
+    add.add_post("/conversations/message", message_action, name="conversation_message")
+    add.add_post("/conversations/session", session_action, name="conversation_session")
+    add.add_post("/conversations/bulk", bulk_action, name="conversations_bulk")
+    usage_page.setup(dashboard)

@@ -1,0 +1,285 @@
+"""The memories page's list region and page assembly: tabs with counts, rows numbered for
+people, paging, search results, and the side panels; one respond() for page or fragments.
+
+Handlers call the memory services directly (the dashboard cookie never authorises /api).
+Database ids only travel in form values and htmx attributes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.dashboard.backfill_panel import backfill_context
+from pawwake.dashboard.consolidation_view import consolidation_context
+from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.memories_view import (
+    LAYERS,
+    PAGE_SIZE,
+    SEARCH_LIMIT,
+    View,
+    ViewError,
+    gateway,
+    layer_counts,
+    page_count,
+    row_view,
+    zone_of,
+)
+from pawwake.dashboard.merge_view import candidates_context, sources_view
+from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.memory import store
+from pawwake.memory.fields import FieldError, parse_ids
+from pawwake.memory.search import MAX_LIMIT, search_memories
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PAGE = "dashboard/memories.html"
+REGION = "partials/_memory_region.html"
+ROW = "partials/_memory_row.html"
+PARTS = "partials/_memory_parts.html"  # a main fragment plus out-of-band parts
+CONSOLIDATION = "partials/_memory_consolidation.html"
+CANDIDATES = "partials/_memory_candidates.html"
+MERGE_FORM = "partials/_memory_merge.html"
+MAX_ID = 2 ** 63 - 1
+
+
+def memory_errors(handler: Handler) -> Handler:
+    """Typed service errors become a dashboard error page or fragment with a real status."""
+
+    @functools.wraps(handler)
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        lang = request_language(request)
+        try:
+            return await handler(request)
+        except ViewError as exc:
+            return render_error(request, 400, translate(lang, exc.key))
+        except DatabaseUnavailable:
+            return render_error(request, 503, translate(lang, "memories.no_database"))
+        except NotFound:
+            return render_error(request, 404, translate(lang, "memories.not_found"))
+
+    return wrapper
+
+
+def memory_id_from(values: Mapping[str, Any]) -> int:
+    """The row id a form or hx attribute carries; anything else is a missing row (404)."""
+    raw = values.get("id", "")
+    text = raw.strip() if isinstance(raw, str) else ""
+    if not text.isdigit() or not 1 <= int(text) <= MAX_ID:
+        raise NotFound("no such memory")
+    return int(text)
+
+
+def row_number_from(values: Mapping[str, Any]) -> int:
+    raw = values.get("n", "")
+    text = raw.strip() if isinstance(raw, str) else ""
+    return int(text) if text.isdigit() and 0 < int(text) < 1_000_000 else 1
+
+
+def selected_ids(form: Any) -> list[int]:
+    """The ids of the rows ticked in the list (checkbox values); FieldError when malformed."""
+    raw = [value for value in form.getall("ids", []) if isinstance(value, str)]
+    if not all(value.strip().isdigit() for value in raw):
+        raise FieldError("ids", "ids must be whole numbers")
+    return parse_ids([int(value) for value in raw]) if raw else []
+
+
+def message(kind: str, text: str) -> dict[str, str]:
+    """A notice ("notice") or a refusal ("alert") shown above the list or in a row."""
+    return {"kind": kind, "text": text}
+
+
+async def _search_rows(app: web.Application, view: View, zone: Any
+                       ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    settings = await app[keys.CONFIG].fresh()
+    if view.mode == "keyword":
+        settings = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
+    limit = SEARCH_LIMIT if view.layer is None else MAX_LIMIT
+    outcome = await search_memories(app, view.q, limit=limit, settings=settings)
+    results = [r for r in outcome.results
+               if view.layer is None or int(r.memory["layer"]) == view.layer][:SEARCH_LIMIT]
+    rows = [row_view(r.memory, number, zone, score=r.score, parts=r.parts,
+                     similarity=r.similarity) for number, r in enumerate(results, 1)]
+    fell_back = view.mode == "semantic" and outcome.mode != "hybrid"
+    summary = {"requested": view.mode, "used": outcome.mode, "count": len(rows),
+               "fell_back": fell_back, "reason": fallback_reason(outcome.warning),
+               "detail": outcome.warning if fell_back else None}
+    return rows, summary
+
+
+def fallback_reason(warning: str | None) -> str:
+    """Catalog key explaining why a semantic search used keywords only."""
+    text = warning or ""
+    if "MEMORY_VECTOR_ENABLED" in text:
+        return "memories.fallback_off"
+    if "rebuilt" in text or "rebuild" in text:
+        return "memories.fallback_rebuild"
+    if "No memory has a vector" in text:
+        return "memories.fallback_no_vectors"
+    if "embedding failed" in text:
+        return "memories.fallback_failed"
+    return "memories.fallback_other"
+
+
+async def region_context(request: web.Request, view: View, *,
+                         notice: dict[str, str] | None = None,
+                         edit_number: int | None = None,
+                         versions_number: int | None = None,
+                         sources_number: int | None = None,
+                         report: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the list region needs for ``view``: tabs with counts, rows, pager, search."""
+    app = gateway(request)
+    settings = await app[keys.CONFIG].fresh()
+    zone = zone_of(settings)
+    stats = await store.layer_stats(app)
+    counts = layer_counts(stats, view.status)
+    search = None
+    if view.searching:
+        rows, search = await _search_rows(app, view, zone)
+        total = len(rows)
+    else:
+        view = view.listing()
+        total = counts[view.layer]
+        pages = page_count(total)
+        if view.page > pages:
+            view = replace(view, page=pages)
+        memories, total = await store.list_memories(
+            app, active=view.active, layer=view.layer, limit=PAGE_SIZE,
+            offset=(view.page - 1) * PAGE_SIZE)
+        first = (view.page - 1) * PAGE_SIZE + 1
+        rows = [row_view(m, first + i, zone) for i, m in enumerate(memories)]
+    for row in rows:
+        row.update(edit=None, panel=None, message=None)
+        if row["n"] == edit_number:
+            row["edit"] = edit_state(row)
+        if row["n"] == versions_number:
+            row["panel"] = await versions_view(app, row["id"], zone)
+        elif row["n"] == sources_number and row["merged_count"]:
+            row["panel"] = await sources_view(app, row["id"], zone)
+    return {"view": view, "tabs": tabs(request, view, stats, counts), "rows": rows,
+            "total": total, "pager": pager(request, view, total), "search": search,
+            "notice": notice, "report": report,
+            "list_url": str(request.app.router["memories"].url_for().with_query(view.query()))}
+
+
+def tabs(request: web.Request, view: View, stats: Mapping[str, Any],
+         counts: Mapping[int | None, int]) -> dict[str, list[dict[str, Any]]]:
+    route = request.app.router["memories"]
+    statuses = [{"key": status, "label": f"memories.status_{status}", "count": stats[status],
+                 "url": str(route.url_for().with_query(View(status=status).query())),
+                 "current": status == view.status} for status in ("active", "archived")]
+    layers = [{"key": "all" if layer is None else str(layer),
+               "label": "memories.layer_all" if layer is None else f"layer.{layer}",
+               "count": counts[layer],
+               "url": str(route.url_for().with_query(
+                   View(status=view.status, layer=layer).query())),
+               "current": layer == view.layer}
+              for layer in (None, *LAYERS)]
+    return {"statuses": statuses, "layers": layers}
+
+
+def pager(request: web.Request, view: View, total: int) -> dict[str, Any] | None:
+    if view.searching:
+        return None
+    pages = page_count(total)
+    route = request.app.router["memories"]
+
+    def url(page: int) -> str:
+        return str(route.url_for().with_query(view.query(page=page)))
+
+    return {"page": view.page, "pages": pages, "total": total,
+            "prev": url(view.page - 1) if view.page > 1 else None,
+            "next": url(view.page + 1) if view.page < pages else None}
+
+
+def edit_state(row: Mapping[str, Any], values: Mapping[str, Any] | None = None,
+               errors: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The inline editor's fields: what is stored, or what was typed when it was refused."""
+    shown = {"content": row["content"], "title": row["title"] or "",
+             "importance": str(row["importance"]), "layer": str(row["layer"])}
+    for name, value in (values or {}).items():
+        shown[name] = "" if value is None else str(value)
+    return {"fields": shown, "errors": dict(errors or {})}
+
+
+async def versions_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
+    """The version chain of a row, oldest first, and which member an undo would act on."""
+    chain = await store.versions(app, memory_id)
+    current = [m for m in chain if m["superseded_by"] is None and m["is_active"]]
+    current_id = current[-1]["id"] if current else None
+    replaced_ids = {m["superseded_by"] for m in chain if m["superseded_by"] is not None}
+    items = []
+    for number, memory in enumerate(chain, 1):
+        item = row_view(memory, number, zone)
+        item["state"] = ("current" if memory["id"] == current_id
+                         else "replaced" if memory["superseded_by"] is not None else "archived")
+        item["state_key"] = f"versions.state_{item['state']}"
+        item["selected"] = memory["id"] == memory_id
+        items.append(item)
+    undo_id = current_id if current_id in replaced_ids else None
+    return {"kind": "versions", "members": items, "undo_id": undo_id,
+            "single": len(chain) == 1}
+
+
+async def page_context(request: web.Request, view: View, *,
+                       consolidation: dict[str, Any] | None = None,
+                       candidates: dict[str, Any] | None = None,
+                       merge_form: dict[str, Any] | None = None,
+                       **region_extra: Any) -> dict[str, Any]:
+    """The whole page: the list region and every side panel."""
+    context = await region_context(request, view, **region_extra)
+    context["backfill"] = await backfill_context(request)
+    context["consolidation"] = consolidation or await consolidation_context(request)
+    context["candidates"] = candidates or await candidates_context(request)
+    context["merge_form"] = merge_form
+    return context
+
+
+async def respond(request: web.Request, view: View, *, fragment: str = REGION,
+                  oob: Iterable[str] = (), status: int = 200,
+                  consolidation: dict[str, Any] | None = None,
+                  candidates: dict[str, Any] | None = None,
+                  merge_form: dict[str, Any] | None = None,
+                  headers: Mapping[str, str] | None = None,
+                  **region_extra: Any) -> web.Response:
+    """htmx: ``fragment`` plus the parts named in ``oob`` swapped out of band ("region",
+    "consolidation", "candidates", "merge"). Otherwise the whole page."""
+    if not is_htmx(request):
+        context = await page_context(request, view, consolidation=consolidation,
+                                     candidates=candidates, merge_form=merge_form,
+                                     **region_extra)
+        return render(request, PAGE, context, status=status)
+    parts = set(oob)
+    context: dict[str, Any] = {"main_fragment": fragment, "oob": parts}
+    if fragment == REGION or "region" in parts:
+        context.update(await region_context(request, view, **region_extra))
+    else:
+        context["view"] = view
+    if fragment == CONSOLIDATION or "consolidation" in parts:
+        context["consolidation"] = consolidation or await consolidation_context(request)
+    if fragment == CANDIDATES or "candidates" in parts:
+        context["candidates"] = candidates or await candidates_context(request)
+    context["merge_form"] = merge_form
+    return render(request, PAGE, context, fragment=PARTS, status=status, headers=headers)
+
+
+async def render_region(request: web.Request, view: View, *, status: int = 200,
+                        **extra: Any) -> web.Response:
+    """The whole page, or for htmx the list region only."""
+    return await respond(request, view, status=status, **extra)
+
+
+def field_message(lang: str, exc: FieldError) -> str:
+    key = f"memories.invalid_{exc.field}" if exc.field in (
+        "content", "importance", "layer", "title") else "memories.invalid_edit"
+    return translate(lang, key)
+
+

@@ -1,0 +1,64 @@
+"""What the merge parts of the memories page show: the sources of a merged memory and the
+core candidates, numbered for people (ids only in form values)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.dashboard.memories_view import gateway, row_view, zone_of
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.memory import merge
+
+# Why a revert cannot run now; each has a message in the catalog ("revert.<code>").
+REVERT_BLOCKERS = ("not_merged", "source_missing", "merged_again", "source_merged_elsewhere",
+                   "source_superseded", "merge_changed")
+
+
+def blocker_key(code: str | None) -> str | None:
+    if code is None:
+        return None
+    return f"revert.{code}" if code in REVERT_BLOCKERS else "revert.other"
+
+
+async def sources_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
+    """The sources of a merged memory, oldest first, and whether a revert would work now."""
+    found = await merge.sources_of(app, memory_id)
+    sources = []
+    for number, source in enumerate(found["sources"], 1):
+        item = row_view(source, number, zone)
+        item["state_key"] = ("sources.state_archived" if not source["is_active"]
+                             else "sources.state_active")
+        sources.append(item)
+    blocker = found["revert_blocker"]
+    return {"kind": "sources", "merged": found["merged"], "sources": sources,
+            "missing": len(found["missing_ids"]), "can_revert": found["can_revert"],
+            "blocker_key": blocker_key(blocker["code"]) if blocker else None,
+            "memory_id": int(found["memory"]["id"])}
+
+
+def reason_view(reason: dict[str, Any]) -> dict[str, Any]:
+    if reason["code"] == "many_sources":
+        return {"key": "candidates.many_sources",
+                "values": {"count": reason["sources"], "fragments": reason["fragments"],
+                           "events": reason["events"]}}
+    return {"key": "candidates.high_importance", "values": {"value": reason["importance"]}}
+
+
+async def candidates_context(request: web.Request, *, notice: dict[str, str] | None = None
+                             ) -> dict[str, Any]:
+    """Events that look like core memories (never promoted by themselves), with reasons."""
+    app = gateway(request)
+    try:
+        found = await merge.core_candidates(app)
+    except DatabaseUnavailable:
+        return {"available": False, "entries": [], "notice": notice}
+    zone = zone_of(await app[keys.CONFIG].fresh())
+    items = []
+    for number, candidate in enumerate(found, 1):
+        item = row_view(candidate, number, zone)
+        item["reasons"] = [reason_view(reason) for reason in candidate["reasons"]]
+        items.append(item)
+    return {"available": True, "entries": items, "notice": notice}

@@ -1,0 +1,73 @@
+"""The dashboard's middlewares: not-configured page, friendly errors, origin check, login."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from pawwake.dashboard import dashboard_keys as dkeys
+from pawwake.dashboard.auth import is_authenticated
+from pawwake.dashboard.i18n import LANGUAGES, request_language, translate, translator
+from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.dashboard.security import SAFE_METHODS, is_same_origin
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Pages anyone may open: the login form and the language switch (it only sets a cookie).
+PUBLIC_ROUTES = frozenset({"login", "login_submit", "language"})
+
+
+@web.middleware
+async def unavailable_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Installed instead of everything else when a required setting is missing: always 503."""
+    context = {"problems": request.app[dkeys.PROBLEMS],
+               "translations": {lang: translator(lang) for lang in LANGUAGES}}
+    return render(request, "unavailable.html", context, status=503)
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Errors become a page (or an htmx fragment) in the visitor's language, never a trace."""
+    lang = request_language(request)
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        return render_error(request, 404, translate(lang, "error.not_found"))
+    except web.HTTPMethodNotAllowed:
+        return render_error(request, 405, translate(lang, "error.method"))
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("dashboard error on %s %s", request.method, request.path)
+        return render_error(request, 500, translate(lang, "error.internal"))
+
+
+@web.middleware
+async def origin_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every write must come from a page of this very site (scheme and host, proxy-aware)."""
+    if request.method not in SAFE_METHODS and not is_same_origin(request):
+        log.warning("refused a cross-origin dashboard %s to %s", request.method, request.path)
+        return render_error(request, 403, translate(request_language(request), "error.origin"))
+    return await handler(request)
+
+
+@web.middleware
+async def login_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Everything but the public routes needs a login; htmx is told where to go instead."""
+    authenticated = await is_authenticated(request)
+    request[dkeys.AUTHENTICATED] = authenticated
+    if authenticated or request.match_info.route.name in PUBLIC_ROUTES:
+        return await handler(request)
+    login = request.app.router["login"].url_for()
+    if is_htmx(request):
+        response = render_error(request, 401,
+                                translate(request_language(request), "login.required"))
+        response.headers["HX-Redirect"] = str(login.with_query(reason="expired"))
+        return response
+    if request.method in SAFE_METHODS:
+        raise web.HTTPSeeOther(str(login.with_query(next=request.path_qs)))
+    raise web.HTTPSeeOther(str(login.with_query(reason="expired")))

@@ -1,0 +1,87 @@
+"""The settings page: grouped settings saved with htmx (or a plain form), and the model list."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.dashboard.settings_form import form_changes, groups_view, submitted_values
+from pawwake.llm.models import ModelsUnavailable
+from pawwake.settings import GROUPS, SettingError
+
+log = logging.getLogger(__name__)
+
+
+async def settings_page(request: web.Request) -> web.Response:
+    config = request.config_dict[keys.CONFIG]
+    await config.fresh()
+    lang = request_language(request)
+    groups = groups_view(config.public_view(), lang)
+    saved = request.query.get("saved")
+    for group in groups:
+        if group["id"] == saved:
+            group["message"] = translate(lang, "settings.saved")
+    return render(request, "dashboard/settings.html", {"groups": groups})
+
+
+async def save_settings(request: web.Request) -> web.Response:
+    """Save one group's changed fields through ``RuntimeConfig.update`` (all or nothing)."""
+    lang = request_language(request)
+    form = await request.post()
+    group_id = form.get("_group")
+    if group_id not in GROUPS:
+        return render_error(request, 400, translate(lang, "settings.error",
+                                                    message="unknown settings group"))
+    config = request.config_dict[keys.CONFIG]
+    current = await config.fresh()
+    submitted = submitted_values(form)
+    changes = form_changes(current, submitted)
+    errors: dict[str, str] = {}
+    try:
+        applied = sorted(config.validate(changes))
+        await config.update(changes)
+    except SettingError as exc:
+        errors[exc.name] = exc.message
+        message = translate(lang, "settings.error", message=str(exc))
+    else:
+        if applied:
+            log.info("settings saved in the dashboard: %s", ", ".join(applied))
+        message = translate(lang, "settings.saved" if applied else "settings.unchanged")
+        if not is_htmx(request):  # a plain form: post, redirect, get
+            location = request.app.router["settings"].url_for().with_query(saved=group_id)
+            raise web.HTTPSeeOther(f"{location}#group-{group_id}")
+    # On an error the form shows what was typed, so nothing is lost.
+    groups = groups_view(config.public_view(), lang,
+                         submitted=submitted if errors else None, errors=errors)
+    group = next(g for g in groups if g["id"] == group_id)
+    group["error" if errors else "message"] = message
+    return render(request, "dashboard/settings.html", {"groups": groups, "group": group},
+                  fragment="partials/_settings_group.html", status=400 if errors else 200)
+
+
+async def models(request: web.Request) -> web.Response:
+    """The provider's models: datalist options for htmx, a table as a page."""
+    settings = await request.config_dict[keys.CONFIG].fresh()
+    catalog = request.config_dict[keys.MODELS]
+    context: dict[str, Any] = {"models": [], "source": None, "error": None}
+    status = 200
+    try:
+        found = await catalog.list_for(request.config_dict[keys.HTTP], settings)
+    except ModelsUnavailable as exc:
+        context["error"] = str(exc)
+        status = 502
+    else:
+        context.update(models=found.models, source=found.source)
+    return render(request, "dashboard/models.html", context,
+                  fragment="partials/_model_options.html", status=status)
+
+
+def setup(dashboard: web.Application) -> None:
+    dashboard.router.add_get("/settings", settings_page, name="settings")
+    dashboard.router.add_post("/settings", save_settings, name="settings_save")
+    dashboard.router.add_get("/models", models, name="models")

@@ -1,0 +1,41 @@
+"""The status page: version, what is switched on, and how much is stored."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from yarl import URL
+
+from pawwake import __version__, keys
+from pawwake.dashboard.render import render
+from pawwake.db.stats import dashboard_counts
+
+
+async def status(request: web.Request) -> web.Response:
+    settings = await request.config_dict[keys.CONFIG].fresh()
+    database = request.config_dict[keys.DATABASE]
+    on = database is not None
+    context = {
+        "version": __version__,
+        "database": database.kind if on else "disabled",
+        "vectors": ("pgvector" if database.pgvector else "numpy") if on else None,
+        "switches": [
+            ("status.memory", on and settings["MEMORY_ENABLED"]),
+            ("status.partition", on and settings["CACHE_PARTITION_ENABLED"]),
+            ("status.recall", on and settings["CONVERSATION_RECALL_ENABLED"]),
+        ],
+        "upstream_host": URL(settings.api_base).host or settings.api_base,
+        "default_model": settings["DEFAULT_MODEL"],
+        "gateway_key_set": bool(settings["GATEWAY_SECRET"]),
+        "counts": await dashboard_counts(database.pool) if on else None,
+    }
+    return render(request, "dashboard/status.html", context)
+
+
+async def to_status(request: web.Request) -> web.Response:
+    """``/dashboard/`` with a trailing slash lands on the status page."""
+    raise web.HTTPPermanentRedirect(str(request.app.router["status"].url_for()))
+
+
+def setup(dashboard: web.Application) -> None:
+    dashboard.router.add_get("", status, name="status")
+    dashboard.router.add_get("/", to_status, name="status_slash")

@@ -1,0 +1,40 @@
+"""SQL for sidecar turns: the session write lock, finding a stored turn, tagging its rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+async def lock_session_writes(cur: Any, session_id: str) -> None:
+    """Serialise writers of one session until the transaction ends (the gateway's chat
+    writer takes the same lock, so sidecar and chat turns never interleave)."""
+    await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                      ("conversations:" + session_id,))
+
+
+async def find_turn(cur: Any, source: str, session_id: str, turn_id: str) -> int | None:
+    """The id of the message that carries ``turn_id`` (deleted or not), or None."""
+    await cur.execute(
+        "SELECT id FROM conversations WHERE source = %s AND session_id = %s AND turn_id = %s",
+        (source, session_id, turn_id))
+    row = await cur.fetchone()
+    return row[0] if row else None
+
+
+async def tag_turn(cur: Any, message_id: int, turn_id: str) -> None:
+    await cur.execute("UPDATE conversations SET turn_id = %s WHERE id = %s",
+                      (turn_id, message_id))
+
+
+async def set_search_terms(cur: Any, terms_by_id: Sequence[tuple[int, list[str]]]) -> None:
+    """Store index terms of messages in one statement."""
+    if not terms_by_id:
+        return
+    rows = ", ".join(["(%s::bigint, %s::text[])"] * len(terms_by_id))
+    params: list[Any] = []
+    for message_id, terms in terms_by_id:
+        params += [message_id, list(terms)]
+    await cur.execute(
+        "UPDATE conversations c SET search_terms = v.terms FROM (VALUES " + rows + ")"
+        " AS v(id, terms) WHERE c.id = v.id", params)

@@ -1,0 +1,113 @@
+"""SQL for the conversations table: stored chat messages, one row per message.
+
+``metadata`` keeps what a replay to the provider needs besides the text: ``tool_calls``,
+``tool_call_id``, ``name``, ``reasoning_content`` and ``extras`` (other provider keys).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import aiopg
+
+from pawwake.db.pool import fetch_all, rows_as_dicts
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to insert; ``created_at`` None means the moment of the insert."""
+
+    role: str
+    content: str
+    model: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+# Serialises writers of one session until the transaction ends (other processes too).
+_LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0))"
+_SESSION_TAIL = (
+    "WITH last_user AS ("
+    " SELECT created_at, id FROM conversations"
+    " WHERE session_id = %(sid)s AND role = 'user' AND deleted_at IS NULL"
+    " ORDER BY created_at DESC, id DESC LIMIT 1)"
+    " SELECT c.id, c.role, c.content, c.metadata FROM conversations c, last_user u"
+    " WHERE c.session_id = %(sid)s AND c.deleted_at IS NULL"
+    " AND (c.created_at, c.id) >= (u.created_at, u.id)"
+    " ORDER BY c.created_at, c.id LIMIT %(limit)s")
+
+
+async def session_tail(cur: Any, session_id: str, *, limit: int = 500,
+                       lock: bool = False) -> list[dict[str, Any]]:
+    """The session's last stored user message and every message after it, oldest first.
+
+    ``lock=True`` first takes the session's write lock, in the same round trip.
+    """
+    sql = _SESSION_TAIL
+    if lock:
+        sql = _LOCK_SESSION + "; " + sql
+    await cur.execute(sql, {"sid": session_id, "limit": limit,
+                            "lock_key": "conversations:" + session_id})
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def stored_tool_call_ids(cur: Any, session_id: str, call_ids: Sequence[str]
+                               ) -> dict[str, set[str]]:
+    """Which of ``call_ids`` the session already holds, as assistant calls and as tool results."""
+    found: dict[str, set[str]] = {"assistant": set(), "tool": set()}
+    if not call_ids:
+        return found
+    await cur.execute(
+        "SELECT 'assistant', call->>'id' FROM conversations c CROSS JOIN LATERAL"
+        " jsonb_array_elements(CASE WHEN jsonb_typeof(c.metadata->'tool_calls') = 'array'"
+        " THEN c.metadata->'tool_calls' ELSE '[]'::jsonb END) AS call"
+        " WHERE c.session_id = %(sid)s AND c.role = 'assistant' AND c.deleted_at IS NULL"
+        " AND call->>'id' = ANY(%(ids)s)"
+        " UNION ALL"
+        " SELECT 'tool', metadata->>'tool_call_id' FROM conversations"
+        " WHERE session_id = %(sid)s AND role = 'tool' AND deleted_at IS NULL"
+        " AND metadata->>'tool_call_id' = ANY(%(ids)s)",
+        {"sid": session_id, "ids": list(call_ids)})
+    for role, call_id in await cur.fetchall():
+        found[role].add(call_id)
+    return found
+
+
+async def insert_messages(cur: Any, session_id: str, messages: Sequence[NewMessage],
+                          *, source: str = "gateway") -> list[int]:
+    """Insert messages in order with one statement; return their ids."""
+    if not messages:
+        return []
+    rows = []
+    params: list[Any] = []
+    for message in messages:
+        # clock_timestamp(), not now(): rows sort in the order writers got the session lock,
+        # even when an earlier transaction was still waiting for it.
+        rows.append("(%s, %s, %s, %s, %s::jsonb, COALESCE(%s, clock_timestamp()), %s)")
+        params += [session_id, message.role, message.content, message.model,
+                   json.dumps(message.metadata, ensure_ascii=False), message.created_at, source]
+    await cur.execute(
+        "INSERT INTO conversations (session_id, role, content, model, metadata, created_at,"
+        " source) VALUES " + ", ".join(rows) + " RETURNING id", params)
+    return [row[0] for row in await cur.fetchall()]
+
+
+async def delete_messages(cur: Any, ids: Sequence[int]) -> int:
+    """Remove messages for good (a re-rolled reply is replaced, not kept in the trash)."""
+    if not ids:
+        return 0
+    await cur.execute("DELETE FROM conversations WHERE id = ANY(%s)", (list(ids),))
+    return cur.rowcount
+
+
+async def session_messages(pool: aiopg.Pool, session_id: str) -> list[dict[str, Any]]:
+    """Every live message of a session, oldest first."""
+    return await fetch_all(
+        pool,
+        "SELECT id, session_id, role, content, model, created_at, metadata FROM conversations"
+        " WHERE session_id = %s AND deleted_at IS NULL ORDER BY created_at, id",
+        (session_id,))

@@ -1,0 +1,91 @@
+"""SQL for memory extraction: a session's round skeleton, candidate memories, applying items."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from pawwake.db.pool import rows_as_dicts
+
+MEMORY_FIELDS = "id, content, importance, layer, is_active, superseded_by, remind_at," \
+                " reminder_delivered_at, created_at, event_date"
+
+
+async def session_skeleton(cur: Any, session_id: str) -> list[dict[str, Any]]:
+    """Roles and tool links of a session's messages (no text): enough to count rounds."""
+    await cur.execute(
+        "SELECT role, jsonb_build_object("
+        "  'tool_calls', CASE WHEN jsonb_typeof(metadata->'tool_calls') = 'array'"
+        "                THEN metadata->'tool_calls' END,"
+        "  'tool_call_id', metadata->>'tool_call_id') AS metadata"
+        " FROM conversations WHERE session_id = %s AND deleted_at IS NULL"
+        " ORDER BY created_at, id", (session_id,))
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def session_history(cur: Any, session_id: str) -> list[dict[str, Any]]:
+    await cur.execute(
+        "SELECT id, role, content, metadata, created_at FROM conversations"
+        " WHERE session_id = %s AND deleted_at IS NULL ORDER BY created_at, id", (session_id,))
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def related_active(cur: Any, terms: list[str], limit: int) -> list[dict[str, Any]]:
+    """Active memories sharing the most keyword terms with ``terms`` (read-only)."""
+    if not terms:
+        return []
+    await cur.execute(
+        f"SELECT {MEMORY_FIELDS} FROM memories"
+        " WHERE is_active AND search_terms && %s::text[]"
+        " ORDER BY cardinality(ARRAY(SELECT unnest(search_terms) INTERSECT"
+        "   SELECT unnest(%s::text[]))) DESC, created_at DESC LIMIT %s",
+        (terms, terms, limit))
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def latest_active(cur: Any, limit: int) -> list[dict[str, Any]]:
+    await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE is_active"
+                      " ORDER BY created_at DESC, id DESC LIMIT %s", (limit,))
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def lock_memory(cur: Any, memory_id: int) -> dict[str, Any] | None:
+    await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = %s FOR UPDATE",
+                      (memory_id,))
+    rows = rows_as_dicts(cur, await cur.fetchall())
+    return rows[0] if rows else None
+
+
+async def insert_extracted(cur: Any, *, content: str, importance: int, terms: list[str],
+                           session_id: str, message_ids: list[int],
+                           remind_at: datetime | None) -> int:
+    await cur.execute(
+        "INSERT INTO memories (content, importance, layer, source_session, source_message_ids,"
+        " remind_at, search_terms) VALUES (%s, %s, 1, %s, %s, %s, %s) RETURNING id",
+        (content, importance, session_id, message_ids, remind_at, terms))
+    return (await cur.fetchone())[0]
+
+
+async def supersede(cur: Any, old_id: int, new_id: int) -> None:
+    await cur.execute(
+        "UPDATE memories SET is_active = false, superseded_by = %s, archived_at = now(),"
+        " updated_at = now() WHERE id = %s", (new_id, old_id))
+
+
+async def move_reminder(cur: Any, memory_id: int, remind_at: datetime) -> None:
+    await cur.execute(
+        "UPDATE memories SET remind_at = %s, reminder_claimed_at = NULL,"
+        " reminder_claim_token = NULL, reminder_delivered_at = NULL, updated_at = now()"
+        " WHERE id = %s", (remind_at, memory_id))
+
+
+async def complete_job(cur: Any, job_id: int, attempt: int, result: Any) -> bool:
+    """Mark the job done inside the caller's transaction, so its writes and its completion
+    commit together. ``attempt`` fences out a run whose lease expired and was taken over:
+    False means the job is no longer ours and the caller must roll back."""
+    await cur.execute(
+        "UPDATE jobs SET status = 'done', result = %s::jsonb, claimed_until = NULL,"
+        " updated_at = now() WHERE id = %s AND status = 'running' AND attempts = %s",
+        (json.dumps(result), job_id, attempt))
+    return cur.rowcount == 1

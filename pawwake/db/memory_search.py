@@ -1,0 +1,150 @@
+"""SQL for memory search: collection statistics and ranked keyword candidates.
+
+Keyword matching uses ``search_terms && terms`` on the GIN index, never ILIKE scans. A row's
+hit weight is the sum of the IDF weights ``ln((N+1)/(df+1)) + 1`` of the query terms it
+contains; document frequencies of gathered terms are counted in the same statement (the
+formula is ``pawwake.text.tokens.idf_weight``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from typing import Any
+
+import aiopg
+import numpy as np
+
+from pawwake.db.memory_embeddings import vector_literal
+from pawwake.db.pool import cursor, fetch_all
+
+MEMORY_COLUMNS = ("m.id, m.content, m.importance, m.layer, m.title, m.event_date,"
+                  " m.created_at, m.last_accessed, m.remind_at")
+_RECENCY = ("1.0 / (1.0 + CASE WHEN g.event_date IS NOT NULL"
+            " THEN abs(%(today)s::date - g.event_date)::float8"
+            " ELSE greatest(0.0, extract(epoch FROM %(now)s::timestamptz - g.created_at)::float8"
+            " / 86400.0) END)")
+
+
+async def collection_size(pool: aiopg.Pool) -> tuple[int, int]:
+    """(active memories, all rows as the planner last estimated them)."""
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "SELECT (SELECT count(*) FROM memories WHERE is_active),"
+            " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+            "  WHERE oid = 'memories'::regclass)")
+        active, estimated = await cur.fetchone()
+    return int(active), int(estimated or 0)
+
+
+async def frequent_terms(pool: aiopg.Pool) -> dict[str, float]:
+    """The planner's most common terms with the share of rows containing each."""
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
+            " WHERE schemaname = current_schema() AND tablename = 'memories'"
+            " AND attname = 'search_terms'")
+        row = await cur.fetchone()
+    if not row or not row[0]:
+        return {}
+    return dict(zip(row[0], row[1], strict=False))  # the last three shares are summaries
+
+
+async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequence[str],
+                            windowed: Sequence[str], estimates: Mapping[str, int],
+                            window: int, gather_cap: int | None, exclude: Sequence[int],
+                            limit: int,
+                            rank_weights: tuple[float, float, float], now: datetime,
+                            today: date, similarity_to: tuple[Any, np.ndarray] | None = None
+                            ) -> list[dict[str, Any]]:
+    """The ``limit`` best active, not excluded keyword candidates by
+    ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
+    ``term_weights`` (term -> IDF weight, the same on every row).
+
+    With ``similarity_to=(provenance, query vector)`` (pgvector only) each row also gets the
+    cosine of its stored vector of that provenance as ``similarity`` (None without one).
+    """
+    terms = [*gather, *windowed]
+    params: dict[str, Any] = {
+        "gather": list(gather), "windowed": list(windowed), "window": window,
+        "gather_cap": gather_cap,
+        "terms": terms, "estimates": [estimates.get(t) for t in terms],
+        "collection": collection, "exclude": list(exclude),
+        "limit": limit, "wk": rank_weights[0], "wi": rank_weights[1], "wr": rank_weights[2],
+        "now": now, "today": today}
+    if not terms:
+        return []
+    columns = "id, importance, created_at, event_date, search_terms"
+    sources = []
+    if gather:
+        sources.append(f"(SELECT {columns} FROM memories"
+                       " WHERE is_active AND search_terms && %(gather)s::text[]"
+                       " LIMIT %(gather_cap)s)")
+    if windowed:  # rows already gathered are left out, so no de-duplication is needed
+        sources.append(f"SELECT {columns} FROM (SELECT {columns} FROM memories"
+                       " WHERE is_active ORDER BY created_at DESC LIMIT %(window)s) AS recent"
+                       " WHERE search_terms && %(windowed)s::text[]"
+                       " AND NOT (search_terms && %(gather)s::text[])")
+    similarity, vector_join = "NULL::float8 AS similarity", ""
+    if similarity_to is not None:
+        provenance, vector = similarity_to
+        dim = int(provenance.dim)
+        params.update(provider=provenance.provider, model=provenance.model, dim=dim,
+                      q=vector_literal(vector))
+        similarity = (f"1 - (e.embedding::vector({dim}) <=> %(q)s::vector({dim}))"
+                      " AS similarity")
+        vector_join = (" LEFT JOIN memory_embeddings e ON e.memory_id = m.id"
+                       " AND e.provider = %(provider)s AND e.model = %(model)s"
+                       " AND e.dim = %(dim)s")
+    score = (f"%(wk)s::float8 * s.hit / (SELECT weight FROM total)"
+             " + %(wi)s::float8 * g.importance / 10.0"
+             f" + %(wr)s::float8 * {_RECENCY}")
+    return await fetch_all(
+        pool,
+        f"WITH gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
+        " hits AS MATERIALIZED (SELECT g.id, q.term FROM gathered g"
+        "   JOIN unnest(%(terms)s::text[]) AS q (term) ON q.term = ANY(g.search_terms)),"
+        " counts AS (SELECT term, count(*) AS n FROM hits GROUP BY term),"
+        " weights AS MATERIALIZED (SELECT q.term, ln((%(collection)s + 1.0)"
+        "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"
+        "   FROM unnest(%(terms)s::text[], %(estimates)s::bigint[]) AS q (term, estimate)"
+        "   LEFT JOIN counts c ON c.term = q.term),"
+        " total AS (SELECT sum(weight) AS weight FROM weights),"
+        " scores AS (SELECT h.id, sum(w.weight) AS hit FROM hits h"
+        "   JOIN weights w ON w.term = h.term GROUP BY h.id),"
+        " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"
+        "   WHERE NOT (g.id = ANY(%(exclude)s::bigint[]))"
+        f"   ORDER BY {score} DESC, g.id DESC LIMIT %(limit)s)"
+        f" SELECT {MEMORY_COLUMNS}, m.search_terms, {similarity},"
+        " (SELECT json_object_agg(term, weight) FROM weights) AS term_weights"
+        f" FROM best JOIN memories m ON m.id = best.id{vector_join}", params)
+
+
+async def fetch_rows(pool: aiopg.Pool, ids: Sequence[int], exclude: Sequence[int]
+                     ) -> list[dict[str, Any]]:
+    """The active, not excluded memories among ``ids`` (semantic candidates)."""
+    if not ids:
+        return []
+    return await fetch_all(
+        pool,
+        f"SELECT {MEMORY_COLUMNS}, m.search_terms FROM memories m"
+        " WHERE m.id = ANY(%(ids)s::bigint[]) AND m.is_active"
+        " AND NOT (m.id = ANY(%(exclude)s::bigint[]))",
+        {"ids": list(ids), "exclude": list(exclude)})
+
+
+async def touch_accessed(pool: aiopg.Pool, ids: Sequence[int], granularity_seconds: float
+                         ) -> None:
+    """Record that these memories were just returned by a search.
+
+    Rows touched within ``granularity_seconds`` are left alone: a search per chat turn would
+    otherwise rewrite the same rows (and their index entries) over and over.
+    """
+    if not ids:
+        return
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE memories SET last_accessed = now() WHERE id = ANY(%s::bigint[])"
+            " AND (last_accessed IS NULL"
+            "      OR last_accessed < now() - make_interval(secs => %s))",
+            (list(ids), granularity_seconds))

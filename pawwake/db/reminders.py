@@ -1,0 +1,53 @@
+"""SQL for reminders: claim due ones for one request, renew, deliver or release the claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiopg
+
+from pawwake.db.pool import cursor, rows_as_dicts
+
+CLAIM_SECONDS = 300  # a claim not renewed within this long is free for the next request
+
+
+async def claim_due(pool: aiopg.Pool, token: str, limit: int) -> list[dict[str, Any]]:
+    """Claim up to ``limit`` due, undelivered reminders for one request (others skip them)."""
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE memories SET reminder_claimed_at = now(), reminder_claim_token = %s"
+            " WHERE id IN (SELECT id FROM memories"
+            "   WHERE remind_at IS NOT NULL AND reminder_delivered_at IS NULL AND is_active"
+            "   AND remind_at <= now()"
+            "   AND (reminder_claimed_at IS NULL"
+            "        OR reminder_claimed_at < now() - make_interval(secs => %s))"
+            "   ORDER BY remind_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
+            " RETURNING id, content, remind_at, event_date, created_at",
+            (token, CLAIM_SECONDS, limit))
+        rows = rows_as_dicts(cur, await cur.fetchall())
+    return sorted(rows, key=lambda r: (r["remind_at"], r["id"]))
+
+
+async def renew_claims(pool: aiopg.Pool, token: str) -> int:
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE memories SET reminder_claimed_at = now() WHERE reminder_claim_token = %s"
+            " AND reminder_delivered_at IS NULL", (token,))
+        return cur.rowcount
+
+
+async def mark_delivered(pool: aiopg.Pool, token: str) -> int:
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE memories SET reminder_delivered_at = now(), reminder_claimed_at = NULL,"
+            " reminder_claim_token = NULL WHERE reminder_claim_token = %s"
+            " AND reminder_delivered_at IS NULL", (token,))
+        return cur.rowcount
+
+
+async def release_claims(pool: aiopg.Pool, token: str) -> int:
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE memories SET reminder_claimed_at = NULL, reminder_claim_token = NULL"
+            " WHERE reminder_claim_token = %s AND reminder_delivered_at IS NULL", (token,))
+        return cur.rowcount

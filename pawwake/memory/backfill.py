@@ -1,0 +1,100 @@
+"""Starting the memory vector backfill and reporting its progress and provenance."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db import jobs as jobs_db
+from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.llm.embeddings import EmbeddingError, Provenance
+from pawwake.memory import vectors
+from pawwake.memory.embedding_jobs import EMBED_KIND
+
+log = logging.getLogger(__name__)
+
+_JOB_STATUS = {"pending": "queued", "running": "running", "done": "done", "failed": "failed"}
+
+
+class RebuildNeedsConfirmation(Exception):
+    """Stored vectors come from another provider/model/dimension; rebuilding replaces them."""
+
+    def __init__(self, state: vectors.ProvenanceState) -> None:
+        stored = state.stored or {}
+        super().__init__(
+            f"Stored memory vectors were made by {stored.get('provider')}/"
+            f"{stored.get('model')} ({stored.get('dim')} dims); the configured provider is"
+            f" {state.configured.provider}/{state.configured.model}"
+            f" ({state.configured.dim} dims). Rebuilding re-embeds every memory and replaces"
+            " the old vectors: send {\"confirm_rebuild\": true} to proceed.")
+        self.state = state
+
+
+class VectorsDisabled(Exception):
+    """MEMORY_VECTOR_ENABLED is off: there is nothing to backfill."""
+
+
+async def start_backfill(app: web.Application, *, confirm_rebuild: bool = False
+                         ) -> dict[str, Any]:
+    """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
+    database = _database(app)
+    settings = await app[keys.CONFIG].fresh()
+    if not settings["MEMORY_VECTOR_ENABLED"]:
+        raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
+    provenance = await app[keys.EMBEDDER].provenance(settings)  # may raise EmbeddingError
+    state = await vectors.provenance_state(database, provenance)
+    rebuilding = False
+    if state.needs_rebuild:
+        if not confirm_rebuild:
+            raise RebuildNeedsConfirmation(state)
+        await vectors.confirm_provenance(database, provenance)
+        rebuilding = True
+        log.info("memory vector rebuild confirmed")
+    job_id = await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    if job_id is None:
+        existing = await jobs_db.unfinished_of_kind(database.pool, EMBED_KIND)
+        job_id = existing["id"] if existing else None
+    app[keys.JOBS].wake()
+    return {"job_id": job_id, "rebuild": rebuilding, "provenance": provenance.as_dict()}
+
+
+async def backfill_status(app: web.Application) -> dict[str, Any]:
+    """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
+    database = _database(app)
+    settings = await app[keys.CONFIG].fresh()
+    embedder = app[keys.EMBEDDER]
+    error = None
+    try:
+        provenance: Provenance = await embedder.provenance(settings)
+    except EmbeddingError as exc:
+        provenance, error = embedder.configured_provenance(settings), str(exc)
+    state = await vectors.provenance_state(database, provenance)
+    job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
+    status = _JOB_STATUS.get(job["status"], job["status"]) if job else "idle"
+    progress = job["progress"] if job else {}
+    if status in ("queued", "running") and "total" in progress:
+        done, total = int(progress.get("done", 0)), int(progress["total"])
+    else:
+        done, total = await vectors_db.coverage(database.pool, provenance)
+    return {
+        "status": status,
+        "done": done,
+        "total": total,
+        "provenance": provenance.as_dict(),
+        "stored_provenance": state.stored,
+        "needs_rebuild": state.needs_rebuild,
+        "vectors_enabled": bool(settings["MEMORY_VECTOR_ENABLED"]),
+        "last_error": (job or {}).get("last_error") or error,
+        "job_id": job["id"] if job else None,
+    }
+
+
+def _database(app: web.Application) -> Any:
+    database = app[keys.DATABASE]
+    if database is None:
+        raise DatabaseUnavailable("The database is disabled (DATABASE_ENABLED=false).")
+    return database

@@ -1,0 +1,209 @@
+"""Learning memories from conversations: when to extract, and the durable extraction job.
+
+The round count comes from the stored history, so a restart loses nothing and a duplicate turn
+adds nothing. The job reads the last N complete rounds (user and assistant prose only), shows
+the model the candidate memories, and applies its answer in one transaction together with the
+job's completion, so a crash or a retry never applies an answer twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
+from pawwake.db import extraction as db
+from pawwake.db import jobs as jobs_db
+from pawwake.db import usage as usage_db
+from pawwake.db.pool import cursor, transaction
+from pawwake.jobs import Job, RetryLater
+from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, complete
+from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.extract_parse import ExtractedItem, ExtractionAnswerError, parse_answer
+from pawwake.text import tokens
+
+log = logging.getLogger(__name__)
+
+EXTRACT_KIND = "memory_extract"
+CANDIDATES_RELATED = 10
+CANDIDATES_LATEST = 10
+PROMPT = (Path(__file__).with_name("prompts") / "extract.txt").read_text(encoding="utf-8")
+
+
+def extraction_due(settings: Any, complete_rounds: int) -> bool:
+    interval = settings["MEMORY_EXTRACT_INTERVAL"]
+    return (settings["MEMORY_ENABLED"] and interval > 0 and complete_rounds > 0
+            and complete_rounds % interval == 0)
+
+
+async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int | None:
+    """Enqueue extraction when the session's newest round closed an interval.
+
+    Call inside the transaction that stored the turn: the job then exists exactly when the
+    turn does. Returns the job id, or None when nothing is due (or it is already queued).
+    """
+    if not settings["MEMORY_ENABLED"] or settings["MEMORY_EXTRACT_INTERVAL"] <= 0:
+        return None
+    skeleton = await db.session_skeleton(cur, session_id)
+    rounds = group_rounds(skeleton)
+    if not rounds or not rounds[-1].complete:
+        return None  # a user-only event or a pending tool call closes nothing
+    count = count_complete_rounds(skeleton)
+    if not extraction_due(settings, count):
+        return None
+    return await jobs_db.enqueue(cur, EXTRACT_KIND, {"session_id": session_id, "rounds": count},
+                                 dedupe_key=f"{session_id}:{count}")
+
+
+def extraction_hook(app: web.Application) -> Any:
+    """An after-success chat hook: schedule extraction for the session just stored."""
+
+    async def schedule(prepared: Any, reply: Any) -> None:
+        database = app[keys.DATABASE]
+        if database is None:
+            return
+        settings = await app[keys.CONFIG].fresh()
+        async with transaction(database.pool) as cur:
+            job_id = await schedule_extraction(cur, settings, prepared.session_id)
+        if job_id is not None:
+            app[keys.JOBS].wake()
+
+    return schedule
+
+
+def render_prompt(settings: Any, candidates: list[dict[str, Any]],
+                  dialogue: list[tuple[str, str]], now: datetime) -> str:
+    offset = timedelta(hours=settings["TIMEZONE_HOURS"])
+    local_now = now.astimezone(timezone(offset))
+    hours = settings["TIMEZONE_HOURS"]
+    candidate_lines = "\n".join(
+        f"{row['id']}: {row['content']} (layer {row['layer']})" for row in candidates) or "(none)"
+    speaker = {"user": "User", "assistant": "Assistant"}
+    dialogue_lines = "\n".join(f"{n}. {speaker[role]}: {text}"
+                               for n, (role, text) in enumerate(dialogue, 1))
+    return (PROMPT.replace("{now}", local_now.isoformat(timespec="minutes"))
+            .replace("{offset}", f"{hours:+g}")
+            .replace("{candidates}", candidate_lines)
+            .replace("{dialogue}", dialogue_lines))
+
+
+async def candidate_memories(cur: Any, query_text: str) -> list[dict[str, Any]]:
+    """Top related plus latest active memories, read-only (no access times touched)."""
+    terms = tokens.query_keywords(query_text, top_k=20)
+    related = await db.related_active(cur, terms, CANDIDATES_RELATED)
+    latest = await db.latest_active(cur, CANDIDATES_LATEST)
+    merged = {row["id"]: row for row in related + latest}
+    return list(merged.values())
+
+
+async def run_extraction(job: Job) -> dict[str, Any]:
+    """The durable job: read the window, ask the model, apply the answer atomically."""
+    app = job.app
+    database = app[keys.DATABASE]
+    assert database is not None
+    settings = await app[keys.CONFIG].fresh()
+    session_id = job.payload["session_id"]
+    upto = int(job.payload["rounds"])
+    if not settings["MEMORY_ENABLED"] or settings["MEMORY_EXTRACT_INTERVAL"] <= 0:
+        return {"skipped": "memory extraction is off"}
+    await asyncio.get_running_loop().run_in_executor(None, tokens.load,
+                                                     settings["PAWWAKE_DATA_DIR"])
+    window_size = settings["MEMORY_EXTRACT_INTERVAL"]
+    async with cursor(database.pool) as cur:
+        history = await db.session_history(cur, session_id)
+        complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
+        window = complete_rounds[-window_size:]
+        dialogue = dialogue_text(window)
+        if not dialogue:
+            return {"skipped": "nothing to read"}
+        candidates = await candidate_memories(cur, "\n".join(t for _, t in dialogue))
+    message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
+    model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+    prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
+    try:
+        answer = await complete(app[keys.HTTP], settings, [{"role": "user", "content": prompt}],
+                                model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
+                                temperature=0.2, attempts=1)
+    except UpstreamStatusError as exc:
+        if exc.status == 429:
+            raise RetryLater("memory model rate limited (429)", delay=30,
+                             count_attempt=False) from None
+        raise RetryLater(f"memory model answered {exc.status}", delay=60) from None
+    except UpstreamFailure as exc:
+        raise RetryLater(f"memory model unreachable: {type(exc).__name__}", delay=60) from None
+    if answer.truncated:
+        raise RetryLater("memory model answer was truncated (raise MEMORY_MAX_TOKENS)",
+                         delay=60)
+    try:
+        items = parse_answer(answer.text)
+    except ExtractionAnswerError as exc:
+        raise RetryLater(f"memory model answer unusable: {exc}", delay=60) from None
+    result = await apply_items(job, session_id, items, {c["id"] for c in candidates},
+                               message_ids, answer)
+    if result["added"]:
+        await request_embedding(app)
+    return result
+
+
+async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
+                      candidate_ids: set[int], message_ids: list[int], answer: Any
+                      ) -> dict[str, Any]:
+    """Write every item and the job's completion in one transaction."""
+    database = job.app[keys.DATABASE]
+    assert database is not None
+    counts = {"added": 0, "duplicates": 0, "superseded": 0, "refused_supersede": 0,
+              "reminders_moved": 0}
+    async with transaction(database.pool) as cur:
+        for item in items:
+            await _apply_item(cur, item, session_id, candidate_ids, message_ids, counts)
+        if answer.usage is not None:
+            await usage_db.insert_usage(
+                cur, session_id=session_id, model=answer.raw.get("model"),
+                prompt_tokens=answer.usage.prompt, completion_tokens=answer.usage.completion,
+                total_tokens=answer.usage.total, cached_tokens=answer.usage.cached,
+                usage_type="extract")
+        if not await db.complete_job(cur, job.id, job.attempts, counts):
+            raise RetryLater("extraction was taken over by another run", delay=0,
+                             count_attempt=False)
+    log.info("extraction for a session: %s", counts)
+    return counts
+
+
+async def _apply_item(cur: Any, item: ExtractedItem, session_id: str, candidate_ids: set[int],
+                      message_ids: list[int], counts: dict[str, int]) -> None:
+    candidate = None
+    if item.candidate_id is not None and item.candidate_id in candidate_ids:
+        candidate = await db.lock_memory(cur, item.candidate_id)
+    if item.action == "duplicate" and candidate is not None:
+        counts["duplicates"] += 1
+        if item.remind_at is not None and candidate["is_active"] and (
+                candidate["remind_at"] is None or candidate["reminder_delivered_at"]):
+            await db.move_reminder(cur, candidate["id"], item.remind_at)
+            counts["reminders_moved"] += 1
+        return
+    new_id = await db.insert_extracted(
+        cur, content=item.content, importance=item.importance,
+        terms=tokens.index_terms(item.content), session_id=session_id,
+        message_ids=message_ids, remind_at=item.remind_at)
+    counts["added"] += 1
+    if item.action != "supersede":
+        return
+    if (candidate is not None and candidate["is_active"] and candidate["superseded_by"] is None
+            and candidate["layer"] == 1):
+        await db.supersede(cur, candidate["id"], new_id)
+        counts["superseded"] += 1
+    else:
+        # Events and core memories are never replaced automatically; nor is anything outside
+        # the candidates the model was shown. The new fact stays as its own fragment.
+        counts["refused_supersede"] += 1
+        log.info("refused an automatic supersede (candidate not a replaceable fragment)")
+
+
+def setup_extraction(app: web.Application) -> None:
+    app[keys.JOBS].register(EXTRACT_KIND, run_extraction)

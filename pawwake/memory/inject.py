@@ -1,0 +1,169 @@
+"""Recalling memories into a chat request: due reminders first, then the best matches.
+
+Plain mode appends the block to the system prompt; partition mode puts it in the current user
+turn, after every cache breakpoint. Seen marks (partition mode) and reminder deliveries are
+written only after the reply succeeded; a failed or cancelled reply releases the claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+import psycopg2
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.rounds import content_text
+from pawwake.db import memory_seen, reminders
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.memory.search import SearchResult, search_memories
+
+log = logging.getLogger(__name__)
+
+REMINDERS_PER_REQUEST = 5
+RENEW_EVERY_SECONDS = 60.0
+RENEW_FOR_AT_MOST_SECONDS = 4 * 3600.0
+
+PLAIN_GUIDANCE = (
+    "以下是你对用户的长期记忆（按相关度排列，方括号内是日期）。自然地运用它们，像老朋友一样记得这些事；"
+    "记忆之间有冲突时以较新的为准；不要说“根据我的记忆/记录”之类的话，也不要逐条复述。\n"
+    "These are your long-term memories of the user (most relevant first, dates in brackets). "
+    "Use them naturally, prefer the newer one when two disagree, and never say \"according "
+    "to my records\".")
+REMINDER_GUIDANCE = ("其中标有“提醒”的是用户要求你在此时提醒的事，请在回复中自然地提起。"
+                     " Items marked 提醒 are reminders the user asked for: bring them up now.")
+
+
+def local_zone(settings: Any) -> timezone:
+    return timezone(timedelta(hours=settings["TIMEZONE_HOURS"]))
+
+
+def memory_line(memory: dict[str, Any], zone: timezone) -> str:
+    """``[2026-02-17] content``: the event's date when known, else the local creation date."""
+    when = memory.get("event_date")
+    if not isinstance(when, date):
+        created = memory.get("created_at")
+        when = created.astimezone(zone).date() if isinstance(created, datetime) else None
+    prefix = f"[{when.isoformat()}] " if when else ""
+    return prefix + " ".join(str(memory["content"]).split())
+
+
+def reminder_line(reminder: dict[str, Any], zone: timezone) -> str:
+    moment = reminder["remind_at"].astimezone(zone).strftime("%Y-%m-%d %H:%M")
+    return f"[提醒 {moment}] " + " ".join(str(reminder["content"]).split())
+
+
+def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], settings: Any
+                 ) -> str:
+    """The ``<retrieved_memories>`` block: reminders first, then memories."""
+    zone = local_zone(settings)
+    lines = [reminder_line(r, zone) for r in due] + [memory_line(m, zone) for m in memories]
+    return "<retrieved_memories>\n" + "\n".join(lines) + "\n</retrieved_memories>"
+
+
+def plain_system_text(block: str, has_reminders: bool) -> str:
+    guidance = PLAIN_GUIDANCE + ("\n" + REMINDER_GUIDANCE if has_reminders else "")
+    return f"{guidance}\n{block}"
+
+
+def last_user_text(messages: list[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""
+
+
+async def recall_for_request(app: web.Application, settings: Any, session_id: str,
+                             query: str, *, partition: bool) -> tuple[list[SearchResult], str]:
+    """Search memories for this turn; in partition mode skip ones the session saw recently
+    (excluded before the limit, so the next candidates move up)."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    limit = settings["MAX_MEMORIES_INJECT"]
+    if limit <= 0 or not query.strip():
+        return [], "off"
+    exclude: list[int] = []
+    if partition:
+        exclude = await memory_seen.recently_seen(database.pool, session_id,
+                                                  settings["MEMORY_SEEN_TTL_HOURS"])
+    outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
+                                    settings=settings)
+    return outcome.results, outcome.mode
+
+
+Step = Callable[[Any, Any], Awaitable[None]]
+
+
+def memory_step(app: web.Application) -> Step:
+    """The chat step that injects reminders and memories (registered on the chat pipeline)."""
+
+    async def inject(context: Any, prepared: Any) -> None:
+        settings = context.settings
+        database = context.database
+        if database is None or not settings["MEMORY_ENABLED"]:
+            return
+        partition = bool(settings["CACHE_PARTITION_ENABLED"])
+        pool = database.pool
+        token = uuid.uuid4().hex
+        try:
+            due = await reminders.claim_due(pool, token, REMINDERS_PER_REQUEST)
+            results, _mode = await recall_for_request(
+                app, settings, prepared.session_id, last_user_text(prepared.client_messages),
+                partition=partition)
+        except (psycopg2.Error, OSError, DatabaseUnavailable) as exc:
+            if partition:
+                raise
+            log.warning("memory recall skipped: %s", type(exc).__name__)
+            return
+        memories = [r.memory for r in results]
+        prepared.memory_count = len(memories)
+        if due:
+            _hold_reminders(app, prepared, pool, token)
+        if not memories and not due:
+            return
+        block = memory_block(memories, due, settings)
+        if partition:
+            prepared.turn_blocks.append(block)
+        else:
+            prepared.system_parts.append(plain_system_text(block, bool(due)))
+        if partition and memories:
+            ids = [m["id"] for m in memories]
+
+            async def mark_seen(_prepared: Any, _reply: Any) -> None:
+                await memory_seen.mark_seen(pool, prepared.session_id, ids)
+
+            prepared.after_success.append(mark_seen)
+
+    return inject
+
+
+def _hold_reminders(app: web.Application, prepared: Any, pool: Any, token: str) -> None:
+    """Keep the claim alive during a long stream; deliver on success, release otherwise."""
+    renewal = app[keys.TASKS].spawn(_renew(pool, token), name="reminder-claim-renewal")
+
+    async def delivered(_prepared: Any, _reply: Any) -> None:
+        renewal.cancel()
+        await reminders.mark_delivered(pool, token)
+
+    async def released(_prepared: Any, _reason: str) -> None:
+        renewal.cancel()
+        await reminders.release_claims(pool, token)
+
+    prepared.after_success.insert(0, delivered)
+    prepared.after_failure.insert(0, released)
+
+
+async def _renew(pool: Any, token: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RENEW_FOR_AT_MOST_SECONDS
+    while loop.time() < deadline:
+        await asyncio.sleep(RENEW_EVERY_SECONDS)
+        with contextlib.suppress(psycopg2.Error, OSError):
+            if await reminders.renew_claims(pool, token) == 0:
+                return

@@ -1,0 +1,83 @@
+"""Process-wide memory resources: the embedder, the vector store and the tokenizer.
+
+Opened after the database and HTTP client and before the job runner (whose embedding handler
+is registered here), closed in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+import psycopg2
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.llm.embeddings import Embedder
+from pawwake.memory import embedding_worker
+from pawwake.memory.term_stats import TermStats
+from pawwake.memory.vectors import VectorStore
+from pawwake.text import tokens
+
+log = logging.getLogger(__name__)
+
+
+async def ensure_tokenizer(app: web.Application) -> None:
+    """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
+    if not tokens.is_loaded():
+        data_dir = app[keys.SETTINGS]["PAWWAKE_DATA_DIR"]
+        await asyncio.get_running_loop().run_in_executor(None, tokens.load, data_dir)
+
+
+def _index_terms(texts: Sequence[str]) -> list[list[str]]:
+    return [tokens.index_terms(text) if text.strip() else [] for text in texts]
+
+
+async def terms_for(app: web.Application, texts: Sequence[str]) -> list[list[str]]:
+    """Index terms for each text; long batches are cut in a worker thread."""
+    await ensure_tokenizer(app)
+    if len(texts) <= 4:
+        return _index_terms(texts)
+    return await asyncio.get_running_loop().run_in_executor(None, _index_terms, list(texts))
+
+
+async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx: embedder, vector store and term statistics; the tokenizer too when memory
+    or recall is on."""
+    settings = app[keys.SETTINGS]
+    database = app[keys.DATABASE]
+    embedder = Embedder(app[keys.HTTP], database.pool if database is not None else None)
+    app[keys.EMBEDDER] = embedder
+    app[keys.VECTORS] = VectorStore()
+    app[keys.TERM_STATS] = TermStats()
+    if database is not None:
+        embedding_worker.register(app)
+        if settings["MEMORY_ENABLED"] or settings["CONVERSATION_RECALL_ENABLED"]:
+            await ensure_tokenizer(app)
+    warming = asyncio.create_task(_warm_vector_index(app), name="warm-vector-index")
+    try:
+        yield
+    finally:
+        warming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await warming
+        await embedder.close()
+
+
+async def _warm_vector_index(app: web.Application) -> None:
+    """Load the numpy vector index in the background when it is the one searches will use
+    (at 100k memories that takes seconds the first chat request should not wait)."""
+    database = app[keys.DATABASE]
+    settings = await app[keys.CONFIG].fresh()
+    if database is None or not (settings["MEMORY_ENABLED"] and settings["MEMORY_VECTOR_ENABLED"]):
+        return
+    provenance = app[keys.EMBEDDER].configured_provenance(settings)
+    store = app[keys.VECTORS]
+    if store.backend(settings, database, provenance) != "numpy":
+        return
+    try:
+        await store.index.warm(database.pool, provenance)
+    except (psycopg2.Error, OSError) as exc:
+        log.warning("could not preload the vector index: %s", type(exc).__name__)

@@ -1,0 +1,221 @@
+"""Hybrid memory search: IDF keywords + semantic similarity + importance + recency.
+
+Candidates are the best keyword matches (GIN-indexed terms, planned by ``term_stats``) plus the
+nearest vectors whose raw cosine reaches the semantic threshold; both are fetched at the same
+time. Scores follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
+limit, as are ``exclude_ids`` (so the next candidates move up). ``mode`` is "hybrid" only when
+a query vector was really used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.database import Database
+from pawwake.db import memory_search as search_db
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.llm.embeddings import EmbeddingError, Provenance, semantic_threshold
+from pawwake.memory import scoring, vectors
+from pawwake.memory.runtime import ensure_tokenizer
+from pawwake.text import tokens
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 100
+TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
+
+
+@dataclass
+class SearchResult:
+    memory: dict[str, Any]
+    score: float
+    parts: dict[str, float]  # raw 0..1 components before weighting
+    similarity: float | None  # raw cosine with the query, when the row has a vector
+
+    @property
+    def id(self) -> int:
+        return int(self.memory["id"])
+
+
+@dataclass
+class SearchOutcome:
+    results: list[SearchResult]
+    mode: str  # "hybrid" | "keyword"
+    keywords: list[str]
+    warning: str | None = None
+    threshold: float | None = None
+    backend: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step
+
+
+@dataclass
+class _Semantic:
+    query: np.ndarray
+    provenance: Provenance
+    threshold: float
+    backend: str
+
+
+async def search_memories(app: web.Application, query: str, *, limit: int = 10,
+                          exclude_ids: Iterable[int] = (),
+                          settings: Mapping[str, Any] | None = None) -> SearchOutcome:
+    """Search active memories for ``query``; see the module docstring for the scoring."""
+    database = app[keys.DATABASE]
+    if database is None:
+        raise DatabaseUnavailable("memory search needs the database")
+    settings = settings if settings is not None else await app[keys.CONFIG].fresh()
+    limit = max(1, min(MAX_LIMIT, int(limit)))
+    exclude = sorted({int(i) for i in exclude_ids})
+    await ensure_tokenizer(app)
+    clock = _Clock()
+    keywords = tokens.query_keywords(query)
+    semantic, warning = await _query_vector(app, settings, query)
+    clock.lap("embed")
+
+    now = datetime.now(UTC)
+    today = scoring.local_today(now, float(settings["TIMEZONE_HOURS"]))
+    weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
+    store = app[keys.VECTORS]
+
+    async def nearest() -> list[tuple[int, float]]:
+        if semantic is None:
+            return []
+        return await store.nearest(database, settings, semantic.provenance, semantic.query,
+                                   k=max(40, 4 * limit), exclude=exclude)
+
+    in_sql = semantic is not None and semantic.backend == "pgvector"
+    (rows, term_weights), neighbours = await asyncio.gather(
+        _keyword_candidates(app, database, keywords, exclude, max(100, 4 * limit), weights,
+                            now, today,
+                            (semantic.provenance, semantic.query) if in_sql else None),
+        nearest())
+    clock.lap("retrieve")
+    if semantic is not None and not neighbours:
+        semantic, weights = None, scoring.KEYWORD_ONLY
+        warning = "No memory has a vector yet (run the embedding backfill); keywords only."
+
+    cosines: dict[int, float] = {}
+    normalised: dict[int, float] = {}
+    if semantic is not None:
+        cosines = dict(neighbours)
+        cosines.update((row["id"], row["similarity"]) for row in rows
+                       if row.get("similarity") is not None)
+        known = {row["id"] for row in rows}
+        similar = [i for i, cos in neighbours if cos >= semantic.threshold and i not in known]
+        missing = [i for i in known if i not in cosines] if not in_sql else []
+        extra, found = await asyncio.gather(
+            search_db.fetch_rows(database.pool, similar, exclude),
+            store.cosines(database, settings, semantic.provenance, semantic.query, missing))
+        rows = rows + extra
+        cosines.update(found)
+        normalised = scoring.normalise_semantic(
+            {row["id"]: cosines[row["id"]] for row in rows if row["id"] in cosines},
+            (c for _, c in neighbours), semantic.threshold)
+        clock.lap("semantic")
+
+    results = _score(rows, term_weights, normalised, cosines, weights, now, today,
+                     floor=float(settings["MIN_SCORE_THRESHOLD"]))[:limit]
+    await search_db.touch_accessed(database.pool, [r.id for r in results],
+                                   TOUCH_GRANULARITY_SECONDS)
+    clock.lap("finish")
+    return SearchOutcome(
+        results=results, mode="hybrid" if semantic else "keyword", keywords=keywords,
+        warning=warning, threshold=semantic.threshold if semantic else None,
+        backend=semantic.backend if semantic else None, timings=clock.laps)
+
+
+async def _keyword_candidates(app: web.Application, database: Database, keywords: list[str],
+                              exclude: list[int], pool_size: int, weights: scoring.Weights,
+                              now: datetime, today: date,
+                              similarity_to: tuple[Provenance, np.ndarray] | None
+                              ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The best keyword rows and the IDF weight of every query keyword."""
+    if not keywords:
+        return [], {}
+    plan = await app[keys.TERM_STATS].plan(database.pool, keywords)
+    rows = await search_db.ranked_candidates(
+        database.pool, collection=plan.collection, gather=plan.gather,
+        windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
+        gather_cap=plan.gather_cap,
+        exclude=exclude, limit=pool_size, now=now, today=today, similarity_to=similarity_to,
+        rank_weights=(weights.keyword, weights.importance, weights.recency))
+    if rows:
+        term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
+    else:  # nothing gathered: a gathered term occurs nowhere
+        term_weights = {t: tokens.idf_weight(plan.collection, plan.estimates.get(t, 0))
+                        for t in keywords}
+    return rows, term_weights
+
+
+def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
+           normalised: Mapping[int, float], cosines: Mapping[int, float],
+           weights: scoring.Weights, now: datetime, today: date, *, floor: float
+           ) -> list[SearchResult]:
+    """Final scores, best first, without rows below ``floor``."""
+    total = sum(term_weights.values())
+    results = []
+    for row in rows:
+        present = set(row.pop("search_terms") or ())
+        row.pop("term_weights", None)
+        row.pop("similarity", None)
+        hit = sum(w for term, w in term_weights.items() if term in present)
+        parts = {
+            "keyword": scoring.keyword_score(hit, total),
+            "semantic": normalised.get(row["id"], 0.0),
+            "importance": row["importance"] / 10.0,
+            "recency": scoring.recency(scoring.age_days(row["created_at"], row["event_date"],
+                                                        now, today)),
+        }
+        score = scoring.combine(weights, keyword=parts["keyword"], semantic=parts["semantic"],
+                                importance=row["importance"], recency_value=parts["recency"])
+        if score >= floor:
+            results.append(SearchResult(row, score, parts, cosines.get(row["id"])))
+    results.sort(key=lambda r: (-r.score, -r.id))
+    return results
+
+
+async def _query_vector(app: web.Application, settings: Mapping[str, Any], query: str
+                        ) -> tuple[_Semantic | None, str | None]:
+    """The query's vector when semantic search is possible, else the reason it is not."""
+    if not settings["MEMORY_VECTOR_ENABLED"]:
+        return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
+    database = app[keys.DATABASE]
+    assert database is not None
+    try:
+        vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
+    except EmbeddingError as exc:
+        log.warning("query embedding failed: %s", exc)
+        return None, f"Query embedding failed ({exc}); keywords only."
+    state = await vectors.provenance_state(database, provenance)
+    if state.needs_rebuild:
+        stored = state.stored or {}
+        return None, (
+            f"Stored vectors were made by {stored.get('provider')}/{stored.get('model')}"
+            f" ({stored.get('dim')} dims) but {provenance.provider}/{provenance.model}"
+            f" ({provenance.dim} dims) is configured; keywords only until the vectors are"
+            " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild).")
+    return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
+                     app[keys.VECTORS].backend(settings, database, provenance)), None
+
+
+class _Clock:
+    """Milliseconds spent per step, for the benchmark and debug logs."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + (now - self._last) * 1000.0
+        self._last = now

@@ -1,0 +1,294 @@
+"""Memory storage rules: create, edit, archive/restore/delete, batches, promote, version chains.
+
+Every multi-row change runs in one transaction with the rows locked, so a batch reports what it
+really did. Rows in a version chain and merge sources that a revert still needs are never
+deleted. After a commit that adds text or changes it, the embedding job is asked to run.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, datetime
+from typing import Any
+
+import aiopg
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db import memories as db
+from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
+from pawwake.db.pool import cursor, transaction
+from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.runtime import terms_for
+
+log = logging.getLogger(__name__)
+
+LAYER_NAMES = {1: "fragment", 2: "event", 3: "core"}
+CORE_LAYER = 3
+
+
+class MemoryConflict(Conflict):
+    """A change refused because of the row's state (409), with a machine-readable code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def pool_of(app: web.Application) -> aiopg.Pool:
+    database = app[keys.DATABASE]
+    if database is None:
+        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).")
+    return database.pool
+
+
+def memory_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the API shows it (times in ISO 8601 with offset)."""
+    shown: dict[str, Any] = {}
+    for name, value in row.items():
+        if name == "search_terms":
+            continue
+        if isinstance(value, (datetime, date)):
+            value = value.isoformat()
+        shown[name] = value
+    return shown
+
+
+# --- single rows -------------------------------------------------------------------------
+
+async def get_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
+    async with cursor(pool_of(app)) as cur:
+        row = await db.get_memory(cur, memory_id)
+    if row is None:
+        raise NotFound(f"No memory with id {memory_id}.")
+    return row
+
+
+async def create_memory(app: web.Application, fields: dict[str, Any]
+                        ) -> tuple[dict[str, Any], bool]:
+    """Insert one memory; with an ``external_id`` seen before, return that row instead.
+
+    INSERT ... ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so any
+    number of simultaneous retries produce exactly one row.
+    """
+    [terms] = await terms_for(app, [fields["content"]])
+    row = {**fields, "search_terms": terms}
+    async with cursor(pool_of(app)) as cur:
+        for _attempt in range(3):
+            inserted = await db.insert_memories(cur, [row])
+            if inserted:
+                break
+            existing = await db.get_by_external_id(cur, fields["external_id"])
+            if existing is not None:
+                return existing, False
+        else:  # the clashing row vanished between our statements three times
+            raise MemoryConflict("external_id_busy", "That external_id is being changed; retry.")
+    await request_embedding(app)
+    return inserted[0], True
+
+
+async def edit_memory(app: web.Application, memory_id: int, changes: dict[str, Any]
+                      ) -> tuple[dict[str, Any], list[str]]:
+    """Apply content/importance/layer/title; new content gets new terms and loses its vector."""
+    terms = (await terms_for(app, [changes["content"]]))[0] if "content" in changes else None
+    async with transaction(pool_of(app)) as cur:
+        row = await db.get_memory(cur, memory_id, for_update=True)
+        if row is None:
+            raise NotFound(f"No memory with id {memory_id}.")
+        updates = {name: value for name, value in changes.items() if row[name] != value}
+        if "content" in updates:
+            updates["search_terms"] = terms
+            await db.delete_embedding(cur, memory_id)
+        if updates:
+            row = await db.update_memory(cur, memory_id, updates)
+    if "content" in updates:
+        await request_embedding(app)
+    return row, sorted(name for name in updates if name != "search_terms")
+
+
+async def archive_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
+    async with transaction(pool_of(app)) as cur:
+        row = await _locked(cur, memory_id)
+        if not row["is_active"]:
+            raise MemoryConflict("already_archived", f"Memory {memory_id} is already archived.")
+        await db.archive_memories(cur, [memory_id])
+        return await db.get_memory(cur, memory_id)
+
+
+async def restore_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
+    async with transaction(pool_of(app)) as cur:
+        row = await _locked(cur, memory_id)
+        if row["is_active"]:
+            raise MemoryConflict("not_archived", f"Memory {memory_id} is not archived.")
+        if row["superseded_by"] is not None:
+            raise MemoryConflict("superseded", f"Memory {memory_id} was replaced by a newer "
+                                 "version; use undo-supersede to bring it back.")
+        await db.restore_memories(cur, [memory_id])
+        return await db.get_memory(cur, memory_id)
+
+
+async def delete_memory(app: web.Application, memory_id: int) -> None:
+    """Delete for good: only archived rows outside version chains and not needed for a revert."""
+    async with transaction(pool_of(app)) as cur:
+        row = await _locked(cur, memory_id)
+        if row["is_active"]:
+            raise MemoryConflict("not_archived", f"Memory {memory_id} is active; archive it "
+                                 "before deleting it permanently.")
+        if await db.chain_members(cur, [memory_id]):
+            raise MemoryConflict("version_chain_member", f"Memory {memory_id} belongs to a "
+                                 "version chain and cannot be deleted permanently.")
+        if await db.merge_sources(cur, [memory_id]):
+            raise MemoryConflict("merge_source", f"Memory {memory_id} is a source of a merged "
+                                 "memory that can still be reverted.")
+        await db.delete_memories(cur, [memory_id])
+
+
+async def promote_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
+    """Make an active memory core (layer 3); promoting a core memory changes nothing."""
+    async with transaction(pool_of(app)) as cur:
+        row = await _locked(cur, memory_id)
+        if not row["is_active"]:
+            raise MemoryConflict("archived", f"Memory {memory_id} is archived; restore it first.")
+        if row["layer"] == CORE_LAYER:
+            return row
+        return await db.set_layer(cur, memory_id, CORE_LAYER)
+
+
+async def _locked(cur: Any, memory_id: int) -> dict[str, Any]:
+    row = await db.get_memory(cur, memory_id, for_update=True)
+    if row is None:
+        raise NotFound(f"No memory with id {memory_id}.")
+    return row
+
+
+# --- version chains ------------------------------------------------------------------------
+
+async def versions(app: web.Application, memory_id: int) -> list[dict[str, Any]]:
+    """The whole chain ``memory_id`` belongs to, oldest first (just the row when unchained)."""
+    async with cursor(pool_of(app)) as cur:
+        chain = await db.version_chain(cur, memory_id)
+    if not chain:
+        raise NotFound(f"No memory with id {memory_id}.")
+    return chain
+
+
+async def undo_supersede(app: web.Application, memory_id: int) -> dict[str, Any]:
+    """Bring back the older version and archive the newer one, in one transaction.
+
+    ``memory_id`` may name either side: the replaced row, or the row that replaced it.
+    """
+    async with transaction(pool_of(app)) as cur:
+        row = await _locked(cur, memory_id)
+        if row["superseded_by"] is not None:
+            older_id, newer_id = memory_id, row["superseded_by"]
+        else:
+            previous = await db.predecessor_of(cur, memory_id)
+            if previous is None:
+                raise MemoryConflict("not_superseded", f"Memory {memory_id} neither replaced "
+                                     "nor was replaced by another memory.")
+            older_id, newer_id = previous["id"], memory_id
+        locked = {r["id"]: r for r in await db.lock_memories(cur, [older_id, newer_id])}
+        older, newer = locked[older_id], locked[newer_id]
+        if older["superseded_by"] != newer_id:
+            raise MemoryConflict("chain_changed", "The version chain changed meanwhile; reload.")
+        if not newer["is_active"] or newer["superseded_by"] is not None:
+            raise MemoryConflict("newer_not_current", "The newer version is no longer the "
+                                 "current one; undo the later change first.")
+        await db.archive_memories(cur, [newer_id])
+        await db.reinstate_replaced(cur, older_id)
+        restored = await db.get_memory(cur, older_id)
+        archived = await db.get_memory(cur, newer_id)
+    log.info("undid supersede: memory %s restored, %s archived", older_id, newer_id)
+    return {"restored": restored, "archived": archived}
+
+
+# --- batches -------------------------------------------------------------------------------
+
+async def batch_update(app: web.Application, ids: list[int], fields: dict[str, Any]
+                       ) -> dict[str, Any]:
+    async with transaction(pool_of(app)) as cur:
+        found = {row["id"] for row in await db.lock_memories(cur, ids)}
+        changed = await db.update_many(cur, sorted(found), fields)
+    return _batch_report("updated", ids, changed,
+                         {"not_found": len(set(ids) - found),
+                          "unchanged": len(found) - len(changed)})
+
+
+async def batch_archive(app: web.Application, ids: list[int]) -> dict[str, Any]:
+    async with transaction(pool_of(app)) as cur:
+        rows = await db.lock_memories(cur, ids)
+        changed = await db.archive_memories(cur, [r["id"] for r in rows if r["is_active"]])
+    return _batch_report("archived", ids, changed,
+                         {"not_found": len(ids) - len(rows),
+                          "already_archived": sum(not r["is_active"] for r in rows)})
+
+
+async def batch_restore(app: web.Application, ids: list[int]) -> dict[str, Any]:
+    async with transaction(pool_of(app)) as cur:
+        rows = await db.lock_memories(cur, ids)
+        archived = [r for r in rows if not r["is_active"]]
+        changed = await db.restore_memories(
+            cur, [r["id"] for r in archived if r["superseded_by"] is None])
+    return _batch_report("restored", ids, changed,
+                         {"not_found": len(ids) - len(rows),
+                          "not_archived": len(rows) - len(archived),
+                          "superseded": sum(r["superseded_by"] is not None for r in archived)})
+
+
+async def batch_delete(app: web.Application, ids: list[int]) -> dict[str, Any]:
+    """Permanently delete archived rows among ``ids``, keeping chain members and merge sources."""
+    async with transaction(pool_of(app)) as cur:
+        rows = await db.lock_memories(cur, ids)
+        archived = [r["id"] for r in rows if not r["is_active"]]
+        chained = await db.chain_members(cur, archived) if archived else set()
+        sources = (await db.merge_sources(cur, archived) - chained) if archived else set()
+        deleted = await db.delete_memories(
+            cur, [i for i in archived if i not in chained and i not in sources])
+    return _batch_report("deleted", ids, deleted,
+                         {"not_found": len(ids) - len(rows),
+                          "not_archived": len(rows) - len(archived),
+                          "version_chain_member": len(chained), "merge_source": len(sources)})
+
+
+def _batch_report(verb: str, ids: list[int], changed: list[int], skipped: dict[str, int]
+                  ) -> dict[str, Any]:
+    return {verb: len(changed), "processed": len(changed), "requested": len(ids),
+            "ids": changed, "skipped": {k: v for k, v in skipped.items() if v}}
+
+
+# --- overview and housekeeping -------------------------------------------------------------
+
+async def list_memories(app: web.Application, *, active: bool, layer: int | None, limit: int,
+                        offset: int) -> tuple[list[dict[str, Any]], int]:
+    async with cursor(pool_of(app)) as cur:
+        rows = await db.list_memories(cur, active=active, layer=layer, limit=limit,
+                                      offset=offset)
+        total = await db.count_memories(cur, active=active, layer=layer)
+    return rows, total
+
+
+async def layer_stats(app: web.Application) -> dict[str, Any]:
+    async with cursor(pool_of(app)) as cur:
+        counts = {row["layer"]: row for row in await db.layer_counts(cur)}
+    layers = [{"layer": layer, "name": name,
+               "active": int(counts.get(layer, {}).get("active", 0)),
+               "archived": int(counts.get(layer, {}).get("archived", 0))}
+              for layer, name in LAYER_NAMES.items()]
+    return {"layers": layers, "active": sum(item["active"] for item in layers),
+            "archived": sum(item["archived"] for item in layers)}
+
+
+async def cleanup_fragments(app: web.Application, days: float) -> dict[str, Any]:
+    """Delete archived fragments archived more than ``days`` ago, except rows still needed."""
+    async with transaction(pool_of(app)) as cur:
+        old = await db.archived_fragments_before(cur, days)
+        chained = await db.chain_members(cur, old) if old else set()
+        sources = (await db.merge_sources(cur, old) - chained) if old else set()
+        deleted = await db.delete_memories(
+            cur, [i for i in old if i not in chained and i not in sources])
+    if deleted:
+        log.info("cleanup removed %s archived fragments older than %s days", len(deleted), days)
+    return {"days": days, "deleted": len(deleted), "kept": len(chained) + len(sources),
+            "kept_reasons": {"version_chain_member": len(chained),
+                             "merge_source": len(sources)}}

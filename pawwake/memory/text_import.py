@@ -1,0 +1,157 @@
+"""Plain-text import: one memory per line, exact duplicates skipped, importance scored by the
+memory model in batches (or 5 when scoring is skipped or fails).
+
+Model calls happen before the write; every new row is then inserted in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db import memories as db
+from pawwake.db.pool import cursor, transaction
+from pawwake.db.usage import record_usage
+from pawwake.llm import upstream
+from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.fields import FieldError
+from pawwake.memory.runtime import terms_for
+from pawwake.memory.store import pool_of
+
+log = logging.getLogger(__name__)
+
+SCORE_BATCH = 20
+DEFAULT_IMPORTANCE = 5
+MAX_LINES = 10_000
+_PROMPT = (Path(__file__).with_name("prompts") / "score_importance.txt").read_text("utf-8")
+_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+
+
+def split_lines(text: str) -> list[str]:
+    """Non-empty lines, trimmed; a leading byte-order mark is ignored."""
+    return [line.strip() for line in text.lstrip("\ufeff").splitlines() if line.strip()]
+
+
+def parse_scores(answer: str, count: int) -> list[int] | None:
+    """The model's JSON array of ``count`` integers (clamped to 1..10), or None when it is not
+    exactly that."""
+    body = _FENCE.sub("", answer.strip())
+    start, end = body.find("["), body.rfind("]")
+    if start < 0 or end <= start:
+        return None
+    try:
+        values = json.loads(body[start:end + 1])
+    except ValueError:
+        return None
+    if not isinstance(values, list) or len(values) != count:
+        return None
+    scores = []
+    for value in values:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        scores.append(min(10, max(1, value)))
+    return scores
+
+
+def scoring_messages(lines: list[str]) -> list[dict[str, str]]:
+    numbered = "\n".join(f"{number}. {line}" for number, line in enumerate(lines, 1))
+    return [{"role": "system", "content": _PROMPT.replace("{count}", str(len(lines)))},
+            {"role": "user", "content": numbered}]
+
+
+async def score_lines(app: web.Application, lines: list[str]
+                      ) -> tuple[list[int], list[bool], list[str]]:
+    """Score per line, whether the model gave it, and warnings for batches that fell back."""
+    settings = await app[keys.CONFIG].fresh()
+    model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+    scores: list[int] = []
+    by_model: list[bool] = []
+    warnings: list[str] = []
+    for start in range(0, len(lines), SCORE_BATCH):
+        batch = lines[start:start + SCORE_BATCH]
+        span = f"lines {start + 1}-{start + len(batch)}"
+        result, problem = await _score_batch(app, settings, model, batch)
+        if result is None:
+            warnings.append(f"{span}: {problem}; importance {DEFAULT_IMPORTANCE} used.")
+            log.warning("importance scoring failed for %s: %s", span, problem)
+            scores.extend([DEFAULT_IMPORTANCE] * len(batch))
+            by_model.extend([False] * len(batch))
+        else:
+            scores.extend(result)
+            by_model.extend([True] * len(batch))
+    return scores, by_model, warnings
+
+
+async def _score_batch(app: web.Application, settings: Any, model: str, batch: list[str]
+                       ) -> tuple[list[int] | None, str]:
+    try:
+        reply = await upstream.complete(app[keys.HTTP], settings, scoring_messages(batch),
+                                        model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
+                                        temperature=0)
+    except upstream.UpstreamFailure as exc:
+        return None, f"the scoring model could not be used ({exc.code}, {exc.status})"
+    if reply.usage is not None:
+        await record_usage(pool_of(app), session_id=None, model=model,
+                           prompt_tokens=reply.usage.prompt,
+                           completion_tokens=reply.usage.completion,
+                           total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
+                           usage_type="extract")
+    if reply.truncated:
+        return None, "the scoring answer was cut off at the output limit"
+    result = parse_scores(reply.text, len(batch))
+    if result is None:
+        return None, f"the scoring answer was not a JSON array of {len(batch)} integers"
+    return result, ""
+
+
+async def import_text(app: web.Application, text: str, *, skip_scoring: bool) -> dict[str, Any]:
+    """Import each new line as a fragment; report ``{imported, skipped, scored, warnings}``."""
+    lines = split_lines(text)
+    if len(lines) > MAX_LINES:
+        raise FieldError("text", f"At most {MAX_LINES} lines per import; split the file.",
+                         "too_many_lines")
+    pool = pool_of(app)
+    async with cursor(pool) as cur:
+        fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
+    if skip_scoring or not fresh:
+        scores, by_model, warnings = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
+    else:
+        scores, by_model, warnings = await score_lines(app, fresh)
+    terms = await terms_for(app, fresh)
+    async with transaction(pool) as cur:
+        await db.lock_memory_imports(cur)
+        # Another import may have added some of these lines while the model was scoring.
+        still_new = set(_new_lines(fresh, await db.content_key_matches(cur, fresh))) if fresh \
+            else set()
+        rows, scored = [], 0
+        for line, score, modelled, line_terms in zip(fresh, scores, by_model, terms,
+                                                     strict=True):
+            if line in still_new:
+                rows.append({"content": line, "importance": score, "layer": 1,
+                             "search_terms": line_terms})
+                scored += modelled
+        inserted = await db.insert_memories(cur, rows)
+    if inserted:
+        await request_embedding(app)
+    log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))
+    return {"imported": len(inserted), "skipped": len(lines) - len(inserted),
+            "scored": scored, "warnings": warnings}
+
+
+def _new_lines(lines: list[str], matches: list[tuple[str, int | None]]) -> list[str]:
+    """Lines that match no active memory and no earlier line of the same file."""
+    seen: set[str] = set()
+    fresh = []
+    for line, (key, existing) in zip(lines, matches, strict=True):
+        if existing is None and key not in seen:
+            fresh.append(line)
+        seen.add(key)
+    return fresh

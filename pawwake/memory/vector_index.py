@@ -1,0 +1,232 @@
+"""The numpy vector index: memory vectors held in process when pgvector is not available.
+
+Loaded once per provenance from ``memory_embeddings``, then kept current incrementally: vectors
+this process stores are added directly; vectors written by other processes are found by a
+cheap "newest write" check at most every ``refresh_seconds`` (only their ids and digests are
+listed, and only vectors not held yet are fetched); deletions are noticed by a count every
+``reconcile_seconds``. Rows
+are appended and never overwritten in place: a replaced or deleted vector's row is marked dead
+and the arrays are compacted into new ones once enough rows died, so a search running on a
+snapshot in a worker thread never sees a half-written row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import aiopg
+import numpy as np
+
+from pawwake.db import memory_embeddings as vectors_db
+
+log = logging.getLogger(__name__)
+
+LOAD_PAGE = 5000
+LATE_COMMIT_WINDOW = timedelta(seconds=60)  # a transaction may commit after newer rows did
+THREAD_THRESHOLD = 20_000  # rows above which the product runs in a worker thread
+
+
+class _Matrix:
+    """Append-only rows of unit vectors plus their memory ids (-1 = dead row)."""
+
+    def __init__(self, dim: int, capacity: int = 1024) -> None:
+        self.dim = dim
+        self.vectors = np.zeros((capacity, dim), dtype=np.float32)
+        self.ids = np.full(capacity, -1, dtype=np.int64)
+        self.size = 0
+        self.dead = 0
+        self.rows: dict[int, int] = {}  # memory id -> row
+        self.shas: dict[int, str] = {}
+
+    def append(self, memory_id: int, sha: str, vector: np.ndarray) -> None:
+        old = self.rows.get(memory_id)
+        if old is not None:
+            if self.shas.get(memory_id) == sha:
+                return
+            self.ids[old] = -1
+            self.dead += 1
+        if self.size == len(self.ids):
+            self._grow()
+        norm = float(np.linalg.norm(vector))
+        self.vectors[self.size] = vector / norm if norm else vector
+        self.ids[self.size] = memory_id
+        self.rows[memory_id] = self.size
+        self.shas[memory_id] = sha
+        self.size += 1
+
+    def remove(self, memory_ids: Iterable[int]) -> None:
+        for memory_id in memory_ids:
+            row = self.rows.pop(memory_id, None)
+            self.shas.pop(memory_id, None)
+            if row is not None:
+                self.ids[row] = -1
+                self.dead += 1
+        if self.dead > 1024 and self.dead * 4 > self.size:
+            self._compact()
+
+    def _grow(self) -> None:
+        capacity = max(1024, int(len(self.ids) * 1.5))
+        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
+        ids = np.full(capacity, -1, dtype=np.int64)
+        vectors[: self.size] = self.vectors[: self.size]
+        ids[: self.size] = self.ids[: self.size]
+        self.vectors, self.ids = vectors, ids
+
+    def _compact(self) -> None:
+        live = np.flatnonzero(self.ids[: self.size] >= 0)
+        capacity = max(1024, int(len(live) * 1.25))
+        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
+        ids = np.full(capacity, -1, dtype=np.int64)
+        vectors[: len(live)] = self.vectors[live]
+        ids[: len(live)] = self.ids[live]
+        self.vectors, self.ids = vectors, ids
+        self.size, self.dead = len(live), 0
+        self.rows = {int(memory_id): row for row, memory_id in enumerate(ids[: self.size])}
+
+    @property
+    def live(self) -> int:
+        return self.size - self.dead
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        """Views that later appends and marks cannot tear (rows are never rewritten)."""
+        return self.vectors[: self.size], self.ids[: self.size]
+
+
+def top_k(vectors: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
+          exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
+    """The ``k`` live rows most similar to ``query`` as ``(memory_id, cosine)``, best first."""
+    if len(ids) == 0 or k <= 0:
+        return []
+    scores = vectors @ query
+    scores[ids < 0] = -np.inf
+    if exclude:
+        scores[np.isin(ids, np.fromiter(exclude, dtype=np.int64))] = -np.inf
+    k = min(k, len(scores))
+    picked = np.argpartition(-scores, k - 1)[:k]
+    picked = picked[np.argsort(-scores[picked], kind="stable")]
+    return [(int(ids[i]), float(scores[i])) for i in picked if np.isfinite(scores[i])]
+
+
+class VectorIndex:
+    """Cosine search over one provenance's vectors, kept in memory and refreshed cheaply."""
+
+    def __init__(self, refresh_seconds: float = 3.0, reconcile_seconds: float = 60.0) -> None:
+        self.refresh_seconds = refresh_seconds
+        self.reconcile_seconds = reconcile_seconds
+        self._reconciled_at = 0.0
+        self._provenance: Any = None
+        self._matrix: _Matrix | None = None
+        self._newest: datetime | None = None
+        self._checked_at = 0.0
+        self._lock = asyncio.Lock()
+        self.loads = 0  # full loads so far (figures tests and the benchmark read)
+        self.fetched = 0  # vectors read from the database so far
+
+    @property
+    def size(self) -> int:
+        return self._matrix.live if self._matrix is not None else 0
+
+    def add(self, provenance: Any, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
+        """Vectors this process just stored; ignored unless the index holds that provenance."""
+        if self._matrix is None or provenance != self._provenance:
+            return
+        for memory_id, sha, vector in rows:
+            self._matrix.append(memory_id, sha, vector)
+
+    async def warm(self, pool: aiopg.Pool, provenance: Any) -> None:
+        """Load now (at start), so the first search does not wait for it."""
+        await self._current(pool, provenance)
+
+    async def search(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
+                     exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
+        matrix = await self._current(pool, provenance)
+        vectors, ids = matrix.snapshot()
+        excluded = frozenset(int(i) for i in exclude)
+        if len(ids) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, top_k, vectors, ids, query, k, excluded)
+        return top_k(vectors, ids, query, k, excluded)
+
+    async def cosines_for(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray,
+                          memory_ids: Iterable[int]) -> dict[int, float]:
+        matrix = await self._current(pool, provenance)
+        found = {}
+        for memory_id in memory_ids:
+            row = matrix.rows.get(int(memory_id))
+            if row is not None:
+                found[int(memory_id)] = float(matrix.vectors[row] @ query)
+        return found
+
+    async def _current(self, pool: aiopg.Pool, provenance: Any) -> _Matrix:
+        if (self._matrix is not None and provenance == self._provenance
+                and time.monotonic() - self._checked_at < self.refresh_seconds):
+            return self._matrix
+        async with self._lock:
+            if self._matrix is None or provenance != self._provenance:
+                await self._load(pool, provenance)
+            elif time.monotonic() - self._checked_at >= self.refresh_seconds:
+                await self._refresh(pool)
+            assert self._matrix is not None
+            return self._matrix
+
+    async def _load(self, pool: aiopg.Pool, provenance: Any) -> None:
+        started = time.monotonic()
+        count = await vectors_db.vector_count(pool, provenance)
+        newest = await vectors_db.newest_vector(pool, provenance)
+        matrix = _Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
+        after = 0
+        while True:
+            page = await vectors_db.fetch_vectors(pool, provenance, after_id=after,
+                                                  limit=LOAD_PAGE)
+            for memory_id, sha, created, vector in page:
+                matrix.append(memory_id, sha, vector)
+                newest = created if newest is None or created > newest else newest
+            self.fetched += len(page)
+            if len(page) < LOAD_PAGE:
+                break
+            after = page[-1][0]
+        self._matrix, self._provenance, self._newest = matrix, provenance, newest
+        self._checked_at = self._reconciled_at = time.monotonic()
+        self.loads += 1
+        log.info("vector index loaded: %s vectors (%s) in %.2f s", matrix.live,
+                 provenance.model, time.monotonic() - started)
+
+    async def _refresh(self, pool: aiopg.Pool) -> None:
+        """Fetch vectors other processes wrote since the last look; reconcile deletions.
+
+        Rows written within ``LATE_COMMIT_WINDOW`` before the newest one seen are listed again
+        (a transaction may commit after a newer row did); only vectors not held yet with that
+        digest are fetched.
+        """
+        assert self._matrix is not None
+        matrix, provenance = self._matrix, self._provenance
+        newest = await vectors_db.newest_vector(pool, provenance)
+        if newest is not None and (self._newest is None or newest > self._newest):
+            since = None if self._newest is None else self._newest - LATE_COMMIT_WINDOW
+            recent = await vectors_db.vector_shas_since(pool, provenance, since)
+            await self._fetch_ids(pool, provenance, [
+                memory_id for memory_id, sha in recent if matrix.shas.get(memory_id) != sha])
+            self._newest = newest
+        now = time.monotonic()
+        if now - self._reconciled_at >= self.reconcile_seconds:
+            self._reconciled_at = now
+            if await vectors_db.vector_count(pool, provenance) != matrix.live:
+                stored = set(await vectors_db.vector_ids(pool, provenance))
+                matrix.remove([i for i in list(matrix.rows) if i not in stored])
+                await self._fetch_ids(pool, provenance,
+                                      [i for i in stored if i not in matrix.rows])
+        self._checked_at = time.monotonic()
+
+    async def _fetch_ids(self, pool: aiopg.Pool, provenance: Any, ids: Sequence[int]) -> None:
+        assert self._matrix is not None
+        for start in range(0, len(ids), LOAD_PAGE):
+            page = await vectors_db.fetch_vectors(pool, provenance, ids=ids[start:start + LOAD_PAGE],
+                                                  limit=LOAD_PAGE)
+            for memory_id, sha, _created, vector in page:
+                self._matrix.append(memory_id, sha, vector)
+            self.fetched += len(page)

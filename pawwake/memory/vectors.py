@@ -1,0 +1,134 @@
+"""Memory vectors: where they are stored and searched, and whose model made them.
+
+Search runs on pgvector (an HNSW expression index per provenance) when the extension exists
+and ``VECTOR_BACKEND`` allows it, else on the in-process numpy index. The provenance of stored
+vectors is recorded; when the configured provider/model/dimension differs from it, stored
+vectors are not comparable any more, searches fall back to keywords and a rebuild needs an
+explicit confirmation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg2
+
+from pawwake.database import Database
+from pawwake.db import memory_embeddings as vectors_db
+from pawwake.llm.embeddings import Provenance
+from pawwake.memory.vector_index import VectorIndex
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProvenanceState:
+    configured: Provenance
+    stored: dict[str, Any] | None  # what the stored vectors were made with (None: none yet)
+    needs_rebuild: bool
+
+
+async def provenance_state(database: Database, configured: Provenance) -> ProvenanceState:
+    """Compare the configured provenance with the recorded one.
+
+    A rebuild is needed only when vectors of another provenance exist: with none stored there
+    is nothing to lose and the configured one is simply adopted on the next backfill.
+    """
+    stored = await vectors_db.recorded_provenance(database.pool)
+    if stored is None or stored == configured.as_dict():
+        return ProvenanceState(configured, stored, needs_rebuild=False)
+    present = await vectors_db.has_vectors(database.pool, stored)
+    return ProvenanceState(configured, stored, needs_rebuild=present)
+
+
+async def adopt_provenance(database: Database, configured: Provenance) -> bool:
+    """Record ``configured`` as the stored vectors' provenance unless that would mix models.
+
+    Returns False when vectors of another provenance exist (a confirmed rebuild must switch).
+    """
+    state = await provenance_state(database, configured)
+    if state.needs_rebuild:
+        return False
+    if state.stored != configured.as_dict():
+        await confirm_provenance(database, configured)
+    return True
+
+
+async def confirm_provenance(database: Database, configured: Provenance) -> None:
+    """Switch to ``configured``: older vectors stop counting and are replaced by the backfill."""
+    async with database.pool.acquire() as conn, conn.cursor() as cur:
+        await vectors_db.record_provenance(cur, configured)
+    log.info("memory vectors now use %s/%s (%s dims)", configured.provider, configured.model,
+             configured.dim)
+
+
+class VectorStore:
+    """Stores vectors and finds neighbours on pgvector or the numpy index (one per process)."""
+
+    def __init__(self, index: VectorIndex | None = None) -> None:
+        self.index = index or VectorIndex()
+        self._known_indexes: set[str] = set()
+        self._warned = False
+
+    def backend(self, settings: Mapping[str, Any], database: Database,
+                provenance: Provenance) -> str:
+        """``pgvector`` or ``numpy`` for this search."""
+        choice = settings["VECTOR_BACKEND"]
+        if choice == "numpy" or not database.pgvector:
+            if choice == "pgvector" and not self._warned:
+                self._warned = True
+                log.warning("VECTOR_BACKEND=pgvector but the extension is missing; using numpy")
+            return "numpy"
+        if provenance.dim > vectors_db.HNSW_MAX_DIM:
+            return "numpy"
+        return "pgvector"
+
+    async def store(self, database: Database, provenance: Provenance,
+                    rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
+        """Save vectors and add them to this process's numpy index; returns the ids stored."""
+        stored_ids = set(await vectors_db.store_vectors(database.pool, provenance, rows))
+        self.index.add(provenance, [row for row in rows if row[0] in stored_ids])
+        return sorted(stored_ids)
+
+    async def ensure_hnsw_index(self, database: Database, settings: Mapping[str, Any],
+                                provenance: Provenance) -> bool:
+        """Create the provenance's HNSW index when pgvector is in use; True when it exists."""
+        if self.backend(settings, database, provenance) != "pgvector":
+            return False
+        name = vectors_db.hnsw_index_name(provenance)
+        if name in self._known_indexes:
+            return True
+        if not await vectors_db.hnsw_index_exists(database.pool, provenance):
+            log.info("creating vector index %s", name)
+            try:
+                await vectors_db.create_hnsw_index(database.pool, provenance)
+            except psycopg2.Error as exc:
+                log.warning("could not create vector index %s: %s", name, exc.pgcode)
+                return False
+        self._known_indexes.add(name)
+        return True
+
+    async def nearest(self, database: Database, settings: Mapping[str, Any],
+                      provenance: Provenance, query: np.ndarray, k: int,
+                      exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
+        """The ``k`` nearest memories by cosine, best first. pgvector returns active rows
+        only; the numpy index may include archived ones (dropped later by the row fetch)."""
+        exclude = list(exclude)
+        if self.backend(settings, database, provenance) == "pgvector":
+            found = await vectors_db.knn(database.pool, provenance, query, k, exclude)
+            return sorted(found, key=lambda item: -item[1])
+        return await self.index.search(database.pool, provenance, query, k, exclude)
+
+    async def cosines(self, database: Database, settings: Mapping[str, Any],
+                      provenance: Provenance, query: np.ndarray, ids: Sequence[int]
+                      ) -> dict[int, float]:
+        """Cosine with the query for those of ``ids`` that have a vector."""
+        if not ids:
+            return {}
+        if self.backend(settings, database, provenance) == "pgvector":
+            return await vectors_db.cosines_for(database.pool, provenance, query, ids)
+        return await self.index.cosines_for(database.pool, provenance, query, ids)

@@ -1,0 +1,228 @@
+"""Conversation management API: list, search, edit, trash, restore, merge, import, export."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat import conversations as service
+from pawwake.chat.conversations import Invalid
+from pawwake.db.errors import Conflict, NotFound
+from pawwake.errors import api_error
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Map the service's typed errors to statuses; 503 without a database."""
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        if request.app[keys.DATABASE] is None:
+            return api_error(503, "database_unavailable",
+                             "Conversations need the database (DATABASE_ENABLED=false).")
+        try:
+            return await handler(request)
+        except Invalid as exc:
+            return api_error(400, exc.code, str(exc))
+        except NotFound as exc:
+            return api_error(404, "not_found", f"No such {exc}.")
+        except Conflict as exc:
+            return api_error(409, "conflict", str(exc).capitalize() + ".")
+    wrapper.__name__ = handler.__name__
+    return wrapper
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status,
+                             dumps=lambda v: json.dumps(v, default=_json_default,
+                                                        ensure_ascii=False))
+
+
+async def _body(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("invalid_json", "The body is not valid JSON.") from None
+
+
+async def _object(request: web.Request) -> dict[str, Any]:
+    body = await _body(request)
+    if not isinstance(body, dict):
+        raise Invalid("invalid_body", "Send a JSON object.")
+    return body
+
+
+def _int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Invalid(f"invalid_{name}", f"{name} must be a whole number.") from None
+    if not low <= value <= high:
+        raise Invalid(f"invalid_{name}", f"{name} must be between {low} and {high}.")
+    return value
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    raw = request.query.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise Invalid(f"invalid_{name}", f"{name} must be true or false.")
+    return raw in ("true", "1")
+
+
+def _message_id(request: web.Request) -> int:
+    try:
+        value = int(request.match_info["message_id"])
+    except ValueError:
+        raise Invalid("invalid_message_id", "The message id must be a whole number.") from None
+    if value <= 0:
+        raise NotFound(f"message {value}")
+    return value
+
+
+def _message(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "session_id": row["session_id"], "role": row["role"],
+            "content": row["content"], "model": row["model"], "created_at": row["created_at"],
+            "metadata": row["metadata"], "deleted_at": row["deleted_at"],
+            "source": row["source"]}
+
+
+@_guarded
+async def list_conversations(request: web.Request) -> web.StreamResponse:
+    query = request.query.get("q", "").strip()
+    if len(query) > 500:
+        raise Invalid("query_too_long", "q is limited to 500 characters.")
+    page = await service.list_conversations(
+        request.app, query=query, trash=_flag(request, "trash"),
+        limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
+        offset=_int(request, "offset", 0, 0, 10_000_000))
+    return _json(page)
+
+
+@_guarded
+async def session_messages(request: web.Request) -> web.StreamResponse:
+    session_id = request.match_info["session_id"]
+    rows = await service.session_messages(request.app, session_id,
+                                          include_deleted=_flag(request, "include_deleted"))
+    return _json({"session_id": session_id, "messages": [_message(r) for r in rows]})
+
+
+@_guarded
+async def edit_message(request: web.Request) -> web.StreamResponse:
+    message_id = _message_id(request)
+    body = await _object(request)
+    if set(body) != {"content"}:
+        raise Invalid("invalid_body", "Send {\"content\": \"...\"}.")
+    row = await service.edit_message(request.app, message_id, service.content_of(body["content"]))
+    return _json(_message(row))
+
+
+@_guarded
+async def delete_message(request: web.Request) -> web.StreamResponse:
+    row = await service.set_message_deleted(request.app, _message_id(request), True)
+    return _json(_message(row))
+
+
+@_guarded
+async def restore_message(request: web.Request) -> web.StreamResponse:
+    row = await service.set_message_deleted(request.app, _message_id(request), False)
+    return _json(_message(row))
+
+
+@_guarded
+async def delete_session(request: web.Request) -> web.StreamResponse:
+    session_id = request.match_info["session_id"]
+    if _flag(request, "permanent"):
+        counts = await service.purge_session(request.app, session_id)
+        return _json({"session_id": session_id, "permanent": True, **counts})
+    trashed = await service.trash_session(request.app, session_id)
+    return _json({"session_id": session_id, "permanent": False, "messages": trashed})
+
+
+@_guarded
+async def restore_session(request: web.Request) -> web.StreamResponse:
+    session_id = request.match_info["session_id"]
+    restored = await service.restore_session(request.app, session_id)
+    return _json({"session_id": session_id, "messages": restored})
+
+
+@_guarded
+async def batch_delete(request: web.Request) -> web.StreamResponse:
+    body = await _object(request)
+    unknown = sorted(set(body) - {"session_ids", "permanent"})
+    if unknown:
+        raise Invalid("unknown_field", f"Unknown field: {unknown[0]}.")
+    ids = body.get("session_ids")
+    if not isinstance(ids, list) or not ids or len(ids) > service.MAX_BATCH:
+        raise Invalid("invalid_session_ids",
+                      f"session_ids must be a list of 1 to {service.MAX_BATCH} ids.")
+    permanent = body.get("permanent", False)
+    if not isinstance(permanent, bool):
+        raise Invalid("invalid_permanent", "permanent must be true or false.")
+    ids = [service.session_id_of(v, "session_ids") for v in ids]
+    return _json(await service.batch_delete(request.app, ids, permanent=permanent))
+
+
+@_guarded
+async def merge_sessions(request: web.Request) -> web.StreamResponse:
+    body = await _object(request)
+    unknown = sorted(set(body) - {"source_ids", "target_id"})
+    if unknown:
+        raise Invalid("unknown_field", f"Unknown field: {unknown[0]}.")
+    sources = body.get("source_ids")
+    if not isinstance(sources, list) or not sources or len(sources) > service.MAX_BATCH:
+        raise Invalid("invalid_source_ids",
+                      f"source_ids must be a list of 1 to {service.MAX_BATCH} ids.")
+    sources = [service.session_id_of(v, "source_ids") for v in sources]
+    target = service.session_id_of(body.get("target_id"), "target_id")
+    return _json(await service.merge_sessions(request.app, sources, target))
+
+
+@_guarded
+async def import_conversations(request: web.Request) -> web.StreamResponse:
+    result = await service.import_conversations(request.app, await _body(request))
+    return _json(result, status=201 if result["imported"] else 200)
+
+
+@_guarded
+async def export_conversations(request: web.Request) -> web.StreamResponse:
+    sessions = await service.export_conversations(request.app)
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    response = _json(sessions)
+    response.headers["Content-Disposition"] = (
+        f'attachment; filename="pawwake-conversations-{stamp}.json"')
+    return response
+
+
+def setup(app: web.Application) -> None:
+    """Fixed paths come before ``{session_id}`` ones so they are never read as a session."""
+    add = app.router
+    add.add_get("/api/conversations", list_conversations, name="conversations")
+    add.add_get("/api/conversations/export", export_conversations, name="conversations_export")
+    add.add_post("/api/conversations/import", import_conversations, name="conversations_import")
+    add.add_post("/api/conversations/batch-delete", batch_delete,
+                 name="conversations_batch_delete")
+    add.add_post("/api/admin/merge-sessions", merge_sessions, name="merge_sessions")
+    add.add_put("/api/conversations/messages/{message_id}", edit_message,
+                name="conversation_message")
+    add.add_delete("/api/conversations/messages/{message_id}", delete_message,
+                   name="conversation_message_delete")
+    add.add_post("/api/conversations/messages/{message_id}/restore", restore_message,
+                 name="conversation_message_restore")
+    add.add_get("/api/conversations/{session_id}/messages", session_messages,
+                name="conversation_messages")
+    add.add_delete("/api/conversations/{session_id}", delete_session, name="conversation")
+    add.add_post("/api/conversations/{session_id}/restore", restore_session,
+                 name="conversation_restore")

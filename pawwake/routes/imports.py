@@ -1,0 +1,118 @@
+"""Memory import and export: plain text, JSON backup (with link repair), operator seed file."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+
+from pawwake.memory import backup, seed, text_import
+from pawwake.memory.fields import (
+    FieldError,
+    parse_bool,
+    parse_query_bool,
+    reject_unknown,
+    require_object,
+)
+from pawwake.routes.memories import error, memory_errors, read_json
+
+log = logging.getLogger(__name__)
+
+_TRUE_FORM_VALUES = ("1", "true", "on", "yes")
+
+
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise FieldError(name, "The file is not UTF-8 text; save it as UTF-8 and try again.",
+                         "invalid_encoding") from None
+
+
+async def _form(request: web.Request) -> dict[str, str]:
+    """The fields of a multipart upload, files decoded as UTF-8 text."""
+    fields: dict[str, str] = {}
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader) or not part.name:
+            continue
+        fields[part.name] = _decode(await part.read(decode=True), part.name)
+    return fields
+
+
+def _is_multipart(request: web.Request) -> bool:
+    return request.content_type.startswith("multipart/")
+
+
+@memory_errors
+async def import_text(request: web.Request) -> web.Response:
+    """JSON ``{text, skip_scoring}`` or a multipart form with a ``file`` (and ``skip_scoring``)."""
+    if _is_multipart(request):
+        form = await _form(request)
+        text = form.get("file", form.get("text"))
+        skip = form.get("skip_scoring", "").strip().lower() in _TRUE_FORM_VALUES
+    else:
+        body = require_object(await read_json(request))
+        reject_unknown(body, ("text", "skip_scoring"))
+        text = body.get("text")
+        skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
+    if not isinstance(text, str):
+        raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
+    report = await text_import.import_text(request.app, text, skip_scoring=skip)
+    return web.json_response(report)
+
+
+@memory_errors
+async def export(request: web.Request) -> web.Response:
+    document = await backup.export_backup(request.app)
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return web.json_response(document, dumps=_dumps, headers={
+        "Content-Disposition": f'attachment; filename="pawwake-memories-{stamp}.json"'})
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@memory_errors
+async def repair_links(request: web.Request) -> web.Response:
+    return web.json_response(await backup.repair_links(request.app))
+
+
+@memory_errors
+async def import_backup(request: web.Request) -> web.Response:
+    """A backup as the JSON body (or a multipart ``file``); ``?dry_run=true`` only previews."""
+    dry_run = parse_query_bool(request.query.get("dry_run"), "dry_run", False)
+    if _is_multipart(request):
+        raw = (await _form(request)).get("file")
+        if raw is None:
+            raise FieldError("file", "Upload the backup as the form field 'file'.")
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise FieldError("file", "The file is not valid JSON.", "invalid_json") from None
+    else:
+        data = await read_json(request)
+    report = await backup.import_backup(request.app, data, dry_run=dry_run)
+    return web.json_response(report)
+
+
+@memory_errors
+async def seed_memories(request: web.Request) -> web.Response:
+    try:
+        report = await seed.import_seed(request.app)
+    except seed.NoSeedFile as exc:
+        return error(404, "seed_file_not_found", str(exc))
+    return web.json_response(report)
+
+
+def setup(app: web.Application) -> None:
+    add = app.router
+    add.add_post("/api/memories/import/text", import_text, name="api_memories_import_text")
+    add.add_post("/api/memories/import", import_backup, name="api_memories_import")
+    add.add_get("/api/memories/export", export, name="api_memories_export")
+    add.add_post("/api/memories/repair-links", repair_links, name="api_memories_repair_links")
+    add.add_get("/import/seed-memories", seed_memories, name="import_seed_memories")

@@ -1,0 +1,171 @@
+"""Sidecar ingest (POST /api/conversations/turn) and raw recall (GET|POST
+/api/chat/search-fragments)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat import conversation_index
+from pawwake.chat.ingest import TurnInvalid, ingest_turn, parse_turn
+from pawwake.chat.recall import search_fragments
+from pawwake.errors import api_error
+
+MAX_QUERY_CHARS = 2000
+MAX_EXCLUDES = 500
+SEARCH_FIELDS = frozenset({"q", "max_sessions", "context", "mode", "exclude_session_ids",
+                           "exclude_fragment_ids"})
+
+
+class BadSearch(ValueError):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _no_database() -> web.Response:
+    return api_error(503, "database_unavailable",
+                     "Conversations need the database (DATABASE_ENABLED=false).")
+
+
+async def _read_json(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise TurnInvalid("invalid_json", "The body is not valid JSON.") from None
+
+
+async def post_turn(request: web.Request) -> web.Response:
+    app = request.app
+    if app[keys.DATABASE] is None:
+        return _no_database()
+    try:
+        turn = parse_turn(await _read_json(request))
+    except TurnInvalid as exc:
+        return api_error(400, exc.code, str(exc))
+    result = await ingest_turn(app, turn)
+    body = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
+            "source": turn.source}
+    if result.status == "duplicate":
+        return web.json_response(body, status=200)
+    body.update(messages_stored=len(result.message_ids),
+                extraction_scheduled=result.extraction_job is not None)
+    return web.json_response(body, status=201)
+
+
+def _int_in(value: Any, name: str, low: int, high: int, default: int, *, text: bool) -> int:
+    if value is None:
+        return default
+    if text:
+        try:
+            value = int(str(value).strip())
+        except ValueError:
+            raise BadSearch(f"invalid_{name}", f"{name} must be a whole number.") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadSearch(f"invalid_{name}", f"{name} must be a whole number.")
+    if not low <= value <= high:
+        raise BadSearch(f"invalid_{name}", f"{name} must be between {low} and {high}.")
+    return value
+
+
+def _id_list(value: Any, name: str, *, text: bool) -> list[str]:
+    if value is None:
+        return []
+    if text and isinstance(value, str):  # GET: comma-separated
+        value = [part for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise BadSearch(f"invalid_{name}", f"{name} must be a list of non-empty strings.")
+    if len(value) > MAX_EXCLUDES:
+        raise BadSearch(f"invalid_{name}", f"{name} holds at most {MAX_EXCLUDES} ids.")
+    return [v.strip() for v in value]
+
+
+def parse_search(params: dict[str, Any], *, text: bool) -> dict[str, Any]:
+    """Validate search parameters (GET query or POST body) into keyword arguments."""
+    unknown = sorted(set(params) - SEARCH_FIELDS)
+    if unknown:
+        raise BadSearch("unknown_field", f"Unknown field: {unknown[0]}.")
+    query = params.get("q")
+    if not isinstance(query, str) or not query.strip():
+        raise BadSearch("missing_query", "Give the search text as q.")
+    if len(query) > MAX_QUERY_CHARS:
+        raise BadSearch("query_too_long", f"q is limited to {MAX_QUERY_CHARS} characters.")
+    mode = params.get("mode") or "hybrid"
+    if mode not in ("hybrid", "keyword"):
+        raise BadSearch("invalid_mode", "mode must be hybrid or keyword.")
+    return {
+        "query": query.strip(),
+        "max_sessions": _int_in(params.get("max_sessions"), "max_sessions", 1, 50, 3, text=text),
+        "context": _int_in(params.get("context"), "context", 0, 5, 1, text=text),
+        "mode": mode,
+        "exclude_session_ids": _id_list(params.get("exclude_session_ids"),
+                                        "exclude_session_ids", text=text),
+        "exclude_fragment_ids": _id_list(params.get("exclude_fragment_ids"),
+                                         "exclude_fragment_ids", text=text),
+    }
+
+
+async def search(request: web.Request) -> web.Response:
+    app = request.app
+    if app[keys.DATABASE] is None:
+        return _no_database()
+    settings = await app[keys.CONFIG].fresh()
+    if not settings["CONVERSATION_RECALL_ENABLED"]:
+        return api_error(409, "conversation_recall_disabled",
+                         "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
+    try:
+        if request.method == "POST":
+            body = await _read_json(request)
+            if not isinstance(body, dict):
+                raise BadSearch("invalid_body", "Send a JSON object.")
+            options = parse_search(body, text=False)
+        else:
+            options = parse_search(dict(request.query), text=True)
+    except (BadSearch, TurnInvalid) as exc:
+        return api_error(400, exc.code, str(exc))
+    query = options.pop("query")
+    outcome = await search_fragments(app, query, settings=settings, **options)
+    return web.json_response({
+        "query": query,
+        "mode": outcome.mode,
+        "warning": outcome.warning,
+        "keywords": outcome.keywords,
+        "fragments": outcome.fragments,
+        "fragment_ids": [f["fragment_id"] for f in outcome.fragments],
+    })
+
+
+async def embedding_status(request: web.Request) -> web.Response:
+    if request.app[keys.DATABASE] is None:
+        return _no_database()
+    return web.json_response(await conversation_index.index_status(request.app))
+
+
+async def rebuild_search(request: web.Request) -> web.Response:
+    """Index every message that lacks terms, then wake the vector job."""
+    app = request.app
+    if app[keys.DATABASE] is None:
+        return _no_database()
+    settings = await app[keys.CONFIG].fresh()
+    if not settings["CONVERSATION_RECALL_ENABLED"]:
+        return api_error(409, "conversation_recall_disabled",
+                         "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
+    indexed = await conversation_index.index_pending(app)
+    await conversation_index.request_embedding(app)
+    status = await conversation_index.index_status(app)
+    return web.json_response({"indexed": indexed, **status}, status=202)
+
+
+def setup(app: web.Application) -> None:
+    conversation_index.register(app)
+    app.router.add_post("/api/conversations/turn", post_turn, name="conversation_turn")
+    app.router.add_get("/api/chat/search-fragments", search, name="search_fragments")
+    app.router.add_post("/api/chat/search-fragments", search, name="search_fragments_post")
+    app.router.add_get("/api/admin/conversation-embedding-status", embedding_status,
+                       name="conversation_embedding_status")
+    app.router.add_post("/api/admin/rebuild-conversation-search", rebuild_search,
+                        name="rebuild_conversation_search")

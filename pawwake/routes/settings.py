@@ -1,0 +1,59 @@
+"""GET/PUT /api/settings and GET /api/models: runtime settings and the provider's models."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.errors import api_error
+from pawwake.llm.models import ModelCatalog, ModelsUnavailable
+from pawwake.settings import GROUPS, SettingError
+
+log = logging.getLogger(__name__)
+
+
+async def get_settings(request: web.Request) -> web.Response:
+    """Every setting with its value in force now; secrets masked."""
+    config = request.app[keys.CONFIG]
+    await config.fresh()
+    return web.json_response({"settings": config.public_view(), "groups": list(GROUPS)})
+
+
+async def put_settings(request: web.Request) -> web.Response:
+    """Apply a JSON object of changes: all valid and stored together, or nothing (400)."""
+    try:
+        changes = await request.json()
+    except ValueError:
+        return api_error(400, "invalid_json", "The body is not valid JSON.")
+    if not isinstance(changes, dict):
+        return api_error(400, "invalid_body",
+                         "Send a JSON object of setting names to new values.")
+    config = request.app[keys.CONFIG]
+    await config.fresh()
+    try:
+        applied = sorted(config.validate(changes))
+        await config.update(changes)
+    except SettingError as exc:
+        return api_error(400, "invalid_setting", str(exc))
+    if applied:
+        log.info("settings saved through the API: %s", ", ".join(applied))
+    return web.json_response({"updated": applied, "settings": config.public_view()})
+
+
+async def get_models(request: web.Request) -> web.Response:
+    """The models the configured provider offers (cached for a few minutes)."""
+    settings = await request.app[keys.CONFIG].fresh()
+    try:
+        models = await request.app[keys.MODELS].list_for(request.app[keys.HTTP], settings)
+    except ModelsUnavailable as exc:
+        return api_error(502, "models_unavailable", f"Could not list models: {exc}")
+    return web.json_response(models.as_json())
+
+
+def setup(app: web.Application) -> None:
+    app[keys.MODELS] = ModelCatalog()
+    app.router.add_get("/api/settings", get_settings, name="api_settings")
+    app.router.add_put("/api/settings", put_settings, name="api_settings_put")
+    app.router.add_get("/api/models", get_models, name="api_models")

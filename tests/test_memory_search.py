@@ -1,0 +1,228 @@
+"""Memory retrieval on a fixture of Chinese and English memories, keyword-only and hybrid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.db.pool import fetch_all, fetch_one
+from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.search import search_memories
+from tests.memory_fixtures import MEMORIES, UNRELATED_QUERIES, insert_fixture, insert_memory
+
+LOCAL = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0, "MEMORY_ENABLED": True}
+
+
+async def start(make_client: Any, **overrides: Any) -> tuple[Any, Any, dict[str, int]]:
+    client = await make_client(**{**LOCAL, **overrides})
+    app = client.server.app
+    ids = await insert_fixture(app[keys.DATABASE].pool)
+    return client, app, ids
+
+
+async def backfill(app: Any) -> None:
+    await request_embedding(app)
+    assert await app[keys.JOBS].run_until_idle() == 1
+
+
+def keys_of(result_ids: list[int], ids: dict[str, int]) -> list[str]:
+    by_id = {v: k for k, v in ids.items()}
+    return [by_id.get(i, f"#{i}") for i in result_ids]
+
+
+async def search_keys(client: Any, ids: dict[str, int], q: str, limit: int = 5
+                      ) -> tuple[list[str], dict[str, Any]]:
+    resp = await client.post("/api/memories/search", json={"q": q, "limit": limit})
+    assert resp.status == 200, await resp.text()
+    body = await resp.json()
+    return keys_of([r["id"] for r in body["results"]], ids), body
+
+
+def test_the_fixture_is_big_and_bilingual() -> None:
+    chinese = [c for _, c, *_ in MEMORIES if any("\u4e00" <= ch <= "\u9fff" for ch in c)]
+    assert len(MEMORIES) >= 60
+    assert 20 <= len(chinese) <= len(MEMORIES) - 20
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("小橘", "cat"),
+    ("peanuts allergy", "peanut"),
+    ("Kyoto cherry blossoms", "kyoto"),
+    ("羊绒围巾", "mom_birthday"),
+    ("降压药", "dad_health"),
+    ("sourdough", "recipe"),
+    ("海底捞", "hotpot"),
+    ("Singapore visa", "visa"),
+])
+async def test_keyword_mode_finds_literal_matches(make_client: Any, query: str,
+                                                  expected: str) -> None:
+    client, _app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    found, body = await search_keys(client, ids, query)
+    assert body["mode"] == "keyword"
+    assert "MEMORY_VECTOR_ENABLED" in body["warning"]
+    assert found[0] == expected
+    top = body["results"][0]
+    assert top["score_parts"]["keyword"] > 0 and top["score_parts"]["semantic"] == 0
+    assert top["similarity"] is None
+
+
+async def test_keyword_mode_cannot_bridge_paraphrases(make_client: Any) -> None:
+    """The semantic tests below are meaningful: the words do not overlap."""
+    client, _app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    for query in ("过年", "看牙医"):
+        found, body = await search_keys(client, ids, query)
+        assert body["mode"] == "keyword"
+        assert "spring_festival" not in found and "dental" not in found
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("过年", "spring_festival"),
+    ("看牙医", "dental"),
+    ("我家猫叫什么名字", "cat"),
+    ("父亲的血压", "dad_health"),
+])
+async def test_local_model_finds_paraphrases(make_client: Any, query: str,
+                                             expected: str) -> None:
+    client, app, ids = await start(make_client)
+    await backfill(app)
+    found, body = await search_keys(client, ids, query)
+    assert body["mode"] == "hybrid" and body["warning"] is None
+    assert found[0] == expected
+    top = body["results"][0]
+    assert top["score_parts"]["semantic"] == 1.0
+    assert top["similarity"] >= 0.87
+
+
+async def test_unrelated_queries_return_nothing_above_the_floor(make_client: Any) -> None:
+    client, app, ids = await start(make_client)
+    await backfill(app)
+    for query in UNRELATED_QUERIES:
+        found, body = await search_keys(client, ids, query, limit=20)
+        assert body["mode"] == "hybrid"
+        assert found == [], query
+    # The check has teeth: with an OpenAI-style threshold the same weak pool would flood in.
+    outcome = await search_memories(app, UNRELATED_QUERIES[0], limit=20,
+                                    settings=app[keys.CONFIG].current().with_values(
+                                        {"MEMORY_SEMANTIC_THRESHOLD": 0.7}))
+    assert len(outcome.results) >= 10
+    assert all(r.score >= 0.15 for r in outcome.results)
+
+
+async def test_excluded_ids_make_room_for_the_next_candidates(make_client: Any) -> None:
+    _client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    parents = {"spring_festival", "moving", "insurance"}
+    first = await search_memories(app, "爸妈", limit=1)
+    assert len(first.results) == 1
+    first_key = keys_of([first.results[0].id], ids)[0]
+    assert first_key in parents
+    second = await search_memories(app, "爸妈", limit=1, exclude_ids=[first.results[0].id])
+    assert len(second.results) == 1
+    second_key = keys_of([second.results[0].id], ids)[0]
+    assert second_key in parents and second_key != first_key
+    everything = await search_memories(app, "爸妈", limit=10,
+                                       exclude_ids=[ids[k] for k in parents])
+    assert not {keys_of([r.id], ids)[0] for r in everything.results} & parents
+
+
+async def test_archived_memories_are_never_returned(make_client: Any) -> None:
+    _client, app, ids = await start(make_client)
+    pool = app[keys.DATABASE].pool
+    archived = await insert_memory(pool, "小橘最喜欢的玩具是逗猫棒", importance=10,
+                                   is_active=False)
+    await backfill(app)
+    for vectors_on in (True, False):
+        outcome = await search_memories(
+            app, "小橘的玩具", limit=20,
+            settings=app[keys.CONFIG].current().with_values(
+                {"MEMORY_VECTOR_ENABLED": vectors_on}))
+        assert archived not in [r.id for r in outcome.results]
+        assert ids["cat"] in [r.id for r in outcome.results]
+
+
+async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> None:
+    client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    pool = app[keys.DATABASE].pool
+    found, _body = await search_keys(client, ids, "小橘", limit=1)
+    rows = await fetch_all(pool, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
+    assert [r["id"] for r in rows] == [ids[found[0]]]
+
+
+async def test_the_score_floor_applies_before_the_limit(make_client: Any) -> None:
+    _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    loose = await search_memories(app, "爸妈 吉他 咖啡 marathon", limit=3)
+    assert len(loose.results) == 3
+    strict_settings = app[keys.CONFIG].current().with_values({"MIN_SCORE_THRESHOLD": 0.4})
+    strict = await search_memories(app, "爸妈 吉他 咖啡 marathon", limit=3,
+                                   settings=strict_settings)
+    assert all(r.score >= 0.4 for r in strict.results)
+    assert len(strict.results) < 3
+    everything = await search_memories(app, "爸妈 吉他 咖啡 marathon", limit=50,
+                                       settings=strict_settings)
+    assert [r.id for r in everything.results] == [r.id for r in strict.results]
+
+
+async def test_scores_follow_the_keyword_only_formula(make_client: Any) -> None:
+    _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    outcome = await search_memories(app, "小橘", limit=1)
+    top = outcome.results[0]
+    expected = (0.5 * top.parts["keyword"] + 0.3 * top.parts["importance"]
+                + 0.2 * top.parts["recency"])
+    assert top.score == pytest.approx(expected)
+    assert top.parts["keyword"] == 1.0 and top.parts["importance"] == 0.8
+
+
+async def test_recency_counts_from_the_event_date_when_set(make_client: Any) -> None:
+    client = await make_client(**LOCAL, MEMORY_VECTOR_ENABLED=False)
+    app = client.server.app
+    pool = app[keys.DATABASE].pool
+    old_event = await insert_memory(pool, "去青岛看海", event_date="2020-07-01")
+    fresh = await insert_memory(pool, "去青岛吃海鲜", created_days_ago=1)
+    old_row = await insert_memory(pool, "去青岛出差", created_days_ago=90)
+    outcome = await search_memories(app, "青岛", limit=5)
+    order = [r.id for r in outcome.results]
+    assert order == [fresh, old_row, old_event]
+    recency = {r.id: r.parts["recency"] for r in outcome.results}
+    assert recency[fresh] == pytest.approx(0.5, abs=0.01)
+    assert recency[old_event] < 0.001
+
+
+async def test_hybrid_scores_use_the_configured_weights(make_client: Any) -> None:
+    _client, app, ids = await start(make_client, MEMORY_HW_KEYWORD=0.1, MEMORY_HW_SEMANTIC=0.6,
+                                   MEMORY_HW_IMPORTANCE=0.2, MEMORY_HW_RECENCY=0.1)
+    await backfill(app)
+    outcome = await search_memories(app, "小橘爱吃什么", limit=3)
+    assert outcome.mode == "hybrid"
+    for r in outcome.results:
+        assert r.score == pytest.approx(0.1 * r.parts["keyword"] + 0.6 * r.parts["semantic"]
+                                        + 0.2 * r.parts["importance"]
+                                        + 0.1 * r.parts["recency"])
+    assert keys_of([outcome.results[0].id], ids) == ["cat"]
+
+
+async def test_search_without_vectors_says_so(make_client: Any) -> None:
+    client, _app, ids = await start(make_client)
+    found, body = await search_keys(client, ids, "小橘")
+    assert body["mode"] == "keyword"
+    assert "backfill" in body["warning"]
+    assert found[0] == "cat"
+
+
+async def test_get_and_post_agree(make_client: Any) -> None:
+    client, app, _ids = await start(make_client)
+    await backfill(app)
+    got = await client.get("/api/memories/search", params={"q": "过年", "limit": "3"})
+    assert got.status == 200
+    posted = await client.post("/api/memories/search", json={"q": "过年", "limit": 3})
+    get_body, post_body = await got.json(), await posted.json()
+    assert [r["id"] for r in get_body["results"]] == [r["id"] for r in post_body["results"]]
+    assert get_body["mode"] == post_body["mode"] == "hybrid"
+    assert len(get_body["results"]) <= 3
+    first = get_body["results"][0]
+    assert set(first) >= {"id", "content", "importance", "layer", "score", "score_parts",
+                          "similarity", "event_date", "created_at", "title"}
+    assert set(first["score_parts"]) == {"keyword", "semantic", "importance", "recency"}
+    stored = await fetch_one(app[keys.DATABASE].pool, "SELECT content FROM memories WHERE id = %s",
+                             (first["id"],))
+    assert first["content"] == stored["content"]

@@ -1,0 +1,116 @@
+"""GET /api/models: the provider's model list, per provider shape, cached, failing clearly."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+
+from pawwake.llm.models import models_url, parse_models, provider_of
+
+UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
+
+
+@pytest.mark.parametrize(("base", "provider", "url"), [
+    ("https://openrouter.ai/api/v1", "openrouter", "https://openrouter.ai/api/v1/models"),
+    ("https://api.openai.com/v1", "openai", "https://api.openai.com/v1/models"),
+    ("https://generativelanguage.googleapis.com/v1beta/openai", "google",
+     "https://generativelanguage.googleapis.com/v1beta/openai/models"),
+    ("https://generativelanguage.googleapis.com/v1beta", "google",
+     "https://generativelanguage.googleapis.com/v1beta/openai/models"),
+    ("http://localhost:11434/v1", "openai-compatible", "http://localhost:11434/v1/models"),
+])
+def test_provider_and_models_url_follow_the_base_url(base: str, provider: str, url: str) -> None:
+    assert provider_of(base) == provider
+    assert models_url(base) == url
+
+
+def test_parse_skips_junk_and_keeps_names() -> None:
+    models = parse_models({"data": [
+        {"id": "b"}, {"id": "models/a", "display_name": "A"}, {"name": "no id"}, "junk",
+        {"id": "c", "context_length": True}, {"id": "b"}]})
+    assert models == [{"id": "a", "name": "A"}, {"id": "b", "name": "b"},
+                      {"id": "c", "name": "c"}]
+
+
+async def test_lists_models_of_an_openai_compatible_provider(make_client: Any,
+                                                             upstream: Any) -> None:
+    upstream.models = ["zeta/model", "alpha/model"]
+    client = await make_client()
+    response = await client.get("/api/models")
+    assert response.status == 200
+    assert await response.json() == {
+        "data": [{"id": "alpha/model", "name": "alpha/model"},
+                 {"id": "zeta/model", "name": "zeta/model"}],
+        "source": "openai-compatible"}
+
+
+async def test_openrouter_shape_gives_names_and_context_with_the_key(make_client: Any,
+                                                                     upstream: Any) -> None:
+    client = await make_client(API_BASE_URL=str(upstream.server.make_url("/openrouter/api/v1")))
+    response = await client.get("/api/models")
+    assert response.status == 200
+    assert (await response.json())["data"] == [
+        {"id": "anthropic/claude-sonnet-4.5", "name": "Anthropic: Claude Sonnet 4.5",
+         "context_length": 1000000},
+        {"id": "openai/gpt-5", "name": "OpenAI: GPT-5", "context_length": 400000}]
+    sent = upstream.requests[-1]
+    assert sent.path == "/openrouter/api/v1/models"
+    assert sent.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+async def test_google_shape_loses_the_models_prefix(make_client: Any, upstream: Any) -> None:
+    base = str(upstream.server.make_url("/google/v1beta/openai/chat/completions"))
+    client = await make_client(API_BASE_URL=base)
+    response = await client.get("/api/models")
+    assert response.status == 200
+    assert (await response.json())["data"] == [
+        {"id": "gemini-2.5-flash", "name": "Gemini 2.5 Flash"},
+        {"id": "gemini-2.5-pro", "name": "gemini-2.5-pro"}]
+
+
+async def test_list_is_cached_until_the_provider_settings_change(make_client: Any,
+                                                                 upstream: Any) -> None:
+    client = await make_client()
+    first = await (await client.get("/api/models")).json()
+    upstream.models = ["new/model"]
+    again = await (await client.get("/api/models")).json()
+    assert again == first
+    assert upstream.model_requests == 1
+    changed = await client.put("/api/settings", json={"API_KEY": "sk-another-key-000000"})
+    assert changed.status == 200
+    fresh = await (await client.get("/api/models")).json()
+    assert [m["id"] for m in fresh["data"]] == ["new/model"]
+    assert upstream.model_requests == 2
+
+
+async def test_provider_error_is_a_502_without_the_key(make_client: Any, upstream: Any) -> None:
+    upstream.models_status = 401
+    client = await make_client()
+    response = await client.get("/api/models")
+    assert response.status == 502
+    body = await response.json()
+    assert body["error"]["code"] == "models_unavailable"
+    assert "HTTP 401" in body["error"]["message"]
+    assert UPSTREAM_KEY not in await response.text()
+    upstream.models_status = 200  # failures are not cached
+    assert (await client.get("/api/models")).status == 200
+
+
+async def test_unreachable_provider_is_a_502(make_client: Any) -> None:
+    with socket.socket() as sock:  # a port that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = await make_client(API_BASE_URL=f"http://127.0.0.1:{port}/v1")
+    response = await client.get("/api/models")
+    assert response.status == 502
+    assert "could not reach 127.0.0.1" in (await response.json())["error"]["message"]
+
+
+async def test_models_api_requires_the_gateway_key_when_set(make_client: Any) -> None:
+    client = await make_client(GATEWAY_SECRET="gateway-secret-for-programs-0001")
+    assert (await client.get("/api/models")).status == 401
+    response = await client.get("/api/models",
+                                headers={"X-Gateway-Key": "gateway-secret-for-programs-0001"})
+    assert response.status == 200

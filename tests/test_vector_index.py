@@ -1,0 +1,213 @@
+"""The numpy vector index: loaded once, updated incrementally, same answers as pgvector."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pawwake import keys
+from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db.pool import execute
+from pawwake.llm.embeddings import Provenance
+from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.search import search_memories
+from pawwake.memory.vector_index import VectorIndex, _Matrix, top_k
+from tests.memory_fixtures import insert_fixture, insert_memory
+
+PROV = Provenance("api", "unit-test", 8)
+
+
+def unit(seed: int, dim: int = 8) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_top_k_orders_by_cosine_and_skips_dead_and_excluded_rows() -> None:
+    matrix = _Matrix(8)
+    for memory_id in range(1, 21):
+        matrix.append(memory_id, f"sha{memory_id}", unit(memory_id))
+    query = unit(5)
+    vectors, ids = matrix.snapshot()
+    found = top_k(vectors, ids, query, 3)
+    assert found[0] == (5, pytest.approx(1.0, abs=1e-5))
+    scores = [s for _, s in found]
+    assert scores == sorted(scores, reverse=True)
+    expected = sorted(range(1, 21), key=lambda i: -float(unit(i) @ query))[:3]
+    assert [i for i, _ in found] == expected
+    matrix.remove([5])
+    assert 5 not in [i for i, _ in top_k(*matrix.snapshot(), query, 3)]
+    assert expected[1] not in [i for i, _ in top_k(*matrix.snapshot(), query, 3,
+                                                   frozenset({expected[1]}))]
+    assert len(top_k(*matrix.snapshot(), query, 100)) == 19
+
+
+def test_rows_are_never_rewritten_under_a_snapshot() -> None:
+    matrix = _Matrix(8, capacity=4)
+    for memory_id in range(1, 4):
+        matrix.append(memory_id, "a", unit(memory_id))
+    vectors, _ids = matrix.snapshot()
+    before = vectors.copy()
+    matrix.append(2, "b", unit(99))  # new content for memory 2: appended, old row marked dead
+    for memory_id in range(10, 30):  # growth reallocates instead of writing in place
+        matrix.append(memory_id, "a", unit(memory_id))
+    assert np.array_equal(vectors, before)
+    assert matrix.live == 23
+    assert top_k(*matrix.snapshot(), unit(99), 1)[0][0] == 2
+    matrix.append(2, "b", unit(99))  # same digest: nothing to do
+    assert matrix.live == 23 and matrix.size == 24
+
+
+def test_compaction_after_many_deletions_keeps_the_live_rows() -> None:
+    matrix = _Matrix(8)
+    for memory_id in range(1, 3001):
+        matrix.append(memory_id, "a", unit(memory_id))
+    matrix.remove(range(1, 2001))
+    assert matrix.size == 1000 and matrix.dead == 0  # compacted
+    assert top_k(*matrix.snapshot(), unit(2500), 1)[0][0] == 2500
+    assert set(matrix.rows) == set(range(2001, 3001))
+
+
+async def store_rows(pool: Any, count: int, offset: int = 0) -> list[int]:
+    ids = []
+    for number in range(count):
+        content = f"memory {offset + number}"
+        memory_id = await insert_memory(pool, content)
+        await vectors_db.store_vectors(pool, PROV, [(memory_id, vectors_db.content_sha(content),
+                                                     unit(offset + number))])
+        ids.append(memory_id)
+    return ids
+
+
+async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    pool = client.server.app[keys.DATABASE].pool
+    ids = await store_rows(pool, 30)
+    index = VectorIndex(refresh_seconds=0.0, reconcile_seconds=0.0)
+    assert (await index.search(pool, PROV, unit(3), 1))[0][0] == ids[3]
+    assert index.loads == 1 and index.fetched == 30
+
+    # Written by another process: found by the cheap check, and only that vector is fetched.
+    new_ids = await store_rows(pool, 1, offset=100)
+    assert (await index.search(pool, PROV, unit(100), 1))[0][0] == new_ids[0]
+    assert index.loads == 1 and index.fetched == 31
+
+    # Content changed elsewhere: the vector is replaced, not duplicated.
+    await execute(pool, "UPDATE memories SET content = 'memory changed' WHERE id = %s",
+                  (ids[0],))
+    await vectors_db.store_vectors(pool, PROV, [(ids[0], vectors_db.content_sha("memory changed"),
+                                                 unit(555))])
+    assert (await index.search(pool, PROV, unit(555), 1))[0][0] == ids[0]
+    assert (await index.search(pool, PROV, unit(0), 1))[0][0] != ids[0]
+    assert index.size == 31 and index.fetched == 32
+
+    # Deleted elsewhere: gone after the next check.
+    await execute(pool, "DELETE FROM memories WHERE id = %s", (ids[5],))
+    assert ids[5] not in [i for i, _ in await index.search(pool, PROV, unit(5), 31)]
+    assert index.size == 30 and index.loads == 1
+
+    # Stored by this process: added directly, never read back.
+    own = await insert_memory(pool, "memory own")
+    row = (own, vectors_db.content_sha("memory own"), unit(777))
+    await vectors_db.store_vectors(pool, PROV, [row])
+    index.add(PROV, [row])
+    assert (await index.search(pool, PROV, unit(777), 1))[0][0] == own
+    assert index.size == 31 and index.fetched == 32 and index.loads == 1
+
+
+async def test_a_quiet_table_costs_no_vector_reads(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    pool = client.server.app[keys.DATABASE].pool
+    await store_rows(pool, 10)
+    index = VectorIndex(refresh_seconds=0.0, reconcile_seconds=0.0)
+    for seed in range(20):
+        await index.search(pool, PROV, unit(seed), 3)
+    assert index.loads == 1 and index.fetched == 10
+
+
+async def test_another_provenance_is_loaded_separately(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    pool = client.server.app[keys.DATABASE].pool
+    await store_rows(pool, 5)
+    index = VectorIndex()
+    other = Provenance("api", "another-model", 8)
+    assert await index.search(pool, other, unit(1), 3) == []
+    assert len(await index.search(pool, PROV, unit(1), 3)) == 3
+    assert index.loads == 2
+
+
+QUERIES = ("过年", "看牙医", "小橘爱吃什么", "running a marathon", "爸妈的健康", "Kyoto trip",
+           "保险续费", "what do I drink in the afternoon")
+
+
+async def test_numpy_and_pgvector_rank_the_same(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0, EMBEDDING_PROVIDER="local")
+    app = client.server.app
+    database = app[keys.DATABASE]
+    assert database.pgvector
+    await insert_fixture(database.pool)
+    await request_embedding(app)
+    await app[keys.JOBS].run_until_idle()
+    # A lower threshold and no floor put many semantic candidates through the comparison.
+    current = app[keys.CONFIG].current().with_values({"MEMORY_SEMANTIC_THRESHOLD": 0.8,
+                                                      "MIN_SCORE_THRESHOLD": 0.0})
+    pg_settings = current.with_values({"VECTOR_BACKEND": "pgvector"})
+    np_settings = current.with_values({"VECTOR_BACKEND": "numpy"})
+    store = app[keys.VECTORS]
+    compared = 0
+    for query in QUERIES:
+        on_pg = await search_memories(app, query, limit=10, settings=pg_settings)
+        on_np = await search_memories(app, query, limit=10, settings=np_settings)
+        assert on_pg.mode == on_np.mode == "hybrid"
+        assert (on_pg.backend, on_np.backend) == ("pgvector", "numpy")
+        assert [r.id for r in on_pg.results] == [r.id for r in on_np.results], query
+        for a, b in zip(on_pg.results, on_np.results, strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-4)
+            assert a.similarity == pytest.approx(b.similarity, abs=1e-4)
+        compared += len(on_pg.results)
+        vector, provenance = await app[keys.EMBEDDER].embed_query(current, query)
+        near_pg = await store.nearest(database, pg_settings, provenance, vector, 20)
+        near_np = await store.nearest(database, np_settings, provenance, vector, 20)
+        assert [i for i, _ in near_pg] == [i for i, _ in near_np], query
+    assert compared >= 60
+    assert store.index.loads == 1
+
+
+async def test_the_knn_query_uses_the_hnsw_index(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0, EMBEDDING_PROVIDER="local")
+    app = client.server.app
+    database = app[keys.DATABASE]
+    await insert_fixture(database.pool, ["cat", "dental", "coffee"])
+    await request_embedding(app)
+    await app[keys.JOBS].run_until_idle()
+    current = app[keys.CONFIG].current()
+    vector, provenance = await app[keys.EMBEDDER].embed_query(current, "猫")
+    assert await vectors_db.hnsw_index_exists(database.pool, provenance)
+    sql = vectors_db.knn_sql(provenance)
+    explain_sql = sql.replace(" SELECT e.memory_id", " EXPLAIN SELECT e.memory_id")
+    async with database.pool.acquire() as conn, conn.cursor() as cur:
+        await cur.execute("SET enable_seqscan = off")  # three rows: force the planner's hand
+        await cur.execute(explain_sql, vectors_db.knn_params(provenance, vector, 10, []))
+        plan = "\n".join(row[0] for row in await cur.fetchall())
+        await cur.execute("RESET enable_seqscan")
+    assert vectors_db.hnsw_index_name(provenance) in plan, plan
+
+
+async def test_the_numpy_index_is_loaded_at_start(make_client: Any) -> None:
+    first = await make_client(JOB_WORKERS=0)
+    pool = first.server.app[keys.DATABASE].pool
+    await store_rows(pool, 3)
+    async with pool.acquire() as conn, conn.cursor() as cur:
+        await vectors_db.record_provenance(cur, PROV)
+    await first.close()
+    client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, VECTOR_BACKEND="numpy",
+                               EMBEDDING_PROVIDER="api", EMBEDDING_MODEL=PROV.model,
+                               EMBEDDING_DIM=PROV.dim)
+    index = client.server.app[keys.VECTORS].index
+    for _ in range(500):
+        if index.loads:
+            break
+        await asyncio.sleep(0.01)
+    assert index.loads == 1 and index.size == 3
