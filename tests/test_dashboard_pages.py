@@ -54,8 +54,8 @@ async def test_navigation_lists_only_pages_that_exist(make_client: Any) -> None:
     links = page.select("nav.mainnav a")
     assert [a.get_text(strip=True) for a in links] == [STRINGS["zh"][item.label] for item in NAV]
     assert {"运行状态", "记忆", "对话记录", "设置"} <= {a.get_text(strip=True) for a in links}
-    assert [a["href"] for a in links][0] == "/dashboard"
-    assert [a["href"] for a in links][-1] == "/dashboard/settings"
+    assert links[0]["href"] == "/dashboard"
+    assert links[-1]["href"] == "/dashboard/settings"
     assert links[0].get("aria-current") == "page"
     for link in links:
         assert (await client.get(link["href"])).status == 200

@@ -117,7 +117,8 @@ async def test_persona_goes_before_the_clients_own_system_text(
                              json={"model": "m", "messages": messages})).read()
     assert system_of(upstream) == "PERSONA\n\nclient rules"
     parts = [{"type": "text", "text": "cached rules", "cache_control": {"type": "ephemeral"}}]
-    await (await client.post("/v1/chat/completions", json={"model": "m", "messages": [
+    await (await client.post("/v1/chat/completions", json={"model": "anthropic/claude-x",
+                                                           "messages": [
         {"role": "system", "content": parts}, {"role": "user", "content": "hi"}]})).read()
     assert system_of(upstream, 1) == [{"type": "text", "text": "PERSONA"}, *parts]
 

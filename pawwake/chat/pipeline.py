@@ -21,6 +21,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.auxiliary import is_auxiliary
+from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.chat.persona import PersonaFile, resolve_persona
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import turn_writer
@@ -100,6 +101,8 @@ class PreparedChat:
         if self.turn_blocks:
             self.body["messages"] = with_turn_context(self.body["messages"],
                                                       "\n\n".join(self.turn_blocks))
+        if not supports_cache_control(self.model):
+            self.body["messages"] = strip_cache_control(self.body["messages"])
         self.payload = json.dumps(self.body, ensure_ascii=False,
                                   separators=(",", ":")).encode("utf-8")
 
