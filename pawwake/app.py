@@ -6,6 +6,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import api_auth_middleware, warn_if_open
+from pawwake.chat.recall_inject import recall_step
 from pawwake.config import RuntimeConfig
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx
@@ -39,5 +40,6 @@ def create_app(settings: Settings) -> web.Application:
     setup_routes(app)
     setup_extraction(app)
     app[keys.CHAT].steps.append(memory_step(app))
+    app[keys.CHAT].steps.append(recall_step(app))
     setup_dashboard(app)
     return app

@@ -13,6 +13,8 @@ from typing import Any
 
 import aiopg
 
+from pawwake.chat.recall import search_fragments
+from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
 from pawwake.db.pool import transaction
 
@@ -65,3 +67,40 @@ async def mark_fragments_seen(pool: aiopg.Pool, session_id: str,
         return
     async with transaction(pool) as cur:
         await db.mark_seen(cur, session_id, list(dict.fromkeys(fragment_ids)))
+
+
+def recall_step(app: Any) -> Any:
+    """The chat step that recalls past conversation fragments into the current turn.
+
+    Partition mode only (the gateway owns the history there); the current session is left
+    out, fragments seen within CONVERSATION_SEEN_TTL_HOURS give way to the next ones, and
+    seen marks are written only after a successful reply.
+    """
+    async def inject(context: Any, prepared: Any) -> None:
+        settings = context.settings
+        limit = settings["MAX_CONVERSATIONS_INJECT"]
+        if (context.database is None or not settings["CONVERSATION_RECALL_ENABLED"]
+                or not settings["CACHE_PARTITION_ENABLED"] or limit <= 0):
+            return
+        query = last_user_text(prepared.client_messages)
+        if not query.strip():
+            return
+        pool = context.database.pool
+        ttl = settings["CONVERSATION_SEEN_TTL_HOURS"]
+        seen = await fragments_to_exclude(pool, prepared.session_id, ttl)
+        outcome = await search_fragments(app, query, max_sessions=limit,
+                                         exclude_session_ids=[prepared.session_id],
+                                         exclude_fragment_ids=seen, settings=settings)
+        block = format_retrieved_conversations(outcome.fragments, settings["TIMEZONE_HOURS"])
+        if not block:
+            return
+        prepared.turn_blocks.append(block)
+        ids = [f["fragment_id"] for f in outcome.fragments]
+
+        async def mark(_prepared: Any, _reply: Any) -> None:
+            await mark_fragments_seen(pool, prepared.session_id, ids, ttl)
+
+        prepared.after_success.append(mark)
+
+    return inject
+

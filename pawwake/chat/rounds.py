@@ -120,3 +120,11 @@ def content_text(content: Any) -> str:
                  if isinstance(p, dict) and p.get("type") == "text"]
         return "\n".join(part for part in parts if isinstance(part, str))
     return ""
+
+
+def last_user_text(messages: Sequence[Any]) -> str:
+    """Text of the newest user message: the current turn's question."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return content_text(message.get("content"))
+    return ""

@@ -19,7 +19,7 @@ import psycopg2
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.rounds import content_text
+from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.search import SearchResult, search_memories
@@ -70,13 +70,6 @@ def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], sett
 def plain_system_text(block: str, has_reminders: bool) -> str:
     guidance = PLAIN_GUIDANCE + ("\n" + REMINDER_GUIDANCE if has_reminders else "")
     return f"{guidance}\n{block}"
-
-
-def last_user_text(messages: list[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            return content_text(message.get("content"))
-    return ""
 
 
 async def recall_for_request(app: web.Application, settings: Any, session_id: str,
