@@ -33,9 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.memory_search import TextMaker, pct, vocabulary
 from pawwake import keys
 from pawwake.app import create_app
+from pawwake.chat import recall_stats
 from pawwake.chat.conversations import list_conversations
 from pawwake.chat.recall import search_fragments
 from pawwake.db import fragments as fragments_db
+from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import LOCAL_DIM
@@ -124,12 +126,28 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
 
     for i in range(runs):
         words = tokens.query_keywords(queries[i % len(queries)])
-        await timed("term_frequencies", fragments_db.term_frequencies(pool, words))
-        await timed("keyword_matches", fragments_db.keyword_matches(pool, words, [], 1000))
+        stats = recall_stats.for_pool(pool)
+        await timed("term_frequencies", stats.frequencies(pool, words))
+        await timed("keyword_matches", fragments_db.keyword_matches(
+            pool, words, [], 1000, **stats.match_options(words)))
         await timed("nearest_messages", fragments_db.nearest_messages(
             pool, provenance, vectors[i % len(vectors)], 100, [],
             pgvector=database.pgvector))
     return {name: (pct(v, 50), pct(v, 95)) for name, v in steps.items()}
+
+
+async def explain_nearest(app: web.Application, provenance: Any, vector: np.ndarray) -> None:
+    """Log the nearest-message query's plan (it should walk the HNSW index)."""
+    pool = app[keys.DATABASE].pool
+    if not app[keys.DATABASE].pgvector:
+        return
+    params = fragments_db.nearest_params(provenance, vector, 100, [])
+    async with cursor(pool) as cur:
+        await cur.execute("SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
+                          " EXPLAIN (ANALYZE, COSTS OFF) " + fragments_db.nearest_sql(provenance),
+                          params)
+        plan = "\n".join(row[0] for row in await cur.fetchall())
+    log.info("  nearest-message plan:\n%s", plan)
 
 
 async def time_listing(app: web.Application, queries: list[str], runs: int, phrase: bool
@@ -179,9 +197,12 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
     queries = [maker.query() for _ in range(QUERIES)]
     query_vectors = [(await embedder.embed_query(settings, q))[0] for q in queries]
     log.info("backend: pgvector %s", app[keys.DATABASE].pgvector)
+    index_name = vectors_db.hnsw_index_name(provenance, "conversation_embeddings")
     have = 0
     for size in sizes:
         started = time.perf_counter()
+        async with cursor(pool) as cur:  # bulk loads are faster without the HNSW index
+            await cur.execute(f"DROP INDEX IF EXISTS {index_name}")
         await bulk_insert(pool, maker, have, size - have)
         have = size
         await fill_vectors(pool, provenance)
@@ -189,7 +210,14 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
         async with cursor(pool) as cur:
             await cur.execute("VACUUM ANALYZE conversations", timeout=600)
             await cur.execute("VACUUM ANALYZE conversation_embeddings", timeout=600)
-        log.info("== %s messages (load %.1f s)", size, time.perf_counter() - started)
+        loaded = time.perf_counter() - started
+        started = time.perf_counter()
+        if app[keys.DATABASE].pgvector:
+            await vectors_db.create_hnsw_index(pool, provenance, memory_mb=512,
+                                               table="conversation_embeddings")
+        log.info("== %s messages (load %.1f s, vector index %.1f s)", size, loaded,
+                 time.perf_counter() - started)
+        await explain_nearest(app, provenance, query_vectors[0])
         for mode in ("keyword", "hybrid"):
             p50, p95, found = await time_search(app, queries, runs, mode)
             log.info("fragment search %-7s p50 %7.2f ms  p95 %7.2f ms  (%.1f fragments/query)",

@@ -9,7 +9,8 @@ embeds every searchable message lacking a current vector (an edit makes a vector
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -18,17 +19,21 @@ from pawwake import keys
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
+from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import transaction
 from pawwake.jobs import Job, RetryLater, backoff_seconds
-from pawwake.llm.embeddings import EmbeddingError
+from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory.runtime import terms_for
 
 log = logging.getLogger(__name__)
 
 EMBED_KIND = "conversation_embed"
+VECTOR_TABLE = "conversation_embeddings"
 INDEX_BATCH = 500
 EMBED_BATCH = 32
 MAX_SWEEPS = 3
+
+_requested: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 async def enqueue_embedding(cur: Any) -> None:
@@ -89,6 +94,7 @@ async def embed_missing_messages(job: Job) -> dict[str, Any]:
         provenance = await embedder.provenance(settings)
     except EmbeddingError as exc:
         raise _retry(exc, job) from None
+    await ensure_vector_index(app, settings, provenance)
     done, total = await db.vector_coverage(database.pool, provenance)
     await job.progress(done=done, total=total)
     embedded = 0
@@ -122,6 +128,29 @@ async def embed_missing_messages(job: Job) -> dict[str, Any]:
     log.info("conversation vectors: %s embedded, %s of %s current", embedded, done, total)
     return {"embedded": embedded, "done": done, "total": total,
             "provenance": provenance.as_dict()}
+
+
+async def ensure_vector_index(app: web.Application, settings: Mapping[str, Any],
+                              provenance: Provenance) -> bool:
+    """The provenance's HNSW index on message vectors (pgvector only; built once, concurrently,
+    so ingest goes on). True when searches can use it."""
+    database = app[keys.DATABASE]
+    assert database is not None
+    return await app[keys.VECTORS].ensure_hnsw_index(database, settings, provenance,
+                                                     table=VECTOR_TABLE)
+
+
+def request_vector_index(app: web.Application, settings: Mapping[str, Any],
+                         provenance: Provenance) -> None:
+    """From the search path: build a missing index in the background, at most once per
+    provenance and process (vectors stored before the index existed, or by another writer)."""
+    name = vectors_db.hnsw_index_name(provenance, VECTOR_TABLE)
+    requested = _requested.setdefault(app[keys.VECTORS], set())
+    if name in requested:
+        return
+    requested.add(name)
+    app[keys.TASKS].spawn(ensure_vector_index(app, settings, provenance),
+                          name="conversation-vector-index")
 
 
 def _retry(exc: EmbeddingError, job: Job) -> RetryLater:

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index
+from pawwake.chat import conversation_index, recall_stats
 from pawwake.chat.recall_rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
@@ -78,9 +78,10 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     sessions: dict[str, SessionHits] = {}
 
     if keywords:
-        (count, frequencies), rows = await asyncio.gather(
-            db.term_frequencies(database.pool, keywords),
-            db.keyword_matches(database.pool, keywords, excluded_sessions, KEYWORD_ROWS))
+        stats = recall_stats.for_pool(database.pool)
+        count, frequencies = await stats.frequencies(database.pool, keywords)
+        rows = await db.keyword_matches(database.pool, keywords, excluded_sessions,
+                                        KEYWORD_ROWS, **stats.match_options(keywords))
         weights = {t: tokens.idf_weight(count, frequencies.get(t, 0)) for t in keywords}
         total = sum(weights.values())
         for row in rows:
@@ -129,9 +130,12 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
         log.warning("query embedding for recall failed: %s", exc)
         return False, f"Query embedding failed ({exc}); keywords only.", None, []
     threshold = conversation_threshold(settings, provenance.provider)
+    pgvector = app[keys.VECTORS].backend(settings, database, provenance) == "pgvector"
+    if pgvector:
+        conversation_index.request_vector_index(app, settings, provenance)
     neighbours = await db.nearest_messages(database.pool, provenance, vector,
                                            max(100, 5 * pool_size), excluded_sessions,
-                                           pgvector=database.pgvector)
+                                           pgvector=pgvector)
     if not neighbours:
         return False, ("No conversation message has a vector yet (the embedding job fills"
                        " them); keywords only."), None, []

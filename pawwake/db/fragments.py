@@ -9,7 +9,7 @@ import aiopg
 import numpy as np
 
 from pawwake.db.memory_embeddings import array_literal, content_sha, vector_literal
-from pawwake.db.pool import cursor, fetch_all, fetch_one
+from pawwake.db.pool import cursor, fetch_all, fetch_one, rows_as_dicts
 
 __all__ = ["content_sha"]
 
@@ -48,33 +48,72 @@ async def clear_terms(cur: Any, message_ids: Sequence[int]) -> None:
                       (list(message_ids),))
 
 
-async def term_frequencies(pool: aiopg.Pool, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-    """(searchable messages, messages containing each term): the IDF statistics."""
+async def searchable_count(pool: aiopg.Pool) -> tuple[int, int]:
+    """(indexed searchable messages: N of the IDF formula, all rows as last estimated)."""
     async with cursor(pool) as cur:
         await cur.execute(
-            "SELECT t, (SELECT count(*) FROM conversations c WHERE c.search_terms @> ARRAY[t]"
-            f"  AND {_SEARCHABLE}) FROM unnest(%s::text[]) AS t", (list(terms),))
-        frequencies = {row[0]: int(row[1]) for row in await cur.fetchall()}
-        await cur.execute(f"SELECT count(*) FROM conversations c WHERE {_SEARCHABLE}"
-                          " AND c.search_terms IS NOT NULL")
-        row = await cur.fetchone()
-    return int(row[0]), frequencies
+            f"SELECT (SELECT count(*) FROM conversations c WHERE {_SEARCHABLE}"
+            "  AND c.search_terms IS NOT NULL),"
+            " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+            "  WHERE oid = 'conversations'::regclass)")
+        searchable, estimated = await cur.fetchone()
+    return int(searchable), int(estimated or 0)
+
+
+async def term_counts(pool: aiopg.Pool, terms: Sequence[str]) -> dict[str, int]:
+    """Searchable messages containing each term, counted on the GIN index (meant for terms
+    the statistics do not list as frequent)."""
+    if not terms:
+        return {}
+    rows = await fetch_all(
+        pool,
+        "SELECT t, (SELECT count(*) FROM conversations c WHERE c.search_terms @> ARRAY[t]"
+        f"  AND {_SEARCHABLE}) AS n FROM unnest(%s::text[]) AS t", (list(terms),))
+    return {row["t"]: int(row["n"]) for row in rows}
+
+
+async def term_frequencies(pool: aiopg.Pool, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(searchable messages, messages containing each term), counted exactly: the IDF
+    statistics of small collections (``recall_stats`` caches and estimates at scale)."""
+    count, _ = await searchable_count(pool)
+    return count, await term_counts(pool, terms)
 
 
 async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
-                          exclude_sessions: Sequence[str], limit: int
-                          ) -> list[dict[str, Any]]:
-    """Messages sharing terms with the query, most shared terms first, then newest."""
+                          exclude_sessions: Sequence[str], limit: int, *,
+                          windowed: Sequence[str] = (), window: int = 1000,
+                          gather_cap: int | None = None) -> list[dict[str, Any]]:
+    """Messages sharing terms with the query, most shared terms first, then newest.
+
+    Every message containing one of ``terms`` is a candidate (at most ``gather_cap`` of
+    them); the frequent ``windowed`` terms are only matched among the ``window`` newest
+    searchable messages, so a common word never makes a search read a large part of the table.
+    """
+    gather = [t for t in terms if t not in windowed]
+    columns = "c.id, c.session_id, c.created_at, c.search_terms"
+    live = f"{_SEARCHABLE} AND NOT (c.session_id = ANY(%(exclude)s::text[]))"
+    sources = []
+    if gather:
+        sources.append(f"(SELECT {columns} FROM conversations c"
+                       f" WHERE c.search_terms && %(gather)s::text[] AND {live}"
+                       " LIMIT %(cap)s)")
+    if windowed:  # rows already gathered are left out, so no de-duplication is needed
+        sources.append(f"(SELECT * FROM (SELECT {columns} FROM conversations c WHERE {live}"
+                       "   ORDER BY c.created_at DESC LIMIT %(window)s) AS recent"
+                       " WHERE recent.search_terms && %(windowed)s::text[]"
+                       " AND NOT (recent.search_terms && %(gather)s::text[]))")
+    if not sources:
+        return []
     return await fetch_all(
         pool,
-        "SELECT c.id, c.session_id, c.created_at, c.search_terms"
-        " FROM conversations c"
-        f" WHERE c.search_terms && %(terms)s::text[] AND {_SEARCHABLE}"
-        " AND NOT (c.session_id = ANY(%(exclude)s::text[]))"
-        " ORDER BY cardinality(ARRAY(SELECT unnest(c.search_terms)"
-        "   INTERSECT SELECT unnest(%(terms)s::text[]))) DESC, c.created_at DESC, c.id DESC"
+        "SELECT m.id, m.session_id, m.created_at, m.search_terms"
+        f" FROM ({' UNION ALL '.join(sources)}) AS m"
+        " ORDER BY cardinality(ARRAY(SELECT unnest(m.search_terms)"
+        "   INTERSECT SELECT unnest(%(terms)s::text[]))) DESC, m.created_at DESC, m.id DESC"
         " LIMIT %(limit)s",
-        {"terms": list(terms), "exclude": list(exclude_sessions), "limit": limit})
+        {"terms": list(terms), "gather": gather, "windowed": list(windowed),
+         "window": window, "cap": gather_cap, "exclude": list(exclude_sessions),
+         "limit": limit})
 
 
 # -- vectors ---------------------------------------------------------------------------------
@@ -125,26 +164,72 @@ async def store_vectors(pool: aiopg.Pool, provenance: Any,
         return cur.rowcount
 
 
+NEAREST_FETCH_CAP = 4000  # most index neighbours read before giving up on filling k
+
+
+def nearest_sql(provenance: Any) -> str:
+    """The pgvector query of ``nearest_messages``.
+
+    The ``fetch`` nearest vectors come from the partial HNSW index alone (the CTE repeats the
+    index predicate and orders by its expression); only then is each one's message looked up
+    by key and filtered (``OFFSET 0`` keeps that lookup a per-row nested loop: as a plain join
+    the planner hashes the whole table and digests every message's text). A single joined
+    query is planned as a full hash join, because the planner believes the content digest
+    check keeps almost nothing, so the LIMIT would never stop an index walk early.
+    """
+    dim = int(provenance.dim)
+    return (
+        "WITH near AS MATERIALIZED (SELECT e.message_id, e.content_sha,"
+        f"   e.embedding::vector({dim}) <=> %(q)s::vector({dim}) AS distance"
+        "   FROM conversation_embeddings e"
+        "   WHERE e.dim = %(dim)s AND e.provider = %(provider)s AND e.model = %(model)s"
+        f"   ORDER BY e.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT %(fetch)s)"
+        " SELECT f.*, n.fetched FROM (SELECT count(*) AS fetched FROM near) AS n"
+        " LEFT JOIN LATERAL (SELECT c.id, c.session_id, c.created_at, 1 - e.distance AS cosine"
+        "   FROM near e CROSS JOIN LATERAL (SELECT c.id, c.session_id, c.created_at"
+        "     FROM conversations c WHERE c.id = e.message_id"
+        f"     AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
+        "     AND NOT (c.session_id = ANY(%(exclude)s::text[])) OFFSET 0) AS c"
+        "   ORDER BY e.distance LIMIT %(k)s) AS f ON true")
+
+
+def nearest_params(provenance: Any, query: np.ndarray, k: int,
+                   exclude_sessions: Sequence[str], fetch: int | None = None
+                   ) -> dict[str, Any]:
+    fetch = fetch or 3 * k
+    return {**_prov(provenance), "exclude": list(exclude_sessions), "k": k, "fetch": fetch,
+            "q": vector_literal(query), "ef": max(40, min(1000, fetch))}
+
+
 async def nearest_messages(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
                            exclude_sessions: Sequence[str], *, pgvector: bool
                            ) -> list[dict[str, Any]]:
-    """The ``k`` searchable messages closest to ``query`` with their raw cosine."""
-    params = {**_prov(provenance), "exclude": list(exclude_sessions), "k": k}
-    where = (f"{_OF_PROVENANCE} AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
-             " AND NOT (c.session_id = ANY(%(exclude)s::text[]))")
+    """The ``k`` searchable messages closest to ``query`` with their raw cosine, best first.
+
+    With pgvector, ``3k`` index neighbours are read first; when deleted, stale or excluded
+    messages leave fewer than ``k``, the read widens (up to ``NEAREST_FETCH_CAP``)."""
     if pgvector:
-        dim = int(provenance.dim)
-        return await fetch_all(
-            pool,
-            f"SELECT c.id, c.session_id, c.created_at, 1 - (e.embedding::vector({dim})"
-            f" <=> %(q)s::vector({dim})) AS cosine FROM conversation_embeddings e"
-            f" JOIN conversations c ON c.id = e.message_id WHERE {where}"
-            f" ORDER BY e.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT %(k)s",
-            {**params, "q": vector_literal(query)})
+        fetch = 3 * k
+        while True:
+            async with cursor(pool) as cur:
+                await cur.execute(
+                    "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
+                    + nearest_sql(provenance),
+                    nearest_params(provenance, query, k, exclude_sessions, fetch))
+                rows = rows_as_dicts(cur, await cur.fetchall())
+            found = [{key: row[key] for key in ("id", "session_id", "created_at", "cosine")}
+                     for row in rows if row["id"] is not None]
+            exhausted = rows[0]["fetched"] < fetch  # every vector was read
+            if len(found) >= k or exhausted or fetch >= NEAREST_FETCH_CAP:
+                return sorted(found, key=lambda row: -row["cosine"])  # relaxed index order
+            fetch = min(NEAREST_FETCH_CAP, fetch * 4)
+    params = {**_prov(provenance), "exclude": list(exclude_sessions), "k": k}
     rows = await fetch_all(
         pool,
         "SELECT c.id, c.session_id, c.created_at, e.embedding FROM conversation_embeddings e"
-        f" JOIN conversations c ON c.id = e.message_id WHERE {where}"
+        f" JOIN conversations c ON c.id = e.message_id WHERE {_OF_PROVENANCE}"
+        f" AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
+        " AND NOT (c.session_id = ANY(%(exclude)s::text[]))"
         " ORDER BY c.id DESC LIMIT 50000", params)
     if not rows:
         return []

@@ -215,27 +215,34 @@ async def vector_ids(pool: aiopg.Pool, provenance: Any) -> list[int]:
 
 # -- pgvector -------------------------------------------------------------------------------
 
-def hnsw_index_name(provenance: Any) -> str:
+VECTOR_TABLES = ("memory_embeddings", "conversation_embeddings")  # (provider, model, dim,
+# embedding real[]) tables that get per-provenance HNSW indexes
+
+
+def hnsw_index_name(provenance: Any, table: str = "memory_embeddings") -> str:
+    if table not in VECTOR_TABLES:
+        raise ValueError(f"no vector index for table {table!r}")
     tag = hashlib.sha1(f"{provenance.provider}\0{provenance.model}".encode()).hexdigest()[:10]
-    return f"memory_embeddings_hnsw_{int(provenance.dim)}_{tag}"
+    return f"{table}_hnsw_{int(provenance.dim)}_{tag}"
 
 
-async def hnsw_index_exists(pool: aiopg.Pool, provenance: Any) -> bool:
+async def hnsw_index_exists(pool: aiopg.Pool, provenance: Any,
+                            table: str = "memory_embeddings") -> bool:
     """True when the provenance's index exists and is valid (a failed concurrent build
     leaves an invalid one behind)."""
     row = await fetch_one(pool, "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
-                          (hnsw_index_name(provenance),))
+                          (hnsw_index_name(provenance, table),))
     return bool(row and row["indisvalid"])
 
 
 async def create_hnsw_index(pool: aiopg.Pool, provenance: Any, *, memory_mb: int = 128,
-                            seconds: float = 3600.0) -> None:
+                            seconds: float = 3600.0, table: str = "memory_embeddings") -> None:
     """A partial HNSW expression index for one provenance (cosine distance).
 
     Built concurrently so memory writes and deletes go on meanwhile; an invalid leftover of an
     interrupted build is dropped first.
     """
-    dim, name = int(provenance.dim), hnsw_index_name(provenance)
+    dim, name = int(provenance.dim), hnsw_index_name(provenance, table)
     async with cursor(pool) as cur:
         await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
                           (name,))
@@ -247,7 +254,7 @@ async def create_hnsw_index(pool: aiopg.Pool, provenance: Any, *, memory_mb: int
         await cur.execute(f"SET maintenance_work_mem = '{int(memory_mb)}MB'")
         try:
             await cur.execute(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memory_embeddings"
+                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table}"
                 f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops)"
                 " WHERE dim = %(dim)s AND provider = %(provider)s AND model = %(model)s",
                 _prov(provenance), timeout=seconds)

@@ -37,13 +37,14 @@ async def collection_size(pool: aiopg.Pool) -> tuple[int, int]:
     return int(active), int(estimated or 0)
 
 
-async def frequent_terms(pool: aiopg.Pool) -> dict[str, float]:
-    """The planner's most common terms with the share of rows containing each."""
+async def frequent_terms(pool: aiopg.Pool, table: str = "memories") -> dict[str, float]:
+    """The planner's most common ``search_terms`` of ``table`` with the share of rows
+    containing each."""
     async with cursor(pool) as cur:
         await cur.execute(
             "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
-            " WHERE schemaname = current_schema() AND tablename = 'memories'"
-            " AND attname = 'search_terms'")
+            " WHERE schemaname = current_schema() AND tablename = %s"
+            " AND attname = 'search_terms'", (table,))
         row = await cur.fetchone()
     if not row or not row[0]:
         return {}

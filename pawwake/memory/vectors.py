@@ -95,17 +95,19 @@ class VectorStore:
         return sorted(stored_ids)
 
     async def ensure_hnsw_index(self, database: Database, settings: Mapping[str, Any],
-                                provenance: Provenance) -> bool:
-        """Create the provenance's HNSW index when pgvector is in use; True when it exists."""
+                                provenance: Provenance, table: str = "memory_embeddings"
+                                ) -> bool:
+        """Create the provenance's HNSW index on ``table`` (memory or conversation vectors)
+        when pgvector is in use; True when it exists."""
         if self.backend(settings, database, provenance) != "pgvector":
             return False
-        name = vectors_db.hnsw_index_name(provenance)
+        name = vectors_db.hnsw_index_name(provenance, table)
         if name in self._known_indexes:
             return True
-        if not await vectors_db.hnsw_index_exists(database.pool, provenance):
+        if not await vectors_db.hnsw_index_exists(database.pool, provenance, table):
             log.info("creating vector index %s", name)
             try:
-                await vectors_db.create_hnsw_index(database.pool, provenance)
+                await vectors_db.create_hnsw_index(database.pool, provenance, table=table)
             except psycopg2.Error as exc:
                 log.warning("could not create vector index %s: %s", name, exc.pgcode)
                 return False
