@@ -6,6 +6,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import api_auth_middleware, warn_if_open
+from pawwake.chat.partition_step import partition_step
 from pawwake.chat.recall_inject import recall_step
 from pawwake.config import RuntimeConfig
 from pawwake.dashboard import setup_dashboard
@@ -39,6 +40,7 @@ def create_app(settings: Settings) -> web.Application:
     warn_if_open(settings["GATEWAY_SECRET"])
     setup_routes(app)
     setup_extraction(app)
+    app[keys.CHAT].steps.insert(0, partition_step(app))
     app[keys.CHAT].steps.append(memory_step(app))
     app[keys.CHAT].steps.append(recall_step(app))
     setup_dashboard(app)

@@ -51,34 +51,42 @@ async def test_plain_mode_appends_memories_to_the_system_prompt(gateway: Any, up
     assert user["content"] == "小橘最近胃口不好怎么办"
 
 
+async def chat_in_thread(client: Any, text: str, thread: str) -> None:
+    """Partition mode: every client continues the active thread (PARTITION_SESSION_ID)."""
+    await client.server.app[keys.CONFIG].update({"PARTITION_SESSION_ID": thread})
+    response = await client.post("/v1/chat/completions", json=chat_body(text))
+    assert response.status == 200
+    await response.read()
+    await settle(client)
+
+
 async def test_partition_mode_puts_memories_in_the_current_turn_and_respects_seen_ttl(
         gateway: Any, upstream: Any) -> None:
     client = await gateway(CACHE_PARTITION_ENABLED=True, MEMORY_SEEN_TTL_HOURS=6, **MEMORY_ON)
     cat = await add_memory(client, "用户的猫叫小橘")
-    headers = {"X-Session-Id": "thread-a"}
-    await client.post("/v1/chat/completions", json=chat_body("小橘今天很乖"), headers=headers)
-    await settle(client)
+    await chat_in_thread(client, "小橘今天很乖", "thread-a")
     current = upstream.requests[-1].body["messages"][-1]["content"]
     assert current.startswith("<retrieved_memories>") and current.endswith("小橘今天很乖")
-    assert all(m["role"] != "system" or "retrieved_memories" not in m["content"]
+    assert all(m["role"] != "system" or "retrieved_memories" not in str(m["content"])
                for m in upstream.requests[-1].body["messages"])
 
-    # Within the TTL the same session is not reminded again; another session is.
-    await client.post("/v1/chat/completions", json=chat_body("小橘又睡着了"), headers=headers)
-    await settle(client)
-    assert "用户的猫叫小橘" not in sent_text(upstream)
-    await client.post("/v1/chat/completions", json=chat_body("小橘又睡着了"),
-                      headers={"X-Session-Id": "thread-b"})
-    await settle(client)
-    assert "用户的猫叫小橘" in sent_text(upstream)
+    # Within the TTL the same thread is not reminded again; another thread is.
+    await chat_in_thread(client, "小橘又睡着了", "thread-a")
+    assert "用户的猫叫小橘" not in current_turn_text(upstream)
+    await chat_in_thread(client, "小橘又睡着了", "thread-b")
+    assert "用户的猫叫小橘" in current_turn_text(upstream)
 
     # Once the mark is older than the TTL, the memory comes back.
     async with transaction(client.server.app[keys.DATABASE].pool) as cur:
         await cur.execute("UPDATE memory_seen SET seen_at = now() - interval '7 hours'"
                           " WHERE session_id = 'thread-a' AND memory_id = %s", (cat,))
-    await client.post("/v1/chat/completions", json=chat_body("小橘在玩球"), headers=headers)
-    await settle(client)
-    assert "用户的猫叫小橘" in sent_text(upstream)
+    await chat_in_thread(client, "小橘在玩球", "thread-a")
+    assert "用户的猫叫小橘" in current_turn_text(upstream)
+
+
+def current_turn_text(upstream: Any) -> str:
+    content = upstream.requests[-1].body["messages"][-1]["content"]
+    return content if isinstance(content, str) else str(content)
 
 
 async def test_nothing_is_marked_seen_when_the_upstream_fails(gateway: Any, upstream: Any
@@ -86,15 +94,13 @@ async def test_nothing_is_marked_seen_when_the_upstream_fails(gateway: Any, upst
     client = await gateway(CACHE_PARTITION_ENABLED=True, **MEMORY_ON)
     await add_memory(client, "用户的猫叫小橘")
     upstream.reply_error(500, "provider down")
-    response = await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"),
-                                 headers={"X-Session-Id": "t"})
+    response = await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"))
     assert response.status == 500
     await settle(client)
     assert await fetch_all(client.server.app[keys.DATABASE].pool,
                            "SELECT * FROM memory_seen") == []
-    await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"),
-                      headers={"X-Session-Id": "t"})
-    assert "用户的猫叫小橘" in sent_text(upstream)
+    await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"))
+    assert "用户的猫叫小橘" in current_turn_text(upstream)
 
 
 async def test_a_due_reminder_goes_to_one_of_two_concurrent_requests(gateway: Any,

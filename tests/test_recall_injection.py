@@ -29,9 +29,10 @@ def current_turn(upstream: Any) -> str:
     return content if isinstance(content, str) else str(content)
 
 
-async def ask(client: Any, text: str, session: str) -> None:
-    response = await client.post("/v1/chat/completions", json=chat_body(text),
-                                 headers={**HEADERS, "X-Session-Id": session})
+async def ask(client: Any, text: str, thread: str) -> None:
+    """Partition mode: every client continues the active thread (PARTITION_SESSION_ID)."""
+    await client.server.app[keys.CONFIG].update({"PARTITION_SESSION_ID": thread})
+    response = await client.post("/v1/chat/completions", json=chat_body(text), headers=HEADERS)
     assert response.status == 200
     await response.read()
     await settle(client)

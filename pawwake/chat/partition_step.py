@@ -1,0 +1,172 @@
+"""The partition-cache chat step: context comes from the database, not from the client.
+
+Only the client's trailing user block (or tool results answering the thread's last stored tool
+call) is taken; history, summary parts and zones come from the active thread. Rotation is
+decided and written under the thread's advisory lock in one transaction, so concurrent
+requests (in any process) rotate once. An unreachable database is a 503, never a reply built
+from partial history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg2
+from aiohttp import web
+
+from pawwake.chat.partition import assemble, replay, time_note
+from pawwake.chat.pipeline import ChatRejected, ChatStep
+from pawwake.chat.rotation import (
+    Folder,
+    Summariser,
+    model_folder,
+    model_summariser,
+    rotate,
+    rotations_allowed,
+)
+from pawwake.chat.rounds import Round, group_rounds
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.partition_state import (
+    PartitionState,
+    load_state,
+    lock_thread,
+    save_state,
+    thread_messages,
+)
+from pawwake.db.pool import transaction
+from pawwake.memory.inject import local_zone
+
+log = logging.getLogger(__name__)
+
+_DB_ERRORS = (psycopg2.Error, OSError, asyncio.TimeoutError, DatabaseUnavailable)
+
+
+def _unavailable() -> ChatRejected:
+    return ChatRejected(503, "partition_database_unavailable",
+                        "The conversation database is unavailable; partition mode cannot "
+                        "build the context. Try again shortly.")
+
+
+def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
+    """A client message minus its own cache markers (the gateway places the breakpoints)."""
+    message = {k: v for k, v in message.items() if k != "cache_control"}
+    content = message.get("content")
+    if isinstance(content, list):
+        message["content"] = [{k: v for k, v in part.items() if k != "cache_control"}
+                              if isinstance(part, dict) else part for part in content]
+    return message
+
+
+def client_tail(messages: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """(``"tool"`` or ``"user"``, the trailing messages of that role) from the client."""
+    for role in ("tool", "user"):
+        tail: list[dict[str, Any]] = []
+        for message in reversed(messages):
+            if not isinstance(message, dict) or message.get("role") != role:
+                break
+            tail.insert(0, message)
+        if tail:
+            return role, tail
+    raise ChatRejected(400, "partition_turn_missing",
+                       "In partition mode the messages must end with a user message or with "
+                       "tool results.", param="messages")
+
+
+def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]]
+                 ) -> tuple[list[Round], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(history rounds, current turn for upstream, messages the turn writer compares).
+
+    Tool results continue the last stored round when they answer its pending calls; that
+    round is then part of the current turn, never of a zone.
+    """
+    last = rounds[-1] if rounds else None
+    stored_last = [replay(row) for row in last.messages] if last else []
+    if role == "tool":
+        pending = last.pending_tool_ids if last else set()
+        answers = [_without_cache_control(m) for m in tail if m.get("tool_call_id") in pending]
+        if last is None or not answers:
+            raise ChatRejected(400, "partition_tool_result_unexpected",
+                               "These tool results answer no pending tool call of the "
+                               "active thread.", param="messages")
+        return rounds[:-1], stored_last + answers, stored_last + answers
+    current = [_without_cache_control(m) for m in tail]
+    return rounds, current, stored_last + current
+
+
+def _live(history: list[Round], start_id: int | None) -> list[Round]:
+    if start_id is None:
+        return history
+    for index, round_ in enumerate(history):
+        if round_.messages[0]["id"] == start_id:
+            return history[index:]
+    return history
+
+
+async def _rotations(state: PartitionState, history: list[Round], settings: Any,
+                     summarise: Summariser, fold: Folder, now: datetime
+                     ) -> tuple[PartitionState, list[Round]]:
+    """Rotate as often as allowed and due; the final state and the live history."""
+    for _ in range(rotations_allowed(settings)):
+        rotated = await rotate(state, history, settings, summarise, now, fold)
+        if rotated is None:
+            break
+        moved = rotated.zone_start_message_id != state.zone_start_message_id
+        state = rotated
+        history = _live(history, state.zone_start_message_id)
+        if not moved:
+            break
+    return state, history
+
+
+def active_thread(settings: Any) -> str:
+    """The thread every client continues in partition mode: PARTITION_SESSION_ID. Session ids
+    sent by clients are ignored here, so switching client continues the same conversation."""
+    return settings["PARTITION_SESSION_ID"] or "default"
+
+
+def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None = None
+                   ) -> ChatStep:
+    """Build the step; registered first so later steps' turn blocks land in the current turn.
+    ``clock`` (UTC now by default) decides time-window rotations and the time note."""
+    now_utc = clock or (lambda: datetime.now(UTC))
+
+    async def step(context: Any, prepared: Any) -> None:
+        settings = context.settings
+        # DATABASE_ENABLED=false is plain forwarding: the partition cache is off with it.
+        if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary \
+                or context.database is None:
+            return
+        thread = active_thread(settings)
+        prepared.session_id = thread
+        role, tail = client_tail(prepared.client_messages)
+        summarise = model_summariser(context.http, settings)
+        fold = model_folder(context.http, settings)
+        now = now_utc().astimezone(local_zone(settings))
+        try:
+            async with transaction(context.database.pool) as cur:
+                await lock_thread(cur, thread)
+                state = await load_state(cur, thread)
+                rows = await thread_messages(cur, thread, state.zone_start_message_id)
+                history, current, compared = current_turn(group_rounds(rows), role, tail)
+                rotated, history = await _rotations(state, history, settings, summarise,
+                                                    fold, now)
+                if rotated is not state:
+                    await save_state(cur, rotated)  # once, whatever the number of rotations
+                    state = rotated
+        except _DB_ERRORS as exc:
+            log.warning("partition context unavailable: %s", type(exc).__name__)
+            raise _unavailable() from exc
+        persona = "\n\n".join(prepared.system_parts)
+        prepared.system_parts.clear()
+        messages, _ = assemble(persona=persona, summary_parts=state.summary_parts,
+                               history=history, current=current,
+                               x=max(1, int(settings["CACHE_PARTITION_X"])),
+                               ttl=settings["CACHE_TTL"], note=time_note(now))
+        prepared.body["messages"] = messages
+        prepared.client_messages = compared
+
+    return step

@@ -1,0 +1,165 @@
+"""When and how the partition zones rotate (``rounds`` or ``time`` trigger).
+
+When zone B holds X rounds, zone A is summarised with CACHE_SUMMARY_MODEL (empty: slide
+without a summary), the summary becomes a new part and B becomes A. Past
+CACHE_SUMMARY_BUDGET_CHARS the oldest parts are folded into one base part. A failed summary
+(or a failed or no shorter fold) cancels the rotation and is not retried before
+SUMMARY_RETRY_DELAY; meanwhile the live history is capped at HISTORY_CAP_FACTOR * X rounds by
+sliding without a summary, so a broken summary model cannot grow the prompt without bound.
+Failures are kept on the state for the status page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import aiohttp
+
+from pawwake.chat.rounds import Round, dialogue_text
+from pawwake.db.partition_state import PartitionState
+from pawwake.llm.upstream import complete
+
+log = logging.getLogger(__name__)
+
+SUMMARY_RETRY_DELAY = timedelta(minutes=5)
+HISTORY_CAP_FACTOR = 3
+_MAX_ERROR_CHARS = 300
+
+Summariser = Callable[[Sequence[Round]], Awaitable[str]]
+Folder = Callable[[Sequence[str]], Awaitable[str]]
+KEPT_OLDER_PARTS = 2  # older parts kept verbatim by a fold, besides the new part
+
+FOLD_INSTRUCTIONS = (
+    "Merge the conversation summaries below, oldest first, into one shorter base summary. "
+    "Keep facts, decisions, open tasks, names, numbers and the user's preferences. Write in "
+    "the language the summaries use. Output only the merged summary.")
+
+SUMMARY_INSTRUCTIONS = (
+    "Summarise the conversation below for your own later reference. Keep facts, decisions, "
+    "open tasks, names, numbers and the user's preferences; drop small talk. Write in the "
+    "language the conversation uses. Output only the summary.")
+
+
+def summary_prompt(rounds: Sequence[Round]) -> list[dict[str, Any]]:
+    lines = [f"{role}: {text}" for role, text in dialogue_text(rounds)]
+    return [{"role": "system", "content": SUMMARY_INSTRUCTIONS},
+            {"role": "user", "content": "\n\n".join(lines)}]
+
+
+def model_summariser(http: aiohttp.ClientSession, settings: Any) -> Summariser:
+    """Summaries through the configured upstream with CACHE_SUMMARY_MODEL."""
+
+    async def summarise(rounds: Sequence[Round]) -> str:
+        reply = await complete(http, settings, summary_prompt(rounds),
+                               model=settings["CACHE_SUMMARY_MODEL"],
+                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1)
+        text = reply.text.strip()
+        if not text:
+            raise ValueError("the summary model returned no text")
+        if reply.truncated:
+            raise ValueError("the summary was cut at CACHE_SUMMARY_MAX_TOKENS")
+        return text
+
+    return summarise
+
+
+def model_folder(http: aiohttp.ClientSession, settings: Any) -> Folder:
+    """Folds old summary parts into one base part with CACHE_SUMMARY_MODEL."""
+
+    async def fold(parts: Sequence[str]) -> str:
+        prompt = [{"role": "system", "content": FOLD_INSTRUCTIONS},
+                  {"role": "user", "content": "\n\n---\n\n".join(parts)}]
+        reply = await complete(http, settings, prompt, model=settings["CACHE_SUMMARY_MODEL"],
+                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1)
+        text = reply.text.strip()
+        if not text or reply.truncated:
+            raise ValueError("the fold returned no complete text")
+        return text
+
+    return fold
+
+
+async def folded_parts(parts: list[str], budget: int, fold: Folder) -> list[str]:
+    """``parts`` within ``budget`` characters: the oldest parts merged into one base part, the
+    2 newest older parts and the new part kept verbatim. Raises when the fold fails or comes
+    back no shorter than what it replaces (the caller cancels the rotation)."""
+    if budget <= 0 or sum(len(p) for p in parts) <= budget:
+        return parts
+    keep = KEPT_OLDER_PARTS + 1
+    older, kept = parts[:-keep], parts[-keep:]
+    if not older:
+        return parts
+    base = await fold(older)
+    if len(base) >= sum(len(p) for p in older):
+        raise ValueError("the fold came back no shorter than the parts it merges")
+    return [base, *kept]
+
+
+def _slide(state: PartitionState, history: Sequence[Round], x: int, **changes: Any
+           ) -> PartitionState:
+    start = history[x].messages[0]["id"]
+    return replace(state, zone_start_message_id=start, rotations=state.rotations + 1,
+                   **changes)
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text[:_MAX_ERROR_CHARS]
+
+
+def rotation_due(history: Sequence[Round], x: int, settings: Any, now: datetime) -> bool:
+    """Zone B holds X rounds; with the ``time`` trigger zone A's newest message must also be
+    older than CACHE_PARTITION_WINDOW minutes (unless the history is over its cap)."""
+    if len(history) < 2 * x:
+        return False
+    if settings["CACHE_PARTITION_TRIGGER"] != "time" or len(history) > HISTORY_CAP_FACTOR * x:
+        return True
+    newest = max(m["created_at"] for r in history[:x] for m in r.messages)
+    return newest < now - timedelta(minutes=int(settings["CACHE_PARTITION_WINDOW"]))
+
+
+def rotations_allowed(settings: Any) -> int:
+    """Rotations one request may make: several can be due after a quiet time window."""
+    if settings["CACHE_PARTITION_TRIGGER"] == "time":
+        return max(1, int(settings["CACHE_MAX_ROTATIONS"]))
+    return 1
+
+
+async def rotate(state: PartitionState, history: Sequence[Round], settings: Any,
+                 summarise: Summariser, now: datetime, fold: Folder | None = None
+                 ) -> PartitionState | None:
+    """The new state after at most one rotation, or None when nothing changes.
+
+    ``history`` are the settled live rounds (an in-progress tool round is not among them).
+    """
+    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    if not rotation_due(history, x, settings, now):
+        return None
+    over_cap = len(history) > HISTORY_CAP_FACTOR * x
+    if not settings["CACHE_SUMMARY_MODEL"]:
+        return _slide(state, history, x, last_summary_error=None, summary_retry_after=None)
+    if state.summary_retry_after is not None and now < state.summary_retry_after:
+        if over_cap:
+            log.warning("partition history over its cap; sliding without a summary")
+            return _slide(state, history, x)
+        return None
+    try:
+        summary = await summarise(history[:x])
+        parts = [*state.summary_parts, summary]
+        if fold is not None:
+            parts = await folded_parts(parts, int(settings["CACHE_SUMMARY_BUDGET_CHARS"]),
+                                       fold)
+    except Exception as exc:  # summary or fold failed: the rotation is cancelled, back off
+        error = _describe(exc)
+        log.warning("partition summary failed (retry in %s): %s", SUMMARY_RETRY_DELAY, error)
+        failed = replace(state, last_summary_error=error,
+                         summary_retry_after=now + SUMMARY_RETRY_DELAY)
+        if over_cap:
+            return _slide(failed, history, x)
+        return failed
+    return _slide(state, history, x, summary_parts=parts,
+                  last_summary_error=None, summary_retry_after=None)
