@@ -66,3 +66,19 @@ async def test_recall_needs_partition_mode_and_its_switch(gateway: Any, upstream
     await store_turn(client, "trip", "t1", "京都清水寺怎么安排", "早上七点出发。")
     await ask(client, "京都清水寺怎么安排来着", "now")
     assert "retrieved_conversations" not in str(upstream.requests[-1].body)
+
+
+async def test_the_current_thread_is_recalled_only_after_it_slid_out_of_the_live_zones(
+        gateway: Any, upstream: Any) -> None:
+    client = await gateway(**{**RECALL_ON, "CACHE_PARTITION_X": 2, "CACHE_SUMMARY_MODEL": ""})
+    await ask(client, "我计划明年二月去冰岛看极光", "now")
+    await ask(client, "冰岛的极光计划怎么样", "now")
+    assert "retrieved_conversations" not in current_turn(upstream)  # still in zone A
+    await ask(client, "今天午饭吃了面条", "now")
+    await ask(client, "下午有点困", "now")
+    # B holds X rounds now: this request rotates zone A (the Iceland rounds) out of the context,
+    # so recall may bring them back from the same thread.
+    await ask(client, "冰岛极光的计划还记得吗", "now")
+    turn = current_turn(upstream)
+    assert "<retrieved_conversations>" in turn and "冰岛看极光" in turn
+    assert "今天午饭吃了面条" not in turn  # live zone messages are never recalled

@@ -64,8 +64,12 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
                            context: int = 1, mode: str = "hybrid",
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
+                           keep_excluded_below: int = 0,
                            settings: Mapping[str, Any] | None = None) -> RecallOutcome:
-    """Search stored conversations for ``query``; see the module docstring."""
+    """Search stored conversations for ``query``; see the module docstring.
+
+    ``keep_excluded_below``: messages of excluded sessions with an id below this stay
+    searchable (the current thread's history that slid out of the live zones)."""
     database = app[keys.DATABASE]
     assert database is not None
     settings = settings if settings is not None else await app[keys.CONFIG].fresh()
@@ -81,7 +85,8 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
         stats = recall_stats.for_pool(database.pool)
         count, frequencies = await stats.frequencies(database.pool, keywords)
         rows = await db.keyword_matches(database.pool, keywords, excluded_sessions,
-                                        KEYWORD_ROWS, **stats.match_options(keywords))
+                                        KEYWORD_ROWS, keep_below=keep_excluded_below,
+                                        **stats.match_options(keywords))
         weights = {t: tokens.idf_weight(count, frequencies.get(t, 0)) for t in keywords}
         total = sum(weights.values())
         for row in rows:
@@ -94,7 +99,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     semantic_mode, warning, threshold, pool_cosines = False, None, None, []
     if mode == "hybrid":
         semantic_mode, warning, threshold, pool_cosines = await _semantic(
-            app, settings, query, excluded_sessions, pool_size, sessions)
+            app, settings, query, excluded_sessions, keep_excluded_below, pool_size, sessions)
     ranked_pool = sorted(sessions.values(), key=lambda s: (
         -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
         s.session_id))[:pool_size]
@@ -118,7 +123,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
 
 
 async def _semantic(app: web.Application, settings: Mapping[str, Any], query: str,
-                    excluded_sessions: list[str], pool_size: int,
+                    excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, list[float]]:
     """Add semantic hits to ``sessions``; returns (used, warning, threshold, pool cosines)."""
@@ -135,7 +140,7 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
         conversation_index.request_vector_index(app, settings, provenance)
     neighbours = await db.nearest_messages(database.pool, provenance, vector,
                                            max(100, 5 * pool_size), excluded_sessions,
-                                           pgvector=pgvector)
+                                           pgvector=pgvector, keep_below=keep_excluded_below)
     if not neighbours:
         return False, ("No conversation message has a vector yet (the embedding job fills"
                        " them); keywords only."), None, []

@@ -16,7 +16,8 @@ import aiopg
 from pawwake.chat.recall import search_fragments
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
-from pawwake.db.pool import transaction
+from pawwake.db.partition_state import load_state
+from pawwake.db.pool import cursor, transaction
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
 
@@ -72,8 +73,8 @@ async def mark_fragments_seen(pool: aiopg.Pool, session_id: str,
 def recall_step(app: Any) -> Any:
     """The chat step that recalls past conversation fragments into the current turn.
 
-    Partition mode only (the gateway owns the history there); the current session is left
-    out, fragments seen within CONVERSATION_SEEN_TTL_HOURS give way to the next ones, and
+    Partition mode only (the gateway owns the history there); the current thread is left out
+    except what already slid out of the live zones, fragments seen within CONVERSATION_SEEN_TTL_HOURS give way to the next ones, and
     seen marks are written only after a successful reply.
     """
     async def inject(context: Any, prepared: Any) -> None:
@@ -88,9 +89,12 @@ def recall_step(app: Any) -> Any:
         pool = context.database.pool
         ttl = settings["CONVERSATION_SEEN_TTL_HOURS"]
         seen = await fragments_to_exclude(pool, prepared.session_id, ttl)
-        outcome = await search_fragments(app, query, max_sessions=limit,
-                                         exclude_session_ids=[prepared.session_id],
-                                         exclude_fragment_ids=seen, settings=settings)
+        async with cursor(pool) as cur:
+            state = await load_state(cur, prepared.session_id)
+        outcome = await search_fragments(
+            app, query, max_sessions=limit, exclude_session_ids=[prepared.session_id],
+            exclude_fragment_ids=seen, settings=settings,
+            keep_excluded_below=state.zone_start_message_id or 0)
         block = format_retrieved_conversations(outcome.fragments, settings["TIMEZONE_HOURS"])
         if not block:
             return

@@ -82,7 +82,8 @@ async def term_frequencies(pool: aiopg.Pool, terms: Sequence[str]) -> tuple[int,
 async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
                           exclude_sessions: Sequence[str], limit: int, *,
                           windowed: Sequence[str] = (), window: int = 1000,
-                          gather_cap: int | None = None) -> list[dict[str, Any]]:
+                          gather_cap: int | None = None, keep_below: int = 0
+                          ) -> list[dict[str, Any]]:
     """Messages sharing terms with the query, most shared terms first, then newest.
 
     Every message containing one of ``terms`` is a candidate (at most ``gather_cap`` of
@@ -91,7 +92,7 @@ async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
     """
     gather = [t for t in terms if t not in windowed]
     columns = "c.id, c.session_id, c.created_at, c.search_terms"
-    live = f"{_SEARCHABLE} AND NOT (c.session_id = ANY(%(exclude)s::text[]))"
+    live = f"{_SEARCHABLE} AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND c.id >= %(keep_below)s)"
     sources = []
     if gather:
         sources.append(f"(SELECT {columns} FROM conversations c"
@@ -113,7 +114,7 @@ async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
         " LIMIT %(limit)s",
         {"terms": list(terms), "gather": gather, "windowed": list(windowed),
          "window": window, "cap": gather_cap, "exclude": list(exclude_sessions),
-         "limit": limit})
+         "keep_below": keep_below, "limit": limit})
 
 
 # -- vectors ---------------------------------------------------------------------------------
@@ -189,21 +190,22 @@ def nearest_sql(provenance: Any) -> str:
         "   FROM near e CROSS JOIN LATERAL (SELECT c.id, c.session_id, c.created_at"
         "     FROM conversations c WHERE c.id = e.message_id"
         f"     AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
-        "     AND NOT (c.session_id = ANY(%(exclude)s::text[])) OFFSET 0) AS c"
+        "     AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND c.id >= %(keep_below)s) OFFSET 0) AS c"
         "   ORDER BY e.distance LIMIT %(k)s) AS f ON true")
 
 
 def nearest_params(provenance: Any, query: np.ndarray, k: int,
-                   exclude_sessions: Sequence[str], fetch: int | None = None
-                   ) -> dict[str, Any]:
+                   exclude_sessions: Sequence[str], fetch: int | None = None,
+                   keep_below: int = 0) -> dict[str, Any]:
     fetch = fetch or 3 * k
-    return {**_prov(provenance), "exclude": list(exclude_sessions), "k": k, "fetch": fetch,
+    return {**_prov(provenance), "exclude": list(exclude_sessions), "keep_below": keep_below,
+            "k": k, "fetch": fetch,
             "q": vector_literal(query), "ef": max(40, min(1000, fetch))}
 
 
 async def nearest_messages(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
-                           exclude_sessions: Sequence[str], *, pgvector: bool
-                           ) -> list[dict[str, Any]]:
+                           exclude_sessions: Sequence[str], *, pgvector: bool,
+                           keep_below: int = 0) -> list[dict[str, Any]]:
     """The ``k`` searchable messages closest to ``query`` with their raw cosine, best first.
 
     With pgvector, ``3k`` index neighbours are read first; when deleted, stale or excluded
@@ -215,7 +217,8 @@ async def nearest_messages(pool: aiopg.Pool, provenance: Any, query: np.ndarray,
                 await cur.execute(
                     "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
                     + nearest_sql(provenance),
-                    nearest_params(provenance, query, k, exclude_sessions, fetch))
+                    nearest_params(provenance, query, k, exclude_sessions, fetch,
+                                   keep_below))
                 rows = rows_as_dicts(cur, await cur.fetchall())
             found = [{key: row[key] for key in ("id", "session_id", "created_at", "cosine")}
                      for row in rows if row["id"] is not None]
@@ -223,13 +226,14 @@ async def nearest_messages(pool: aiopg.Pool, provenance: Any, query: np.ndarray,
             if len(found) >= k or exhausted or fetch >= NEAREST_FETCH_CAP:
                 return sorted(found, key=lambda row: -row["cosine"])  # relaxed index order
             fetch = min(NEAREST_FETCH_CAP, fetch * 4)
-    params = {**_prov(provenance), "exclude": list(exclude_sessions), "k": k}
+    params = {**_prov(provenance), "exclude": list(exclude_sessions), "keep_below": keep_below,
+              "k": k}
     rows = await fetch_all(
         pool,
         "SELECT c.id, c.session_id, c.created_at, e.embedding FROM conversation_embeddings e"
         f" JOIN conversations c ON c.id = e.message_id WHERE {_OF_PROVENANCE}"
         f" AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
-        " AND NOT (c.session_id = ANY(%(exclude)s::text[]))"
+        " AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND c.id >= %(keep_below)s)"
         " ORDER BY c.id DESC LIMIT 50000", params)
     if not rows:
         return []
