@@ -21,6 +21,7 @@ from pawwake.dashboard import (
     memories_page,
     settings_page,
     status_page,
+    threads_page,
 )
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.middlewares import (
@@ -44,7 +45,7 @@ STATIC_DIR = ROOT / "static"
 
 # Each page module registers its routes; a new page adds itself here and to nav.NAV.
 PAGES = (auth, language, status_page, settings_page, memories_page, import_page, export_page,
-         conversations_page)
+         conversations_page, threads_page)
 
 
 PROBLEM_SETTINGS = {"unavailable.password": "DASHBOARD_PASSWORD",

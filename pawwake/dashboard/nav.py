@@ -20,6 +20,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("memories_import", "nav.import", "upload"),
     NavItem("memories_export", "nav.export", "download"),
     NavItem("conversations", "nav.conversations", "chat"),
+    NavItem("threads", "nav.threads", "chat"),
     NavItem("usage", "nav.usage", "chart"),
     NavItem("settings", "nav.settings", "sliders"),
 )

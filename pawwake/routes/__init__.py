@@ -13,6 +13,7 @@ from pawwake.routes import (
     memory_search,
     recall,
     settings,
+    threads,
 )
 
 
@@ -25,3 +26,4 @@ def setup_routes(app: web.Application) -> None:
     consolidation.setup(app)
     recall.setup(app)
     conversations.setup(app)
+    threads.setup(app)

@@ -1,0 +1,173 @@
+"""Partition threads: status of the active thread, switch, create, rename, delete and the
+editable rolling summary.
+
+The active thread is the hot setting PARTITION_SESSION_ID; switching stores it through
+RuntimeConfig.update so it survives restarts. Multi-step writes run in one transaction under
+the thread's rotation lock and the session's write lock, so a chat turn never interleaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.conversations import Invalid, session_id_of
+from pawwake.chat.partition import zone_split
+from pawwake.chat.partition_step import active_thread
+from pawwake.chat.rounds import group_rounds
+from pawwake.db import threads as db
+from pawwake.db.conversation_admin import trash_session
+from pawwake.db.conversation_turns import lock_session_writes
+from pawwake.db.errors import Conflict, NotFound
+from pawwake.db.partition_state import load_state, lock_thread, thread_messages
+from pawwake.db.pool import cursor, transaction
+
+MAX_SUMMARY = 200_000
+
+__all__ = ["Invalid", "session_id_of"]
+
+
+def _pool(app: web.Application) -> Any:
+    database = app[keys.DATABASE]
+    assert database is not None
+    return database.pool
+
+
+async def _active(app: web.Application) -> str:
+    return active_thread(await app[keys.CONFIG].fresh())
+
+
+async def _lock(cur: Any, *thread_ids: str) -> None:
+    """Rotation lock and session write lock of each thread, in a fixed order (no deadlock)."""
+    for thread_id in sorted(set(thread_ids)):
+        await lock_thread(cur, thread_id)
+        await lock_session_writes(cur, thread_id)
+
+
+def summary_text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Invalid("invalid_summary", "summary must be text.")
+    if len(value) > MAX_SUMMARY:
+        raise Invalid("invalid_summary", f"summary is limited to {MAX_SUMMARY} characters.")
+    return value
+
+
+async def status(app: web.Application) -> dict[str, Any]:
+    """What the dashboard shows: zones, rotation progress and the summary's health."""
+    settings = await app[keys.CONFIG].fresh()
+    thread = active_thread(settings)
+    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    async with cursor(_pool(app)) as cur:
+        state = await load_state(cur, thread)
+        live = group_rounds(await thread_messages(cur, thread, state.zone_start_message_id))
+        stored = group_rounds(await thread_messages(cur, thread, None))
+    zone_a, zone_b = zone_split(live, x)
+    return {
+        "enabled": bool(settings["CACHE_PARTITION_ENABLED"]),
+        "active_thread": thread, "x": x, "trigger": settings["CACHE_PARTITION_TRIGGER"],
+        "rounds_stored": len(stored), "rounds_live": len(live),
+        "zone_a_rounds": len(zone_a), "zone_b_rounds": len(zone_b),
+        # The request after the 2X-th live round rotates (time trigger: also the window).
+        "rounds_until_rotation": max(0, 2 * x - len(live)),
+        "rotations": state.rotations,
+        "summary_parts": len(state.summary_parts),
+        "summary_chars": sum(len(p) for p in state.summary_parts),
+        "last_summary_error": state.last_summary_error,
+        "summary_retry_after": state.summary_retry_after,
+    }
+
+
+async def list_threads(app: web.Application) -> list[dict[str, Any]]:
+    active = await _active(app)
+    async with cursor(_pool(app)) as cur:
+        rows = await db.list_threads(cur)
+    threads = [{"thread_id": r["thread_id"], "messages": r["messages"],
+                "last_activity": r["last_activity"], "active": r["thread_id"] == active,
+                "has_summary": r["summary_parts"] > 0} for r in rows]
+    if not any(t["active"] for t in threads):
+        threads.insert(0, {"thread_id": active, "messages": 0, "last_activity": None,
+                           "active": True, "has_summary": False})
+    return threads
+
+
+async def switch(app: web.Application, thread_id: str) -> str:
+    """Make ``thread_id`` the active thread (stored: it survives restarts)."""
+    await app[keys.CONFIG].update({"PARTITION_SESSION_ID": thread_id})
+    return thread_id
+
+
+async def create(app: web.Application, thread_id: str, inherit_from: str | None
+                 ) -> dict[str, Any]:
+    """A new thread's state row, optionally starting with another thread's summary parts."""
+    async with transaction(_pool(app)) as cur:
+        await _lock(cur, thread_id, *([inherit_from] if inherit_from else []))
+        if await db.state_exists(cur, thread_id) or await db.any_message_count(cur, thread_id):
+            raise Conflict(f"thread {thread_id} already exists")
+        parts: list[str] = []
+        if inherit_from is not None:
+            if not await db.state_exists(cur, inherit_from) \
+                    and not await db.any_message_count(cur, inherit_from):
+                raise NotFound(f"thread {inherit_from}")
+            parts = (await load_state(cur, inherit_from)).summary_parts
+        await db.create_state(cur, thread_id, parts)
+    return {"thread_id": thread_id, "summary_parts": len(parts),
+            "inherited_from": inherit_from}
+
+
+async def rename(app: web.Application, old_id: str, new_id: str) -> dict[str, Any]:
+    """Move messages, token usage and state in one transaction; follow an active rename."""
+    if old_id == new_id:
+        raise Invalid("same_thread_id", "new_id must differ from old_id.")
+    async with transaction(_pool(app)) as cur:
+        await _lock(cur, old_id, new_id)
+        if await db.state_exists(cur, new_id) or await db.any_message_count(cur, new_id):
+            raise Conflict(f"thread {new_id} already exists")
+        counts = await db.rename_thread(cur, old_id, new_id)
+        if counts["messages"] == 0 and counts["state_rows"] == 0:
+            raise NotFound(f"thread {old_id}")
+    switched = await _active(app) == old_id
+    if switched:
+        await switch(app, new_id)
+    return {"old_id": old_id, "new_id": new_id, "switched": switched, **counts}
+
+
+async def delete(app: web.Application, thread_id: str) -> dict[str, Any]:
+    """Drop the thread's state; its messages go to the conversation trash (restorable)."""
+    if thread_id == await _active(app):
+        raise Conflict("the active thread cannot be deleted; switch to another one first")
+    async with transaction(_pool(app)) as cur:
+        await _lock(cur, thread_id)
+        state_rows = await db.delete_state(cur, thread_id)
+        trashed = 0
+        if await db.live_message_count(cur, thread_id):
+            trashed = await trash_session(cur, thread_id)
+        if not state_rows and not trashed:
+            raise NotFound(f"thread {thread_id}")
+    return {"thread_id": thread_id, "trashed_messages": trashed, "state_deleted": bool(state_rows)}
+
+
+async def get_summary(app: web.Application, thread_id: str) -> dict[str, Any]:
+    async with cursor(_pool(app)) as cur:
+        state = await load_state(cur, thread_id)
+    return {"thread_id": thread_id, "parts": state.summary_parts,
+            "summary": "\n\n".join(state.summary_parts),
+            "chars": sum(len(p) for p in state.summary_parts)}
+
+
+async def put_summary(app: web.Application, thread_id: str, summary: str) -> dict[str, Any]:
+    """Replace every part with one (an empty text clears the summary)."""
+    parts = [summary] if summary.strip() else []
+    async with transaction(_pool(app)) as cur:
+        await lock_thread(cur, thread_id)
+        await db.set_summary(cur, thread_id, parts)
+    return await get_summary(app, thread_id)
+
+
+async def clear_summary(app: web.Application, thread_id: str) -> dict[str, Any]:
+    async with transaction(_pool(app)) as cur:
+        await lock_thread(cur, thread_id)
+        if await db.state_exists(cur, thread_id):
+            await db.set_summary(cur, thread_id, [])
+    return await get_summary(app, thread_id)

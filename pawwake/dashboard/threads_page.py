@@ -1,0 +1,112 @@
+"""The partition threads page: rotation progress of the active thread, every thread with
+switch/delete, create (optionally inheriting a summary), rename, and the summary editor.
+
+Plain forms (POST, then a redirect back), so the page works without script.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from pawwake.chat import threads as service
+from pawwake.chat.threads import Invalid, session_id_of
+from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.render import render, render_error
+from pawwake.db.errors import Conflict, NotFound
+from pawwake.settings import SettingError
+
+log = logging.getLogger(__name__)
+
+TEMPLATE = "dashboard/threads.html"
+NOTICES = {"switched": "threads.done_switched", "created": "threads.done_created",
+           "renamed": "threads.done_renamed", "deleted": "threads.done_deleted",
+           "summary_saved": "threads.done_summary_saved",
+           "summary_cleared": "threads.done_summary_cleared"}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def gateway(request: web.Request) -> web.Application:
+    """The gateway application whose services the page calls (the dashboard is its sub-app)."""
+    return request.match_info.apps[0]
+
+
+def thread_errors(handler: Handler) -> Handler:
+    """Show the service's refusals as an error page, never a stack trace."""
+    @functools.wraps(handler)
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        lang = request_language(request)
+        try:
+            return await handler(request)
+        except NotFound:
+            return render_error(request, 404, translate(lang, "threads.error_missing"))
+        except Conflict as exc:
+            return render_error(request, 409, translate(lang, "threads.error_conflict",
+                                                        reason=str(exc)))
+        except (Invalid, SettingError) as exc:
+            return render_error(request, 400, str(exc))
+    return wrapper
+
+
+def _page_url(request: web.Request, **query: str) -> str:
+    return str(request.app.router["threads"].url_for().with_query(query))
+
+
+@thread_errors
+async def threads_page(request: web.Request) -> web.Response:
+    """Status, thread list and the summary of the thread named by ``summary`` (default: the
+    active one)."""
+    app = gateway(request)
+    lang = request_language(request)
+    status = await service.status(app)
+    threads = await service.list_threads(app)
+    wanted = request.query.get("summary") or status["active_thread"]
+    summary = await service.get_summary(app, session_id_of(wanted, "summary"))
+    x2 = 2 * status["x"]
+    key = NOTICES.get(request.query.get("done", ""))
+    return render(request, TEMPLATE, {
+        "status": status, "threads": threads, "summary": summary,
+        "progress": min(x2, status["rounds_live"]), "progress_max": x2,
+        "notice": translate(lang, key) if key else None})
+
+
+@thread_errors
+async def thread_action(request: web.Request) -> web.StreamResponse:
+    """One form action, then back to the page with a notice."""
+    form = await request.post()
+    app = gateway(request)
+    action = form.get("action")
+    if action == "switch":
+        await service.switch(app, session_id_of(form.get("thread"), "thread"))
+    elif action == "delete":
+        await service.delete(app, session_id_of(form.get("thread"), "thread"))
+    elif action == "create":
+        source = form.get("inherit") or None
+        await service.create(app, session_id_of(form.get("thread"), "thread"),
+                             session_id_of(source, "inherit") if source else None)
+    elif action == "rename":
+        await service.rename(app, session_id_of(form.get("thread"), "thread"),
+                             session_id_of(form.get("new_id"), "new_id"))
+    elif action in ("summary_save", "summary_clear"):
+        thread = session_id_of(form.get("thread"), "thread")
+        if action == "summary_save":
+            await service.put_summary(app, thread, service.summary_text(form.get("summary")))
+        else:
+            await service.clear_summary(app, thread)
+        done = "summary_saved" if action == "summary_save" else "summary_cleared"
+        raise web.HTTPSeeOther(_page_url(request, done=done, summary=thread))
+    else:
+        raise Invalid("invalid_action", "Unknown action.")
+    done = {"switch": "switched", "delete": "deleted", "create": "created",
+            "rename": "renamed"}[str(action)]
+    raise web.HTTPSeeOther(_page_url(request, done=done))
+
+
+def setup(dashboard: web.Application) -> None:
+    add = dashboard.router
+    add.add_get("/threads", threads_page, name="threads")
+    add.add_post("/threads/action", thread_action, name="threads_action")

@@ -1,0 +1,80 @@
+"""SQL for partition threads: listing sessions, copying, renaming and clearing thread state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pawwake.db.pool import rows_as_dicts
+
+
+async def list_threads(cur: Any) -> list[dict[str, Any]]:
+    """Every session with live messages, plus threads that only have a state row."""
+    await cur.execute(
+        "WITH m AS (SELECT session_id, count(*) AS messages, max(created_at) AS last_activity"
+        " FROM conversations WHERE deleted_at IS NULL GROUP BY session_id)"
+        " SELECT COALESCE(m.session_id, s.thread_id) AS thread_id,"
+        " COALESCE(m.messages, 0) AS messages, m.last_activity,"
+        " s.thread_id IS NOT NULL AS has_state,"
+        " COALESCE(jsonb_array_length(s.summary_parts), 0) AS summary_parts"
+        " FROM m FULL JOIN partition_state s ON s.thread_id = m.session_id"
+        " ORDER BY m.last_activity DESC NULLS LAST, 1")
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def state_exists(cur: Any, thread_id: str) -> bool:
+    await cur.execute("SELECT 1 FROM partition_state WHERE thread_id = %s", (thread_id,))
+    return await cur.fetchone() is not None
+
+
+async def live_message_count(cur: Any, thread_id: str) -> int:
+    await cur.execute("SELECT count(*) FROM conversations"
+                      " WHERE session_id = %s AND deleted_at IS NULL", (thread_id,))
+    return int((await cur.fetchone())[0])
+
+
+async def any_message_count(cur: Any, thread_id: str) -> int:
+    await cur.execute("SELECT count(*) FROM conversations WHERE session_id = %s", (thread_id,))
+    return int((await cur.fetchone())[0])
+
+
+async def create_state(cur: Any, thread_id: str, summary_parts: list[str]) -> None:
+    await cur.execute("INSERT INTO partition_state (thread_id, summary_parts)"
+                      " VALUES (%s, %s::jsonb)",
+                      (thread_id, json.dumps(summary_parts, ensure_ascii=False)))
+
+
+async def rename_thread(cur: Any, old_id: str, new_id: str) -> dict[str, int]:
+    """Move messages (trashed ones too), token usage and the state row to ``new_id``."""
+    counts: dict[str, int] = {}
+    await cur.execute("UPDATE conversations SET session_id = %s WHERE session_id = %s",
+                      (new_id, old_id))
+    counts["messages"] = cur.rowcount
+    await cur.execute("UPDATE token_usage SET session_id = %s WHERE session_id = %s",
+                      (new_id, old_id))
+    counts["usage_rows"] = cur.rowcount
+    await cur.execute("UPDATE partition_state SET thread_id = %s, updated_at = now()"
+                      " WHERE thread_id = %s", (new_id, old_id))
+    counts["state_rows"] = cur.rowcount
+    return counts
+
+
+async def delete_state(cur: Any, thread_id: str) -> int:
+    await cur.execute("DELETE FROM partition_state WHERE thread_id = %s", (thread_id,))
+    return cur.rowcount
+
+
+async def set_summary(cur: Any, thread_id: str, parts: list[str]) -> None:
+    """Replace the summary parts (creating the row if needed); clears a summary error."""
+    await cur.execute(
+        "INSERT INTO partition_state (thread_id, summary_parts) VALUES (%s, %s::jsonb)"
+        " ON CONFLICT (thread_id) DO UPDATE SET summary_parts = EXCLUDED.summary_parts,"
+        " last_summary_error = NULL, summary_retry_after = NULL, updated_at = now()",
+        (thread_id, json.dumps(parts, ensure_ascii=False)))
+
+
+async def usage_totals(cur: Any, thread_id: str) -> dict[str, int]:
+    await cur.execute("SELECT count(*), COALESCE(sum(total_tokens), 0) FROM token_usage"
+                      " WHERE session_id = %s", (thread_id,))
+    rows, tokens = await cur.fetchone()
+    return {"usage_rows": int(rows), "total_tokens": int(tokens)}
