@@ -2,61 +2,19 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
-from pawwake.db.errors import Conflict, NotFound
-from pawwake.errors import api_error
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _guarded(handler: Handler) -> Handler:
-    """Map the service's typed errors to statuses; 503 without a database."""
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        if request.app[keys.DATABASE] is None:
-            return api_error(503, "database_unavailable",
-                             "Conversations need the database (DATABASE_ENABLED=false).")
-        try:
-            return await handler(request)
-        except Invalid as exc:
-            return api_error(400, exc.code, str(exc))
-        except NotFound as exc:
-            return api_error(404, "not_found", f"No such {exc}.")
-        except Conflict as exc:
-            return api_error(409, "conflict", str(exc).capitalize() + ".")
-    wrapper.__name__ = handler.__name__
-    return wrapper
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"cannot encode {type(value).__name__}")
-
-
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.json_response(body, status=status,
-                             dumps=lambda v: json.dumps(v, default=_json_default,
-                                                        ensure_ascii=False))
-
-
-async def _body(request: web.Request) -> Any:
-    try:
-        return json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError):
-        raise Invalid("invalid_json", "The body is not valid JSON.") from None
+from pawwake.db.errors import NotFound
+from pawwake.routes.service_errors import guarded, json_body, read_json
 
 
 async def _object(request: web.Request) -> dict[str, Any]:
-    body = await _body(request)
+    body = await read_json(request)
     if not isinstance(body, dict):
         raise Invalid("invalid_body", "Send a JSON object.")
     return body
@@ -99,7 +57,7 @@ def _message(row: dict[str, Any]) -> dict[str, Any]:
             "source": row["source"]}
 
 
-@_guarded
+@guarded("Conversations")
 async def list_conversations(request: web.Request) -> web.StreamResponse:
     query = request.query.get("q", "").strip()
     if len(query) > 500:
@@ -108,57 +66,57 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
         request.app, query=query, trash=_flag(request, "trash"),
         limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
         offset=_int(request, "offset", 0, 0, 10_000_000))
-    return _json(page)
+    return json_body(page)
 
 
-@_guarded
+@guarded("Conversations")
 async def session_messages(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
     rows = await service.session_messages(request.app, session_id,
                                           include_deleted=_flag(request, "include_deleted"))
-    return _json({"session_id": session_id, "messages": [_message(r) for r in rows]})
+    return json_body({"session_id": session_id, "messages": [_message(r) for r in rows]})
 
 
-@_guarded
+@guarded("Conversations")
 async def edit_message(request: web.Request) -> web.StreamResponse:
     message_id = _message_id(request)
     body = await _object(request)
     if set(body) != {"content"}:
         raise Invalid("invalid_body", "Send {\"content\": \"...\"}.")
     row = await service.edit_message(request.app, message_id, service.content_of(body["content"]))
-    return _json(_message(row))
+    return json_body(_message(row))
 
 
-@_guarded
+@guarded("Conversations")
 async def delete_message(request: web.Request) -> web.StreamResponse:
     row = await service.set_message_deleted(request.app, _message_id(request), True)
-    return _json(_message(row))
+    return json_body(_message(row))
 
 
-@_guarded
+@guarded("Conversations")
 async def restore_message(request: web.Request) -> web.StreamResponse:
     row = await service.set_message_deleted(request.app, _message_id(request), False)
-    return _json(_message(row))
+    return json_body(_message(row))
 
 
-@_guarded
+@guarded("Conversations")
 async def delete_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
     if _flag(request, "permanent"):
         counts = await service.purge_session(request.app, session_id)
-        return _json({"session_id": session_id, "permanent": True, **counts})
+        return json_body({"session_id": session_id, "permanent": True, **counts})
     trashed = await service.trash_session(request.app, session_id)
-    return _json({"session_id": session_id, "permanent": False, "messages": trashed})
+    return json_body({"session_id": session_id, "permanent": False, "messages": trashed})
 
 
-@_guarded
+@guarded("Conversations")
 async def restore_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
     restored = await service.restore_session(request.app, session_id)
-    return _json({"session_id": session_id, "messages": restored})
+    return json_body({"session_id": session_id, "messages": restored})
 
 
-@_guarded
+@guarded("Conversations")
 async def batch_delete(request: web.Request) -> web.StreamResponse:
     body = await _object(request)
     unknown = sorted(set(body) - {"session_ids", "permanent"})
@@ -172,10 +130,10 @@ async def batch_delete(request: web.Request) -> web.StreamResponse:
     if not isinstance(permanent, bool):
         raise Invalid("invalid_permanent", "permanent must be true or false.")
     ids = [service.session_id_of(v, "session_ids") for v in ids]
-    return _json(await service.batch_delete(request.app, ids, permanent=permanent))
+    return json_body(await service.batch_delete(request.app, ids, permanent=permanent))
 
 
-@_guarded
+@guarded("Conversations")
 async def merge_sessions(request: web.Request) -> web.StreamResponse:
     body = await _object(request)
     unknown = sorted(set(body) - {"source_ids", "target_id"})
@@ -187,20 +145,20 @@ async def merge_sessions(request: web.Request) -> web.StreamResponse:
                       f"source_ids must be a list of 1 to {service.MAX_BATCH} ids.")
     sources = [service.session_id_of(v, "source_ids") for v in sources]
     target = service.session_id_of(body.get("target_id"), "target_id")
-    return _json(await service.merge_sessions(request.app, sources, target))
+    return json_body(await service.merge_sessions(request.app, sources, target))
 
 
-@_guarded
+@guarded("Conversations")
 async def import_conversations(request: web.Request) -> web.StreamResponse:
-    result = await service.import_conversations(request.app, await _body(request))
-    return _json(result, status=201 if result["imported"] else 200)
+    result = await service.import_conversations(request.app, await read_json(request))
+    return json_body(result, status=201 if result["imported"] else 200)
 
 
-@_guarded
+@guarded("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
     sessions = await service.export_conversations(request.app)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    response = _json(sessions)
+    response = json_body(sessions)
     response.headers["Content-Disposition"] = (
         f'attachment; filename="pawwake-conversations-{stamp}.json"')
     return response
