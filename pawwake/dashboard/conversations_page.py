@@ -7,9 +7,7 @@ search is a POST so private text stays out of URLs and access logs.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -19,7 +17,8 @@ from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
-from pawwake.db.errors import Conflict, NotFound
+from pawwake.dashboard.service_pages import gateway, refusals_as_pages
+from pawwake.db.errors import NotFound
 
 log = logging.getLogger(__name__)
 
@@ -34,31 +33,6 @@ NOTICES = {"edited": "conv.done_edited", "deleted": "conv.done_deleted",
 
 ROLE_KEYS = {"user": "conv.role_user", "assistant": "conv.role_assistant",
              "system": "conv.role_system", "tool": "conv.role_tool"}
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def gateway(request: web.Request) -> web.Application:
-    """The gateway application whose services the page calls (the dashboard is its sub-app)."""
-    return request.match_info.apps[0]
-
-
-def conversation_errors(handler: Handler) -> Handler:
-    """Show the service's refusals as an error page (or fragment), never a stack trace."""
-    @functools.wraps(handler)
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        lang = request_language(request)
-        try:
-            return await handler(request)
-        except NotFound:
-            return render_error(request, 404, translate(lang, "conv.error_missing"))
-        except Conflict as exc:
-            return render_error(request, 409, translate(lang, "conv.error_conflict",
-                                                        reason=str(exc)))
-        except Invalid as exc:
-            return render_error(request, 400, str(exc))
-    return wrapper
-
 
 def _int(value: Any, default: int, low: int = 1) -> int:
     if isinstance(value, str) and value.isdigit() and len(value) < 7:
@@ -93,14 +67,14 @@ async def _render_list(request: web.Request, *, query: str, trash: bool, page: i
         "pages": pages, "notice": _notice(lang, values)}, status=status)
 
 
-@conversation_errors
+@refusals_as_pages("conv")
 async def conversations(request: web.Request) -> web.Response:
     """The newest sessions, or the trash with ``trash=1``; ``page=N`` pages."""
     return await _render_list(request, query="", trash=request.query.get("trash") == "1",
                               page=_int(request.query.get("page"), 1), values=request.query)
 
 
-@conversation_errors
+@refusals_as_pages("conv")
 async def search(request: web.Request) -> web.Response:
     form = await request.post()
     query = str(form.get("q", "")).strip()[:500]
@@ -108,7 +82,7 @@ async def search(request: web.Request) -> web.Response:
                               page=_int(form.get("page"), 1), values=form)
 
 
-@conversation_errors
+@refusals_as_pages("conv")
 async def view_session(request: web.Request) -> web.Response:
     """One session's messages, deleted ones included (they can be restored here)."""
     lang = request_language(request)
@@ -126,7 +100,7 @@ def _view_url(request: web.Request, session_id: str, **extra: str) -> str:
         {"session": session_id, **extra}))
 
 
-@conversation_errors
+@refusals_as_pages("conv")
 async def message_action(request: web.Request) -> web.StreamResponse:
     """Save, delete or restore one message, then show the session again."""
     form = await request.post()
@@ -152,7 +126,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(_view_url(request, session_id, done=done, n=number))
 
 
-@conversation_errors
+@refusals_as_pages("conv")
 async def session_action(request: web.Request) -> web.StreamResponse:
     """Move one session to the trash (back to the list) or restore it (back to the session)."""
     form = await request.post()
@@ -169,7 +143,7 @@ async def session_action(request: web.Request) -> web.StreamResponse:
     raise Invalid("invalid_action", "Unknown action.")
 
 
-@conversation_errors
+@refusals_as_pages("conv")
 async def bulk_action(request: web.Request) -> web.StreamResponse:
     """Trash, restore, purge or merge the sessions ticked in the list."""
     form = await request.post()

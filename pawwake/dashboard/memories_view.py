@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from aiohttp import web
+from pawwake.dashboard.service_pages import gateway as gateway  # shared by the memory pages
 
 PAGE_SIZE = 30
 SEARCH_LIMIT = 50
@@ -94,11 +94,6 @@ def parse_view(values: Mapping[str, Any]) -> View:
         mode = "keyword"
     return View(status=status, layer=layer, page=int(page_text), q=q if mode else "",
                 mode=mode if q else "")
-
-
-def gateway(request: web.Request) -> web.Application:
-    """The gateway application the memory services work on (the dashboard is its sub-app)."""
-    return request.match_info.apps[0]
 
 
 def page_count(total: int) -> int:

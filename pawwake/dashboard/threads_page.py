@@ -6,18 +6,15 @@ Plain forms (POST, then a redirect back), so the page works without script.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from pawwake.chat import threads as service
 from pawwake.chat.threads import Invalid, session_id_of
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.render import render, render_error
-from pawwake.db.errors import Conflict, NotFound
-from pawwake.settings import SettingError
+from pawwake.dashboard.render import render
+from pawwake.dashboard.service_pages import gateway, refusals_as_pages
 
 log = logging.getLogger(__name__)
 
@@ -27,36 +24,11 @@ NOTICES = {"switched": "threads.done_switched", "created": "threads.done_created
            "summary_saved": "threads.done_summary_saved",
            "summary_cleared": "threads.done_summary_cleared"}
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def gateway(request: web.Request) -> web.Application:
-    """The gateway application whose services the page calls (the dashboard is its sub-app)."""
-    return request.match_info.apps[0]
-
-
-def thread_errors(handler: Handler) -> Handler:
-    """Show the service's refusals as an error page, never a stack trace."""
-    @functools.wraps(handler)
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        lang = request_language(request)
-        try:
-            return await handler(request)
-        except NotFound:
-            return render_error(request, 404, translate(lang, "threads.error_missing"))
-        except Conflict as exc:
-            return render_error(request, 409, translate(lang, "threads.error_conflict",
-                                                        reason=str(exc)))
-        except (Invalid, SettingError) as exc:
-            return render_error(request, 400, str(exc))
-    return wrapper
-
-
 def _page_url(request: web.Request, **query: str) -> str:
     return str(request.app.router["threads"].url_for().with_query(query))
 
 
-@thread_errors
+@refusals_as_pages("threads")
 async def threads_page(request: web.Request) -> web.Response:
     """Status, thread list and the summary of the thread named by ``summary`` (default: the
     active one)."""
@@ -74,7 +46,7 @@ async def threads_page(request: web.Request) -> web.Response:
         "notice": translate(lang, key) if key else None})
 
 
-@thread_errors
+@refusals_as_pages("threads")
 async def thread_action(request: web.Request) -> web.StreamResponse:
     """One form action, then back to the page with a notice."""
     form = await request.post()

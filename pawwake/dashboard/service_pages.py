@@ -1,0 +1,46 @@
+"""Shared plumbing for dashboard pages that call the gateway's services directly."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from pawwake.chat.conversations import Invalid
+from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.render import render_error
+from pawwake.db.errors import Conflict, NotFound
+from pawwake.settings import SettingError
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def gateway(request: web.Request) -> web.Application:
+    """The gateway application whose services the page calls (the dashboard is its sub-app)."""
+    return request.match_info.apps[0]
+
+
+def refusals_as_pages(catalog_prefix: str) -> Callable[[Handler], Handler]:
+    """Show a service's refusals as an error page (404 / 409 / 400), never a stack trace.
+
+    Messages come from ``<catalog_prefix>.error_missing`` and ``.error_conflict``."""
+
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def wrapper(request: web.Request) -> web.StreamResponse:
+            lang = request_language(request)
+            try:
+                return await handler(request)
+            except NotFound:
+                return render_error(request, 404,
+                                    translate(lang, f"{catalog_prefix}.error_missing"))
+            except Conflict as exc:
+                return render_error(request, 409, translate(
+                    lang, f"{catalog_prefix}.error_conflict", reason=str(exc)))
+            except (Invalid, SettingError) as exc:
+                return render_error(request, 400, str(exc))
+
+        return wrapper
+
+    return decorate
