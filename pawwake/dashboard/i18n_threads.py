@@ -44,6 +44,8 @@ THREAD_STRINGS: dict[str, dict[str, str]] = {
         "threads.done_summary_saved": "摘要已保存。",
         "threads.done_summary_cleared": "摘要已清空。",
         "threads.error_missing": "找不到这条对话线。",
+        "threads.error_active": "这是当前对话线，不能删除；请先切换到其他对话线。",
+        "threads.error_exists": "对话线 {thread} 已存在，请换一个 ID。",
         "threads.error_conflict": "无法完成：{reason}",
     },
     "en": {
@@ -87,6 +89,8 @@ THREAD_STRINGS: dict[str, dict[str, str]] = {
         "threads.done_summary_saved": "Summary saved.",
         "threads.done_summary_cleared": "Summary cleared.",
         "threads.error_missing": "No such thread.",
+        "threads.error_active": "This is the active thread and cannot be deleted; switch to another thread first.",
+        "threads.error_exists": "Thread {thread} already exists; choose another id.",
         "threads.error_conflict": "Could not do that: {reason}",
     },
 }

@@ -7,14 +7,17 @@ Plain forms (POST, then a redirect back), so the page works without script.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from aiohttp import web
 
 from pawwake.chat import threads as service
 from pawwake.chat.threads import Invalid, session_id_of
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.render import render
+from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_pages import gateway, refusals_as_pages
+from pawwake.db.errors import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -46,36 +49,55 @@ async def threads_page(request: web.Request) -> web.Response:
         "notice": translate(lang, key) if key else None})
 
 
+async def _apply(app: web.Application, action: str, form: Mapping[str, Any]) -> dict[str, str]:
+    """Run one form action; returns the query of the page to come back to."""
+    if action == "switch":
+        await service.switch(app, session_id_of(form.get("thread"), "thread"))
+        return {"done": "switched"}
+    if action == "delete":
+        await service.delete(app, session_id_of(form.get("thread"), "thread"))
+        return {"done": "deleted"}
+    if action == "create":
+        source = form.get("inherit") or None
+        await service.create(app, session_id_of(form.get("thread"), "thread"),
+                             session_id_of(source, "inherit") if source else None)
+        return {"done": "created"}
+    if action == "rename":
+        await service.rename(app, session_id_of(form.get("thread"), "thread"),
+                             session_id_of(form.get("new_id"), "new_id"))
+        return {"done": "renamed"}
+    if action in ("summary_save", "summary_clear"):
+        thread = session_id_of(form.get("thread"), "thread")
+        if action == "summary_save":
+            await service.put_summary(app, thread, service.summary_text(form.get("summary")))
+            return {"done": "summary_saved", "summary": thread}
+        await service.clear_summary(app, thread)
+        return {"done": "summary_cleared", "summary": thread}
+    raise Invalid("invalid_action", "Unknown action.")
+
+
+def _refusal(request: web.Request, action: str, form: Mapping[str, Any]) -> web.Response:
+    """The service's refusal in the page's language: deleting the active thread (another tab
+    may have switched to it), or a create/rename onto a thread id that is taken."""
+    lang = request_language(request)
+    if action == "delete":
+        message = translate(lang, "threads.error_active")
+    else:
+        taken = form.get("new_id") if action == "rename" else form.get("thread")
+        message = translate(lang, "threads.error_exists", thread=str(taken))
+    return render_error(request, 409, message)
+
+
 @refusals_as_pages("threads")
 async def thread_action(request: web.Request) -> web.StreamResponse:
     """One form action, then back to the page with a notice."""
     form = await request.post()
-    app = gateway(request)
-    action = form.get("action")
-    if action == "switch":
-        await service.switch(app, session_id_of(form.get("thread"), "thread"))
-    elif action == "delete":
-        await service.delete(app, session_id_of(form.get("thread"), "thread"))
-    elif action == "create":
-        source = form.get("inherit") or None
-        await service.create(app, session_id_of(form.get("thread"), "thread"),
-                             session_id_of(source, "inherit") if source else None)
-    elif action == "rename":
-        await service.rename(app, session_id_of(form.get("thread"), "thread"),
-                             session_id_of(form.get("new_id"), "new_id"))
-    elif action in ("summary_save", "summary_clear"):
-        thread = session_id_of(form.get("thread"), "thread")
-        if action == "summary_save":
-            await service.put_summary(app, thread, service.summary_text(form.get("summary")))
-        else:
-            await service.clear_summary(app, thread)
-        done = "summary_saved" if action == "summary_save" else "summary_cleared"
-        raise web.HTTPSeeOther(_page_url(request, done=done, summary=thread))
-    else:
-        raise Invalid("invalid_action", "Unknown action.")
-    done = {"switch": "switched", "delete": "deleted", "create": "created",
-            "rename": "renamed"}[str(action)]
-    raise web.HTTPSeeOther(_page_url(request, done=done))
+    action = str(form.get("action") or "")
+    try:
+        query = await _apply(gateway(request), action, form)
+    except Conflict:
+        return _refusal(request, action, form)
+    raise web.HTTPSeeOther(_page_url(request, **query))
 
 
 def setup(dashboard: web.Application) -> None:
