@@ -8,7 +8,12 @@ runs in this process. The client sends only the latest message each round (Chine
 every seventh round a tool round: tool call, tool result, final answer). Reported:
 - for each request, the share of its characters (JSON-serialised messages) that sit in a
   byte-identical prefix of the previous request up to that request's last cache breakpoint,
-  median and minimum over normal rounds, with rotation rounds reported on their own;
+  median and minimum over normal rounds, with rotation rounds reported on their own; once
+  with the raw bytes (a moved marker counts as a difference), once with strings and lone text
+  blocks treated alike (content only), and once with only the ``cache_control`` keys removed
+  and the form kept: the honest figure, since a marker is not content but a provider hashes
+  a string and a block list differently. For the last two, the normal requests whose prefix
+  breaks before the previous request's last breakpoint are counted (target: none);
 - the largest prompt over the run (characters), which must stay bounded;
 - the gateway's added time to first token in partition mode with 10k stored messages in the
   thread (p50/p95 against the provider reached directly).
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +55,21 @@ MODEL = "anthropic/claude-bench"
 SUMMARY_MODEL = "bench/summary"
 SESSION = "bench-thread"
 TOOL_EVERY = 7
-CONTENT_ONLY: list[float] = []  # the same share with cache markers ignored
-BROKEN: list[str] = []
-WORST: list[Any] = []  # the normal request with the smallest share, and the one before it  # where a request first differs inside the previous cached prefix
+
+
+@dataclass
+class Measures:
+    """Per upstream chat request after the first: prefix shares and where prefixes broke."""
+
+    normal: list[float] = field(default_factory=list)  # raw bytes, markers included
+    rotation: list[float] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    content_only: list[float] = field(default_factory=list)  # markers ignored, forms merged
+    form_kept: list[float] = field(default_factory=list)  # markers removed, form kept
+    form_kept_rotation: list[float] = field(default_factory=list)
+    form_kept_broken: list[str] = field(default_factory=list)
+    worst: list[Any] = field(default_factory=list)  # lowest raw normal share: index, share,
+    # the request before it and the request itself
 
 
 class Recorder:
@@ -132,20 +150,49 @@ def unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def cached_share(previous: list[dict[str, Any]], current: list[dict[str, Any]],
-                 strict: bool = True) -> float:
-    end = breakpoint_end(previous, previous if strict else unmarked(previous))
-    if not strict:
-        previous, current = unmarked(previous), unmarked(current)
+def without_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages with every ``cache_control`` key removed and nothing else changed: the bytes
+    a provider hashes for the prefix, since a marker says where to cache, not what."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+    return clean(messages)
+
+
+def prefix_share(previous: list[dict[str, Any]], current: list[dict[str, Any]], end: int,
+                 broken: list[str] | None) -> float:
+    """The share of ``current`` (serialised) that repeats ``previous`` byte for byte, counted
+    up to ``end``; a difference before ``end`` is recorded in ``broken``."""
     before = json.dumps(previous, ensure_ascii=False)
     now = json.dumps(current, ensure_ascii=False)
     limit = min(end, len(now))
     same = 0
     while same < limit and before[same] == now[same]:
         same += 1
-    if same < limit and strict:
-        BROKEN.append(where(previous, current, same))
+    if same < limit and broken is not None:
+        broken.append(where(previous, current, same))
     return same / len(now)
+
+
+def cached_share(previous: list[dict[str, Any]], current: list[dict[str, Any]],
+                 broken: list[str] | None = None, strict: bool = True) -> float:
+    """Raw bytes (``strict``) or content only (markers ignored, lone blocks as strings)."""
+    end = breakpoint_end(previous, previous if strict else unmarked(previous))
+    if not strict:
+        previous, current = unmarked(previous), unmarked(current)
+    return prefix_share(previous, current, end, broken)
+
+
+def form_kept_share(previous: list[dict[str, Any]], current: list[dict[str, Any]],
+                    broken: list[str] | None = None) -> float:
+    """Markers removed, form kept, up to the end of the message holding the previous
+    request's last breakpoint."""
+    previous_clean = without_markers(previous)
+    end = breakpoint_end(previous, previous_clean)
+    return prefix_share(previous_clean, without_markers(current), end, broken)
 
 
 def where(previous: list[dict[str, Any]], current: list[dict[str, Any]], offset: int) -> str:
@@ -169,9 +216,8 @@ async def post(session: aiohttp.ClientSession, url: str, messages: list[dict[str
 
 
 async def replay(session: aiohttp.ClientSession, url: str, recorder: Recorder, rounds: int
-                 ) -> tuple[list[float], list[float], int]:
-    normal: list[float] = []
-    rotation: list[float] = []
+                 ) -> tuple[Measures, int]:
+    measures = Measures()
     largest = 0
     for n in range(1, rounds + 1):
         first = len(recorder.chats)
@@ -184,21 +230,33 @@ async def replay(session: aiohttp.ClientSession, url: str, recorder: Recorder, r
         await asyncio.sleep(0.05)  # let the gateway finish storing the round
         for index in range(first, len(recorder.chats)):
             largest = max(largest, len(json.dumps(recorder.chats[index], ensure_ascii=False)))
-            if index == 0:
-                continue
-            # A rotation rewrites the summary in the system message; nothing else does.
-            rotated = recorder.chats[index - 1][0] != recorder.chats[index][0]
-            broken_before = len(BROKEN)
-            share = cached_share(recorder.chats[index - 1], recorder.chats[index])
-            if rotated:
-                del BROKEN[broken_before:]
-            (rotation if rotated else normal).append(share)
-            if not rotated and share <= min(normal):
-                WORST[:] = [index, share, recorder.chats[index - 1], recorder.chats[index]]
-            if not rotated:
-                CONTENT_ONLY.append(cached_share(recorder.chats[index - 1],
-                                                 recorder.chats[index], strict=False))
-    return normal, rotation, largest
+            if index:
+                measure(measures, index, recorder.chats[index - 1], recorder.chats[index])
+    return measures, largest
+
+
+def measure(measures: Measures, index: int, previous: list[dict[str, Any]],
+            current: list[dict[str, Any]]) -> None:
+    # A rotation rewrites the summary in the system message; nothing else does.
+    if previous[0] != current[0]:
+        measures.rotation.append(cached_share(previous, current))
+        measures.form_kept_rotation.append(form_kept_share(previous, current))
+        return
+    share = cached_share(previous, current, measures.broken)
+    measures.normal.append(share)
+    if share <= min(measures.normal):
+        measures.worst[:] = [index, share, previous, current]
+    measures.content_only.append(cached_share(previous, current, strict=False))
+    measures.form_kept.append(form_kept_share(previous, current, measures.form_kept_broken))
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.1%}, min {min(values):.1%}"
+
+
+def breaks(label: str, broken: list[str]) -> str:
+    return (f"normal requests that broke the previous {label}: {len(broken)}"
+            + (f"; first: {broken[0]}; last: {broken[-1]}" if broken else ""))
 
 
 def bulk_insert(data_dir: Path, count: int) -> str:
@@ -269,23 +327,27 @@ async def main(args: argparse.Namespace) -> None:
         await wait_until_up(f"http://127.0.0.1:{port}/")
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
         async with aiohttp.ClientSession() as session:
-            normal, rotation, largest = await replay(session, url, recorder, args.rounds)
+            measures, largest = await replay(session, url, recorder, args.rounds)
+            normal, rotation = measures.normal, measures.rotation
             report(f"rounds {args.rounds}, X = {args.x}, upstream chat requests "
-                  f"{len(recorder.chats)}, summaries {recorder.summaries}")
-            report(f"cached prefix share, normal requests ({len(normal)}): "
-                  f"median {statistics.median(normal):.1%}, min {min(normal):.1%}")
+                   f"{len(recorder.chats)}, summaries {recorder.summaries}")
+            report(f"cached prefix share, normal requests ({len(normal)}): {spread(normal)}")
             if rotation:
                 report(f"cached prefix share, rotation requests ({len(rotation)}): "
-                      f"median {statistics.median(rotation):.1%}, min {min(rotation):.1%}")
-            index, share, before, after = WORST
+                       f"{spread(rotation)}")
+            index, share, before, after = measures.worst
             report(f"lowest normal share: request {index} ({share:.1%}), "
                    f"{len(before)} -> {len(after)} messages, last role "
                    f"{before[-1].get('role')} -> {after[-1].get('role')}")
-            report(f"the same, cache markers ignored: median "
-                   f"{statistics.median(CONTENT_ONLY):.1%}, min {min(CONTENT_ONLY):.1%}")
-            broken = BROKEN
-            report(f"normal requests that broke the previous cached prefix: {len(broken)}"
-                   + (f"; first: {broken[0]}; last: {broken[-1]}" if broken else ""))
+            report(f"the same, cache markers ignored: {spread(measures.content_only)}")
+            report(breaks("cached prefix", measures.broken))
+            report(f"markers removed, form kept, normal requests ({len(measures.form_kept)}): "
+                   f"{spread(measures.form_kept)}")
+            if measures.form_kept_rotation:
+                report(f"markers removed, form kept, rotation requests "
+                       f"({len(measures.form_kept_rotation)}): "
+                       f"{spread(measures.form_kept_rotation)}")
+            report(breaks("marker-free prefix (form kept)", measures.form_kept_broken))
             report(f"largest prompt: {largest} characters")
             report("stored: " + await asyncio.to_thread(bulk_insert, data_dir, args.stored))
             direct = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"

@@ -29,9 +29,12 @@ def a(text: str, marker: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def _message(role: str, text: str, marker: dict[str, str] | None) -> dict[str, Any]:
-    if marker is None:
-        return {"role": role, "content": text}
-    return {"role": role, "content": [{"type": "text", "text": text, "cache_control": marker}]}
+    """A history message as Claude models get it: always a text-block list (one stable
+    form), the breakpoint's marker on the block when given."""
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if marker is not None:
+        block["cache_control"] = marker
+    return {"role": role, "content": [block]}
 
 
 def system(persona: str | None, parts: Sequence[str] = (), marker: dict[str, str] = CC

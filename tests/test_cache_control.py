@@ -34,6 +34,16 @@ def test_strip_removes_every_marker_and_collapses_single_text_blocks() -> None:
     assert "cache_control" in MARKED[0]["content"][0]  # the input is left as it was
 
 
+def test_marked_text_blocks_join_and_unmarked_parts_stay() -> None:
+    marked = [{"type": "text", "text": "persona", "cache_control": {"type": "ephemeral"}},
+              {"type": "text", "text": "summary"}]
+    unmarked = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    cleaned = strip_cache_control([{"role": "system", "content": marked},
+                                   {"role": "user", "content": unmarked}])
+    assert cleaned == [{"role": "system", "content": "persona\n\nsummary"},
+                       {"role": "user", "content": unmarked}]
+
+
 async def test_gateway_strips_for_other_models_and_keeps_for_claude(gateway: Any,
                                                                      upstream: Any) -> None:
     client = await gateway()

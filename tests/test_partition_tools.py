@@ -43,7 +43,8 @@ async def test_a_tool_round_spans_zones_whole(gateway: Any, upstream: Any) -> No
 
     # Next round: 2X settled rounds, so rounds 1-2 slide out and the finished tool round
     # moves into zone A whole.
-    zone_a = [system(PERSONA), u("问3"), a("答3"), u("杭州天气"), call_message, tool_result,
+    zone_a = [system(PERSONA), u("问3"), a("答3"), u("杭州天气"), call_message,
+              {**tool_result, "content": [{"type": "text", "text": "晴，25度"}]},
               a("杭州晴天", CC)]
     assert await say(client, upstream, "问5", "答5") == [*zone_a, now_turn("问5")]
     assert await say(client, upstream, "问6", "答6") == [*zone_a, u("问5"), a("答5", CC),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+BLOCK_SEPARATOR = "\n\n"
+
 
 def supports_cache_control(model: str) -> bool:
     name = model.lower()
@@ -11,8 +13,13 @@ def supports_cache_control(model: str) -> bool:
 
 
 def strip_cache_control(messages: list[Any]) -> list[Any]:
-    """Messages without any ``cache_control``, and single-text-block contents collapsed back
-    to plain strings (what every OpenAI-compatible provider accepts). Inputs are not changed."""
+    """Messages without any ``cache_control``, in the plain form every OpenAI-compatible
+    provider accepts. Inputs are not changed.
+
+    A single text block becomes a plain string. Several text blocks that carried a marker
+    (persona and summary parts, split only so each could hold a breakpoint) are joined into
+    one string; other lists (images, unmarked client parts) keep their parts.
+    """
     cleaned = []
     for message in messages:
         if not isinstance(message, dict):
@@ -21,13 +28,20 @@ def strip_cache_control(messages: list[Any]) -> list[Any]:
         message = {k: v for k, v in message.items() if k != "cache_control"}
         content = message.get("content")
         if isinstance(content, list):
-            parts = [{k: v for k, v in part.items() if k != "cache_control"}
-                     if isinstance(part, dict) else part for part in content]
-            only = parts[0] if len(parts) == 1 else None
-            if isinstance(only, dict) and only.get("type") == "text" and set(only) == {
-                    "type", "text"}:
-                message["content"] = only["text"]
-            else:
-                message["content"] = parts
+            message["content"] = _plain_content(content)
         cleaned.append(message)
     return cleaned
+
+
+def _plain_content(content: list[Any]) -> Any:
+    marked = any(isinstance(part, dict) and "cache_control" in part for part in content)
+    parts = [{k: v for k, v in part.items() if k != "cache_control"}
+             if isinstance(part, dict) else part for part in content]
+    if parts and all(_is_text_block(part) for part in parts) and (marked or len(parts) == 1):
+        return BLOCK_SEPARATOR.join(part["text"] for part in parts)
+    return parts
+
+
+def _is_text_block(part: Any) -> bool:
+    return isinstance(part, dict) and set(part) == {"type", "text"} \
+        and part["type"] == "text" and isinstance(part["text"], str)

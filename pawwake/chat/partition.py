@@ -4,6 +4,11 @@ Order: persona (BP1), summary parts (BP2 on the last part), zone A of X rounds (
 (BP4), then the current turn, which sits after every breakpoint so per-turn context (time note,
 memories, fragments) never invalidates the cached prefix. Stored rows are replayed with what
 the provider needs (tool calls, tool_call_id, reasoning_content, provider extras).
+
+Providers hash the rendered bytes, so every message before the current turn has one form
+whatever its position: text as a content-block list, whose bytes with a breakpoint differ only
+by the ``cache_control`` key appended to the marked block. Non-Claude models get the lists
+collapsed back to strings (``cache_control.strip_cache_control``).
 """
 
 from __future__ import annotations
@@ -71,15 +76,23 @@ def settled_messages(round_: Round) -> list[dict[str, Any]]:
     return messages
 
 
+def cached_form(message: dict[str, Any]) -> dict[str, Any]:
+    """A history message in its one stable form: non-empty text as a single text block.
+    Null content (tool calls) and empty text stay as they are: providers reject empty
+    text blocks, and such a message never carries a breakpoint."""
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        return {**message, "content": [{"type": "text", "text": content}]}
+    return message
+
+
 def _mark_last(messages: list[dict[str, Any]], marker: dict[str, str]) -> None:
-    """Put the breakpoint on the last message with text, as a content-block list."""
+    """Put the breakpoint on the last text block of the last message that has one. The key
+    goes last, so without it the block's bytes are those of the unmarked form."""
     for message in reversed(messages):
         content = message.get("content")
-        if isinstance(content, str) and content:
-            message["content"] = [{"type": "text", "text": content, "cache_control": marker}]
-            return
         if isinstance(content, list) and content and isinstance(content[-1], dict):
-            content[-1] = {**content[-1], "cache_control": marker}
+            message["content"] = [*content[:-1], {**content[-1], "cache_control": marker}]
             return
 
 
@@ -135,14 +148,12 @@ def assemble(*, persona: str, summary_parts: Sequence[str], history: Sequence[Ro
     if blocks:
         messages.append({"role": "system", "content": blocks})
     zone_a, zone_b = zone_split(history, x)
+    a_messages = [cached_form(m) for r in zone_a for m in settled_messages(r)]
+    b_messages = [cached_form(m) for r in zone_b for m in settled_messages(r)]
     if zone_a:
-        a_messages = [m for r in zone_a for m in settled_messages(r)]
         _mark_last(a_messages, marker)
-        b_messages = [m for r in zone_b for m in settled_messages(r)]
         _mark_last(b_messages, marker)
-        messages += a_messages + b_messages
-    else:
-        messages += [m for r in zone_b for m in settled_messages(r)]
+    messages += a_messages + b_messages
     messages += with_note(current, note) if note else [dict(m) for m in current]
     return messages, Layout(zone_a_rounds=len(zone_a), zone_b_rounds=len(zone_b))
 
