@@ -4,7 +4,11 @@ Only the client's trailing user block (or tool results answering the thread's la
 call) is taken; history, summary parts and zones come from the active thread. Rotation is
 decided and written under the thread's advisory lock in one transaction, so concurrent
 requests (in any process) rotate once. An unreachable database is a 503, never a reply built
-from partial history.
+from partial history. A request reads at most ``live_round_limit`` rounds; a thread with more
+live rounds (stored before partition mode, or imported) catches up once.
+
+A re-roll (the client asks again for the answer to the last stored round) does not repeat that
+round: it becomes the current turn, and the turn writer replaces its stored reply.
 """
 
 from __future__ import annotations
@@ -23,19 +27,22 @@ from pawwake.chat.pipeline import ChatRejected, ChatStep
 from pawwake.chat.rotation import (
     Folder,
     Summariser,
+    catch_up,
+    live_round_limit,
     model_folder,
     model_summariser,
     rotate,
     rotations_allowed,
 )
-from pawwake.chat.rounds import Round, group_rounds
+from pawwake.chat.rounds import Round, group_rounds, tool_call_id_of
+from pawwake.chat.turns import message_text
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.partition_state import (
     PartitionState,
     load_state,
     lock_thread,
+    recent_thread_messages,
     save_state,
-    thread_messages,
 )
 from pawwake.db.pool import transaction
 from pawwake.memory.inject import local_zone
@@ -76,25 +83,76 @@ def client_tail(messages: list[Any]) -> tuple[str, list[dict[str, Any]]]:
                        "tool results.", param="messages")
 
 
-def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]]
+def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
+                 earlier: list[Any] | None = None
                  ) -> tuple[list[Round], list[dict[str, Any]], list[dict[str, Any]]]:
     """(history rounds, current turn for upstream, messages the turn writer compares).
 
     Tool results continue the last stored round when they answer its pending calls; that
-    round is then part of the current turn, never of a zone.
+    round is then part of the current turn, never of a zone. ``earlier`` are the client's
+    messages before ``tail``: they tell a re-roll from a repeated question.
     """
     last = rounds[-1] if rounds else None
     stored_last = [replay(row) for row in last.messages] if last else []
     if role == "tool":
         pending = last.pending_tool_ids if last else set()
         answers = [_without_cache_control(m) for m in tail if m.get("tool_call_id") in pending]
+        if last is not None and not answers:
+            rerolled = reanswered_tool_turn(last, tail)
+            if rerolled:
+                return rounds[:-1], rerolled, rerolled
         if last is None or not answers:
             raise ChatRejected(400, "partition_tool_result_unexpected",
                                "These tool results answer no pending tool call of the "
                                "active thread.", param="messages")
         return rounds[:-1], stored_last + answers, stored_last + answers
     current = [_without_cache_control(m) for m in tail]
+    if last is not None and is_reroll(last, tail, earlier or []):
+        # The writer sees only the question: with no stored reply before it, it replaces
+        # the stored reply (turns.plan_turn) instead of storing the question again.
+        return rounds[:-1], current, current
     return rounds, current, stored_last + current
+
+
+def is_reroll(last: Round, tail: list[dict[str, Any]], earlier: list[Any]) -> bool:
+    """The client asks again for the answer to the last stored round.
+
+    Same text as that round's question, and either the round has no reply yet, or the
+    client sends its history and that history does not end with the stored reply (a
+    regenerate button drops it). A client that sends only the latest message cannot show a
+    re-roll: the same text from it is the user saying the same thing again, a new round.
+    """
+    question = last.user
+    if question is None or message_text(tail[-1].get("content"))[0] != question["content"]:
+        return False
+    replies = [row for row in last.messages[1:] if row["role"] == "assistant"]
+    if not replies:
+        return len(last.messages) == 1
+    dialogue = [m for m in earlier if isinstance(m, dict)
+                and m.get("role") not in ("system", "developer")]
+    return bool(dialogue) and not _shows_reply(dialogue[-1], replies[-1])
+
+
+def _shows_reply(message: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """The client's message is the stored reply (same text, same tool calls)."""
+    if message.get("role") != "assistant":
+        return False
+    stored_calls = [c.get("id") for c in (stored.get("metadata") or {}).get("tool_calls") or []
+                    if isinstance(c, dict)]
+    calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    return message_text(message.get("content"))[0] == stored["content"] and calls == stored_calls
+
+
+def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A re-roll after tool results: the client sends again results the last round already
+    holds. The round up to the last of those results (as stored) becomes the current turn;
+    what followed is what the turn writer replaces. Empty when this is no such re-roll."""
+    ids = {m.get("tool_call_id") for m in tail}
+    positions = [index for index, row in enumerate(last.messages)
+                 if row["role"] == "tool" and tool_call_id_of(row) in ids]
+    if not positions:
+        return []
+    return [replay(row) for row in last.messages[:positions[-1] + 1]]
 
 
 def _live(history: list[Round], start_id: int | None) -> list[Round]:
@@ -146,13 +204,21 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
         summarise = model_summariser(context.http, settings)
         fold = model_folder(context.http, settings)
         now = now_utc().astimezone(local_zone(settings))
+        x = max(1, int(settings["CACHE_PARTITION_X"]))
         try:
             async with transaction(context.database.pool) as cur:
                 await lock_thread(cur, thread)
                 state = await load_state(cur, thread)
-                rows = await thread_messages(cur, thread, state.zone_start_message_id)
-                history, current, compared = current_turn(group_rounds(rows), role, tail)
-                rotated, history = await _rotations(state, history, settings, summarise,
+                rows, over = await recent_thread_messages(
+                    cur, thread, state.zone_start_message_id, live_round_limit(x))
+                earlier = prepared.client_messages[:len(prepared.client_messages) - len(tail)]
+                history, current, compared = current_turn(group_rounds(rows), role, tail,
+                                                          earlier)
+                rotated = state
+                if over:
+                    rotated, history = await catch_up(state, history, settings, summarise,
+                                                      now, fold)
+                rotated, history = await _rotations(rotated, history, settings, summarise,
                                                     fold, now)
                 if rotated is not state:
                     await save_state(cur, rotated)  # once, whatever the number of rotations
@@ -163,8 +229,7 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
         persona = "\n\n".join(prepared.system_parts)
         prepared.system_parts.clear()
         messages, _ = assemble(persona=persona, summary_parts=state.summary_parts,
-                               history=history, current=current,
-                               x=max(1, int(settings["CACHE_PARTITION_X"])),
+                               history=history, current=current, x=x,
                                ttl=settings["CACHE_TTL"], note=time_note(now))
         prepared.body["messages"] = messages
         prepared.client_messages = compared

@@ -7,6 +7,10 @@ CACHE_SUMMARY_BUDGET_CHARS the oldest parts are folded into one base part. A fai
 SUMMARY_RETRY_DELAY; meanwhile the live history is capped at HISTORY_CAP_FACTOR * X rounds by
 sliding without a summary, so a broken summary model cannot grow the prompt without bound.
 Failures are kept on the state for the status page.
+
+A thread whose live history is longer than any rotation leaves it (stored before partition
+mode was switched on, imported, or X lowered) is never read whole: it jumps in one step to
+the newest X rounds (see ``catch_up``).
 """
 
 from __future__ import annotations
@@ -163,3 +167,46 @@ async def rotate(state: PartitionState, history: Sequence[Round], settings: Any,
         return failed
     return _slide(state, history, x, summary_parts=parts,
                   last_summary_error=None, summary_retry_after=None)
+
+
+def live_round_limit(x: int) -> int:
+    """Rounds a request reads at most. Rotations keep the live history at or under
+    HISTORY_CAP_FACTOR * X + 1 settled rounds (the cap slides past 3X at the latest), plus
+    the current tool round; a thread with more is over its bounds and catches up."""
+    return HISTORY_CAP_FACTOR * max(1, x) + 2
+
+
+async def catch_up(state: PartitionState, history: Sequence[Round], settings: Any,
+                   summarise: Summariser, now: datetime, fold: Folder | None = None
+                   ) -> tuple[PartitionState, list[Round]]:
+    """(new state, live history) for a thread read past ``live_round_limit``: the zone start
+    jumps to the newest X settled rounds, as if one rotation had just happened.
+
+    Only the X rounds just before them (what that rotation would have summarised) go to
+    CACHE_SUMMARY_MODEL, once; older rounds slide out without a summary, since summarising
+    a whole imported history in one call is neither affordable nor bounded. Those rounds
+    stay stored and reachable through conversation recall. A failed summary does not stop
+    the jump: it is recorded and backed off like any other.
+    """
+    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    if len(history) <= x:
+        return state, list(history)
+    kept, sliding = list(history[-x:]), history[-2 * x:-x]
+    changes: dict[str, Any] = {"last_summary_error": None, "summary_retry_after": None}
+    backing_off = state.summary_retry_after is not None and now < state.summary_retry_after
+    if settings["CACHE_SUMMARY_MODEL"] and backing_off:
+        changes = {}
+    elif settings["CACHE_SUMMARY_MODEL"]:
+        try:
+            parts = [*state.summary_parts, await summarise(sliding)]
+            if fold is not None:
+                parts = await folded_parts(parts, int(settings["CACHE_SUMMARY_BUDGET_CHARS"]),
+                                           fold)
+            changes["summary_parts"] = parts
+        except Exception as exc:  # the jump still happens; the failure is shown and backed off
+            changes = {"last_summary_error": _describe(exc),
+                       "summary_retry_after": now + SUMMARY_RETRY_DELAY}
+            log.warning("partition catch-up summary failed: %s", changes["last_summary_error"])
+    log.info("partition thread over its bounds: live history jumps to the newest %d rounds", x)
+    return replace(state, zone_start_message_id=kept[0].messages[0]["id"],
+                   rotations=state.rotations + 1, **changes), kept

@@ -30,14 +30,14 @@ class NewMessage:
 
 # Serialises writers of one session until the transaction ends (other processes too).
 _LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0))"
+# A row subquery, not a join: it keeps the row comparison an index condition, so only the
+# tail is read however long the session is.
 _SESSION_TAIL = (
-    "WITH last_user AS ("
-    " SELECT created_at, id FROM conversations"
+    "SELECT c.id, c.role, c.content, c.metadata FROM conversations c"
+    " WHERE c.session_id = %(sid)s AND c.deleted_at IS NULL"
+    " AND (c.created_at, c.id) >= (SELECT created_at, id FROM conversations"
     " WHERE session_id = %(sid)s AND role = 'user' AND deleted_at IS NULL"
     " ORDER BY created_at DESC, id DESC LIMIT 1)"
-    " SELECT c.id, c.role, c.content, c.metadata FROM conversations c, last_user u"
-    " WHERE c.session_id = %(sid)s AND c.deleted_at IS NULL"
-    " AND (c.created_at, c.id) >= (u.created_at, u.id)"
     " ORDER BY c.created_at, c.id LIMIT %(limit)s")
 
 

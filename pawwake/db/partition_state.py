@@ -60,6 +60,18 @@ async def save_state(cur: Any, state: PartitionState) -> None:
          state.summary_retry_after))
 
 
+# Where the zone start row sits in the thread's order; a vanished start row (never expected:
+# rounds start at user rows) means no filter.
+_SINCE = (" AND (created_at, id) >= (SELECT COALESCE(max(created_at), '-infinity'),"
+          " COALESCE(max(id), 0) FROM conversations WHERE id = %s)")
+
+# The N-th and (N+1)-th newest live user messages from the zone start on: a backward scan of
+# conversations_session_live that stops after N + 1 user rows, whatever the thread's size.
+_ROUND_BOUNDS = ("SELECT created_at, id FROM conversations"
+                 " WHERE session_id = %s AND role = 'user' AND deleted_at IS NULL{since}"
+                 " ORDER BY created_at DESC, id DESC OFFSET %s LIMIT 2")
+
+
 async def thread_messages(cur: Any, thread_id: str, since_id: int | None
                           ) -> list[dict[str, Any]]:
     """The thread's live messages from the zone start on, oldest first."""
@@ -67,9 +79,31 @@ async def thread_messages(cur: Any, thread_id: str, since_id: int | None
            " WHERE session_id = %s AND deleted_at IS NULL")
     params: list[Any] = [thread_id]
     if since_id is not None:
-        # A vanished start row (never expected: rounds start at user rows) means no filter.
-        sql += (" AND (created_at, id) >= (SELECT COALESCE(max(created_at), '-infinity'),"
-                " COALESCE(max(id), 0) FROM conversations WHERE id = %s)")
+        sql += _SINCE
         params.append(since_id)
     await cur.execute(sql + " ORDER BY created_at, id", params)
     return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def recent_thread_messages(cur: Any, thread_id: str, since_id: int | None,
+                                 max_rounds: int) -> tuple[list[dict[str, Any]], bool]:
+    """(live messages from the zone start on, but only the newest ``max_rounds`` rounds;
+    True when older live rounds were left out).
+
+    A thread stored without partition state (or imported) can hold thousands of messages
+    past its zone start: reading them all on every request is what this bounds.
+    """
+    params: list[Any] = [thread_id]
+    if since_id is not None:
+        params.append(since_id)
+    await cur.execute(_ROUND_BOUNDS.format(since=_SINCE if since_id is not None else ""),
+                      [*params, max(1, max_rounds) - 1])
+    bounds = await cur.fetchall()
+    if len(bounds) < 2:
+        return await thread_messages(cur, thread_id, since_id), False
+    created_at, first_id = bounds[0]
+    await cur.execute(
+        "SELECT id, role, content, metadata, created_at FROM conversations"
+        " WHERE session_id = %s AND deleted_at IS NULL AND (created_at, id) >= (%s, %s)"
+        " ORDER BY created_at, id", (thread_id, created_at, first_id))
+    return rows_as_dicts(cur, await cur.fetchall()), True
