@@ -9,6 +9,7 @@ from pawwake.auth import api_auth_middleware, warn_if_open
 from pawwake.chat.partition_step import partition_step
 from pawwake.chat.recall_inject import recall_step
 from pawwake.config import RuntimeConfig
+from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx
 from pawwake.jobs import JobRunner, jobs_ctx
@@ -27,7 +28,8 @@ MEGABYTE = 1024 * 1024
 def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``; resources open in app start-up, in order."""
     app = web.Application(client_max_size=settings["MAX_REQUEST_MB"] * MEGABYTE,
-                          middlewares=[error_middleware, api_auth_middleware])
+                          middlewares=[cors_preflight_middleware, error_middleware,
+                                       api_auth_middleware])
     app[keys.SETTINGS] = settings
     app[keys.CONFIG] = RuntimeConfig(settings)
     app[keys.JOBS] = JobRunner(app, workers=settings["JOB_WORKERS"])
@@ -38,6 +40,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(jobs_ctx)
     app.cleanup_ctx.append(tasks_ctx)
     warn_if_open(settings["GATEWAY_SECRET"])
+    setup_cors(app)
     setup_routes(app)
     setup_extraction(app)
     app[keys.CHAT].steps.insert(0, partition_step(app))

@@ -189,6 +189,10 @@ SETTINGS: tuple[Setting, ...] = (
        "上游两次数据之间的最长等待（秒），长回复不受总时长限制",
        "Longest silence between upstream bytes, in seconds (no cap on total length)",
        minimum=1, maximum=3600),
+    _s("CORS_ALLOW_ORIGINS", "str", "*", "advanced",
+       "允许在浏览器里跨域调用 /v1 的来源，逗号分隔；* 为任意来源（需设置 GATEWAY_SECRET），留空关闭",
+       "Origins whose browser pages may call /v1 (CORS), comma-separated; * for any "
+       "(needs GATEWAY_SECRET); empty: off"),
     _s("MAX_REQUEST_MB", "int", 32, "advanced", "单个请求体的最大大小（MB）",
        "Largest request body in MB", hot=False, minimum=1, maximum=1024),
     _s("JOB_WORKERS", "int", 2, "advanced", "后台任务（记忆提取、向量补算等）的并发数",

@@ -130,6 +130,7 @@ class FakeUpstream:
         self.disconnected = asyncio.Event()
         self.models_status = 200
         self.model_requests = 0
+        self.models_gate: asyncio.Event | None = None  # when set, /models waits for it (a hang)
 
     @property
     def base_url(self) -> str:
@@ -161,6 +162,8 @@ class FakeUpstream:
 
     async def _models(self, request: web.Request) -> web.Response:
         self.model_requests += 1
+        if self.models_gate is not None:
+            await self.models_gate.wait()
         if self.models_status != 200:
             return web.json_response({"error": {"message": "no list"}}, status=self.models_status)
         return web.json_response({"object": "list", "data": [

@@ -1,13 +1,16 @@
-"""GET /api/models: the provider's model list, per provider shape, cached, failing clearly."""
+"""GET /api/models and /v1/models: the provider's model list, per provider shape, cached,
+failing clearly; /v1/models backs off from a failing provider and answers at once meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
 import pytest
 
-from pawwake.llm.models import models_url, parse_models, provider_of
+from pawwake import keys
+from pawwake.llm.models import ModelCatalog, models_url, parse_models, provider_of
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 
@@ -94,7 +97,7 @@ async def test_provider_error_is_a_502_without_the_key(make_client: Any, upstrea
     assert body["error"]["code"] == "models_unavailable"
     assert "HTTP 401" in body["error"]["message"]
     assert UPSTREAM_KEY not in await response.text()
-    upstream.models_status = 200  # failures are not cached
+    upstream.models_status = 200  # the explicit request always asks the provider again
     assert (await client.get("/api/models")).status == 200
 
 
@@ -114,3 +117,89 @@ async def test_models_api_requires_the_gateway_key_when_set(make_client: Any) ->
     response = await client.get("/api/models",
                                 headers={"X-Gateway-Key": "gateway-secret-for-programs-0001"})
     assert response.status == 200
+
+
+class Clock:
+    """The catalog's clock, moved by hand so back-off and cache expiry need no sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def models_client(make_client: Any) -> tuple[Any, ModelCatalog, Clock]:
+    client = await make_client()
+    catalog = client.server.app[keys.MODELS]
+    clock = Clock()
+    catalog.clock = clock
+    return client, catalog, clock
+
+
+async def v1_model_ids(client: Any) -> list[str]:
+    response = await asyncio.wait_for(client.get("/v1/models"), 30)  # a guard, not a measure
+    assert response.status == 200
+    return [model["id"] for model in (await response.json())["data"]]
+
+
+async def test_v1_models_backs_off_from_a_failing_provider_then_recovers(
+        make_client: Any, upstream: Any) -> None:
+    upstream.models_status = 503
+    client, catalog, clock = await models_client(make_client)
+    assert await v1_model_ids(client) == ["test/model-a"]
+    assert upstream.model_requests == 1
+    upstream.models_status = 200  # recovered, but the back-off is not over yet
+    assert await v1_model_ids(client) == ["test/model-a"]
+    assert upstream.model_requests == 1
+    clock.now += catalog.failure_backoff + 1
+    assert await v1_model_ids(client) == ["test/model-a", "test/model-b"]
+    assert upstream.model_requests == 2
+
+
+async def test_v1_models_answers_from_the_last_good_list_while_the_provider_fails(
+        make_client: Any, upstream: Any) -> None:
+    upstream.models = ["old/one", "old/two"]
+    client, catalog, clock = await models_client(make_client)
+    assert await v1_model_ids(client) == ["test/model-a", "old/one", "old/two"]
+    clock.now += catalog.cache_seconds + 1  # the list is old: the provider is asked again
+    upstream.models_status = 500
+    assert await v1_model_ids(client) == ["test/model-a", "old/one", "old/two"]
+    assert await v1_model_ids(client) == ["test/model-a", "old/one", "old/two"]
+    assert upstream.model_requests == 2
+    upstream.models_status = 200
+    upstream.models = ["new/one"]
+    clock.now += catalog.failure_backoff + 1
+    assert await v1_model_ids(client) == ["test/model-a", "new/one"]
+    assert upstream.model_requests == 3
+
+
+async def test_v1_models_does_not_wait_twice_on_a_hanging_provider(make_client: Any,
+                                                                   upstream: Any) -> None:
+    upstream.models_gate = asyncio.Event()  # /models accepts the request and never answers
+    client, catalog, clock = await models_client(make_client)
+    catalog.quick_wait = 0.2
+    try:
+        assert await v1_model_ids(client) == ["test/model-a"]
+        assert upstream.model_requests == 1
+        # Were the provider asked again, this call would hang until the guard fails the test.
+        catalog.quick_wait = 3600
+        assert await v1_model_ids(client) == ["test/model-a"]
+        assert upstream.model_requests == 1
+    finally:
+        upstream.models_gate.set()
+    upstream.models_gate = None
+    clock.now += catalog.failure_backoff + 1
+    assert await v1_model_ids(client) == ["test/model-a", "test/model-b"]
+    assert upstream.model_requests == 2
+
+
+async def test_dashboard_list_ends_the_back_off_of_v1_models(make_client: Any,
+                                                             upstream: Any) -> None:
+    upstream.models_status = 502
+    client, _catalog, _clock = await models_client(make_client)
+    assert await v1_model_ids(client) == ["test/model-a"]
+    upstream.models_status = 200
+    assert (await client.get("/api/models")).status == 200  # asked although backing off
+    assert await v1_model_ids(client) == ["test/model-a", "test/model-b"]
+    assert upstream.model_requests == 2

@@ -6,8 +6,10 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -16,6 +18,8 @@ from yarl import URL
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 300.0
+FAILURE_BACKOFF_SECONDS = 45.0  # a failed provider is asked again by /v1/models after this
+QUICK_WAIT_SECONDS = 4.0  # a slow provider must not hold up a client's model picker
 FETCH_TIMEOUT = aiohttp.ClientTimeout(total=10, sock_connect=5)
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -74,34 +78,98 @@ def parse_models(payload: Any) -> list[dict[str, Any]]:
     return sorted(models.values(), key=lambda m: m["id"].lower())
 
 
-class ModelCatalog:
-    """Fetches model lists and keeps each for a few minutes, per base URL and key."""
+@dataclass
+class _Provider:
+    """What the catalog knows about one provider (base URL and key)."""
 
-    def __init__(self, *, cache_seconds: float = CACHE_SECONDS) -> None:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_good: ModelList | None = None
+    fetched_at: float = -math.inf
+    retry_after: float = -math.inf  # quick answers do not ask the provider before this
+
+
+class ModelCatalog:
+    """Fetches model lists and keeps each for a few minutes, per base URL and key.
+
+    A failure is remembered for ``failure_backoff`` seconds: quick answers (``/v1/models``,
+    asked by every client's model picker) then come from the last good list at once instead of
+    waiting on a provider that is down again and again.
+    """
+
+    def __init__(self, *, cache_seconds: float = CACHE_SECONDS,
+                 failure_backoff: float = FAILURE_BACKOFF_SECONDS,
+                 quick_wait: float = QUICK_WAIT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cache_seconds = cache_seconds
-        self._cache: dict[tuple[str, str], tuple[float, ModelList]] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.failure_backoff = failure_backoff
+        self.quick_wait = quick_wait
+        self.clock = clock
+        self._providers: dict[tuple[str, str], _Provider] = {}
+
+    def _provider(self, url: str, api_key: str) -> _Provider:
+        cache_key = (url, hashlib.sha256(api_key.encode("utf-8")).hexdigest())
+        return self._providers.setdefault(cache_key, _Provider())
+
+    def _fresh(self, provider: _Provider) -> bool:
+        return (provider.last_good is not None
+                and self.clock() - provider.fetched_at < self.cache_seconds)
 
     async def list_models(self, http: aiohttp.ClientSession, api_base: str,
                           api_key: str) -> ModelList:
-        """The provider's models; raises ModelsUnavailable with a message free of secrets."""
+        """The provider's models; raises ModelsUnavailable with a message free of secrets.
+
+        Asks the provider whenever the cached list is old, even during a back-off: this is the
+        explicit request (the dashboard's model picker), and its success ends the back-off.
+        """
         url = models_url(api_base)
-        cache_key = (url, hashlib.sha256(api_key.encode("utf-8")).hexdigest())
-        lock = self._locks.setdefault(cache_key, asyncio.Lock())
-        async with lock:  # one fetch at a time per provider; the others read its result
-            cached = self._cache.get(cache_key)
-            if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
-                return cached[1]
-            result = ModelList(await _fetch(http, url, api_key), provider_of(api_base))
-            self._cache[cache_key] = (time.monotonic(), result)
-            return result
+        provider = self._provider(url, api_key)
+        async with provider.lock:  # one fetch at a time per provider; the others read its result
+            if self._fresh(provider):
+                assert provider.last_good is not None
+                return provider.last_good
+            try:
+                models = await _fetch(http, url, api_key)
+            except ModelsUnavailable:
+                provider.retry_after = self.clock() + self.failure_backoff
+                raise
+            provider.last_good = ModelList(models, provider_of(api_base))
+            provider.fetched_at = self.clock()
+            provider.retry_after = -math.inf
+            return provider.last_good
+
+    async def list_quickly(self, http: aiohttp.ClientSession, api_base: str,
+                           api_key: str) -> ModelList | None:
+        """The models as soon as possible: the cached list, else the provider's answer within
+        ``quick_wait`` seconds, else the last good list (None when there never was one)."""
+        url = models_url(api_base)
+        provider = self._provider(url, api_key)
+        if self._fresh(provider):
+            return provider.last_good
+        if self.clock() < provider.retry_after:
+            return provider.last_good
+        if provider.lock.locked() and provider.last_good is not None:
+            return provider.last_good  # someone is refreshing it; the old list will do
+        try:
+            async with asyncio.timeout(self.quick_wait):
+                return await self.list_models(http, api_base, api_key)
+        except TimeoutError:
+            provider.retry_after = self.clock() + self.failure_backoff
+            log.warning("model list from %s took over %gs; not asked again for %gs",
+                        URL(url).host, self.quick_wait, self.failure_backoff)
+        except ModelsUnavailable:
+            pass  # logged by the fetch; the back-off is set
+        return provider.last_good
 
     async def list_for(self, http: aiohttp.ClientSession, settings: Any) -> ModelList:
         """The models of the provider that ``settings`` (API_BASE_URL, API_KEY) points at."""
         return await self.list_models(http, settings.api_base, settings["API_KEY"])
 
+    async def quick_for(self, http: aiohttp.ClientSession, settings: Any) -> ModelList | None:
+        """``list_quickly`` for the provider that ``settings`` points at."""
+        return await self.list_quickly(http, settings.api_base, settings["API_KEY"])
+
     def clear(self) -> None:
-        self._cache.clear()
+        self._providers.clear()
 
 
 async def _fetch(http: aiohttp.ClientSession, url: str, api_key: str) -> list[dict[str, Any]]:

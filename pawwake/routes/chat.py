@@ -27,14 +27,12 @@ from pawwake.chat.pipeline import (
     prepare_chat,
 )
 from pawwake.errors import openai_error
-from pawwake.llm.models import ModelsUnavailable
 from pawwake.llm.sse import CapturedReply, SseCapture, capture_completion, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 
 log = logging.getLogger(__name__)
 
 MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-MODELS_TIMEOUT = 4.0  # seconds; a slow provider must not hold up a client's model picker
 CLIENT_GONE = 499  # only ever logged: nobody is left to receive it
 
 # Appended when the provider breaks off a stream between two events, so clients (the OpenAI
@@ -211,18 +209,15 @@ async def relay_body(request: web.Request, upstream: aiohttp.ClientResponse) -> 
 
 
 async def list_models(request: web.Request) -> web.Response:
-    """DEFAULT_MODEL first, then whatever the provider lists when it answers in time."""
+    """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
+    the last list it gave (a failing provider is not waited on again for a while)."""
     app = request.app
     settings = await app[keys.CONFIG].fresh()
     default = settings["DEFAULT_MODEL"]
     data: list[dict[str, Any]] = []
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})
-    try:
-        listed = await asyncio.wait_for(
-            app[keys.MODELS].list_for(app[keys.HTTP], settings), MODELS_TIMEOUT)
-    except (ModelsUnavailable, TimeoutError):
-        listed = None
+    listed = await app[keys.MODELS].quick_for(app[keys.HTTP], settings)
     for model in listed.models if listed else ():
         if model["id"] != default:
             data.append({"id": model["id"], "object": "model", "created": 0,
