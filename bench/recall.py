@@ -9,6 +9,7 @@ a few planted near each query so semantic candidates exist). Then it times
 writers. The query embedding is cached before timing (it is measured apart).
 
     python bench/recall.py [--sizes 10000,100000] [--runs 200] [--turns 400] [--steps]
+                           [--backend auto|pgvector|numpy]
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
     """p50/p95 of each database step of a fragment search, to show where the time goes."""
     database = app[keys.DATABASE]
     pool = database.pool
+    settings = await app[keys.CONFIG].fresh()
     steps: dict[str, list[float]] = {}
 
     async def timed(name: str, call: Any) -> None:
@@ -130,17 +132,19 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
         await timed("term_frequencies", stats.frequencies(pool, words))
         await timed("keyword_matches", fragments_db.keyword_matches(
             pool, words, [], 1000, **stats.match_options(words)))
-        await timed("nearest_messages", fragments_db.nearest_messages(
+        await timed("nearest_messages", app[keys.RECALL_VECTORS].nearest(
             pool, provenance, vectors[i % len(vectors)], 100, [],
-            pgvector=database.pgvector))
+            pgvector=app[keys.VECTORS].backend(settings, database, provenance) == "pgvector"))
     return {name: (pct(v, 50), pct(v, 95)) for name, v in steps.items()}
 
 
 async def explain_nearest(app: web.Application, provenance: Any, vector: np.ndarray) -> None:
     """Log the nearest-message query's plan (it should walk the HNSW index)."""
-    pool = app[keys.DATABASE].pool
-    if not app[keys.DATABASE].pgvector:
+    database = app[keys.DATABASE]
+    settings = await app[keys.CONFIG].fresh()
+    if app[keys.VECTORS].backend(settings, database, provenance) != "pgvector":
         return
+    pool = database.pool
     params = fragments_db.nearest_params(provenance, vector, 100, [])
     async with cursor(pool) as cur:
         await cur.execute("SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
@@ -196,7 +200,8 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
     provenance = await embedder.provenance(settings)
     queries = [maker.query() for _ in range(QUERIES)]
     query_vectors = [(await embedder.embed_query(settings, q))[0] for q in queries]
-    log.info("backend: pgvector %s", app[keys.DATABASE].pgvector)
+    log.info("pgvector %s, VECTOR_BACKEND %s", app[keys.DATABASE].pgvector,
+             settings["VECTOR_BACKEND"])
     index_name = vectors_db.hnsw_index_name(provenance, "conversation_embeddings")
     have = 0
     for size in sizes:
@@ -212,7 +217,7 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
             await cur.execute("VACUUM ANALYZE conversation_embeddings", timeout=600)
         loaded = time.perf_counter() - started
         started = time.perf_counter()
-        if app[keys.DATABASE].pgvector:
+        if app[keys.DATABASE].pgvector and settings["VECTOR_BACKEND"] != "numpy":
             await vectors_db.create_hnsw_index(pool, provenance, memory_mb=512,
                                                table="conversation_embeddings")
         log.info("== %s messages (load %.1f s, vector index %.1f s)", size, loaded,
@@ -234,7 +239,7 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
         log.info("sidecar ingest, %2d writer(s): %.0f turns/s", writers, rate)
 
 
-async def main(sizes: list[int], runs: int, turns: int, steps: bool) -> None:
+async def main(sizes: list[int], runs: int, turns: int, steps: bool, backend: str) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-recall-"))
     (workdir / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
@@ -243,7 +248,7 @@ async def main(sizes: list[int], runs: int, turns: int, steps: bool) -> None:
         settings = Settings.from_env(
             {}, DATABASE_URL=server.get_uri(), JOB_WORKERS=0, GATEWAY_SECRET=KEY,
             PAWWAKE_DATA_DIR=str(workdir / "data"), EMBEDDING_PROVIDER="local",
-            MEMORY_ENABLED=False, CONVERSATION_RECALL_ENABLED=True)
+            MEMORY_ENABLED=False, CONVERSATION_RECALL_ENABLED=True, VECTOR_BACKEND=backend)
         app = create_app(settings)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
@@ -265,9 +270,11 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--steps", action="store_true", help="time each database step too")
+    parser.add_argument("--backend", default="auto", choices=("auto", "pgvector", "numpy"),
+                        help="VECTOR_BACKEND of the gateway under test")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     asyncio.run(main(sorted(int(s) for s in args.sizes.split(",")), args.runs, args.turns,
-                     args.steps))
+                     args.steps, args.backend))

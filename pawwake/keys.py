@@ -9,6 +9,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from pawwake.chat.pipeline import ChatResources
+    from pawwake.chat.recall_vectors import MessageVectors
     from pawwake.config import RuntimeConfig
     from pawwake.database import Database
     from pawwake.jobs import JobRunner
@@ -29,3 +30,4 @@ CHAT: web.AppKey[ChatResources] = web.AppKey("chat")  # persona file, pipeline s
 EMBEDDER: web.AppKey[Embedder] = web.AppKey("embedder")  # embedding provider + query cache
 VECTORS: web.AppKey[VectorStore] = web.AppKey("vectors")  # memory vector search (pgvector/numpy)
 TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF statistics
+RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # message vectors

@@ -62,17 +62,17 @@ async def test_nearest_widens_past_excluded_stale_and_deleted_messages(client: A
     await execute(pool, "UPDATE conversations SET content = content || '（已编辑）'"
                         " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
     vector, _ = await app[keys.EMBEDDER].embed_query(await app[keys.CONFIG].fresh(), "京都旅行")
-    rows = await fragments_db.nearest_messages(pool, provenance, vector, 5, ["crowd"],
-                                               pgvector=True)
-    exact = await fragments_db.nearest_messages(pool, provenance, vector, 5, ["crowd"],
-                                                pgvector=False)
+    vectors = app[keys.RECALL_VECTORS]
+    rows = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=True)
+    exact = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=False)
     assert len(rows) == 5  # the 80 nearer "crowd" messages did not crowd the others out
     assert {r["session_id"] for r in rows} <= {"trip", "cat", "code"}
     assert [r["id"] for r in rows] == [r["id"] for r in exact]
     assert [r["cosine"] for r in rows] == sorted((r["cosine"] for r in rows), reverse=True)
-    everything = await fragments_db.nearest_messages(pool, provenance, vector, 50, ["crowd"],
-                                                     pgvector=True)
-    assert len(everything) == 6  # 8 minus the deleted and the stale message
+    for pgvector in (True, False):
+        everything = await vectors.nearest(pool, provenance, vector, 50, ["crowd"],
+                                           pgvector=pgvector)
+        assert len(everything) == 6  # 8 minus the deleted and the stale message
 
 
 async def test_frequent_terms_are_estimated_and_rare_ones_counted(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -21,8 +22,9 @@ from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import transaction
-from pawwake.jobs import Job, RetryLater, backoff_seconds
+from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
+from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
 from pawwake.memory.runtime import terms_for
 
 log = logging.getLogger(__name__)
@@ -31,7 +33,6 @@ EMBED_KIND = "conversation_embed"
 VECTOR_TABLE = "conversation_embeddings"
 INDEX_BATCH = 500
 EMBED_BATCH = 32
-MAX_SWEEPS = 3
 
 _requested: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
@@ -89,45 +90,16 @@ async def embed_missing_messages(job: Job) -> dict[str, Any]:
     settings = await app[keys.CONFIG].fresh()
     if not settings["CONVERSATION_RECALL_ENABLED"]:
         return {"skipped": "conversation recall is off"}
-    embedder = app[keys.EMBEDDER]
     try:
-        provenance = await embedder.provenance(settings)
+        provenance = await app[keys.EMBEDDER].provenance(settings)
     except EmbeddingError as exc:
-        raise _retry(exc, job) from None
+        raise retry_for(exc, job) from None
     await ensure_vector_index(app, settings, provenance)
-    done, total = await db.vector_coverage(database.pool, provenance)
-    await job.progress(done=done, total=total)
-    embedded = 0
-    for _sweep in range(MAX_SWEEPS):
-        embedded_now, after = 0, 0
-        while True:
-            rows = await db.messages_needing_vectors(database.pool, provenance, after,
-                                                     EMBED_BATCH)
-            if not rows:
-                break
-            texts = [row["content"] for row in rows]
-            try:
-                matrix, made_by = await embedder.embed_passages(settings, texts)
-            except EmbeddingError as exc:
-                raise _retry(exc, job) from None
-            if made_by != provenance:
-                raise RetryLater("the embedding provider changed its answer size", delay=0)
-            stored = await db.store_vectors(database.pool, provenance, [
-                (row["id"], db.content_sha(row["content"]), matrix[i])
-                for i, row in enumerate(rows)])
-            embedded_now += stored
-            done = min(total, done + stored)
-            after = rows[-1]["id"]
-            await job.progress(done=done, total=total)
-            await job.keep_alive()
-        embedded += embedded_now
-        if embedded_now == 0:
-            break
-    done, total = await db.vector_coverage(database.pool, provenance)
-    await job.progress(done=done, total=total)
-    log.info("conversation vectors: %s embedded, %s of %s current", embedded, done, total)
-    return {"embedded": embedded, "done": done, "total": total,
-            "provenance": provenance.as_dict()}
+    target = EmbeddingTarget(
+        "conversation", needing=partial(db.messages_needing_vectors, database.pool),
+        coverage=partial(db.vector_coverage, database.pool),
+        store=partial(app[keys.RECALL_VECTORS].store, database.pool))
+    return await embed_missing(job, provenance, target, EMBED_BATCH)
 
 
 async def ensure_vector_index(app: web.Application, settings: Mapping[str, Any],
@@ -151,12 +123,6 @@ def request_vector_index(app: web.Application, settings: Mapping[str, Any],
     requested.add(name)
     app[keys.TASKS].spawn(ensure_vector_index(app, settings, provenance),
                           name="conversation-vector-index")
-
-
-def _retry(exc: EmbeddingError, job: Job) -> RetryLater:
-    if exc.rate_limited:
-        return RetryLater(str(exc), delay=exc.retry_after or 30.0, count_attempt=False)
-    return RetryLater(str(exc), delay=backoff_seconds(job.attempts))
 
 
 async def index_status(app: web.Application) -> dict[str, Any]:

@@ -68,8 +68,8 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
                            settings: Mapping[str, Any] | None = None) -> RecallOutcome:
     """Search stored conversations for ``query``; see the module docstring.
 
-    ``keep_excluded_below``: messages of excluded sessions with an id below this stay
-    searchable (the current thread's history that slid out of the live zones)."""
+    ``keep_excluded_below``: messages of excluded sessions before this message (in
+    (created_at, id) order) stay searchable (the current thread's history that slid out of the live zones)."""
     database = app[keys.DATABASE]
     assert database is not None
     settings = settings if settings is not None else await app[keys.CONFIG].fresh()
@@ -138,9 +138,9 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
     pgvector = app[keys.VECTORS].backend(settings, database, provenance) == "pgvector"
     if pgvector:
         conversation_index.request_vector_index(app, settings, provenance)
-    neighbours = await db.nearest_messages(database.pool, provenance, vector,
-                                           max(100, 5 * pool_size), excluded_sessions,
-                                           pgvector=pgvector, keep_below=keep_excluded_below)
+    neighbours = await app[keys.RECALL_VECTORS].nearest(
+        database.pool, provenance, vector, max(100, 5 * pool_size), excluded_sessions,
+        pgvector=pgvector, keep_below=keep_excluded_below)
     if not neighbours:
         return False, ("No conversation message has a vector yet (the embedding job fills"
                        " them); keywords only."), None, []

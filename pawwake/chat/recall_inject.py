@@ -74,8 +74,9 @@ def recall_step(app: Any) -> Any:
     """The chat step that recalls past conversation fragments into the current turn.
 
     Partition mode only (the gateway owns the history there); the current thread is left out
-    except what already slid out of the live zones, fragments seen within CONVERSATION_SEEN_TTL_HOURS give way to the next ones, and
-    seen marks are written only after a successful reply.
+    except what already slid out of the live zones, fragments seen within
+    CONVERSATION_SEEN_TTL_HOURS give way to the next ones, and seen marks are written only
+    after a successful reply.
     """
     async def inject(context: Any, prepared: Any) -> None:
         settings = context.settings
@@ -91,6 +92,8 @@ def recall_step(app: Any) -> Any:
         seen = await fragments_to_exclude(pool, prepared.session_id, ttl)
         async with cursor(pool) as cur:
             state = await load_state(cur, prepared.session_id)
+        # Messages before the zone start row in the thread's (created_at, id) order slid out
+        # of zones A/B (imported ids need not follow dates); without a zone start, none did.
         outcome = await search_fragments(
             app, query, max_sessions=limit, exclude_session_ids=[prepared.session_id],
             exclude_fragment_ids=seen, settings=settings,

@@ -14,14 +14,12 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.conversations import Invalid, session_id_of
-from pawwake.chat.partition import zone_split
 from pawwake.chat.partition_step import active_thread
-from pawwake.chat.rounds import group_rounds
 from pawwake.db import threads as db
 from pawwake.db.conversation_admin import trash_session
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
-from pawwake.db.partition_state import load_state, lock_thread, thread_messages
+from pawwake.db.partition_state import load_state, lock_thread
 from pawwake.db.pool import cursor, transaction
 
 MAX_SUMMARY = 200_000
@@ -61,16 +59,16 @@ async def status(app: web.Application) -> dict[str, Any]:
     x = max(1, int(settings["CACHE_PARTITION_X"]))
     async with cursor(_pool(app)) as cur:
         state = await load_state(cur, thread)
-        live = group_rounds(await thread_messages(cur, thread, state.zone_start_message_id))
-        stored = group_rounds(await thread_messages(cur, thread, None))
-    zone_a, zone_b = zone_split(live, x)
+        # Counted, not read: the page stays cheap however many messages the thread holds.
+        stored, live = await db.round_counts(cur, thread, state.zone_start_message_id)
+    zone_a = x if live >= x else 0  # as zone_split: fewer than X live rounds, no zones
     return {
         "enabled": bool(settings["CACHE_PARTITION_ENABLED"]),
         "active_thread": thread, "x": x, "trigger": settings["CACHE_PARTITION_TRIGGER"],
-        "rounds_stored": len(stored), "rounds_live": len(live),
-        "zone_a_rounds": len(zone_a), "zone_b_rounds": len(zone_b),
+        "rounds_stored": stored, "rounds_live": live,
+        "zone_a_rounds": zone_a, "zone_b_rounds": live - zone_a,
         # The request after the 2X-th live round rotates (time trigger: also the window).
-        "rounds_until_rotation": max(0, 2 * x - len(live)),
+        "rounds_until_rotation": max(0, 2 * x - live),
         "rotations": state.rotations,
         "summary_parts": len(state.summary_parts),
         "summary_chars": sum(len(p) for p in state.summary_parts),

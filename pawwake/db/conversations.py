@@ -30,21 +30,32 @@ class NewMessage:
 
 # Serialises writers of one session until the transaction ends (other processes too).
 _LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0))"
+# The session's last stored user message: where the tail a new turn is compared with starts.
+_LAST_USER = ("SELECT created_at, id FROM conversations"
+              " WHERE session_id = %(sid)s AND role = 'user' AND deleted_at IS NULL"
+              " ORDER BY created_at DESC, id DESC LIMIT 1")
 # A row subquery, not a join: it keeps the row comparison an index condition, so only the
 # tail is read however long the session is.
 _SESSION_TAIL = (
     "SELECT c.id, c.role, c.content, c.metadata FROM conversations c"
     " WHERE c.session_id = %(sid)s AND c.deleted_at IS NULL"
-    " AND (c.created_at, c.id) >= (SELECT created_at, id FROM conversations"
-    " WHERE session_id = %(sid)s AND role = 'user' AND deleted_at IS NULL"
-    " ORDER BY created_at DESC, id DESC LIMIT 1)"
+    f" AND (c.created_at, c.id) >= ({_LAST_USER})"
     " ORDER BY c.created_at, c.id LIMIT %(limit)s")
+# Tool traffic of the same tail (no row limit: a long agent loop stays one round); a session
+# with no user message yet is all tail.
+_TOOL_TAIL = (
+    "SELECT c.role, c.metadata FROM conversations c"
+    " WHERE c.session_id = %(sid)s AND c.deleted_at IS NULL AND c.role IN ('assistant', 'tool')"
+    " AND (c.created_at, c.id) >= (SELECT COALESCE(max(created_at), '-infinity'),"
+    f" COALESCE(max(id), 0) FROM ({_LAST_USER}) AS last_user)")
 
 
-async def session_tail(cur: Any, session_id: str, *, limit: int = 500,
+async def session_tail(cur: Any, session_id: str, *, limit: int | None = None,
                        lock: bool = False) -> list[dict[str, Any]]:
     """The session's last stored user message and every message after it, oldest first.
 
+    That is one round, read whole by default (``limit`` None): the turn planner replaces or
+    skips rows anywhere in it, and an agent loop can make it hundreds of messages long.
     ``lock=True`` first takes the session's write lock, in the same round trip.
     """
     sql = _SESSION_TAIL
@@ -57,20 +68,26 @@ async def session_tail(cur: Any, session_id: str, *, limit: int = 500,
 
 async def stored_tool_call_ids(cur: Any, session_id: str, call_ids: Sequence[str]
                                ) -> dict[str, set[str]]:
-    """Which of ``call_ids`` the session already holds, as assistant calls and as tool results."""
+    """Which of ``call_ids`` the session tail holds, as assistant calls and as tool results.
+
+    Only the tail from the last stored user message on is read (what ``session_tail`` gives
+    the turn planner): tool traffic the client sends belongs to its newest user message, so
+    earlier rounds cannot hold it, and a provider that numbers its calls per reply
+    (``call_0`` every time) does not make a new result look stored. A thread of any length
+    is thus never scanned whole on a tool turn.
+    """
     found: dict[str, set[str]] = {"assistant": set(), "tool": set()}
     if not call_ids:
         return found
     await cur.execute(
-        "SELECT 'assistant', call->>'id' FROM conversations c CROSS JOIN LATERAL"
-        " jsonb_array_elements(CASE WHEN jsonb_typeof(c.metadata->'tool_calls') = 'array'"
-        " THEN c.metadata->'tool_calls' ELSE '[]'::jsonb END) AS call"
-        " WHERE c.session_id = %(sid)s AND c.role = 'assistant' AND c.deleted_at IS NULL"
-        " AND call->>'id' = ANY(%(ids)s)"
+        f"WITH tail AS ({_TOOL_TAIL})"
+        " SELECT 'assistant', call->>'id' FROM tail CROSS JOIN LATERAL"
+        " jsonb_array_elements(CASE WHEN jsonb_typeof(tail.metadata->'tool_calls') = 'array'"
+        " THEN tail.metadata->'tool_calls' ELSE '[]'::jsonb END) AS call"
+        " WHERE tail.role = 'assistant' AND call->>'id' = ANY(%(ids)s)"
         " UNION ALL"
-        " SELECT 'tool', metadata->>'tool_call_id' FROM conversations"
-        " WHERE session_id = %(sid)s AND role = 'tool' AND deleted_at IS NULL"
-        " AND metadata->>'tool_call_id' = ANY(%(ids)s)",
+        " SELECT 'tool', metadata->>'tool_call_id' FROM tail"
+        " WHERE role = 'tool' AND metadata->>'tool_call_id' = ANY(%(ids)s)",
         {"sid": session_id, "ids": list(call_ids)})
     for role, call_id in await cur.fetchall():
         found[role].add(call_id)

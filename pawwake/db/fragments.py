@@ -8,21 +8,38 @@ from typing import Any
 import aiopg
 import numpy as np
 
-from pawwake.db.memory_embeddings import array_literal, content_sha, vector_literal
+from pawwake.db import vector_rows
 from pawwake.db.pool import cursor, fetch_all, fetch_one, rows_as_dicts
+from pawwake.db.vector_rows import (
+    OF_PROVENANCE,
+    VectorTable,
+    content_sha,
+    provenance_params,
+    sha_sql,
+    vector_literal,
+)
 
 __all__ = ["content_sha"]
 
 RECALL_ROLES = ("user", "assistant")
-_SHA = "encode(sha256(convert_to(c.content, 'UTF8')), 'hex')"
-_OF_PROVENANCE = "e.provider = %(provider)s AND e.model = %(model)s AND e.dim = %(dim)s"
-_SEARCHABLE = ("c.deleted_at IS NULL AND c.role IN ('user', 'assistant')"
-               " AND btrim(c.content) <> ''")
+_SHA = sha_sql("c")
 
 
-def _prov(provenance: Any) -> dict[str, Any]:
-    return {"provider": provenance.provider, "model": provenance.model,
-            "dim": int(provenance.dim)}
+def _searchable(alias: str) -> str:
+    return (f"{alias}.deleted_at IS NULL AND {alias}.role IN ('user', 'assistant')"
+            f" AND btrim({alias}.content) <> ''")
+
+
+_SEARCHABLE = _searchable("c")
+# An excluded session's message stays out unless it sits before the message ``keep_below``
+# (the zone start) in the thread's (created_at, id) order; ids need not follow dates in
+# imported rows. No such message (0): the whole session stays out.
+_KEPT = ("(c.created_at, c.id) >= (SELECT z.created_at, z.id FROM conversations z"
+         " WHERE z.id = %(keep_below)s)")
+# Searchable messages need a vector (trashed ones keep theirs, so a restore needs none); an
+# edit leaves the old vector behind with another digest until the job replaces it.
+MESSAGE_VECTORS = VectorTable("conversation_embeddings", "message_id", "conversations",
+                              stale=f"e.content_sha <> {sha_sql('s')}", scope=_searchable("s"))
 
 
 # -- keyword index ---------------------------------------------------------------------------
@@ -92,7 +109,7 @@ async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
     """
     gather = [t for t in terms if t not in windowed]
     columns = "c.id, c.session_id, c.created_at, c.search_terms"
-    live = f"{_SEARCHABLE} AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND c.id >= %(keep_below)s)"
+    live = f"{_SEARCHABLE} AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND {_KEPT})"
     sources = []
     if gather:
         sources.append(f"(SELECT {columns} FROM conversations c"
@@ -122,54 +139,33 @@ async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
 async def messages_needing_vectors(pool: aiopg.Pool, provenance: Any, after_id: int,
                                    limit: int) -> list[dict[str, Any]]:
     """Searchable messages without a current vector (none, or made from older text)."""
-    return await fetch_all(
-        pool,
-        "SELECT c.id, c.content FROM conversations c"
-        f" LEFT JOIN conversation_embeddings e ON e.message_id = c.id AND {_OF_PROVENANCE}"
-        f" WHERE c.id > %(after)s AND {_SEARCHABLE}"
-        f" AND (e.message_id IS NULL OR e.content_sha <> {_SHA})"
-        " ORDER BY c.id LIMIT %(limit)s",
-        {**_prov(provenance), "after": after_id, "limit": limit})
+    return await vector_rows.rows_needing_vectors(pool, MESSAGE_VECTORS, provenance, after_id,
+                                                  limit)
 
 
 async def vector_coverage(pool: aiopg.Pool, provenance: Any) -> tuple[int, int]:
     """(searchable messages with a current vector, searchable messages)."""
-    row = await fetch_one(
-        pool,
-        f"SELECT count(*) FILTER (WHERE e.message_id IS NOT NULL AND e.content_sha = {_SHA})"
-        " AS done, count(*) AS total FROM conversations c"
-        f" LEFT JOIN conversation_embeddings e ON e.message_id = c.id AND {_OF_PROVENANCE}"
-        f" WHERE {_SEARCHABLE}", _prov(provenance))
-    assert row is not None
-    return int(row["done"]), int(row["total"])
+    return await vector_rows.coverage(pool, MESSAGE_VECTORS, provenance)
 
 
 async def store_vectors(pool: aiopg.Pool, provenance: Any,
-                        rows: Sequence[tuple[int, str, np.ndarray]]) -> int:
-    """Upsert (message id, content sha, vector) rows; messages deleted meanwhile are skipped."""
-    if not rows:
-        return 0
-    values = ", ".join(["(%s::bigint, %s, %s::real[])"] * len(rows))
-    params: list[Any] = []
-    for message_id, sha, vector in rows:
-        params += [message_id, sha, array_literal(vector)]
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "INSERT INTO conversation_embeddings (message_id, provider, model, dim,"
-            " content_sha, embedding) SELECT v.id, %s, %s, %s, v.sha, v.vec FROM (VALUES "
-            + values + ") AS v(id, sha, vec) JOIN conversations c ON c.id = v.id"
-            " ON CONFLICT (message_id) DO UPDATE SET provider = EXCLUDED.provider,"
-            " model = EXCLUDED.model, dim = EXCLUDED.dim, content_sha = EXCLUDED.content_sha,"
-            " embedding = EXCLUDED.embedding, created_at = now()",
-            [provenance.provider, provenance.model, int(provenance.dim), *params])
-        return cur.rowcount
+                        rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
+    """Upsert (message id, content sha, vector) rows; returns the ids stored (messages deleted
+    or edited meanwhile are skipped)."""
+    return await vector_rows.store_vectors(pool, MESSAGE_VECTORS, provenance, rows)
 
 
-NEAREST_FETCH_CAP = 4000  # most index neighbours read before giving up on filling k
+# A neighbour counts when its message is searchable, not excluded, and its vector was made
+# from the message's current text; looked up by key, one neighbour at a time (``e`` is the
+# neighbour: message_id, content_sha).
+_LIVE_NEIGHBOUR = (
+    "SELECT c.id, c.session_id, c.created_at FROM conversations c WHERE c.id = e.message_id"
+    f" AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
+    f" AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND {_KEPT}) OFFSET 0")
 
 
 def nearest_sql(provenance: Any) -> str:
-    """The pgvector query of ``nearest_messages``.
+    """The pgvector query of ``nearest_indexed``.
 
     The ``fetch`` nearest vectors come from the partial HNSW index alone (the CTE repeats the
     index predicate and orders by its expression); only then is each one's message looked up
@@ -187,10 +183,7 @@ def nearest_sql(provenance: Any) -> str:
         f"   ORDER BY e.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT %(fetch)s)"
         " SELECT f.*, n.fetched FROM (SELECT count(*) AS fetched FROM near) AS n"
         " LEFT JOIN LATERAL (SELECT c.id, c.session_id, c.created_at, 1 - e.distance AS cosine"
-        "   FROM near e CROSS JOIN LATERAL (SELECT c.id, c.session_id, c.created_at"
-        "     FROM conversations c WHERE c.id = e.message_id"
-        f"     AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
-        "     AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND c.id >= %(keep_below)s) OFFSET 0) AS c"
+        f"   FROM near e CROSS JOIN LATERAL ({_LIVE_NEIGHBOUR}) AS c"
         "   ORDER BY e.distance LIMIT %(k)s) AS f ON true")
 
 
@@ -198,51 +191,49 @@ def nearest_params(provenance: Any, query: np.ndarray, k: int,
                    exclude_sessions: Sequence[str], fetch: int | None = None,
                    keep_below: int = 0) -> dict[str, Any]:
     fetch = fetch or 3 * k
-    return {**_prov(provenance), "exclude": list(exclude_sessions), "keep_below": keep_below,
-            "k": k, "fetch": fetch,
+    return {**provenance_params(provenance), "exclude": list(exclude_sessions),
+            "keep_below": keep_below, "k": k, "fetch": fetch,
             "q": vector_literal(query), "ef": max(40, min(1000, fetch))}
 
 
-async def nearest_messages(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
-                           exclude_sessions: Sequence[str], *, pgvector: bool,
-                           keep_below: int = 0) -> list[dict[str, Any]]:
-    """The ``k`` searchable messages closest to ``query`` with their raw cosine, best first.
+_NEIGHBOUR_COLUMNS = ("id", "session_id", "created_at", "cosine")
 
-    With pgvector, ``3k`` index neighbours are read first; when deleted, stale or excluded
-    messages leave fewer than ``k``, the read widens (up to ``NEAREST_FETCH_CAP``)."""
-    if pgvector:
-        fetch = 3 * k
-        while True:
-            async with cursor(pool) as cur:
-                await cur.execute(
-                    "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
-                    + nearest_sql(provenance),
-                    nearest_params(provenance, query, k, exclude_sessions, fetch,
-                                   keep_below))
-                rows = rows_as_dicts(cur, await cur.fetchall())
-            found = [{key: row[key] for key in ("id", "session_id", "created_at", "cosine")}
-                     for row in rows if row["id"] is not None]
-            exhausted = rows[0]["fetched"] < fetch  # every vector was read
-            if len(found) >= k or exhausted or fetch >= NEAREST_FETCH_CAP:
-                return sorted(found, key=lambda row: -row["cosine"])  # relaxed index order
-            fetch = min(NEAREST_FETCH_CAP, fetch * 4)
-    params = {**_prov(provenance), "exclude": list(exclude_sessions), "keep_below": keep_below,
-              "k": k}
-    rows = await fetch_all(
-        pool,
-        "SELECT c.id, c.session_id, c.created_at, e.embedding FROM conversation_embeddings e"
-        f" JOIN conversations c ON c.id = e.message_id WHERE {_OF_PROVENANCE}"
-        f" AND {_SEARCHABLE} AND e.content_sha = {_SHA}"
-        " AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND c.id >= %(keep_below)s)"
-        " ORDER BY c.id DESC LIMIT 50000", params)
-    if not rows:
+
+async def nearest_indexed(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
+                          exclude_sessions: Sequence[str], *, fetch: int, keep_below: int = 0
+                          ) -> tuple[list[dict[str, Any]], bool]:
+    """Of the ``fetch`` nearest vectors on the HNSW index, the ``k`` best live neighbours
+    (best first) and whether every vector was read."""
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
+            + nearest_sql(provenance),
+            nearest_params(provenance, query, k, exclude_sessions, fetch, keep_below))
+        rows = rows_as_dicts(cur, await cur.fetchall())
+    found = [{key: row[key] for key in _NEIGHBOUR_COLUMNS} for row in rows if row["id"] is not None]
+    found.sort(key=lambda row: -row["cosine"])  # relaxed index order
+    return found, rows[0]["fetched"] < fetch
+
+
+async def live_neighbours(pool: aiopg.Pool, provenance: Any,
+                          near: Sequence[tuple[int, float]], k: int,
+                          exclude_sessions: Sequence[str], *, keep_below: int = 0
+                          ) -> list[dict[str, Any]]:
+    """Of ``near`` (message id, cosine) found in memory, the ``k`` best live neighbours, best
+    first: the same checks as the pgvector query, on the stored vector rows."""
+    if not near:
         return []
-    matrix = np.asarray([row.pop("embedding") for row in rows], dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1)
-    norms[norms == 0] = 1.0
-    scores = (matrix @ np.asarray(query, dtype=np.float32)) / norms
-    order = np.argsort(-scores)[:k]
-    return [{**rows[i], "cosine": float(scores[i])} for i in order]
+    return await fetch_all(
+        pool,
+        "WITH near AS MATERIALIZED (SELECT e.message_id, e.content_sha, n.cosine"
+        "   FROM unnest(%(ids)s::bigint[], %(cosines)s::float8[]) AS n (message_id, cosine)"
+        "   JOIN conversation_embeddings e ON e.message_id = n.message_id"
+        f"   AND {OF_PROVENANCE})"
+        " SELECT c.id, c.session_id, c.created_at, e.cosine"
+        f" FROM near e CROSS JOIN LATERAL ({_LIVE_NEIGHBOUR}) AS c"
+        " ORDER BY e.cosine DESC, c.id DESC LIMIT %(k)s",
+        {**provenance_params(provenance), "ids": [i for i, _ in near], "cosines": [c for _, c in near],
+         "exclude": list(exclude_sessions), "keep_below": keep_below, "k": k})
 
 
 # -- context windows -------------------------------------------------------------------------

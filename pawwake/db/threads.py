@@ -27,6 +27,23 @@ async def state_exists(cur: Any, thread_id: str) -> bool:
     return await cur.fetchone() is not None
 
 
+async def round_counts(cur: Any, thread_id: str, since_id: int | None) -> tuple[int, int]:
+    """(rounds stored, rounds from the zone start on), counted on the live-session index.
+
+    A user message opens a round, so counting live user rows gives what grouping the whole
+    thread would, in the thread's (created_at, id) order; a vanished zone start row counts
+    every round as live, as ``partition_state.thread_messages`` reads it.
+    """
+    await cur.execute(
+        "SELECT count(*), count(*) FILTER (WHERE (c.created_at, c.id) >= (s.created_at, s.id))"
+        " FROM conversations c, (SELECT COALESCE(max(created_at), '-infinity') AS created_at,"
+        " COALESCE(max(id), 0) AS id FROM conversations WHERE id = %s) AS s"
+        " WHERE c.session_id = %s AND c.role = 'user' AND c.deleted_at IS NULL",
+        (since_id, thread_id))
+    stored, live = await cur.fetchone()
+    return int(stored), int(live)
+
+
 async def live_message_count(cur: Any, thread_id: str) -> int:
     await cur.execute("SELECT count(*) FROM conversations"
                       " WHERE session_id = %s AND deleted_at IS NULL", (thread_id,))

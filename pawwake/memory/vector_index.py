@@ -1,6 +1,7 @@
-"""The numpy vector index: memory vectors held in process when pgvector is not available.
+"""The numpy vector index: vectors held in process when pgvector is not available.
 
-Loaded once per provenance from ``memory_embeddings``, then kept current incrementally: vectors
+One index serves one vector table (memory vectors by default, conversation recall keeps one
+for message vectors). Loaded once per provenance, then kept current incrementally: vectors
 this process stores are added directly; vectors written by other processes are found by a
 cheap "newest write" check at most every ``refresh_seconds`` (only their ids and digests are
 listed, and only vectors not held yet are fetched); deletions are noticed by a count every
@@ -22,7 +23,9 @@ from typing import Any
 import aiopg
 import numpy as np
 
-from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db import vector_rows
+from pawwake.db.memory_embeddings import MEMORY_VECTORS
+from pawwake.db.vector_rows import VectorTable
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,7 @@ THREAD_THRESHOLD = 20_000  # rows above which the product runs in a worker threa
 
 
 class _Matrix:
-    """Append-only rows of unit vectors plus their memory ids (-1 = dead row)."""
+    """Append-only rows of unit vectors plus their source ids (-1 = dead row)."""
 
     def __init__(self, dim: int, capacity: int = 1024) -> None:
         self.dim = dim
@@ -40,13 +43,13 @@ class _Matrix:
         self.ids = np.full(capacity, -1, dtype=np.int64)
         self.size = 0
         self.dead = 0
-        self.rows: dict[int, int] = {}  # memory id -> row
+        self.rows: dict[int, int] = {}  # source id -> row
         self.shas: dict[int, str] = {}
 
-    def append(self, memory_id: int, sha: str, vector: np.ndarray) -> None:
-        old = self.rows.get(memory_id)
+    def append(self, source_id: int, sha: str, vector: np.ndarray) -> None:
+        old = self.rows.get(source_id)
         if old is not None:
-            if self.shas.get(memory_id) == sha:
+            if self.shas.get(source_id) == sha:
                 return
             self.ids[old] = -1
             self.dead += 1
@@ -54,15 +57,15 @@ class _Matrix:
             self._grow()
         norm = float(np.linalg.norm(vector))
         self.vectors[self.size] = vector / norm if norm else vector
-        self.ids[self.size] = memory_id
-        self.rows[memory_id] = self.size
-        self.shas[memory_id] = sha
+        self.ids[self.size] = source_id
+        self.rows[source_id] = self.size
+        self.shas[source_id] = sha
         self.size += 1
 
-    def remove(self, memory_ids: Iterable[int]) -> None:
-        for memory_id in memory_ids:
-            row = self.rows.pop(memory_id, None)
-            self.shas.pop(memory_id, None)
+    def remove(self, source_ids: Iterable[int]) -> None:
+        for source_id in source_ids:
+            row = self.rows.pop(source_id, None)
+            self.shas.pop(source_id, None)
             if row is not None:
                 self.ids[row] = -1
                 self.dead += 1
@@ -86,7 +89,7 @@ class _Matrix:
         ids[: len(live)] = self.ids[live]
         self.vectors, self.ids = vectors, ids
         self.size, self.dead = len(live), 0
-        self.rows = {int(memory_id): row for row, memory_id in enumerate(ids[: self.size])}
+        self.rows = {int(source_id): row for row, source_id in enumerate(ids[: self.size])}
 
     @property
     def live(self) -> int:
@@ -99,7 +102,7 @@ class _Matrix:
 
 def top_k(vectors: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
           exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
-    """The ``k`` live rows most similar to ``query`` as ``(memory_id, cosine)``, best first."""
+    """The ``k`` live rows most similar to ``query`` as ``(source id, cosine)``, best first."""
     if len(ids) == 0 or k <= 0:
         return []
     scores = vectors @ query
@@ -115,7 +118,9 @@ def top_k(vectors: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
 class VectorIndex:
     """Cosine search over one provenance's vectors, kept in memory and refreshed cheaply."""
 
-    def __init__(self, refresh_seconds: float = 3.0, reconcile_seconds: float = 60.0) -> None:
+    def __init__(self, refresh_seconds: float = 3.0, reconcile_seconds: float = 60.0,
+                 table: VectorTable = MEMORY_VECTORS) -> None:
+        self.table = table
         self.refresh_seconds = refresh_seconds
         self.reconcile_seconds = reconcile_seconds
         self._reconciled_at = 0.0
@@ -135,8 +140,8 @@ class VectorIndex:
         """Vectors this process just stored; ignored unless the index holds that provenance."""
         if self._matrix is None or provenance != self._provenance:
             return
-        for memory_id, sha, vector in rows:
-            self._matrix.append(memory_id, sha, vector)
+        for source_id, sha, vector in rows:
+            self._matrix.append(source_id, sha, vector)
 
     async def warm(self, pool: aiopg.Pool, provenance: Any) -> None:
         """Load now (at start), so the first search does not wait for it."""
@@ -153,13 +158,13 @@ class VectorIndex:
         return top_k(vectors, ids, query, k, excluded)
 
     async def cosines_for(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray,
-                          memory_ids: Iterable[int]) -> dict[int, float]:
+                          source_ids: Iterable[int]) -> dict[int, float]:
         matrix = await self._current(pool, provenance)
         found = {}
-        for memory_id in memory_ids:
-            row = matrix.rows.get(int(memory_id))
+        for source_id in source_ids:
+            row = matrix.rows.get(int(source_id))
             if row is not None:
-                found[int(memory_id)] = float(matrix.vectors[row] @ query)
+                found[int(source_id)] = float(matrix.vectors[row] @ query)
         return found
 
     async def _current(self, pool: aiopg.Pool, provenance: Any) -> _Matrix:
@@ -176,15 +181,15 @@ class VectorIndex:
 
     async def _load(self, pool: aiopg.Pool, provenance: Any) -> None:
         started = time.monotonic()
-        count = await vectors_db.vector_count(pool, provenance)
-        newest = await vectors_db.newest_vector(pool, provenance)
+        count = await vector_rows.vector_count(pool, self.table, provenance)
+        newest = await vector_rows.newest_vector(pool, self.table, provenance)
         matrix = _Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
         after = 0
         while True:
-            page = await vectors_db.fetch_vectors(pool, provenance, after_id=after,
-                                                  limit=LOAD_PAGE)
-            for memory_id, sha, created, vector in page:
-                matrix.append(memory_id, sha, vector)
+            page = await vector_rows.fetch_vectors(pool, self.table, provenance,
+                                                   after_id=after, limit=LOAD_PAGE)
+            for source_id, sha, created, vector in page:
+                matrix.append(source_id, sha, vector)
                 newest = created if newest is None or created > newest else newest
             self.fetched += len(page)
             if len(page) < LOAD_PAGE:
@@ -193,8 +198,8 @@ class VectorIndex:
         self._matrix, self._provenance, self._newest = matrix, provenance, newest
         self._checked_at = self._reconciled_at = time.monotonic()
         self.loads += 1
-        log.info("vector index loaded: %s vectors (%s) in %.2f s", matrix.live,
-                 provenance.model, time.monotonic() - started)
+        log.info("vector index loaded: %s vectors of %s (%s) in %.2f s", matrix.live,
+                 self.table.name, provenance.model, time.monotonic() - started)
 
     async def _refresh(self, pool: aiopg.Pool) -> None:
         """Fetch vectors other processes wrote since the last look; reconcile deletions.
@@ -205,18 +210,18 @@ class VectorIndex:
         """
         assert self._matrix is not None
         matrix, provenance = self._matrix, self._provenance
-        newest = await vectors_db.newest_vector(pool, provenance)
+        newest = await vector_rows.newest_vector(pool, self.table, provenance)
         if newest is not None and (self._newest is None or newest > self._newest):
             since = None if self._newest is None else self._newest - LATE_COMMIT_WINDOW
-            recent = await vectors_db.vector_shas_since(pool, provenance, since)
+            recent = await vector_rows.vector_shas_since(pool, self.table, provenance, since)
             await self._fetch_ids(pool, provenance, [
-                memory_id for memory_id, sha in recent if matrix.shas.get(memory_id) != sha])
+                source_id for source_id, sha in recent if matrix.shas.get(source_id) != sha])
             self._newest = newest
         now = time.monotonic()
         if now - self._reconciled_at >= self.reconcile_seconds:
             self._reconciled_at = now
-            if await vectors_db.vector_count(pool, provenance) != matrix.live:
-                stored = set(await vectors_db.vector_ids(pool, provenance))
+            if await vector_rows.vector_count(pool, self.table, provenance) != matrix.live:
+                stored = set(await vector_rows.vector_ids(pool, self.table, provenance))
                 matrix.remove([i for i in list(matrix.rows) if i not in stored])
                 await self._fetch_ids(pool, provenance,
                                       [i for i in stored if i not in matrix.rows])
@@ -225,8 +230,9 @@ class VectorIndex:
     async def _fetch_ids(self, pool: aiopg.Pool, provenance: Any, ids: Sequence[int]) -> None:
         assert self._matrix is not None
         for start in range(0, len(ids), LOAD_PAGE):
-            page = await vectors_db.fetch_vectors(pool, provenance, ids=ids[start:start + LOAD_PAGE],
-                                                  limit=LOAD_PAGE)
-            for memory_id, sha, _created, vector in page:
-                self._matrix.append(memory_id, sha, vector)
+            page = await vector_rows.fetch_vectors(pool, self.table, provenance,
+                                                   ids=ids[start:start + LOAD_PAGE],
+                                                   limit=LOAD_PAGE)
+            for source_id, sha, _created, vector in page:
+                self._matrix.append(source_id, sha, vector)
             self.fetched += len(page)

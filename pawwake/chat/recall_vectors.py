@@ -1,0 +1,93 @@
+"""Nearest conversation messages to a query vector, on pgvector or the in-process numpy index.
+
+Both backends read neighbours best first and keep those whose message is searchable, not
+excluded and embedded from its current text; when filtered ones leave fewer than ``k``, the
+read widens (x4, up to ``NEAREST_FETCH_CAP`` neighbours). The numpy index holds the message
+vectors of the provenance in process (loaded once, then refreshed incrementally, see
+``memory.vector_index``), so a search reads no vectors from the database, only the few
+neighbours' rows to check them: trash, restore, edits and deletes count at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import aiopg
+import numpy as np
+import psycopg2
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db import fragments as db
+from pawwake.llm.embeddings import Provenance
+from pawwake.memory.vector_index import VectorIndex
+
+log = logging.getLogger(__name__)
+
+NEAREST_FETCH_CAP = 4000  # most neighbours read before giving up on filling k
+
+
+class MessageVectors:
+    """Message vectors of this process: storing them and finding the nearest ones."""
+
+    def __init__(self, index: VectorIndex | None = None) -> None:
+        self.index = index or VectorIndex(table=db.MESSAGE_VECTORS)
+
+    async def store(self, pool: aiopg.Pool, provenance: Provenance,
+                    rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
+        """Save vectors and add them to the numpy index; returns the message ids stored."""
+        stored = set(await db.store_vectors(pool, provenance, rows))
+        self.index.add(provenance, [row for row in rows if row[0] in stored])
+        return sorted(stored)
+
+    async def nearest(self, pool: aiopg.Pool, provenance: Provenance, query: np.ndarray,
+                      k: int, exclude_sessions: Sequence[str], *, pgvector: bool,
+                      keep_below: int = 0) -> list[dict[str, Any]]:
+        """The ``k`` searchable messages closest to ``query`` (id, session_id, created_at,
+        raw cosine), best first; messages of ``exclude_sessions`` from the message
+        ``keep_below`` on (in (created_at, id) order) are left out."""
+        fetch = 3 * k
+        while True:
+            if pgvector:
+                found, exhausted = await db.nearest_indexed(
+                    pool, provenance, query, k, exclude_sessions, fetch=fetch,
+                    keep_below=keep_below)
+            else:
+                near = await self.index.search(pool, provenance, query, fetch)
+                found = await db.live_neighbours(pool, provenance, near, k, exclude_sessions,
+                                                 keep_below=keep_below)
+                exhausted = len(near) < fetch
+            if len(found) >= k or exhausted or fetch >= NEAREST_FETCH_CAP:
+                return found
+            fetch = min(NEAREST_FETCH_CAP, fetch * 4)
+
+
+async def recall_vectors_ctx(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx (after the embedder): the message vectors, preloaded in the background
+    when recall searches will use the numpy index."""
+    app[keys.RECALL_VECTORS] = MessageVectors()
+    warming = asyncio.create_task(_warm(app), name="warm-message-vectors")
+    try:
+        yield
+    finally:
+        warming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await warming
+
+
+async def _warm(app: web.Application) -> None:
+    database = app[keys.DATABASE]
+    settings = await app[keys.CONFIG].fresh()
+    if database is None or not settings["CONVERSATION_RECALL_ENABLED"]:
+        return
+    provenance = app[keys.EMBEDDER].configured_provenance(settings)
+    if app[keys.VECTORS].backend(settings, database, provenance) != "numpy":
+        return
+    try:
+        await app[keys.RECALL_VECTORS].index.warm(database.pool, provenance)
+    except (psycopg2.Error, OSError) as exc:
+        log.warning("could not preload the message vector index: %s", type(exc).__name__)
