@@ -69,7 +69,8 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     """Search stored conversations for ``query``; see the module docstring.
 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
-    (created_at, id) order) stay searchable (the current thread's history that slid out of the live zones)."""
+    (created_at, id) order) stay searchable: the current thread's history that slid out of
+    the live zones."""
     database = app[keys.DATABASE]
     assert database is not None
     settings = settings if settings is not None else await app[keys.CONFIG].fresh()
