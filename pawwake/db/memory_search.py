@@ -13,9 +13,7 @@ from datetime import date, datetime
 from typing import Any
 
 import aiopg
-import numpy as np
 
-from pawwake.db.memory_embeddings import vector_literal
 from pawwake.db.pool import cursor, fetch_all
 
 MEMORY_COLUMNS = ("m.id, m.content, m.importance, m.layer, m.title, m.event_date,"
@@ -56,14 +54,10 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
                             window: int, gather_cap: int | None, exclude: Sequence[int],
                             limit: int,
                             rank_weights: tuple[float, float, float], now: datetime,
-                            today: date, similarity_to: tuple[Any, np.ndarray] | None = None
-                            ) -> list[dict[str, Any]]:
+                            today: date) -> list[dict[str, Any]]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row).
-
-    With ``similarity_to=(provenance, query vector)`` (pgvector only) each row also gets the
-    cosine of its stored vector of that provenance as ``similarity`` (None without one).
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -86,17 +80,6 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
                        " WHERE is_active ORDER BY created_at DESC LIMIT %(window)s) AS recent"
                        " WHERE search_terms && %(windowed)s::text[]"
                        " AND NOT (search_terms && %(gather)s::text[])")
-    similarity, vector_join = "NULL::float8 AS similarity", ""
-    if similarity_to is not None:
-        provenance, vector = similarity_to
-        dim = int(provenance.dim)
-        params.update(provider=provenance.provider, model=provenance.model, dim=dim,
-                      q=vector_literal(vector))
-        similarity = (f"1 - (e.embedding::vector({dim}) <=> %(q)s::vector({dim}))"
-                      " AS similarity")
-        vector_join = (" LEFT JOIN memory_embeddings e ON e.memory_id = m.id"
-                       " AND e.provider = %(provider)s AND e.model = %(model)s"
-                       " AND e.dim = %(dim)s")
     score = (f"%(wk)s::float8 * s.hit / (SELECT weight FROM total)"
              " + %(wi)s::float8 * g.importance / 10.0"
              f" + %(wr)s::float8 * {_RECENCY}")
@@ -116,9 +99,9 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
         " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"
         "   WHERE NOT (g.id = ANY(%(exclude)s::bigint[]))"
         f"   ORDER BY {score} DESC, g.id DESC LIMIT %(limit)s)"
-        f" SELECT {MEMORY_COLUMNS}, m.search_terms, {similarity},"
+        f" SELECT {MEMORY_COLUMNS}, m.search_terms,"
         " (SELECT json_object_agg(term, weight) FROM weights) AS term_weights"
-        f" FROM best JOIN memories m ON m.id = best.id{vector_join}", params)
+        " FROM best JOIN memories m ON m.id = best.id", params)
 
 
 async def fetch_rows(pool: aiopg.Pool, ids: Sequence[int], exclude: Sequence[int]

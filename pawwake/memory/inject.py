@@ -22,7 +22,7 @@ from pawwake import keys
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.memory.search import SearchResult, search_memories
+from pawwake.memory.search import SearchResult, search_memories, touch_results
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,8 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
 
 
 async def recall_for_request(app: web.Application, settings: Any, session_id: str,
-                             query: str, *, partition: bool) -> tuple[list[SearchResult], str]:
+                             query: str, *, partition: bool, touch: bool = True
+                             ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
     (excluded before the limit, so the next candidates move up)."""
     database = app[keys.DATABASE]
@@ -86,11 +87,12 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
         exclude = await memory_seen.recently_seen(database.pool, session_id,
                                                   settings["MEMORY_SEEN_TTL_HOURS"])
     outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
-                                    settings=settings)
+                                    settings=settings, touch=touch)
     return outcome.results, outcome.mode
 
 
 Step = Callable[[Any, Any], Awaitable[None]]
+_RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 
 def memory_step(app: web.Application) -> Step:
@@ -104,22 +106,36 @@ def memory_step(app: web.Application) -> Step:
         partition = bool(settings["CACHE_PARTITION_ENABLED"])
         pool = database.pool
         token = uuid.uuid4().hex
-        try:
-            due = await reminders.claim_due(pool, token, REMINDERS_PER_REQUEST)
-            results, _mode = await recall_for_request(
-                app, settings, prepared.session_id, last_user_text(prepared.client_messages),
-                partition=partition)
-        except (psycopg2.Error, OSError, DatabaseUnavailable) as exc:
-            if partition:
-                raise
-            log.warning("memory recall skipped: %s", type(exc).__name__)
+        # Both are on the time-to-first-token path: run them side by side.
+        due, found = await asyncio.gather(
+            reminders.claim_due(pool, token, REMINDERS_PER_REQUEST),
+            recall_for_request(app, settings, prepared.session_id,
+                               last_user_text(prepared.client_messages),
+                               partition=partition, touch=False),
+            return_exceptions=True)
+        failure = next((r for r in (due, found) if isinstance(r, BaseException)), None)
+        if failure is not None:
+            if isinstance(due, list) and due:
+                with contextlib.suppress(psycopg2.Error, OSError, DatabaseUnavailable):
+                    await reminders.release_claims(pool, token)
+            if partition or not isinstance(failure, _RECALL_ERRORS):
+                raise failure
+            log.warning("memory recall skipped: %s", type(failure).__name__)
             return
+        assert isinstance(due, list) and isinstance(found, tuple)
+        results = found[0]
         memories = [r.memory for r in results]
         prepared.memory_count = len(memories)
         if due:
             _hold_reminders(app, prepared, pool, token)
         if not memories and not due:
             return
+        if results:
+
+            async def touch(_prepared: Any, _reply: Any) -> None:
+                await touch_results(app, results)
+
+            prepared.after_success.append(touch)
         block = memory_block(memories, due, settings)
         if partition:
             prepared.turn_blocks.append(block)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -68,8 +68,14 @@ class _Semantic:
 
 async def search_memories(app: web.Application, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
-                          settings: Mapping[str, Any] | None = None) -> SearchOutcome:
-    """Search active memories for ``query``; see the module docstring for the scoring."""
+                          settings: Mapping[str, Any] | None = None,
+                          touch: bool = True) -> SearchOutcome:
+    """Search active memories for ``query``; see the module docstring for the scoring.
+
+    The query embedding (the slow part with a local model) runs while the keyword candidates
+    are fetched. ``touch=False`` leaves ``last_accessed`` to the caller (see ``touch_results``),
+    so a chat request does not wait for that write.
+    """
     database = app[keys.DATABASE]
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
@@ -79,54 +85,46 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     await ensure_tokenizer(app)
     clock = _Clock()
     keywords = tokens.query_keywords(query)
-    semantic, warning = await _query_vector(app, settings, query)
-    clock.lap("embed")
-
     now = datetime.now(UTC)
     today = scoring.local_today(now, float(settings["TIMEZONE_HOURS"]))
-    weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
-    store = app[keys.VECTORS]
-
-    async def nearest() -> list[tuple[int, float]]:
-        if semantic is None:
-            return []
-        return await store.nearest(database, settings, semantic.provenance, semantic.query,
-                                   k=max(40, 4 * limit), exclude=exclude)
-
-    in_sql = semantic is not None and semantic.backend == "pgvector"
-    (rows, term_weights), neighbours = await asyncio.gather(
-        _keyword_candidates(app, database, keywords, exclude, max(100, 4 * limit), weights,
-                            now, today,
-                            (semantic.provenance, semantic.query) if in_sql else None),
-        nearest())
+    # The keyword pool is ranked before we know whether a vector will come; only the pool's
+    # order depends on it, the final scores use the weights of the mode really used.
+    expected = (scoring.hybrid_weights(settings) if settings["MEMORY_VECTOR_ENABLED"]
+                else scoring.KEYWORD_ONLY)
+    (semantic, warning), (rows, term_weights) = await asyncio.gather(
+        _query_vector(app, settings, query),
+        _keyword_candidates(app, database, keywords, exclude, max(100, 4 * limit), expected,
+                            now, today))
     clock.lap("retrieve")
-    if semantic is not None and not neighbours:
-        semantic, weights = None, scoring.KEYWORD_ONLY
-        warning = "No memory has a vector yet (run the embedding backfill); keywords only."
 
     cosines: dict[int, float] = {}
     normalised: dict[int, float] = {}
     if semantic is not None:
-        cosines = dict(neighbours)
-        cosines.update((row["id"], row["similarity"]) for row in rows
-                       if row.get("similarity") is not None)
-        known = {row["id"] for row in rows}
-        similar = [i for i, cos in neighbours if cos >= semantic.threshold and i not in known]
-        missing = [i for i in known if i not in cosines] if not in_sql else []
-        extra, found = await asyncio.gather(
-            search_db.fetch_rows(database.pool, similar, exclude),
-            store.cosines(database, settings, semantic.provenance, semantic.query, missing))
-        rows = rows + extra
-        cosines.update(found)
-        normalised = scoring.normalise_semantic(
-            {row["id"]: cosines[row["id"]] for row in rows if row["id"] in cosines},
-            (c for _, c in neighbours), semantic.threshold)
+        store = app[keys.VECTORS]
+        neighbours, cosines = await asyncio.gather(
+            store.nearest(database, settings, semantic.provenance, semantic.query,
+                          k=max(40, 4 * limit), exclude=exclude),
+            store.cosines(database, settings, semantic.provenance, semantic.query,
+                          [row["id"] for row in rows]))
+        if not neighbours:
+            semantic = None
+            warning = "No memory has a vector yet (run the embedding backfill); keywords only."
+        else:
+            cosines.update(neighbours)
+            known = {row["id"] for row in rows}
+            similar = [i for i, cos in neighbours
+                       if cos >= semantic.threshold and i not in known]
+            rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
+            normalised = scoring.normalise_semantic(
+                {row["id"]: cosines[row["id"]] for row in rows if row["id"] in cosines},
+                (c for _, c in neighbours), semantic.threshold)
         clock.lap("semantic")
 
+    weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     results = _score(rows, term_weights, normalised, cosines, weights, now, today,
                      floor=float(settings["MIN_SCORE_THRESHOLD"]))[:limit]
-    await search_db.touch_accessed(database.pool, [r.id for r in results],
-                                   TOUCH_GRANULARITY_SECONDS)
+    if touch:
+        await touch_results(app, results)
     clock.lap("finish")
     return SearchOutcome(
         results=results, mode="hybrid" if semantic else "keyword", keywords=keywords,
@@ -134,10 +132,17 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
         backend=semantic.backend if semantic else None, timings=clock.laps)
 
 
+async def touch_results(app: web.Application, results: Sequence[SearchResult]) -> None:
+    """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
+    database = app[keys.DATABASE]
+    if database is not None and results:
+        await search_db.touch_accessed(database.pool, [r.id for r in results],
+                                       TOUCH_GRANULARITY_SECONDS)
+
+
 async def _keyword_candidates(app: web.Application, database: Database, keywords: list[str],
                               exclude: list[int], pool_size: int, weights: scoring.Weights,
-                              now: datetime, today: date,
-                              similarity_to: tuple[Provenance, np.ndarray] | None
+                              now: datetime, today: date
                               ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The best keyword rows and the IDF weight of every query keyword."""
     if not keywords:
@@ -147,7 +152,7 @@ async def _keyword_candidates(app: web.Application, database: Database, keywords
         database.pool, collection=plan.collection, gather=plan.gather,
         windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
         gather_cap=plan.gather_cap,
-        exclude=exclude, limit=pool_size, now=now, today=today, similarity_to=similarity_to,
+        exclude=exclude, limit=pool_size, now=now, today=today,
         rank_weights=(weights.keyword, weights.importance, weights.recency))
     if rows:
         term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
@@ -167,7 +172,6 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
     for row in rows:
         present = set(row.pop("search_terms") or ())
         row.pop("term_weights", None)
-        row.pop("similarity", None)
         hit = sum(w for term, w in term_weights.items() if term in present)
         parts = {
             "keyword": scoring.keyword_score(hit, total),
