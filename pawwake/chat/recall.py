@@ -32,6 +32,7 @@ from pawwake.db import fragments as db
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.memory.scoring import keyword_score
 from pawwake.text import tokens
+from pawwake.text.query import embedding_text
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,8 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     semantic_mode, warning, threshold, pool_cosines = False, None, None, []
     if mode == "hybrid":
         semantic_mode, warning, threshold, pool_cosines = await _semantic(
-            app, settings, query, excluded_sessions, keep_excluded_below, pool_size, sessions)
+            app, settings, embedding_text(query, keywords), excluded_sessions,
+            keep_excluded_below, pool_size, sessions)
     ranked_pool = sorted(sessions.values(), key=lambda s: (
         -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
         s.session_id))[:pool_size]

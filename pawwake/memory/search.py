@@ -28,6 +28,7 @@ from pawwake.llm.embeddings import EmbeddingError, Provenance, semantic_threshol
 from pawwake.memory import scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
 from pawwake.text import tokens
+from pawwake.text.query import embedding_text
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     expected = (scoring.hybrid_weights(settings) if settings["MEMORY_VECTOR_ENABLED"]
                 else scoring.KEYWORD_ONLY)
     (semantic, warning), (rows, term_weights) = await asyncio.gather(
-        _query_vector(app, settings, query),
+        _query_vector(app, settings, embedding_text(query, keywords)),
         _keyword_candidates(app, database, keywords, exclude, max(100, 4 * limit), expected,
                             now, today))
     clock.lap("retrieve")
