@@ -21,8 +21,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,9 @@ import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from overhead import free_port, stop  # noqa: E402
 
 from pawwake.settings import SETTINGS  # noqa: E402
 
@@ -51,12 +52,6 @@ MEMORIES = [
 ]
 QUERY_WORDS = ["猫", "牙医", "爬山", "过敏", "电影", "考试", "Rust", "sister", "周末", "外卖",
                "名字", "香山", "Berlin", "nurse", "火锅", "工作", "天气", "音乐", "旅行", "生日"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def memory_mb(pid: int) -> dict[str, float]:
@@ -79,16 +74,6 @@ def gateway_env(data_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     })
     env.update(extra)
     return env
-
-
-def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def wait_until_up(url: str, process: subprocess.Popen[bytes]) -> None:
