@@ -35,7 +35,7 @@ from pawwake.chat.rotation import (
     rotations_allowed,
 )
 from pawwake.chat.rounds import Round, group_rounds, tool_call_id_of
-from pawwake.chat.turns import message_text
+from pawwake.chat.turns import message_text, repeats_stored_reply
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.partition_state import (
     PartitionState,
@@ -125,22 +125,11 @@ def is_reroll(last: Round, tail: list[dict[str, Any]], earlier: list[Any]) -> bo
     question = last.user
     if question is None or message_text(tail[-1].get("content"))[0] != question["content"]:
         return False
-    replies = [row for row in last.messages[1:] if row["role"] == "assistant"]
-    if not replies:
+    if not any(row["role"] == "assistant" for row in last.messages[1:]):
         return len(last.messages) == 1
     dialogue = [m for m in earlier if isinstance(m, dict)
                 and m.get("role") not in ("system", "developer")]
-    return bool(dialogue) and not _shows_reply(dialogue[-1], replies[-1])
-
-
-def _shows_reply(message: dict[str, Any], stored: dict[str, Any]) -> bool:
-    """The client's message is the stored reply (same text, same tool calls)."""
-    if message.get("role") != "assistant":
-        return False
-    stored_calls = [c.get("id") for c in (stored.get("metadata") or {}).get("tool_calls") or []
-                    if isinstance(c, dict)]
-    calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    return message_text(message.get("content"))[0] == stored["content"] and calls == stored_calls
+    return bool(dialogue) and not repeats_stored_reply(dialogue, last.messages[1:])
 
 
 def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -154,7 +154,7 @@ def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
         after = tail[1:]
         if not same_text:
             plan.insert.append(user)
-        elif not trailing and after and not _repeats_stored_reply(
+        elif not trailing and after and not repeats_stored_reply(
                 client_messages[:last_user], after):
             # Same question again without the stored answer in the history: a re-roll.
             plan.replace_ids = [row["id"] for row in after]
@@ -193,7 +193,7 @@ def _answered_after(last: Any, after: list[dict[str, Any]], stored_ids: dict[str
     return []
 
 
-def _repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> bool:
+def repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> bool:
     """True when the client's history already ends with the stored reply (so the repeated
     user text is a new message, not a re-roll)."""
     previous = earlier[-1] if earlier else None
