@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,8 @@ from pawwake.llm.embeddings import (
     Embedder,
     EmbeddingError,
     Provenance,
+    cpu_quota,
+    local_model_threads,
     provider_for,
     semantic_threshold,
 )
@@ -195,3 +199,16 @@ async def test_the_app_has_one_embedder_that_closes(make_client: Any) -> None:
     await client.close()
     with pytest.raises(RuntimeError):
         embedder._executor.submit(int)
+
+
+def test_the_local_model_uses_one_thread_when_less_than_two_cpus_are_granted(
+        tmp_path: Path) -> None:
+    assert cpu_quota("10000 100000") == 0.1
+    assert cpu_quota("max 100000") is None
+    assert cpu_quota("garbage") is None and cpu_quota("") is None
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("10000 100000\n")  # a free instance's tenth of a CPU
+    assert local_model_threads(str(cpu_max)) == 1
+    cpu_max.write_text("max 100000\n")
+    assert local_model_threads(str(cpu_max)) == (2 if len(os.sched_getaffinity(0)) >= 2 else 1)
+    assert local_model_threads(str(tmp_path / "absent")) == local_model_threads(str(cpu_max))
