@@ -10,14 +10,14 @@ from aiohttp import web
 from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.db.errors import NotFound
-from pawwake.routes.service_errors import guarded, json_body, read_json
+from pawwake.routes.service_errors import guarded, json_body, read_json, read_object
 
 
-async def _object(request: web.Request) -> dict[str, Any]:
-    body = await read_json(request)
-    if not isinstance(body, dict):
-        raise Invalid("invalid_body", "Send a JSON object.")
-    return body
+def _session_ids(body: dict[str, Any], key: str) -> list[str]:
+    ids = body.get(key)
+    if not isinstance(ids, list) or not ids or len(ids) > service.MAX_BATCH:
+        raise Invalid(f"invalid_{key}", f"{key} must be a list of 1 to {service.MAX_BATCH} ids.")
+    return [service.session_id_of(v, key) for v in ids]
 
 
 def _int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -80,7 +80,7 @@ async def session_messages(request: web.Request) -> web.StreamResponse:
 @guarded("Conversations")
 async def edit_message(request: web.Request) -> web.StreamResponse:
     message_id = _message_id(request)
-    body = await _object(request)
+    body = await read_object(request)
     if set(body) != {"content"}:
         raise Invalid("invalid_body", "Send {\"content\": \"...\"}.")
     row = await service.edit_message(request.app, message_id, service.content_of(body["content"]))
@@ -118,32 +118,18 @@ async def restore_session(request: web.Request) -> web.StreamResponse:
 
 @guarded("Conversations")
 async def batch_delete(request: web.Request) -> web.StreamResponse:
-    body = await _object(request)
-    unknown = sorted(set(body) - {"session_ids", "permanent"})
-    if unknown:
-        raise Invalid("unknown_field", f"Unknown field: {unknown[0]}.")
-    ids = body.get("session_ids")
-    if not isinstance(ids, list) or not ids or len(ids) > service.MAX_BATCH:
-        raise Invalid("invalid_session_ids",
-                      f"session_ids must be a list of 1 to {service.MAX_BATCH} ids.")
+    body = await read_object(request, {"session_ids", "permanent"})
+    ids = _session_ids(body, "session_ids")
     permanent = body.get("permanent", False)
     if not isinstance(permanent, bool):
         raise Invalid("invalid_permanent", "permanent must be true or false.")
-    ids = [service.session_id_of(v, "session_ids") for v in ids]
     return json_body(await service.batch_delete(request.app, ids, permanent=permanent))
 
 
 @guarded("Conversations")
 async def merge_sessions(request: web.Request) -> web.StreamResponse:
-    body = await _object(request)
-    unknown = sorted(set(body) - {"source_ids", "target_id"})
-    if unknown:
-        raise Invalid("unknown_field", f"Unknown field: {unknown[0]}.")
-    sources = body.get("source_ids")
-    if not isinstance(sources, list) or not sources or len(sources) > service.MAX_BATCH:
-        raise Invalid("invalid_source_ids",
-                      f"source_ids must be a list of 1 to {service.MAX_BATCH} ids.")
-    sources = [service.session_id_of(v, "source_ids") for v in sources]
+    body = await read_object(request, {"source_ids", "target_id"})
+    sources = _session_ids(body, "source_ids")
     target = service.session_id_of(body.get("target_id"), "target_id")
     return json_body(await service.merge_sessions(request.app, sources, target))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -63,3 +63,15 @@ async def read_json(request: web.Request) -> Any:
         return json.loads(await request.read())
     except (ValueError, UnicodeDecodeError):
         raise Invalid("invalid_json", "The body is not valid JSON.") from None
+
+
+async def read_object(request: web.Request, allowed: Collection[str] | None = None
+                      ) -> dict[str, Any]:
+    """The body as a JSON object; with ``allowed``, any other field is refused (400)."""
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise Invalid("invalid_body", "Send a JSON object.")
+    unknown = sorted(set(body) - set(allowed)) if allowed is not None else []
+    if unknown:
+        raise Invalid("unknown_field", f"Unknown field: {unknown[0]}.")
+    return body

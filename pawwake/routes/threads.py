@@ -3,23 +3,11 @@ and the rolling summary."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from pawwake.chat import threads as service
-from pawwake.chat.threads import Invalid, session_id_of
-from pawwake.routes.service_errors import guarded, json_body, read_json
-
-
-async def _object(request: web.Request, allowed: set[str]) -> dict[str, Any]:
-    body = await read_json(request)
-    if not isinstance(body, dict):
-        raise Invalid("invalid_body", "Send a JSON object.")
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise Invalid("unknown_field", f"Unknown field: {unknown[0]}.")
-    return body
+from pawwake.chat.threads import session_id_of
+from pawwake.routes.service_errors import guarded, json_body, read_object
 
 
 def _query_thread(request: web.Request) -> str:
@@ -38,7 +26,7 @@ async def list_threads(request: web.Request) -> web.StreamResponse:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def switch(request: web.Request) -> web.StreamResponse:
-    body = await _object(request, {"thread_id"})
+    body = await read_object(request, {"thread_id"})
     thread_id = await service.switch(request.app, session_id_of(body.get("thread_id"),
                                                                 "thread_id"))
     return json_body({"active_thread": thread_id})
@@ -46,7 +34,7 @@ async def switch(request: web.Request) -> web.StreamResponse:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def create(request: web.Request) -> web.StreamResponse:
-    body = await _object(request, {"thread_id", "inherit_summary_from"})
+    body = await read_object(request, {"thread_id", "inherit_summary_from"})
     thread_id = session_id_of(body.get("thread_id"), "thread_id")
     source = body.get("inherit_summary_from")
     if source is not None:
@@ -56,7 +44,7 @@ async def create(request: web.Request) -> web.StreamResponse:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def rename(request: web.Request) -> web.StreamResponse:
-    body = await _object(request, {"old_id", "new_id"})
+    body = await read_object(request, {"old_id", "new_id"})
     old_id = session_id_of(body.get("old_id"), "old_id")
     new_id = session_id_of(body.get("new_id"), "new_id")
     return json_body(await service.rename(request.app, old_id, new_id))
@@ -74,7 +62,7 @@ async def get_summary(request: web.Request) -> web.StreamResponse:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def put_summary(request: web.Request) -> web.StreamResponse:
-    body = await _object(request, {"thread_id", "summary"})
+    body = await read_object(request, {"thread_id", "summary"})
     thread_id = session_id_of(body.get("thread_id"), "thread_id")
     summary = service.summary_text(body.get("summary"))
     return json_body(await service.put_summary(request.app, thread_id, summary))
