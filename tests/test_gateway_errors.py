@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-from typing import Any
 
 import pytest
 
@@ -21,11 +20,6 @@ from tests.gateway_support import (
 )
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
-
-
-@pytest.fixture
-def gateway(aiohttp_client: Any, make_settings: Any, tmp_path: Any) -> GatewayStarter:
-    return GatewayStarter(aiohttp_client, make_settings, tmp_path)
 
 
 def closed_port() -> int:
