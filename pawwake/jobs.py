@@ -226,6 +226,9 @@ class JobRunner:
             except (psycopg2.Error, OSError) as exc:
                 log.warning("job runner cannot reach the database: %s", type(exc).__name__)
                 ran = False
+            except Exception:  # a bug must not end the worker: its jobs would never run
+                log.exception("job runner error; the worker carries on")
+                ran = False
             if ran or self._stopping:
                 continue
             self._wake.clear()
