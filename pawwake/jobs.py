@@ -1,8 +1,11 @@
 """Durable background work: jobs live in the database, survive restarts and retry with backoff.
 
 A service registers a handler per job kind; the runner claims ready jobs with SKIP LOCKED (so
-several gateway processes can share one database), runs them, and records the outcome. A run
-that crashes before it finishes is claimed again once its lease expires.
+several gateway processes can share one database), runs them, and records the outcome. A claim
+is a short lease that a heartbeat renews while the handler runs, so a long job is never run
+twice and a crashed worker's job is claimed again within about a minute. Failures retry on a
+schedule that grows to hours (about a day in all); after the last attempt the job becomes a
+dead letter, kept until someone retries or discards it.
 """
 
 from __future__ import annotations
@@ -22,17 +25,25 @@ from pawwake.db import jobs as jobs_db
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = 300.0
+LEASE_SECONDS = 60.0  # a crashed worker's job is claimed again after at most this long
+HEARTBEATS_PER_LEASE = 3  # the lease is renewed this often within one lease period
 IDLE_POLL_SECONDS = 2.0
+STOP_GRACE_SECONDS = 5.0  # running jobs get this long to finish at shutdown, then are cancelled
+RELEASE_SECONDS = 1.0  # at most this long to give cancelled jobs back at shutdown
+FIRST_RETRY_SECONDS = 60.0
+LONGEST_RETRY_SECONDS = 6 * 3600.0
 
 
 class RetryLater(Exception):
-    """Raise from a handler to run the job again after ``delay`` seconds.
+    """Raise from a handler to run the job again later.
 
-    ``count_attempt=False`` for waits that are not the job's fault (a 429 from the provider).
+    ``delay`` None follows the runner's backoff schedule (``backoff_seconds``); a number waits
+    exactly that long. ``count_attempt=False`` for waits that are not the job's fault (a 429
+    from the provider): they never use up the job's attempts.
     """
 
-    def __init__(self, message: str, delay: float = 30.0, *, count_attempt: bool = True) -> None:
+    def __init__(self, message: str, delay: float | None = None, *,
+                 count_attempt: bool = True) -> None:
         super().__init__(message)
         self.delay = delay
         self.count_attempt = count_attempt
@@ -45,6 +56,8 @@ class Job:
     payload: dict[str, Any]
     attempts: int
     app: web.Application
+    model: str | None = None  # set by a handler before it calls a model: shown with failures
+    lease_seconds: float = LEASE_SECONDS
 
     async def progress(self, **values: Any) -> None:
         """Record progress (e.g. ``done``/``total``) that a status endpoint can show."""
@@ -53,28 +66,33 @@ class Job:
         await jobs_db.set_progress(database.pool, self.id, values)
 
     async def keep_alive(self) -> None:
-        """Extend the lease during long work so no other process takes the job over."""
+        """Extend the lease now (the runner's heartbeat also does it while the handler runs)."""
         database = self.app[keys.DATABASE]
         assert database is not None
-        await jobs_db.extend_lease(database.pool, self.id, LEASE_SECONDS)
+        await jobs_db.extend_lease(database.pool, self.id, self.lease_seconds, self.attempts)
 
 
 Handler = Callable[[Job], Awaitable[Any]]
 
 
 def backoff_seconds(attempt: int) -> float:
-    return min(600.0, 5.0 * 2 ** max(0, attempt - 1))
+    """Wait after failed attempt number ``attempt``: 1 min doubling to 6 h (1, 2, 4 ... 256
+    min, then 6 h), so 12 attempts span about 20 hours."""
+    return min(LONGEST_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** max(0, attempt - 1))
 
 
 class JobRunner:
     """Runs registered handlers for jobs found in the database."""
 
-    def __init__(self, app: web.Application, workers: int = 2) -> None:
+    def __init__(self, app: web.Application, workers: int = 2, *,
+                 lease_seconds: float = LEASE_SECONDS) -> None:
         self.app = app
         self.handlers: dict[str, Handler] = {}
+        self.lease_seconds = lease_seconds
         self._wake = asyncio.Event()
         self._workers = workers
         self._loops: list[asyncio.Task[None]] = []
+        self._running: dict[int, Job] = {}  # job id -> the run this process is doing
         self._stopping = False
 
     def register(self, kind: str, handler: Handler) -> None:
@@ -85,12 +103,15 @@ class JobRunner:
         self._wake.set()
 
     def start(self) -> None:
+        self._stopping = False
         for number in range(self._workers):
             self._loops.append(asyncio.create_task(self._loop(), name=f"job-worker-{number}"))
 
-    async def stop(self, grace_seconds: float = 30.0) -> None:
-        """Let in-flight jobs finish (cancelling a query mid-way would strand its connection);
-        cancel only what is still running after ``grace_seconds``."""
+    async def stop(self, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """Stop at once when idle; let running jobs finish for ``grace_seconds`` (cancelling a
+        query mid-way can strand its connection), then cancel them and give their claims back
+        so the next start (or another process) runs them at once, without counting an attempt.
+        """
         self._stopping = True
         self._wake.set()
         if self._loops:
@@ -100,7 +121,23 @@ class JobRunner:
             for task in pending:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await self._release_unfinished()
         self._loops.clear()
+
+    async def _release_unfinished(self) -> None:
+        database = self.app[keys.DATABASE]
+        abandoned, self._running = list(self._running.values()), {}
+        if database is None or not abandoned:
+            return
+        try:
+            async with asyncio.timeout(RELEASE_SECONDS):
+                for job in abandoned:
+                    await jobs_db.release(database.pool, job.id, job.attempts)
+                    log.info("job %s (%s) given back unfinished at shutdown", job.id, job.kind)
+        except (TimeoutError, psycopg2.Error, OSError) as exc:
+            log.warning("could not give back %s unfinished job(s) at shutdown (%s); they are"
+                        " claimed again when their lease expires", len(abandoned),
+                        type(exc).__name__)
 
     async def run_until_idle(self) -> int:
         """Run ready jobs until none is left; returns how many ran (tests and tools)."""
@@ -113,29 +150,74 @@ class JobRunner:
         database = self.app[keys.DATABASE]
         if database is None or not self.handlers:
             return False
-        row = await jobs_db.claim_next(database.pool, list(self.handlers), LEASE_SECONDS)
+        row = await jobs_db.claim_next(database.pool, list(self.handlers), self.lease_seconds)
         if row is None:
             return False
         job = Job(id=row["id"], kind=row["kind"], payload=row["payload"],
-                  attempts=row["attempts"], app=self.app)
+                  attempts=row["attempts"], app=self.app, lease_seconds=self.lease_seconds)
+        if self._stopping:  # claimed while stop() began: leave it for the next start
+            await jobs_db.release(database.pool, job.id, job.attempts)
+            return False
+        self._running[job.id] = job
+        heartbeat = asyncio.create_task(self._heartbeat(job), name=f"job-lease-{job.id}")
+        cancelled = False
         try:
             result = await self.handlers[job.kind](job)
         except asyncio.CancelledError:
-            raise  # the lease expires and the job is claimed again after restart
+            cancelled = True  # stop() gives the claim back; a crash leaves it to the lease
+            raise
         except RetryLater as exc:
-            status = await jobs_db.retry_or_fail(database.pool, job.id, job.attempts, str(exc),
-                                                 exc.delay,
-                                                 count_attempt=exc.count_attempt)
-            log.info("job %s (%s) will retry: %s [%s]", job.id, job.kind, exc, status)
+            await self._retry(job, str(exc), exc.delay, exc.count_attempt, failure=None)
         except Exception as exc:  # a handler bug or a provider failure: retry with backoff
-            status = await jobs_db.retry_or_fail(database.pool, job.id, job.attempts,
-                                                 f"{type(exc).__name__}: {exc}",
-                                                 backoff_seconds(job.attempts))
-            log.warning("job %s (%s) failed (attempt %s, now %s): %s", job.id, job.kind,
-                        job.attempts, status, type(exc).__name__, exc_info=True)
+            await self._retry(job, f"{type(exc).__name__}: {exc}", None, True, failure=exc)
         else:
             await jobs_db.finish(database.pool, job.id, job.attempts, result)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            if not cancelled:
+                self._running.pop(job.id, None)
         return True
+
+    async def _retry(self, job: Job, error: str, delay: float | None, count_attempt: bool,
+                     failure: Exception | None) -> None:
+        database = self.app[keys.DATABASE]
+        assert database is not None
+        wait = backoff_seconds(job.attempts) if delay is None else delay
+        status = await jobs_db.retry_or_fail(database.pool, job.id, job.attempts, error, wait,
+                                             count_attempt=count_attempt, model=job.model)
+        if status == "dead":
+            log.error("job %s (%s) failed on its last attempt (%s) and is kept as a dead"
+                      " letter: %s", job.id, job.kind, job.attempts, error,
+                      exc_info=failure is not None)
+        elif not count_attempt:
+            log.info("job %s (%s) waits %.0f s (not counted as an attempt): %s", job.id,
+                     job.kind, wait, error)
+        else:
+            log.warning("job %s (%s) failed (attempt %s, %s); retry in %.0f s: %s", job.id,
+                        job.kind, job.attempts, status, wait, error,
+                        exc_info=failure is not None)
+
+    async def _heartbeat(self, job: Job) -> None:
+        """Renew the lease while the handler runs: a long job keeps its claim, and a worker
+        that dies stops renewing, so another claims the job soon after."""
+        database = self.app[keys.DATABASE]
+        assert database is not None
+        interval = self.lease_seconds / HEARTBEATS_PER_LEASE
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                kept = await jobs_db.extend_lease(database.pool, job.id, self.lease_seconds,
+                                                  job.attempts)
+            except (psycopg2.Error, OSError) as exc:
+                log.warning("job %s (%s): lease not renewed (%s)", job.id, job.kind,
+                            type(exc).__name__)
+                continue
+            if not kept:
+                log.warning("job %s (%s) is no longer this run's (discarded, cancelled or"
+                            " taken over); its result will not be recorded", job.id, job.kind)
+                return
 
     async def _loop(self) -> None:
         while not self._stopping:
@@ -144,7 +226,9 @@ class JobRunner:
             except (psycopg2.Error, OSError) as exc:
                 log.warning("job runner cannot reach the database: %s", type(exc).__name__)
                 ran = False
-                await asyncio.sleep(IDLE_POLL_SECONDS)
+            except Exception:  # a bug must not end the worker: its jobs would never run
+                log.exception("job runner error; the worker carries on")
+                ran = False
             if ran or self._stopping:
                 continue
             self._wake.clear()

@@ -32,7 +32,7 @@ async def test_a_job_runs_once_and_records_its_result(make_client: Any) -> None:
     assert job["progress"] == {"done": 1, "total": 1}
 
 
-async def test_retry_later_then_failure_after_max_attempts(make_client: Any) -> None:
+async def test_retry_later_then_dead_letter_after_max_attempts(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0)
     app = client.server.app
     attempts: list[int] = []
@@ -47,7 +47,7 @@ async def test_retry_later_then_failure_after_max_attempts(make_client: Any) -> 
     await app[keys.JOBS].run_until_idle()
     job = await jobs_db.get_job(pool, job_id)
     assert attempts == [1, 2, 3]
-    assert job["status"] == "failed" and "provider busy" in job["last_error"]
+    assert job["status"] == "dead" and "provider busy" in job["last_error"]
 
 
 async def test_a_crashed_run_is_claimed_again_once_its_lease_expires(make_client: Any) -> None:

@@ -45,6 +45,7 @@ from pawwake.db.partition_state import (
     save_state,
 )
 from pawwake.db.pool import transaction
+from pawwake.llm.upstream import UsageBooking
 from pawwake.memory.inject import local_zone
 
 log = logging.getLogger(__name__)
@@ -190,8 +191,9 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
         thread = active_thread(settings)
         prepared.session_id = thread
         role, tail = client_tail(prepared.client_messages)
-        summarise = model_summariser(context.http, settings)
-        fold = model_folder(context.http, settings)
+        booking = UsageBooking(context.database.pool, "summary", thread)
+        summarise = model_summariser(context.http, settings, booking)
+        fold = model_folder(context.http, settings, booking)
         now = now_utc().astimezone(local_zone(settings))
         x = max(1, int(settings["CACHE_PARTITION_X"]))
         try:

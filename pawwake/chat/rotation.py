@@ -25,7 +25,7 @@ import aiohttp
 
 from pawwake.chat.rounds import Round, dialogue_text
 from pawwake.db.partition_state import PartitionState
-from pawwake.llm.upstream import complete
+from pawwake.llm.upstream import UsageBooking, complete
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +54,16 @@ def summary_prompt(rounds: Sequence[Round]) -> list[dict[str, Any]]:
             {"role": "user", "content": "\n\n".join(lines)}]
 
 
-def model_summariser(http: aiohttp.ClientSession, settings: Any) -> Summariser:
-    """Summaries through the configured upstream with CACHE_SUMMARY_MODEL."""
+def model_summariser(http: aiohttp.ClientSession, settings: Any,
+                     usage: UsageBooking | None = None) -> Summariser:
+    """Summaries through the configured upstream with CACHE_SUMMARY_MODEL; ``usage`` books
+    every call's tokens (a summary that is then refused included)."""
 
     async def summarise(rounds: Sequence[Round]) -> str:
         reply = await complete(http, settings, summary_prompt(rounds),
                                model=settings["CACHE_SUMMARY_MODEL"],
-                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1)
+                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1,
+                               usage=usage)
         text = reply.text.strip()
         if not text:
             raise ValueError("the summary model returned no text")
@@ -71,14 +74,17 @@ def model_summariser(http: aiohttp.ClientSession, settings: Any) -> Summariser:
     return summarise
 
 
-def model_folder(http: aiohttp.ClientSession, settings: Any) -> Folder:
-    """Folds old summary parts into one base part with CACHE_SUMMARY_MODEL."""
+def model_folder(http: aiohttp.ClientSession, settings: Any,
+                 usage: UsageBooking | None = None) -> Folder:
+    """Folds old summary parts into one base part with CACHE_SUMMARY_MODEL (tokens booked
+    like summaries)."""
 
     async def fold(parts: Sequence[str]) -> str:
         prompt = [{"role": "system", "content": FOLD_INSTRUCTIONS},
                   {"role": "user", "content": "\n\n---\n\n".join(parts)}]
         reply = await complete(http, settings, prompt, model=settings["CACHE_SUMMARY_MODEL"],
-                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1)
+                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1,
+                               usage=usage)
         text = reply.text.strip()
         if not text or reply.truncated:
             raise ValueError("the fold returned no complete text")

@@ -17,6 +17,7 @@ from pawwake.dashboard import (
     conversations_page,
     export_page,
     import_page,
+    jobs_page,
     language,
     memories_page,
     settings_page,
@@ -45,7 +46,7 @@ STATIC_DIR = ROOT / "static"
 
 # Each page module registers its routes; a new page adds itself here and to nav.NAV.
 PAGES = (auth, language, status_page, settings_page, memories_page, import_page, export_page,
-         conversations_page, threads_page)
+         conversations_page, threads_page, jobs_page)
 
 
 PROBLEM_SETTINGS = {"unavailable.password": "DASHBOARD_PASSWORD",

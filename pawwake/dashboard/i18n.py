@@ -8,6 +8,7 @@ from aiohttp import web
 
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n_conversations import CONVERSATION_STRINGS
+from pawwake.dashboard.i18n_jobs import JOB_STRINGS
 from pawwake.dashboard.i18n_memories import MEMORY_STRINGS
 from pawwake.dashboard.i18n_memory_tools import MEMORY_TOOL_STRINGS
 from pawwake.dashboard.i18n_threads import THREAD_STRINGS
@@ -222,7 +223,8 @@ STRINGS: dict[str, dict[str, str]] = {
 }
 
 # Page families keep their strings in their own catalog modules.
-for _catalog in (MEMORY_STRINGS, MEMORY_TOOL_STRINGS, CONVERSATION_STRINGS, THREAD_STRINGS):
+for _catalog in (MEMORY_STRINGS, MEMORY_TOOL_STRINGS, CONVERSATION_STRINGS, THREAD_STRINGS,
+                 JOB_STRINGS):
     for _lang, _strings in _catalog.items():
         STRINGS[_lang].update(_strings)
 

@@ -22,6 +22,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("conversations", "nav.conversations", "chat"),
     NavItem("threads", "nav.threads", "chat"),
     NavItem("usage", "nav.usage", "chart"),
+    NavItem("jobs", "nav.jobs", "clock"),
     NavItem("settings", "nav.settings", "sliders"),
 )
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 from yarl import URL
 
-from pawwake import __version__, keys
+from pawwake import __version__, job_admin, keys
 from pawwake.dashboard.render import render
+from pawwake.dashboard.service_pages import gateway
 from pawwake.db.stats import dashboard_counts
 
 
@@ -28,6 +29,8 @@ async def status(request: web.Request) -> web.Response:
         "gateway_key_set": bool(settings["GATEWAY_SECRET"]),
         "counts": await dashboard_counts(database.pool) if on else None,
     }
+    # Background jobs that need attention (their own card; memory is not "fine" meanwhile).
+    context["jobs"] = await job_admin.health(gateway(request)) if on else None
     return render(request, "dashboard/status.html", context)
 
 

@@ -1,4 +1,5 @@
-"""The jobs table: enqueue, claim with SKIP LOCKED, finish, retry, report progress."""
+"""The jobs table: enqueue, claim with SKIP LOCKED, renew leases, finish, retry, dead-letter,
+and the listing, retry and discard that the API and dashboard offer."""
 
 from __future__ import annotations
 
@@ -6,15 +7,38 @@ import json
 from typing import Any
 
 import aiopg
+import psycopg2
 
-from pawwake.db.pool import cursor, fetch_one, rows_as_dicts
+from pawwake.db.errors import Conflict, NotFound
+from pawwake.db.pool import cursor, fetch_all, fetch_one, rows_as_dicts
 
 JOB_COLUMNS = ("id, kind, dedupe_key, payload, status, attempts, max_attempts, run_after,"
-               " claimed_until, progress, result, last_error, created_at, updated_at")
+               " claimed_until, progress, result, last_error, model, created_at, updated_at")
+
+MAX_ATTEMPTS = 12  # with the runner's backoff (1 min doubling to 6 h): about 20 hours in all
+
+# A job waiting for its next try after a failure (a 429 wait included).
+RETRYING = "status = 'pending' AND last_error IS NOT NULL"
+# What needs a person's attention: retrying, dead letters, and runs that ended with an error
+# (a cancelled consolidation run is a choice, not a problem).
+ATTENTION = (f"(({RETRYING}) OR status = 'dead' OR (status = 'failed'"
+             " AND coalesce(result #>> '{error,code}', '') <> 'cancelled'))")
+SHOWN_STATUS = (f"CASE WHEN {RETRYING} THEN 'retrying' ELSE status END")
+# Filters of the job list: a stored status, 'retrying', or 'attention' (all three kinds above).
+LIST_FILTERS = {
+    "pending": "status = 'pending' AND last_error IS NULL",
+    "retrying": RETRYING,
+    "running": "status = 'running'",
+    "done": "status = 'done'",
+    "failed": "status = 'failed'",
+    "dead": "status = 'dead'",
+    "discarded": "status = 'discarded'",
+    "attention": ATTENTION,
+}
 
 
 async def enqueue(cur: Any, kind: str, payload: dict[str, Any], *, dedupe_key: str | None = None,
-                  delay_seconds: float = 0.0, max_attempts: int = 5) -> int | None:
+                  delay_seconds: float = 0.0, max_attempts: int = MAX_ATTEMPTS) -> int | None:
     """Insert a job using ``cur`` (so it can share the caller's transaction).
 
     Returns the new id, or None when an unfinished job with the same dedupe key exists.
@@ -38,26 +62,42 @@ async def enqueue_job(pool: aiopg.Pool, kind: str, payload: dict[str, Any], **op
 
 async def claim_next(pool: aiopg.Pool, kinds: list[str], lease_seconds: float
                      ) -> dict[str, Any] | None:
-    """Claim one ready job: pending and due, or running with an expired lease (a crashed run)."""
+    """Claim one ready job: pending and due, or running with an expired lease (a crashed run).
+
+    A run whose lease expired on its last attempt (the worker died every time: the job itself
+    may kill it) becomes a dead letter instead of being claimed again.
+    """
     async with cursor(pool) as cur:
         await cur.execute(
-            f"UPDATE jobs SET status = 'running', attempts = attempts + 1,"
-            f" claimed_until = now() + make_interval(secs => %s), updated_at = now()"
-            f" WHERE id = (SELECT id FROM jobs WHERE kind = ANY(%s) AND ("
+            "WITH lost AS ("
+            "   UPDATE jobs SET status = 'dead', claimed_until = NULL, updated_at = now(),"
+            "   last_error = 'the worker running it stopped before it finished'"
+            "   || ' (attempt ' || attempts || ' of ' || max_attempts || ')'"
+            "   WHERE kind = ANY(%(kinds)s) AND status = 'running' AND claimed_until < now()"
+            "   AND attempts >= max_attempts RETURNING id)"
+            f" UPDATE jobs SET status = 'running', attempts = attempts + 1,"
+            f" claimed_until = now() + make_interval(secs => %(lease)s), updated_at = now()"
+            f" WHERE id = (SELECT id FROM jobs WHERE kind = ANY(%(kinds)s) AND ("
             f"   (status = 'pending' AND run_after <= now())"
-            f"   OR (status = 'running' AND claimed_until < now()))"
+            f"   OR (status = 'running' AND claimed_until < now()"
+            f"       AND attempts < max_attempts))"
             f" ORDER BY run_after, id FOR UPDATE SKIP LOCKED LIMIT 1)"
             f" RETURNING {JOB_COLUMNS}",
-            (lease_seconds, kinds))
+            {"lease": lease_seconds, "kinds": kinds})
         row = await cur.fetchone()
         return rows_as_dicts(cur, [row])[0] if row else None
 
 
-async def extend_lease(pool: aiopg.Pool, job_id: int, lease_seconds: float) -> None:
+async def extend_lease(pool: aiopg.Pool, job_id: int, lease_seconds: float,
+                       attempt: int | None = None) -> bool:
+    """Renew a running job's lease; False when the run is no longer the job's current one
+    (taken over, cancelled, discarded). ``attempt`` fences out a run that was taken over."""
     async with cursor(pool) as cur:
         await cur.execute(
             "UPDATE jobs SET claimed_until = now() + make_interval(secs => %s), updated_at = now()"
-            " WHERE id = %s AND status = 'running'", (lease_seconds, job_id))
+            " WHERE id = %s AND status = 'running' AND (%s::integer IS NULL OR attempts = %s)",
+            (lease_seconds, job_id, attempt, attempt))
+        return bool(cur.rowcount == 1)
 
 
 async def finish(pool: aiopg.Pool, job_id: int, attempt: int, result: Any) -> None:
@@ -71,19 +111,33 @@ async def finish(pool: aiopg.Pool, job_id: int, attempt: int, result: Any) -> No
 
 
 async def retry_or_fail(pool: aiopg.Pool, job_id: int, attempt: int, error: str,
-                        delay_seconds: float, *, count_attempt: bool = True) -> str:
-    """Put the job back for a later run, or mark it failed when attempts are used up."""
+                        delay_seconds: float, *, count_attempt: bool = True,
+                        model: str | None = None) -> str:
+    """Put the job back for a later run, or make it a dead letter when its attempts are used
+    up. Returns the new status ('pending', 'dead') or 'taken over' when the run was fenced out.
+    """
     async with cursor(pool) as cur:
         await cur.execute(
             "UPDATE jobs SET"
             " attempts = attempts - CASE WHEN %s THEN 0 ELSE 1 END,"
-            " status = CASE WHEN %s AND attempts >= max_attempts THEN 'failed' ELSE 'pending' END,"
+            " status = CASE WHEN %s AND attempts >= max_attempts THEN 'dead' ELSE 'pending' END,"
             " run_after = now() + make_interval(secs => %s), claimed_until = NULL,"
-            " last_error = %s, updated_at = now()"
+            " last_error = %s, model = coalesce(%s, model), updated_at = now()"
             " WHERE id = %s AND attempts = %s AND status = 'running' RETURNING status",
-            (count_attempt, count_attempt, delay_seconds, error[:2000], job_id, attempt))
+            (count_attempt, count_attempt, delay_seconds, error[:2000], model, job_id, attempt))
         row = await cur.fetchone()
         return row[0] if row else "taken over"
+
+
+async def release(pool: aiopg.Pool, job_id: int, attempt: int) -> bool:
+    """Give a claim back unfinished (the process is shutting down): the job is due at once,
+    and the interrupted run does not count as an attempt."""
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE jobs SET status = 'pending', attempts = attempts - 1, claimed_until = NULL,"
+            " run_after = now(), updated_at = now()"
+            " WHERE id = %s AND attempts = %s AND status = 'running'", (job_id, attempt))
+        return bool(cur.rowcount == 1)
 
 
 async def set_progress(pool: aiopg.Pool, job_id: int, progress: dict[str, Any]) -> None:
@@ -105,3 +159,91 @@ async def unfinished_of_kind(pool: aiopg.Pool, kind: str) -> dict[str, Any] | No
     return await fetch_one(pool, f"SELECT {JOB_COLUMNS} FROM jobs WHERE kind = %s"
                                  " AND status IN ('pending', 'running') ORDER BY id LIMIT 1",
                            (kind,))
+
+
+# --- what the API and the dashboard show and do --------------------------------------------
+
+LISTED_COLUMNS = ("id, kind, attempts, max_attempts, run_after, claimed_until, last_error,"
+                  f" model, created_at, updated_at, status AS stored_status,"
+                  f" {SHOWN_STATUS} AS status")
+
+
+async def list_jobs(pool: aiopg.Pool, status: str | None, *, kind: str | None = None,
+                    limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
+    """Jobs newest first (by id), filtered by a ``LIST_FILTERS`` name and an exact kind."""
+    where = [LIST_FILTERS[status]] if status else []
+    params: list[Any] = []
+    if kind:
+        where.append("kind = %s")
+        params.append(kind)
+    if before_id is not None:
+        where.append("id < %s")
+        params.append(before_id)
+    clause = f" WHERE {' AND '.join(f'({w})' for w in where)}" if where else ""
+    params.append(limit)
+    return await fetch_all(pool, f"SELECT {LISTED_COLUMNS} FROM jobs{clause}"
+                                 " ORDER BY id DESC LIMIT %s", params)
+
+
+async def listed_job(pool: aiopg.Pool, job_id: int) -> dict[str, Any] | None:
+    return await fetch_one(pool, f"SELECT {LISTED_COLUMNS} FROM jobs WHERE id = %s", (job_id,))
+
+
+async def attention_counts(pool: aiopg.Pool) -> list[dict[str, Any]]:
+    """Per kind and shown status, how many jobs need attention (and the newest change)."""
+    return await fetch_all(
+        pool, f"SELECT kind, {SHOWN_STATUS} AS status, count(*)::integer AS jobs,"
+              f" max(updated_at) AS latest FROM jobs WHERE {ATTENTION}"
+              " GROUP BY 1, 2 ORDER BY 1, 2")
+
+
+async def retry_now(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
+    """Queue a waiting, dead, failed or discarded job to run now with a fresh set of
+    attempts. NotFound for an unknown id; Conflict when it runs, is done, or an equal job
+    (same dedupe key) is already queued."""
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT status, kind, dedupe_key FROM jobs WHERE id = %s", (job_id,))
+        row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"job {job_id}")
+        status, kind, dedupe_key = row
+        if status in ("running", "done"):
+            raise Conflict(f"job {job_id} is {status}")
+        if status != "pending" and dedupe_key is not None:
+            await cur.execute("SELECT id FROM jobs WHERE kind = %s AND dedupe_key = %s"
+                              " AND status IN ('pending', 'running') AND id <> %s",
+                              (kind, dedupe_key, job_id))
+            twin = await cur.fetchone()
+            if twin is not None:
+                raise Conflict(f"job {twin[0]} already does the same work")
+        try:
+            await cur.execute(
+                "UPDATE jobs SET status = 'pending', attempts = 0, run_after = now(),"
+                " claimed_until = NULL, updated_at = now()"
+                " WHERE id = %s AND status = %s", (job_id, status))
+        except psycopg2.IntegrityError:  # an equal job was queued since the check above
+            raise Conflict("an equal job is already queued") from None
+        if cur.rowcount != 1:
+            raise Conflict(f"job {job_id} changed meanwhile")
+    found = await listed_job(pool, job_id)
+    assert found is not None
+    return found
+
+
+async def discard(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
+    """Give up on a waiting, dead or failed job: it stays stored and never runs again.
+    NotFound for an unknown id; Conflict when it is running, done or already discarded."""
+    async with cursor(pool) as cur:
+        await cur.execute(
+            "UPDATE jobs SET status = 'discarded', claimed_until = NULL, updated_at = now()"
+            " WHERE id = %s AND status IN ('pending', 'dead', 'failed') RETURNING id",
+            (job_id,))
+        if await cur.fetchone() is None:
+            await cur.execute("SELECT status FROM jobs WHERE id = %s", (job_id,))
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound(f"job {job_id}")
+            raise Conflict(f"job {job_id} is {row[0]}")
+    found = await listed_job(pool, job_id)
+    assert found is not None
+    return found

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import psycopg2
 from multidict import CIMultiDict
 from yarl import URL
 
+from pawwake.db.usage import record_usage
 from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
 
@@ -171,14 +173,41 @@ class Completion:
         return self.finish_reason == "length"
 
 
+@dataclass(frozen=True)
+class UsageBooking:
+    """Where ``complete()`` records the tokens of each answered call: the pool, the kind of
+    work (``token_usage.usage_type``) and the session it was for. Every answer counts, also
+    one the caller then cannot use (truncated, unparsable)."""
+
+    pool: Any
+    usage_type: str
+    session_id: str | None = None
+
+
+async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: str) -> None:
+    if booking is None or booking.pool is None or usage is None:
+        return
+    try:
+        await record_usage(booking.pool, session_id=booking.session_id, model=model,
+                           prompt_tokens=usage.prompt, completion_tokens=usage.completion,
+                           total_tokens=usage.total, cached_tokens=usage.cached,
+                           usage_type=booking.usage_type)
+    except (psycopg2.Error, OSError) as exc:  # the call itself succeeded: keep its answer
+        log.warning("could not record %s token usage: %s", booking.usage_type,
+                    type(exc).__name__)
+
+
 async def complete(http: aiohttp.ClientSession, settings: Any, messages: list[dict[str, Any]],
                    *, model: str | None = None, max_tokens: int | None = None,
                    temperature: float | None = None, extra: Mapping[str, Any] | None = None,
-                   attempts: int = 4, max_wait: float = 60.0) -> Completion:
+                   attempts: int = 4, max_wait: float = 60.0,
+                   usage: UsageBooking | None = None) -> Completion:
     """One non-stream completion for extraction, summaries and the like.
 
     A 429 is retried up to ``attempts`` times, honouring Retry-After; any other status raises
-    UpstreamStatusError. Truncation is reported (``Completion.truncated``), not raised.
+    UpstreamStatusError. Truncation is reported (``Completion.truncated``), not raised. With
+    ``usage``, the tokens of every answer that reports them are recorded here, before the
+    caller looks at the answer.
     """
     body: dict[str, Any] = {"model": model or settings["DEFAULT_MODEL"], "messages": messages,
                             "stream": False}
@@ -201,15 +230,17 @@ async def complete(http: aiohttp.ClientSession, settings: Any, messages: list[di
         if status != 200:
             raise UpstreamStatusError(status, data)
         reply = capture_completion(data)
-        if reply.error is not None:
-            raise UpstreamStatusError(status, data)
         try:
             raw = json.loads(data)
-        except ValueError:  # capture_completion already parsed it; cannot happen
+        except ValueError:
             raw = {}
+        answered_by = raw.get("model") if isinstance(raw, dict) else None
+        await _book(usage, reply.usage, str(answered_by or body["model"]))
+        if reply.error is not None:
+            raise UpstreamStatusError(status, data)
         if reply.finish_reason == "length":
             log.warning("upstream reply was truncated at the output limit (model %s)",
                         body["model"])
         return Completion(text=reply.content, finish_reason=reply.finish_reason,
-                          usage=reply.usage, raw=raw)
+                          usage=reply.usage, raw=raw if isinstance(raw, dict) else {})
     raise AssertionError("unreachable: the last attempt returns or raises")

@@ -17,7 +17,8 @@ from pawwake.memory.embedding_jobs import EMBED_KIND
 
 log = logging.getLogger(__name__)
 
-_JOB_STATUS = {"pending": "queued", "running": "running", "done": "done", "failed": "failed"}
+_JOB_STATUS = {"pending": "queued", "running": "running", "done": "done", "failed": "failed",
+               "dead": "failed", "discarded": "failed"}
 
 
 class RebuildNeedsConfirmation(Exception):

@@ -19,13 +19,19 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.db import consolidation as db
 from pawwake.db import jobs as jobs_db
-from pawwake.db import usage as usage_db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job, RetryLater, backoff_seconds
-from pawwake.llm.upstream import Completion, UpstreamFailure, UpstreamStatusError, complete
+from pawwake.llm.upstream import (
+    Completion,
+    UpstreamFailure,
+    UpstreamStatusError,
+    UsageBooking,
+    complete,
+)
 from pawwake.memory import consolidate_parse as parse
 from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND
+from pawwake.memory.extract_parse import answer_excerpt
 from pawwake.memory.fields import FieldError
 from pawwake.memory.merge import DetailedConflict, draft_states
 from pawwake.memory.store import pool_of
@@ -163,7 +169,7 @@ async def status(app: web.Application, job_id: int | None = None) -> dict[str, A
     if job["status"] == "done":
         shown["drafts"] = await draft_states(app, result.get("drafts", []))
         shown["stats"] = result.get("stats", {})
-    if job["status"] == "failed":
+    if shown["status"] == "failed":
         shown["error"] = result.get("error") or {
             "code": "job_failed", "message": job["last_error"] or "The draft run failed."}
     return shown
@@ -172,6 +178,8 @@ async def status(app: web.Application, job_id: int | None = None) -> dict[str, A
 def _status_name(job: dict[str, Any]) -> str:
     if job["status"] == "pending":
         return "retrying" if job["attempts"] > 0 or job["last_error"] else "queued"
+    if job["status"] in ("dead", "discarded"):  # out of attempts, or given up on: no drafts
+        return "failed"
     return str(job["status"])
 
 
@@ -196,6 +204,7 @@ class DraftRun:
         self.settings = settings
         self.tz_hours = float(job.payload["timezone_hours"])
         self.model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+        job.model = self.model
         self.max_tokens = settings["MEMORY_MAX_TOKENS"]
         self.rows: dict[int, dict[str, Any]] = {}
         self.queue: list[dict[str, Any]] = []
@@ -284,13 +293,17 @@ class DraftRun:
             raw_groups = parse.parse_groups(answer.text)
         except parse.AnswerUnreadable as first:
             self.stats["repairs"] += 1
-            log.info("consolidation answer unreadable (%s); asking for a repair", first)
+            log.warning("consolidation job %s: memory model %s gave an unreadable answer (%s);"
+                        " asking for a repair: %r", self.job.id, self.model, first,
+                        answer_excerpt(answer.text))
             repaired = await self._ask(parse.render_repair(REPAIR_PROMPT, answer.text))
             try:
                 if self._truncated(repaired):
                     raise parse.AnswerUnreadable("the repaired answer was cut off")
                 raw_groups = parse.parse_groups(repaired.text)
             except parse.AnswerUnreadable as exc:
+                log.warning("consolidation job %s: the repaired answer is unreadable too (%s):"
+                            " %r", self.job.id, exc, answer_excerpt(repaired.text))
                 return self._halve(batch, rows, "answer_unreadable",
                                    f"the answer was not JSON even after a repair ({exc})")
         try:
@@ -320,7 +333,8 @@ class DraftRun:
             answer = await complete(self.app[keys.HTTP], self.settings,
                                     [{"role": "user", "content": prompt}], model=self.model,
                                     max_tokens=self.max_tokens, temperature=TEMPERATURE,
-                                    attempts=1)
+                                    attempts=1,
+                                    usage=UsageBooking(self.pool, "consolidate"))
         except UpstreamStatusError as exc:
             if exc.status == 429:
                 raise _RateLimited() from None
@@ -331,12 +345,6 @@ class DraftRun:
         except UpstreamFailure as exc:
             raise _ProviderDown(f"memory model unreachable ({exc.code})") from None
         self.stats["model_calls"] += 1
-        if answer.usage is not None:
-            await usage_db.record_usage(
-                self.pool, session_id=None, model=answer.raw.get("model") or self.model,
-                prompt_tokens=answer.usage.prompt, completion_tokens=answer.usage.completion,
-                total_tokens=answer.usage.total, cached_tokens=answer.usage.cached,
-                usage_type="consolidate")
         return answer
 
     async def _still_ours(self) -> bool:

@@ -20,12 +20,16 @@ from pawwake import keys
 from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
 from pawwake.db import extraction as db
 from pawwake.db import jobs as jobs_db
-from pawwake.db import usage as usage_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
-from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, complete
+from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract_parse import ExtractedItem, ExtractionAnswerError, parse_answer
+from pawwake.memory.extract_parse import (
+    ExtractedItem,
+    ExtractionAnswerError,
+    answer_excerpt,
+    parse_answer,
+)
 from pawwake.text import tokens
 
 log = logging.getLogger(__name__)
@@ -125,35 +129,37 @@ async def run_extraction(job: Job) -> dict[str, Any]:
         candidates = await candidate_memories(cur, "\n".join(t for _, t in dialogue))
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
     model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+    job.model = model
     prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
     try:
         answer = await complete(app[keys.HTTP], settings, [{"role": "user", "content": prompt}],
                                 model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
-                                temperature=0.2, attempts=1)
+                                temperature=0.2, attempts=1,
+                                usage=UsageBooking(database.pool, "extract", session_id))
     except UpstreamStatusError as exc:
         if exc.status == 429:
             raise RetryLater("memory model rate limited (429)", delay=30,
                              count_attempt=False) from None
-        raise RetryLater(f"memory model answered {exc.status}", delay=60) from None
+        raise RetryLater(f"memory model {model} answered {exc.status}") from None
     except UpstreamFailure as exc:
-        raise RetryLater(f"memory model unreachable: {type(exc).__name__}", delay=60) from None
+        raise RetryLater(f"memory model {model} unreachable: {type(exc).__name__}") from None
     if answer.truncated:
-        raise RetryLater("memory model answer was truncated (raise MEMORY_MAX_TOKENS)",
-                         delay=60)
+        raise RetryLater(f"memory model {model} answer was truncated (raise MEMORY_MAX_TOKENS)")
     try:
         items = parse_answer(answer.text)
     except ExtractionAnswerError as exc:
-        raise RetryLater(f"memory model answer unusable: {exc}", delay=60) from None
+        log.warning("extraction job %s: memory model %s gave an unusable answer (%s): %r",
+                    job.id, model, exc, answer_excerpt(answer.text))
+        raise RetryLater(f"memory model {model} answer unusable: {exc}") from None
     result = await apply_items(job, session_id, items, {c["id"] for c in candidates},
-                               message_ids, answer)
+                               message_ids)
     if result["added"]:
         await request_embedding(app)
     return result
 
 
 async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
-                      candidate_ids: set[int], message_ids: list[int], answer: Any
-                      ) -> dict[str, Any]:
+                      candidate_ids: set[int], message_ids: list[int]) -> dict[str, Any]:
     """Write every item and the job's completion in one transaction."""
     database = job.app[keys.DATABASE]
     assert database is not None
@@ -162,12 +168,6 @@ async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
     async with transaction(database.pool) as cur:
         for item in items:
             await _apply_item(cur, item, session_id, candidate_ids, message_ids, counts)
-        if answer.usage is not None:
-            await usage_db.insert_usage(
-                cur, session_id=session_id, model=answer.raw.get("model"),
-                prompt_tokens=answer.usage.prompt, completion_tokens=answer.usage.completion,
-                total_tokens=answer.usage.total, cached_tokens=answer.usage.cached,
-                usage_type="extract")
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)

@@ -19,6 +19,18 @@ _META_TALK = re.compile(
     re.IGNORECASE)
 
 
+LOGGED_ANSWER_BYTES = 2048  # how much of an unusable model answer a warning log shows
+
+
+def answer_excerpt(text: str, limit: int = LOGGED_ANSWER_BYTES) -> str:
+    """The head of a model's answer for a warning log: at most ``limit`` UTF-8 bytes, cut on
+    a character boundary, marked when cut."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode("utf-8", "ignore") + f" [... {len(raw) - limit} more bytes]"
+
+
 class ExtractionAnswerError(ValueError):
     """The model's answer is not the JSON we asked for."""
 

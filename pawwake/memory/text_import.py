@@ -17,9 +17,9 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
-from pawwake.db.usage import record_usage
 from pawwake.llm import upstream
 from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.extract_parse import answer_excerpt
 from pawwake.memory.fields import FieldError
 from pawwake.memory.runtime import terms_for
 from pawwake.memory.store import pool_of
@@ -95,19 +95,16 @@ async def _score_batch(app: web.Application, settings: Any, model: str, batch: l
     try:
         reply = await upstream.complete(app[keys.HTTP], settings, scoring_messages(batch),
                                         model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
-                                        temperature=0)
+                                        temperature=0,
+                                        usage=upstream.UsageBooking(pool_of(app), "extract"))
     except upstream.UpstreamFailure as exc:
         return None, f"the scoring model could not be used ({exc.code}, {exc.status})"
-    if reply.usage is not None:
-        await record_usage(pool_of(app), session_id=None, model=model,
-                           prompt_tokens=reply.usage.prompt,
-                           completion_tokens=reply.usage.completion,
-                           total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
-                           usage_type="extract")
     if reply.truncated:
         return None, "the scoring answer was cut off at the output limit"
     result = parse_scores(reply.text, len(batch))
     if result is None:
+        log.warning("import scoring: model %s did not answer %s integers: %r", model,
+                    len(batch), answer_excerpt(reply.text))
         return None, f"the scoring answer was not a JSON array of {len(batch)} integers"
     return result, ""
 

@@ -9,6 +9,7 @@ from pawwake.routes import (
     consolidation,
     conversations,
     health,
+    jobs,
     memories,
     memory_search,
     recall,
@@ -27,3 +28,4 @@ def setup_routes(app: web.Application) -> None:
     recall.setup(app)
     conversations.setup(app)
     threads.setup(app)
+    jobs.setup(app)

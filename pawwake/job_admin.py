@@ -1,0 +1,87 @@
+"""What people see and do with background jobs: the list (by status), retry, discard, and
+the health summary the status page shows, so a failing job is never silent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.conversations import Invalid
+from pawwake.db import jobs as jobs_db
+from pawwake.db.errors import DatabaseUnavailable, NotFound
+
+# Job kinds whose failure means the gateway is not learning memories.
+MEMORY_KINDS = frozenset({"memory_extract"})
+STATUS_FILTERS = (*jobs_db.LIST_FILTERS, "all")
+MAX_LIMIT = 200
+
+
+def _pool(app: web.Application) -> Any:
+    database = app[keys.DATABASE]
+    if database is None:
+        raise DatabaseUnavailable("Background jobs need the database (DATABASE_ENABLED=false).")
+    return database.pool
+
+
+def status_filter(value: str | None, default: str = "all") -> str | None:
+    """A ``status`` query value checked against the known filters (None means every job)."""
+    chosen = default if value in (None, "") else value
+    if chosen not in STATUS_FILTERS:
+        raise Invalid("invalid_status", "Unknown status filter; use one of: "
+                      + ", ".join(STATUS_FILTERS) + ".")
+    return None if chosen == "all" else chosen
+
+
+def shown(row: dict[str, Any]) -> dict[str, Any]:
+    """One job as the API and the dashboard show it."""
+    waiting = row["stored_status"] == "pending"
+    return {"id": row["id"], "kind": row["kind"], "status": row["status"],
+            "attempts": row["attempts"], "max_attempts": row["max_attempts"],
+            "last_error": row["last_error"], "model": row["model"],
+            "created_at": row["created_at"], "updated_at": row["updated_at"],
+            "next_try_at": row["run_after"] if waiting else None,
+            "can_retry": row["stored_status"] in ("pending", "dead", "failed", "discarded"),
+            "can_discard": row["stored_status"] in ("pending", "dead", "failed")}
+
+
+async def list_jobs(app: web.Application, status: str | None, *, kind: str | None = None,
+                    limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
+    rows = await jobs_db.list_jobs(_pool(app), status, kind=kind,
+                                   limit=max(1, min(limit, MAX_LIMIT)), before_id=before_id)
+    return [shown(row) for row in rows]
+
+
+async def get_job(app: web.Application, job_id: int) -> dict[str, Any]:
+    row = await jobs_db.listed_job(_pool(app), job_id)
+    if row is None:
+        raise NotFound(f"job {job_id}")
+    return shown(row)
+
+
+async def retry(app: web.Application, job_id: int) -> dict[str, Any]:
+    """Run the job again now, with a fresh set of attempts (NotFound / Conflict)."""
+    job = shown(await jobs_db.retry_now(_pool(app), job_id))
+    app[keys.JOBS].wake()
+    return job
+
+
+async def discard(app: web.Application, job_id: int) -> dict[str, Any]:
+    """Give up on the job; it stays stored but never runs again (NotFound / Conflict)."""
+    return shown(await jobs_db.discard(_pool(app), job_id))
+
+
+async def health(app: web.Application) -> dict[str, Any]:
+    """Counts of jobs that need attention, per shown status and per kind, and whether memory
+    learning is among them (the status page must not call memory fine then)."""
+    rows = await jobs_db.attention_counts(_pool(app))
+    totals = dict.fromkeys(("retrying", "dead", "failed"), 0)
+    kinds: dict[str, dict[str, int]] = {}
+    for row in rows:
+        totals[row["status"]] = totals.get(row["status"], 0) + row["jobs"]
+        kinds.setdefault(row["kind"], dict.fromkeys(totals, 0))[row["status"]] = row["jobs"]
+    return {**totals, "total": sum(totals.values()),
+            "kinds": [{"kind": kind, **counts} for kind, counts in sorted(kinds.items())],
+            "memory_failing": any(kind in MEMORY_KINDS for kind in kinds),
+            "latest": max((row["latest"] for row in rows), default=None)}

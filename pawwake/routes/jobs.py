@@ -1,0 +1,67 @@
+"""/api/jobs: background jobs by status, and retry or discard one.
+
+``GET /api/jobs?status=attention|retrying|dead|failed|pending|running|done|discarded|all``
+(``kind``, ``limit`` up to 200, ``before_id`` to page), ``GET /api/jobs/{id}``,
+``POST /api/jobs/{id}/retry`` (runs it now with a fresh set of attempts) and
+``POST /api/jobs/{id}/discard`` (kept, never run again). 404 for an unknown job, 409 when its
+state does not allow the action (running, done, already discarded, an equal job queued).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pawwake import job_admin
+from pawwake.chat.conversations import Invalid
+from pawwake.routes.service_errors import guarded, json_body
+
+FEATURE = "Background jobs"
+
+
+def _job_id(request: web.Request) -> int:
+    raw = request.match_info["job_id"]
+    if not raw.isdigit() or len(raw) > 18:
+        raise Invalid("invalid_job_id", "A job id is a positive integer.")
+    return int(raw)
+
+
+def _query_int(request: web.Request, name: str, default: int | None) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 18:
+        raise Invalid(f"invalid_{name}", f"'{name}' must be a positive integer.")
+    return int(raw)
+
+
+@guarded(FEATURE)
+async def list_jobs(request: web.Request) -> web.StreamResponse:
+    status = job_admin.status_filter(request.query.get("status"))
+    limit = _query_int(request, "limit", 50) or 1
+    jobs = await job_admin.list_jobs(request.app, status, kind=request.query.get("kind"),
+                                     limit=limit,
+                                     before_id=_query_int(request, "before_id", None))
+    return json_body({"jobs": jobs, "status": status or "all"})
+
+
+@guarded(FEATURE)
+async def get_job(request: web.Request) -> web.StreamResponse:
+    return json_body(await job_admin.get_job(request.app, _job_id(request)))
+
+
+@guarded(FEATURE)
+async def retry(request: web.Request) -> web.StreamResponse:
+    return json_body(await job_admin.retry(request.app, _job_id(request)))
+
+
+@guarded(FEATURE)
+async def discard(request: web.Request) -> web.StreamResponse:
+    return json_body(await job_admin.discard(request.app, _job_id(request)))
+
+
+def setup(app: web.Application) -> None:
+    add = app.router
+    add.add_get("/api/jobs", list_jobs, name="jobs")
+    add.add_get("/api/jobs/{job_id}", get_job, name="job")
+    add.add_post("/api/jobs/{job_id}/retry", retry, name="job_retry")
+    add.add_post("/api/jobs/{job_id}/discard", discard, name="job_discard")

@@ -1,0 +1,88 @@
+"""The background jobs page in a real browser: the status page points to failing jobs, retry
+and discard swap the list in place (discard asks first), the filter, and English labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.db import jobs as jobs_db
+from pawwake.jobs import Job
+from tests.dashboard_support import PASSWORD, dashboard_client
+
+pytestmark = pytest.mark.browser
+
+
+async def failing(job: Job) -> None:
+    job.model = "test/memory"
+    raise ValueError("the memory model answered nonsense")
+
+
+async def test_jobs_page_end_to_end(browser: Any, make_client: Any, tmp_path: Path) -> None:
+    client = await dashboard_client(make_client, JOB_WORKERS=0)
+    app = client.server.app
+    pool = app[keys.DATABASE].pool
+    app[keys.JOBS].register("memory_extract", failing)
+    dead = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=1)
+    waiting = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=5)
+    await app[keys.JOBS].run_until_idle()
+    base = str(client.make_url("/")).rstrip("/")
+
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    page = await context.new_page()
+    console_errors: list[str] = []
+    page.on("console", lambda message: console_errors.append(message.text)
+            if message.type == "error" else None)
+    await page.goto(base + "/dashboard")
+    await page.fill("#password", PASSWORD)
+    await page.click("form.login-form button[type=submit]")
+    await page.wait_for_url(base + "/dashboard")
+
+    # The status page says memory extraction is failing and links to the jobs.
+    assert await page.get_attribute("[data-jobs-health]", "data-jobs-health") == "problems"
+    assert "1 个已停止重试" in await page.inner_text("[data-jobs-count=dead]")
+    await page.screenshot(path=str(tmp_path / "status-jobs.png"), full_page=True)
+    await page.click("text=查看后台任务")
+    await page.wait_for_url("**/dashboard/jobs?status=attention")
+    assert await page.inner_text("h1") == "后台任务"
+    assert await page.locator("tr[data-job]").count() == 2
+    row = page.locator(f"tr[data-job='{dead}']")
+    assert "记忆提取" in await row.locator("[data-field=kind]").inner_text()
+    assert await row.locator("[data-field=attempts]").inner_text() == "1 / 1"
+    assert "nonsense" in await row.locator("[data-field=error]").inner_text()
+    assert await row.locator("[data-field=model]").inner_text() == "test/memory"
+    await page.screenshot(path=str(tmp_path / "jobs-zh.png"), full_page=True)
+
+    # Retry swaps the list in place (no navigation) and queues the job to run now.
+    await row.locator("[data-action=retry]").click()
+    await page.wait_for_selector("[data-notice]")
+    assert f"任务 {dead} 已重新排队" in await page.inner_text("[data-notice]")
+    assert page.url.endswith("/dashboard/jobs?status=attention")
+    assert (await jobs_db.get_job(pool, dead))["attempts"] == 0
+
+    # Discard asks first; dismissing changes nothing, accepting discards.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    await page.locator(f"tr[data-job='{waiting}'] [data-action=discard]").click()
+    assert (await jobs_db.get_job(pool, waiting))["status"] == "pending"
+    page.once("dialog", lambda dialog: dialog.accept())
+    await page.locator(f"tr[data-job='{waiting}'] [data-action=discard]").click()
+    await page.wait_for_selector(f"[data-notice]:has-text('任务 {waiting} 已放弃')")
+    assert (await jobs_db.get_job(pool, waiting))["status"] == "discarded"
+
+    # The filter swaps the list and keeps the choice in the address.
+    await page.select_option("select[name=status]", "discarded")
+    await page.wait_for_url("**/dashboard/jobs?status=discarded")
+    await page.wait_for_selector("#jobs-region[data-jobs-filter=discarded]")
+    assert [await r.get_attribute("data-job") for r in
+            await page.locator("tr[data-job]").all()] == [str(waiting)]
+
+    await page.click("button[name=lang][value=en]")
+    await page.wait_for_selector("html[lang=en]")
+    assert await page.inner_text("h1") == "Background jobs"
+    await page.screenshot(path=str(tmp_path / "jobs-en.png"), full_page=True)
+    assert console_errors == []
+    await context.close()
