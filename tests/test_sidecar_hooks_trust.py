@@ -254,3 +254,49 @@ async def test_the_spool_is_bounded_and_keeps_the_oldest(
     assert len(rows) == 2 * cap
     user_turns = [r["turn_id"] for r in rows if r["role"] == "user"]
     assert user_turns == [f"t-{number:03d}" for number in range(cap)]
+
+
+async def test_a_reply_after_a_blocking_stop_hook_is_kept_once(client: Any,
+                                                               tmp_path: Path) -> None:
+    """stop_hook_active: another Stop hook made the turn go on; the further reply is kept."""
+    up = env_for(base_url(client))
+    more = "补充：记得带伞，傍晚可能有阵雨。"
+    active = {'"stop_hook_active": false': '"stop_hook_active": true'}
+    await run_hook(CODEX / "pawwake_recall.py", payload("codex_user_prompt_submit.json"),
+                   tmp_path, up)
+    transcript = str(tmp_path / "transcript.jsonl")
+    for _ in range(2):  # every Stop may come twice
+        assert await claude_stop(tmp_path, up, "claude_transcript.jsonl") == (0, "", "")
+        further = payload("claude_stop.json", TRANSCRIPT_PATH=transcript, **active,
+                          **{CLAUDE_FINAL: more})
+        assert await run_hook(CLAUDE / "pawwake_turn_writer.py", further, tmp_path, up
+                              ) == (0, "", "")
+        for stop in (payload("codex_stop.json"),
+                     payload("codex_stop.json", **active, **{CODEX_FINAL: more})):
+            code, out, _ = await run_hook(CODEX / "pawwake_turn_writer.py", stop, tmp_path, up)
+            assert (code, json.loads(out)) == (0, {})
+    claude_rows = await stored(client, "source = 'claude-code'")
+    assert pairs(claude_rows) == [("user", CLAUDE_USER), ("assistant", CLAUDE_FINAL),
+                                  ("assistant", more)]
+    assert pairs(await stored(client, "source = 'codex'")) == [
+        ("user", CODEX_USER), ("assistant", CODEX_FINAL), ("assistant", more)]
+
+
+async def test_a_refused_key_or_a_database_outage_spools_the_turn(
+        make_client: Any, client: Any, tmp_path: Path) -> None:
+    """401 (a key the person can fix) and 503 (Pawwake without its database) keep the turn."""
+    no_database = await make_client(**{**HOOK_SETTINGS, "DATABASE_ENABLED": False})
+    wrong_key = {"PAWWAKE_URL": base_url(client), "PAWWAKE_GATEWAY_KEY": "not-the-key"}
+    code, out, err = await claude_stop(tmp_path, wrong_key, "claude_transcript.jsonl")
+    assert (code, out) == (0, "") and "refused the gateway key" in err and KEY not in err
+    await run_hook(CODEX / "pawwake_recall.py", payload("codex_user_prompt_submit.json"),
+                   tmp_path, env_for(base_url(no_database)))
+    code, out, err = await run_hook(CODEX / "pawwake_turn_writer.py",
+                                    payload("codex_stop.json"), tmp_path,
+                                    env_for(base_url(no_database)))
+    assert (code, json.loads(out), err) == (0, {}, "")
+    assert len(spooled(tmp_path)) == 2 and await stored(client) == []
+    await run_hook(CODEX / "pawwake_turn_writer.py", payload("codex_stop_no_message.json"),
+                   tmp_path, env_for(base_url(client)))
+    assert spooled(tmp_path) == []
+    assert len(await stored(client)) == 4

@@ -163,8 +163,9 @@ def build_turn(hook: dict[str, Any], pending: dict[str, Any] | None) -> dict[str
         return None
     found = last_turn(_transcript(hook))
     reply = pawwake_hook.text_field(hook, "last_assistant_message").strip()
-    if not reply and "last_assistant_message" not in hook and found is not None:
-        reply = found["reply_text"]  # an older Claude Code: the transcript is all there is
+    prompt = str((pending or {}).get("prompt") or "")
+    if not reply and found is not None and (not prompt or _same_text(found["user_text"], prompt)):
+        reply = found["reply_text"]  # no last_assistant_message: read the (same) turn's end
     if not reply:
         return None
     side = _user_side(found, pending)

@@ -115,6 +115,13 @@ def render_block(memories: list[dict[str, Any]], fragments: list[dict[str, Any]]
             + body + "\n</pawwake_history_reference>")
 
 
+def say_if_refused(exc: urllib.error.HTTPError) -> None:
+    """A wrong key is the one failure the person can fix: say it (stderr only)."""
+    if exc.code in (401, 403):
+        sys.stderr.write(f"pawwake hook: Pawwake refused the gateway key (HTTP {exc.code});"
+                         " check PAWWAKE_GATEWAY_KEY or ~/.config/pawwake/hook.json\n")
+
+
 class Recall:
     """What the recall hook found: the block to print and the fragment ids inside it."""
 
@@ -135,8 +142,9 @@ def recall(config: dict[str, str], prompt: str, session_id: str) -> Recall:
         answer = post_json(config, "/api/memories/search", {"q": query, "limit": MAX_MEMORIES})
         memories = [r.get("memory", r) for r in (answer or {}).get("results") or []]
         reached = True
-    except urllib.error.HTTPError:
+    except urllib.error.HTTPError as exc:
         reached = True
+        say_if_refused(exc)
     except (OSError, ValueError, AttributeError):
         pass
     try:
@@ -196,6 +204,7 @@ def write_turn(turn: dict[str, Any] | None) -> None:
             if exc.code in pawwake_spool.PERMANENT_STATUSES:
                 sys.stderr.write(f"pawwake hook: Pawwake refused the turn (HTTP {exc.code})\n")
                 return
+            say_if_refused(exc)
         except (OSError, ValueError):
             pass
     if not pawwake_spool.spool_turn(turn):
@@ -216,8 +225,7 @@ def run(main: Callable[[], None], stop_json: bool = False) -> None:
     except ConfigError as exc:
         sys.stderr.write(f"pawwake hook: {exc}\n")
     except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            sys.stderr.write(f"pawwake hook: Pawwake refused the gateway key (HTTP {exc.code})\n")
+        say_if_refused(exc)
     except (OSError, ValueError):
         pass  # Pawwake unreachable or answered badly: the prompt goes on without history
     except Exception as exc:  # a hook must never break the CLI
