@@ -64,7 +64,9 @@ async def test_claude_writer_stores_the_real_turn_once(client: Any, tmp_path: Pa
     assert [(r["role"], r["content"]) for r in stored] == [
         ("user", "帮我看看清水寺那天的行程，顺便查一下天气"),
         ("assistant", "那天晴天，建议早上七点到清水寺，避开人潮，中午去二年坂吃汤豆腐。")]
-    assert stored[0]["turn_id"] == "u1" and stored[0]["source"] == "claude-code"
+    # Claude Code's prompt_id names the turn
+    assert stored[0]["turn_id"] == json.loads(payload)["prompt_id"]
+    assert stored[0]["source"] == "claude-code"
     assert stored[1]["model"] == "claude-sonnet-4-5"
     jobs = await fetch_all(client.server.app[keys.DATABASE].pool,
                            "SELECT id FROM jobs WHERE kind = 'memory_extract'")

@@ -34,6 +34,7 @@ CLAUDE_FINAL = "那天晴天，建议早上七点到清水寺，避开人潮，�
 CLAUDE_PROMPT = "我们之前聊过的京都旅行计划，清水寺那天怎么安排？"
 CODEX_USER = "京都旅行清水寺那天的安排还记得吗？"
 CODEX_FINAL = "记得：早上七点到清水寺，中午在二年坂吃汤豆腐。"
+PROMPT_ID = "5547d94d-8a98-45b0-912d-a30c926c39cc"  # as recorded from Claude Code 2.1.332
 PARTIAL = ["claude_transcript_partial.jsonl", "claude_transcript_split_partial.jsonl"]
 
 
@@ -68,7 +69,7 @@ async def test_claude_writer_prefers_last_assistant_message(client: Any, tmp_pat
     assert (code, out, err) == (0, "", "")
     rows = await stored(client)
     assert pairs(rows) == [("user", CLAUDE_USER), ("assistant", CLAUDE_FINAL)]
-    assert rows[0]["turn_id"] == "u1" and rows[1]["model"] == "claude-sonnet-4-5"
+    assert rows[0]["turn_id"] == PROMPT_ID and rows[1]["model"] == "claude-sonnet-4-5"
 
 
 @pytest.mark.parametrize("transcript", ["claude_transcript.jsonl",
@@ -78,7 +79,9 @@ async def test_claude_writer_falls_back_to_the_transcript(client: Any, tmp_path:
     code, out, err = await claude_stop(tmp_path, env_for(base_url(client)), transcript,
                                        "claude_stop_without_last_message.json")
     assert (code, out, err) == (0, "", "")
-    assert pairs(await stored(client)) == [("user", CLAUDE_USER), ("assistant", CLAUDE_FINAL)]
+    rows = await stored(client)
+    assert pairs(rows) == [("user", CLAUDE_USER), ("assistant", CLAUDE_FINAL)]
+    assert rows[0]["turn_id"] == "u1"  # no prompt_id: the user entry names the turn
 
 
 @pytest.mark.parametrize("transcript", PARTIAL)
@@ -103,6 +106,25 @@ async def test_claude_writer_uses_the_kept_prompt_without_a_transcript(
     assert pairs(rows) == [("user", CLAUDE_PROMPT), ("assistant", CLAUDE_FINAL)]
     code, _, _ = await claude_stop(tmp_path, env, transcript=None)  # a repeated Stop
     assert code == 0 and len(await stored(client)) == 2
+
+
+async def test_claude_writer_ignores_a_transcript_of_an_earlier_prompt(
+        client: Any, tmp_path: Path) -> None:
+    """The transcript's last prompt has another promptId: its reply is not this turn's."""
+    env = env_for(base_url(client))
+    await run_hook(CLAUDE / "pawwake_recall.py",
+                   payload("claude_user_prompt_submit.json", **{PROMPT_ID: "next-prompt"}),
+                   tmp_path, env)
+    code, out, err = await claude_stop(tmp_path, env, "claude_transcript_split.jsonl",
+                                       "claude_stop_without_last_message.json")
+    assert (code, out, err) == (0, "", "")
+    assert await stored(client) == []  # no reply for the new prompt yet: nothing mixed up
+    stop = payload("claude_stop.json", TRANSCRIPT_PATH=str(tmp_path / "transcript.jsonl"),
+                   **{PROMPT_ID: "next-prompt"})
+    assert await run_hook(CLAUDE / "pawwake_turn_writer.py", stop, tmp_path, env) == (0, "", "")
+    rows = await stored(client)
+    assert pairs(rows) == [("user", CLAUDE_PROMPT), ("assistant", CLAUDE_FINAL)]
+    assert rows[0]["turn_id"] == "next-prompt"
 
 
 async def test_codex_stop_prints_empty_json_on_every_path(client: Any, tmp_path: Path,

@@ -125,24 +125,26 @@ def last_turn(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _same_text(a: str, b: str) -> bool:
+    """Equal up to whitespace (the transcript and the hook input may wrap differently)."""
     return " ".join(a.split()) == " ".join(b.split())
 
 
-def _user_side(found: dict[str, Any] | None, pending: dict[str, Any] | None
+def _user_side(found: dict[str, Any] | None, pending: dict[str, Any] | None, prompt_id: str
                ) -> tuple[str, str, str] | None:
     """(turn id, user text, occurred_at) of the turn that just ended.
 
-    The kept prompt names the turn, except when it was already written and the transcript shows
-    a newer prompt (the recall hook did not run for that one)."""
+    Claude Code names each prompt (``prompt_id``, also ``promptId`` in the transcript); without
+    it the kept prompt names the turn, except when it was already written and the transcript
+    shows a newer prompt (the recall hook did not run for that one)."""
     prompt = str((pending or {}).get("prompt") or "")
-    stale = bool(pending and pending.get("written") and found is not None
+    stale = bool(not prompt_id and pending and pending.get("written") and found is not None
                  and not _same_text(found["user_text"], prompt))
     if pending and prompt.strip() and not stale:
-        return str(pending["turn"]), prompt, pawwake_turns.rfc3339(pending.get("at"))
+        return prompt_id or str(pending["turn"]), prompt, pawwake_turns.rfc3339(pending.get("at"))
     if found is not None:
         user = found["user"]
         stamp = user.get("timestamp")
-        return (str(user.get("uuid") or user.get("timestamp")), found["user_text"],
+        return (prompt_id or str(user.get("uuid") or user.get("timestamp")), found["user_text"],
                 stamp if isinstance(stamp, str) and "T" in stamp else pawwake_turns.rfc3339())
     return None
 
@@ -161,14 +163,17 @@ def build_turn(hook: dict[str, Any], pending: dict[str, Any] | None) -> dict[str
     session_id = pawwake_hook.text_field(hook, "session_id")
     if not session_id:
         return None
+    prompt_id = pawwake_hook.text_field(hook, "prompt_id")
     found = last_turn(_transcript(hook))
+    if found is not None and prompt_id and found["user"].get("promptId") not in (None, prompt_id):
+        found = None  # the transcript does not hold this prompt yet
     reply = pawwake_hook.text_field(hook, "last_assistant_message").strip()
     prompt = str((pending or {}).get("prompt") or "")
     if not reply and found is not None and (not prompt or _same_text(found["user_text"], prompt)):
         reply = found["reply_text"]  # no last_assistant_message: read the (same) turn's end
     if not reply:
         return None
-    side = _user_side(found, pending)
+    side = _user_side(found, pending, prompt_id)
     if side is None:
         return None
     turn_id, user_text, occurred_at = side
@@ -185,7 +190,9 @@ def build_turn(hook: dict[str, Any], pending: dict[str, Any] | None) -> dict[str
 def main() -> None:
     hook = pawwake_hook.read_stdin_json()
     session_id = pawwake_hook.text_field(hook, "session_id")
-    pending = pawwake_state.find_pending(session_id) if session_id else None
+    prompt_id = pawwake_hook.text_field(hook, "prompt_id")
+    pending = (pawwake_state.find_pending(session_id, prompt_id or None) if session_id
+               else None)
     pawwake_state.reached_model(pending)
     turn = build_turn(hook, pending)
     pawwake_hook.write_turn(turn)
