@@ -322,3 +322,22 @@ async def test_a_refused_key_or_a_database_outage_spools_the_turn(
                    tmp_path, env_for(base_url(client)))
     assert spooled(tmp_path) == []
     assert len(await stored(client)) == 4
+
+
+async def test_a_turn_pawwake_refuses_is_set_aside_not_resent(
+        client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = load_spool_module(monkeypatch, tmp_path)
+    assert spool.spool_turn({**spool_turn_body(1), "bogus": True})  # 400 unknown_field
+    assert spool.spool_turn(spool_turn_body(2))
+    errors = []
+    for _ in range(2):
+        code, out, err = await run_hook(CODEX / "pawwake_turn_writer.py",
+                                        payload("codex_stop_no_message.json"), tmp_path,
+                                        env_for(base_url(client)))
+        assert (code, json.loads(out)) == (0, {})
+        errors.append(err)
+    assert "HTTP 400" in errors[0] and errors[1] == ""  # said once, not sent again
+    assert [r["turn_id"] for r in await stored(client) if r["role"] == "user"] == ["t-002"]
+    assert spooled(tmp_path) == []
+    (rejected,) = spool_dir(tmp_path).glob("*.rejected")
+    assert mode_of(rejected) == 0o600 and json.loads(rejected.read_text())["turn_id"] == "t-001"

@@ -202,7 +202,10 @@ def write_turn(turn: dict[str, Any] | None) -> None:
             return
         except urllib.error.HTTPError as exc:
             if exc.code in pawwake_spool.PERMANENT_STATUSES:
-                sys.stderr.write(f"pawwake hook: Pawwake refused the turn (HTTP {exc.code})\n")
+                kept = pawwake_spool.spool_turn(turn, suffix=".rejected")
+                sys.stderr.write(f"pawwake hook: Pawwake refused the turn (HTTP {exc.code})"
+                                 + (f"; kept in {pawwake_spool.SPOOL_DIR}" if kept else "")
+                                 + "\n")
                 return
             say_if_refused(exc)
         except (OSError, ValueError):

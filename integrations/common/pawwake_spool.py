@@ -44,8 +44,9 @@ def _entries(folder: str) -> list[os.DirEntry[str]]:
             and (e.name.endswith(".json") or e.name.endswith(".rejected"))]
 
 
-def spool_turn(turn: dict[str, Any]) -> bool:
-    """Keep ``turn`` for a later hook run; False when the spool is full (nothing written)."""
+def spool_turn(turn: dict[str, Any], suffix: str = ".json") -> bool:
+    """Keep ``turn`` for a later hook run; False when the spool is full (nothing written).
+    ``suffix=".rejected"`` keeps a turn Pawwake refused, for the person to look at."""
     data = json.dumps(turn, ensure_ascii=True).encode("ascii")
     folder = _folder()
     digest = _digest(turn)
@@ -56,24 +57,18 @@ def spool_turn(turn: dict[str, Any]) -> bool:
         used = sum(e.stat().st_size for e in entries)
         if len(entries) >= SPOOL_MAX_FILES or used + len(data) > SPOOL_MAX_BYTES:
             return False
-        name = f"{time.time_ns():020d}-{digest}.json"
+        name = f"{time.time_ns():020d}-{digest}{suffix}"
         pawwake_files.write_private(os.path.join(folder, name), data)
     return True
-
-
-def pending_count() -> int:
-    path = os.path.expanduser(SPOOL_DIR)
-    if not os.path.isdir(path):
-        return 0
-    return sum(1 for e in _entries(path) if e.name.endswith(".json"))
 
 
 def deliver(send: Callable[[dict[str, Any], float], Any], budget: float) -> bool:
     """Send spooled turns oldest first until done or ``budget`` seconds are used.
 
-    ``send(turn, timeout)`` posts one turn and raises on failure. Returns False when a send
-    failed for a reason that may pass (unreachable, timeout, 5xx, a refused key): the caller
-    then spools its own turn instead of trying again. True otherwise.
+    ``send(turn, timeout)`` posts one turn and raises on failure. A turn Pawwake answers with
+    another error (5xx, 429) stays and the next one is tried, so one turn the server cannot take
+    now does not hold up the rest. Returns False when Pawwake cannot be reached or refuses the
+    key (the caller then spools its own turn without trying), True otherwise.
     """
     path = os.path.expanduser(SPOOL_DIR)
     if not os.path.isdir(path):
@@ -99,8 +94,9 @@ def deliver(send: Callable[[dict[str, Any], float], Any], budget: float) -> bool
             except urllib.error.HTTPError as exc:
                 if exc.code in PERMANENT_STATUSES:
                     _reject(folder, name, f"HTTP {exc.code}")
-                    continue
-                return False
+                elif exc.code in (401, 403):
+                    return False
+                continue
             except (OSError, ValueError):
                 return False
             os.unlink(file_path)
