@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Codex UserPromptSubmit hook: print related Pawwake memories and past conversations (Codex
-adds the hook's stdout to the turn as context) and keep the prompt for the Stop writer."""
+adds plain stdout to the turn as context), keep the prompt and the printed fragment ids for the
+Stop writer (Codex's Stop input carries no user text), and send turns spooled while Pawwake was
+away. A subagent's prompt (``agent_id`` set) is written by the model, not the person: skipped."""
 
 from __future__ import annotations
 
@@ -14,10 +16,9 @@ import pawwake_hook
 
 def main() -> None:
     hook = pawwake_hook.read_stdin_json()
-    session_id, turn_id, prompt = hook.get("session_id"), hook.get("turn_id"), hook.get("prompt")
-    if all(isinstance(v, str) and v for v in (session_id, turn_id, prompt)):
-        pawwake_hook.remember_prompt(session_id, turn_id, prompt)
-    block = pawwake_hook.recall(hook, "codex")
+    if pawwake_hook.text_field(hook, "agent_id"):
+        return
+    block = pawwake_hook.on_prompt(hook, pawwake_hook.text_field(hook, "turn_id"))
     if block:
         sys.stdout.write(block + "\n")
 

@@ -1,5 +1,5 @@
 """Shared helpers of the Pawwake hooks for Claude Code and Codex (standard library only,
-Python 3.9+): configuration, HTTP calls, the local seen set, the recall block.
+Python 3.9+): configuration, HTTP calls, the recall block, turn writing with the local spool.
 
 The gateway key is read from PAWWAKE_GATEWAY_KEY or ~/.config/pawwake/hook.json (mode 0600; a
 file others can read is refused) and sent only in the X-Gateway-Key header, never in argv or a
@@ -12,16 +12,19 @@ import json
 import os
 import stat
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
+import pawwake_spool
+import pawwake_state
+
 CONFIG_PATH = os.path.join("~", ".config", "pawwake", "hook.json")
-CACHE_DIR = os.path.join("~", ".cache", "pawwake")
+TURN_PATH = "/api/conversations/turn"
 TIMEOUT_SECONDS = 4.0
-SEEN_TTL_SECONDS = 6 * 3600
+PROMPT_SPOOL_BUDGET_SECONDS = 1.0  # a prompt waits for the recall hook: keep this short
+STOP_SPOOL_BUDGET_SECONDS = 3.0
 MAX_MEMORIES = 8
 MAX_FRAGMENTS = 3
 MAX_BLOCK_CHARS = 4000
@@ -55,7 +58,7 @@ def load_config() -> dict[str, str]:
 def post_json(config: dict[str, str], path: str, body: dict[str, Any],
               timeout: float = TIMEOUT_SECONDS) -> Any:
     """POST JSON and return the decoded answer; raises OSError/ValueError on any failure."""
-    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    data = json.dumps(body, ensure_ascii=True).encode("ascii")  # lone surrogates survive
     request = urllib.request.Request(config["url"] + path, data=data, method="POST")
     request.add_header("Content-Type", "application/json")
     if config.get("key"):
@@ -65,82 +68,18 @@ def post_json(config: dict[str, str], path: str, body: dict[str, Any],
 
 
 def read_stdin_json() -> dict[str, Any]:
+    """The hook input; text that is not UTF-8 is replaced, not fatal."""
     try:
-        data = json.loads(sys.stdin.read() or "{}")
+        data = json.loads(sys.stdin.buffer.read().decode("utf-8", "replace") or "{}")
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _cache_file(name: str) -> str:
-    directory = os.path.expanduser(CACHE_DIR)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    return os.path.join(directory, name)
-
-
-def _read_state(name: str) -> dict[str, Any]:
-    try:
-        with open(_cache_file(name), encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_state(name: str, data: dict[str, Any]) -> None:
-    """Write atomically with mode 0600 (the files hold conversation ids and text)."""
-    path = _cache_file(name)
-    handle, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, ensure_ascii=False)
-        os.chmod(temp, 0o600)
-        os.replace(temp, path)
-    except OSError:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-
-
-def seen_fragments(session_id: str) -> list[str]:
-    """Fragment ids already shown in this CLI session and still within the TTL."""
-    now = time.time()
-    seen = _read_state("seen.json").get(session_id) or {}
-    return sorted(fid for fid, at in seen.items() if now - float(at) < SEEN_TTL_SECONDS)
-
-
-def mark_fragments_seen(session_id: str, fragment_ids: list[str]) -> None:
-    if not fragment_ids:
-        return
-    now = time.time()
-    state = _read_state("seen.json")
-    for sid in list(state):
-        kept = {f: at for f, at in (state.get(sid) or {}).items()
-                if now - float(at) < SEEN_TTL_SECONDS}
-        if kept:
-            state[sid] = kept
-        else:
-            del state[sid]
-    state.setdefault(session_id, {}).update({fid: now for fid in fragment_ids})
-    _write_state("seen.json", state)
-
-
-def remember_prompt(session_id: str, turn_id: str, prompt: str) -> None:
-    """Keep the prompt of a Codex turn until its Stop hook writes the turn back."""
-    state = _read_state("prompts.json")
-    now = time.time()
-    state = {k: v for k, v in state.items() if now - float(v.get("at", 0)) < 86400}
-    state[session_id + "\n" + turn_id] = {"prompt": prompt, "at": now}
-    _write_state("prompts.json", state)
-
-
-def take_prompt(session_id: str, turn_id: str) -> dict[str, Any] | None:
-    state = _read_state("prompts.json")
-    entry = state.pop(session_id + "\n" + turn_id, None)
-    if entry is not None:
-        _write_state("prompts.json", state)
-    return entry
+def text_field(hook: dict[str, Any], name: str) -> str:
+    """A non-blank string field of the hook input, or ""."""
+    value = hook.get(name)
+    return value if isinstance(value, str) and value.strip() else ""
 
 
 def _clip(text: str, limit: int) -> str:
@@ -176,48 +115,126 @@ def render_block(memories: list[dict[str, Any]], fragments: list[dict[str, Any]]
             + body + "\n</pawwake_history_reference>")
 
 
-def recall(hook_input: dict[str, Any], source: str) -> str:
-    """Search memories and past conversations for the prompt; returns the block (or "")."""
-    prompt = hook_input.get("prompt")
-    session_id = str(hook_input.get("session_id") or "")
-    if not isinstance(prompt, str) or not prompt.strip():
-        return ""
+def say_if_refused(exc: urllib.error.HTTPError) -> None:
+    """A wrong key is the one failure the person can fix: say it (stderr only)."""
+    if exc.code in (401, 403):
+        sys.stderr.write(f"pawwake hook: Pawwake refused the gateway key (HTTP {exc.code});"
+                         " check PAWWAKE_GATEWAY_KEY or ~/.config/pawwake/hook.json\n")
+
+
+class Recall:
+    """What the recall hook found: the block to print and the fragment ids inside it."""
+
+    def __init__(self, block: str = "", fragment_ids: list[str] | None = None,
+                 reached: bool = False) -> None:
+        self.block = block
+        self.fragment_ids = fragment_ids or []
+        self.reached = reached  # Pawwake answered at least one search
+
+
+def recall(config: dict[str, str], prompt: str, session_id: str) -> Recall:
+    """Search memories and past conversations for the prompt."""
     query = prompt.strip()[:2000]
-    config = load_config()
     memories: list[dict[str, Any]] = []
     fragments: list[dict[str, Any]] = []
+    reached = False
     try:
         answer = post_json(config, "/api/memories/search", {"q": query, "limit": MAX_MEMORIES})
         memories = [r.get("memory", r) for r in (answer or {}).get("results") or []]
-    except (OSError, ValueError):
+        reached = True
+    except urllib.error.HTTPError as exc:
+        reached = True
+        say_if_refused(exc)
+    except (OSError, ValueError, AttributeError):
         pass
     try:
         body: dict[str, Any] = {"q": query, "max_sessions": MAX_FRAGMENTS, "context": 1,
-                                "exclude_fragment_ids": seen_fragments(session_id)}
+                                "exclude_fragment_ids": pawwake_state.seen_fragments(session_id)}
         if session_id:
             body["exclude_session_ids"] = [session_id]
         answer = post_json(config, "/api/chat/search-fragments", body)
-        fragments = list((answer or {}).get("fragments") or [])
-    except (OSError, ValueError):
+        fragments = list((answer or {}).get("fragments") or [])[:MAX_FRAGMENTS]
+        reached = True
+    except urllib.error.HTTPError:
+        reached = True
+    except (OSError, ValueError, AttributeError):
         pass
     block = render_block(memories, fragments)
-    if block and session_id:
-        mark_fragments_seen(session_id, [f["fragment_id"] for f in fragments
-                                         if isinstance(f.get("fragment_id"), str)])
-    return block
+    ids = [f["fragment_id"] for f in fragments if isinstance(f.get("fragment_id"), str)]
+    return Recall(block, ids if block else [], reached)
 
 
-def send_turn(turn: dict[str, Any]) -> None:
+def on_prompt(hook: dict[str, Any], turn_key: str, replace_session: bool = False) -> str:
+    """UserPromptSubmit for both CLIs: keep the prompt as pending for its Stop, recall, and
+    send spooled turns when Pawwake answered. Returns the block to print (or "")."""
+    prompt, session_id = text_field(hook, "prompt"), text_field(hook, "session_id")
+    if not prompt:
+        return ""
     config = load_config()
-    post_json(config, "/api/conversations/turn", turn)
+    if session_id and turn_key:  # kept first: a recall that times out loses nothing
+        pawwake_state.keep_pending(session_id, turn_key, {"prompt": prompt, "fragments": []},
+                                   replace_session)
+    found = recall(config, prompt, session_id)
+    if found.fragment_ids and session_id and turn_key:
+        pawwake_state.update_pending(session_id, turn_key, fragments=found.fragment_ids)
+    if found.reached:
+        deliver_spool(config, PROMPT_SPOOL_BUDGET_SECONDS)
+    return found.block
 
 
-def run(main: Any) -> None:
-    """Run a hook's main function: never fail the CLI, say why on stderr only."""
+def deliver_spool(config: dict[str, str], budget: float) -> bool:
+    """Send turns kept while Pawwake was unreachable; False when it still is."""
+    return pawwake_spool.deliver(
+        lambda turn, timeout: post_json(config, TURN_PATH, turn, min(timeout, TIMEOUT_SECONDS)),
+        budget)
+
+
+def write_turn(turn: dict[str, Any] | None) -> None:
+    """Stop writers: send older spooled turns, then ``turn``; keep it in the spool when
+    Pawwake cannot take it now."""
+    config = load_config()
+    reachable = deliver_spool(config, STOP_SPOOL_BUDGET_SECONDS)
+    if turn is None:
+        return
+    if reachable:
+        try:
+            post_json(config, TURN_PATH, turn)
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code in pawwake_spool.PERMANENT_STATUSES:
+                kept = pawwake_spool.spool_turn(turn, suffix=".rejected")
+                sys.stderr.write(f"pawwake hook: Pawwake refused the turn (HTTP {exc.code})"
+                                 + (f"; kept in {pawwake_spool.SPOOL_DIR}" if kept else "")
+                                 + "\n")
+                return
+            say_if_refused(exc)
+        except (OSError, ValueError):
+            pass
+    if not pawwake_spool.spool_turn(turn):
+        sys.stderr.write(f"pawwake hook: Pawwake is unreachable and the local spool is full"
+                         f" ({pawwake_spool.SPOOL_MAX_FILES} turns or"
+                         f" {pawwake_spool.SPOOL_MAX_BYTES // 1048576} MiB in"
+                         f" {pawwake_spool.SPOOL_DIR}); this turn was not kept\n")
+
+
+def run(main: Callable[[], None], stop_json: bool = False) -> None:
+    """Run a hook's main function: never fail the CLI, say why on stderr only.
+
+    ``stop_json``: Codex validates a Stop hook's stdout as JSON, so ``{}`` (go on, nothing to
+    add) is printed on every path, errors included.
+    """
     try:
         main()
     except ConfigError as exc:
         sys.stderr.write(f"pawwake hook: {exc}\n")
-    except (OSError, ValueError, urllib.error.URLError):
+    except urllib.error.HTTPError as exc:
+        say_if_refused(exc)
+    except (OSError, ValueError):
         pass  # Pawwake unreachable or answered badly: the prompt goes on without history
+    except Exception as exc:  # a hook must never break the CLI
+        sys.stderr.write(f"pawwake hook: unexpected {type(exc).__name__}\n")
+    finally:
+        if stop_json:
+            sys.stdout.write("{}\n")
+            sys.stdout.flush()
     sys.exit(0)
