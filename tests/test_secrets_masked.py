@@ -15,7 +15,7 @@ from pawwake.settings import BY_NAME
 from tests.dashboard_support import dashboard_client, htmx
 from tests.dashboard_support import login as login_with
 
-UPSTREAM_KEY = "sk-upstream-test-key-0123456789"  # API_KEY in the test settings
+UPSTREAM_KEY = "sk-Zq8Wv3Kt6Yp1Rm4Hx7Lb2N-6789"
 GATEWAY = "Gw3Kp9-Xq7Lz2-Rv5Nt8-Hb4Mc6"
 PASSWORD = "Pw7#qZ-Lk2v-Rt9x"  # distinctive, so that no run of it is ordinary page text
 SECRET = "Sx4Qm8Kw2Zr6Tn1Vb5Hj9Pd3Lf7Gc0Yu"
@@ -51,6 +51,7 @@ def by_name(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 async def secret_client(make_client: Any, **overrides: Any) -> Any:
     return await dashboard_client(make_client, GATEWAY_SECRET=GATEWAY, DASHBOARD_PASSWORD=PASSWORD,
+                                  API_KEY=UPSTREAM_KEY,
                                   SESSION_SECRET=SECRET, EMBEDDING_API_KEY=SHORT_KEY, **overrides)
 
 
@@ -125,7 +126,7 @@ async def test_status_page_and_health_show_no_secret(make_client: Any, database_
 
 async def test_mask_sent_back_keeps_the_key_and_other_masks_are_refused(
         make_client: Any, database_url: str) -> None:
-    client = await make_client()
+    client = await make_client(API_KEY=UPSTREAM_KEY)
     masked = by_name(await (await client.get("/api/settings")).json())["API_KEY"]["value"]
     response = await client.put("/api/settings", json={"API_KEY": masked,
                                                        "DEFAULT_MODEL": "kept/secret"})
@@ -184,7 +185,7 @@ async def test_dashboard_refuses_restart_only_secrets_even_when_guessed_right(
     client = await secret_client(make_client)
     assert (await login(client)).status == 303
     current = client.app[keys.CONFIG].current()[name]
-    for guess in (current, "wrong-guess-for-this-secret-0123456789"):
+    for guess in (current, "Wg5Tz1Qv8Ns4Jk7Xp2Cm9"):
         response = await client.post("/dashboard/settings", headers=htmx(client),
                                      data={"_group": "basic", name: guess})
         assert response.status == 400, guess

@@ -42,7 +42,9 @@ def setting_view(item: Mapping[str, Any], lang: str, *, submitted: Mapping[str, 
                  error: str | None) -> dict[str, Any]:
     """One row of the page, from a ``RuntimeConfig.public_view()`` entry."""
     setting = BY_NAME[item["name"]]
-    value = submitted.get(setting.name, display_value(item["value"]))
+    value = display_value(item["value"])
+    if not setting.secret:  # a typed secret is never sent back to the browser, even on an error
+        value = submitted.get(setting.name, value)
     return {
         "name": setting.name,
         "input": input_kind(setting),
@@ -50,6 +52,7 @@ def setting_view(item: Mapping[str, Any], lang: str, *, submitted: Mapping[str, 
         "help": setting.help_zh if lang == "zh" else setting.help_en,
         "value": value,
         "checked": value == "true",
+        "secret": setting.secret,
         "masked": item["value"] if setting.secret else None,
         "is_set": item["is_set"],
         "choices": list(setting.choices),
@@ -91,11 +94,12 @@ def submitted_values(form: MultiMapping[Any]) -> dict[str, str]:
 
 def form_changes(current: Settings, submitted: Mapping[str, Any]) -> dict[str, Any]:
     """Only the fields whose value differs from the one in force, so that saving a group does
-    not pin its untouched settings over the environment. Bad values are kept for the error."""
+    not pin its untouched settings over the environment. Bad values are kept for the error, and
+    so is any restart-only field: comparing it would tell a right guess of a secret apart."""
     changes: dict[str, Any] = {}
     for name, raw in submitted.items():
         setting = BY_NAME.get(name)
-        if setting is None:
+        if setting is None or not setting.hot:  # refused by validate(), whatever the value
             changes[name] = raw
             continue
         try:
