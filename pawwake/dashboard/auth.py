@@ -1,13 +1,16 @@
-"""Dashboard login: the password form, a throttle against guessing, logout."""
+"""Dashboard login: the password form, a throttle against guessing, logout that revokes."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
+import ipaddress
 import logging
 import secrets
 import time
 from collections import deque
+from dataclasses import dataclass
 
 from aiohttp import web
 from aiohttp_session import get_session, new_session
@@ -15,51 +18,112 @@ from aiohttp_session import get_session, new_session
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
-from pawwake.dashboard.security import password_fingerprint, safe_next
+from pawwake.dashboard.security import (
+    PREFIX,
+    client_view,
+    password_fingerprint,
+    request_scheme,
+    safe_next,
+)
+from pawwake.dashboard.sessions import SessionRevocations, database_pool
+from pawwake.proxies import parse_address
 
 log = logging.getLogger(__name__)
 
+DEVICE_COOKIE = "pawwake_device"  # marks a browser that signed in here before
+DEVICE_MAX_AGE = 180 * 24 * 60 * 60
+
+
+@dataclass(frozen=True)
+class LoginClient:
+    """Who is trying to sign in: the real address (an IPv6 /64 counts as one) and, for a browser
+    that has signed in before, its device id from a cookie only this server can make."""
+
+    address: str
+    device: str | None
+
 
 class LoginThrottle:
-    """Failed logins per client address: a short pause after each, a lock-out after many."""
+    """Failed logins per client: a short pause after each, a lock-out after many.
+
+    A browser that signed in before (device cookie) is judged by its own failures only, so a
+    guesser behind the same NAT or proxy cannot lock it out. Everyone else is judged by the
+    failures from their address. When failures pile up from many addresses at once, attempts
+    without a device cookie are let through one per ``global_interval`` seconds, which bounds
+    a distributed guesser without locking out known browsers.
+    """
 
     def __init__(self, *, max_failures: int = 8, window_seconds: float = 15 * 60,
-                 delay_seconds: float = 0.5, max_clients: int = 10_000) -> None:
+                 delay_seconds: float = 0.5, max_clients: int = 10_000,
+                 global_failures: int = 100, global_interval: float = 2.0) -> None:
         self.max_failures = max_failures
         self.window_seconds = window_seconds
         self.delay_seconds = delay_seconds
         self.max_clients = max_clients
+        self.global_failures = global_failures
+        self.global_interval = global_interval
         self._failures: dict[str, deque[float]] = {}
+        self._all: deque[float] = deque(maxlen=global_failures)
+        self._next_open = 0.0
 
-    def _recent(self, client: str, now: float) -> deque[float]:
-        failures = self._failures.get(client, deque())
+    @staticmethod
+    def _key(client: LoginClient) -> str:
+        return f"device:{client.device}" if client.device else f"address:{client.address}"
+
+    def _recent(self, key: str, now: float) -> deque[float]:
+        failures = self._failures.get(key, deque())
         while failures and now - failures[0] > self.window_seconds:
             failures.popleft()
         return failures
 
-    def locked_for(self, client: str) -> float:
-        """Seconds until ``client`` may try again (0 when it may try now)."""
-        now = time.monotonic()
-        failures = self._recent(client, now)
+    def _locked_for(self, key: str, now: float) -> float:
+        failures = self._recent(key, now)
         if len(failures) < self.max_failures:
             return 0.0
-        return max(0.0, self.window_seconds - (now - failures[0]))
+        return max(0.0, self.window_seconds - (now - failures[-self.max_failures]))
 
-    async def failed(self, client: str) -> None:
+    def _under_attack(self, now: float) -> bool:
+        return (len(self._all) >= self.global_failures
+                and now - self._all[0] <= self.window_seconds)
+
+    def wait_seconds(self, client: LoginClient) -> float:
+        """Seconds until ``client`` may try again (0: it may try now, and this uses its turn)."""
         now = time.monotonic()
-        if len(self._failures) >= self.max_clients and client not in self._failures:
-            self._forget_oldest(now)
-        failures = self._recent(client, now)
-        failures.append(now)
-        self._failures[client] = failures
+        wait = self._locked_for(self._key(client), now)
+        if wait > 0 or client.device is not None:
+            return wait
+        if self._under_attack(now):
+            if now < self._next_open:
+                return self._next_open - now
+            self._next_open = now + self.global_interval
+        return 0.0
+
+    async def failed(self, client: LoginClient) -> None:
+        now = time.monotonic()
+        self._record(f"address:{client.address}", now)
+        if client.device is not None:
+            self._record(self._key(client), now)
+        self._all.append(now)
         await asyncio.sleep(self.delay_seconds)
 
-    def succeeded(self, client: str) -> None:
-        self._failures.pop(client, None)
+    def succeeded(self, client: LoginClient) -> None:
+        """A right password clears the browser's own count; the address keeps its failures."""
+        if client.device is not None:
+            self._failures.pop(self._key(client), None)
+
+    def tracked_clients(self) -> int:
+        return len(self._failures)
+
+    def _record(self, key: str, now: float) -> None:
+        if len(self._failures) >= self.max_clients and key not in self._failures:
+            self._forget_oldest(now)
+        failures = self._recent(key, now)
+        failures.append(now)
+        self._failures[key] = failures
 
     def _forget_oldest(self, now: float) -> None:
-        for client in [c for c, f in self._failures.items() if not self._recent(c, now)]:
-            del self._failures[client]
+        for key in [k for k in self._failures if not self._recent(k, now)]:
+            del self._failures[key]
         while len(self._failures) >= self.max_clients:
             del self._failures[next(iter(self._failures))]
 
@@ -70,14 +134,47 @@ def _fingerprint(request: web.Request) -> str:
 
 
 async def is_authenticated(request: web.Request) -> bool:
-    """A session from a login with the password in force now."""
+    """A session from a login with the password in force now, not ended by a logout."""
     session = await get_session(request)
-    stored = session.get("auth")
-    return isinstance(stored, str) and hmac.compare_digest(stored, _fingerprint(request))
+    stored, sid = session.get("auth"), session.get("sid")
+    if not (isinstance(stored, str) and isinstance(sid, str)
+            and hmac.compare_digest(stored, _fingerprint(request))):
+        return False
+    revocations = request.app[dkeys.REVOCATIONS]
+    return not await revocations.is_revoked(database_pool(request), sid)
 
 
-def _client_address(request: web.Request) -> str:
-    return request.remote or "unknown"
+def _device_mac(request: web.Request, device: str) -> str:
+    """Bound to SESSION_SECRET and the password: a new password forgets every known browser."""
+    message = b"pawwake-device\x00" + device.encode("utf-8") + b"\x00" + \
+        _fingerprint(request).encode("ascii")
+    return hmac.new(request.app[dkeys.SESSION_SECRET].encode("utf-8"), message,
+                    hashlib.sha256).hexdigest()[:32]
+
+
+def known_device(request: web.Request) -> str | None:
+    """The device id of a browser that signed in here before, if its cookie is genuine."""
+    device, _, mac = request.cookies.get(DEVICE_COOKIE, "").partition(".")
+    if not device or not mac or len(device) > 64:
+        return None
+    return device if hmac.compare_digest(mac, _device_mac(request, device)) else None
+
+
+def login_client(request: web.Request) -> LoginClient:
+    """The throttle's view of the client: its real address (an IPv6 /64 as one) and device."""
+    address = client_view(request).address
+    ip = parse_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        address = str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return LoginClient(address=address, device=known_device(request))
+
+
+def _remember_device(request: web.Request, response: web.StreamResponse, device: str | None
+                     ) -> None:
+    device = device or secrets.token_urlsafe(16)
+    response.set_cookie(DEVICE_COOKIE, f"{device}.{_device_mac(request, device)}",
+                        max_age=DEVICE_MAX_AGE, path=PREFIX, httponly=True, samesite="Strict",
+                        secure=request_scheme(request) == "https")
 
 
 def _login_page(request: web.Request, *, error: str | None = None, notice: str | None = None,
@@ -102,8 +199,8 @@ async def login_submit(request: web.Request) -> web.Response:
     """Check the password in constant time; on success start a brand-new session."""
     lang = request_language(request)
     throttle = request.app[dkeys.LOGIN_THROTTLE]
-    client = _client_address(request)
-    wait = throttle.locked_for(client)
+    client = login_client(request)
+    wait = throttle.wait_seconds(client)
     if wait > 0:
         minutes = max(1, round(wait / 60))
         return _login_page(request, error=translate(lang, "login.locked", minutes=minutes),
@@ -113,28 +210,41 @@ async def login_submit(request: web.Request) -> web.Response:
     expected = request.app[dkeys.PASSWORD]
     if not isinstance(password, str) or not hmac.compare_digest(
             password.encode("utf-8"), expected.encode("utf-8")):
-        log.warning("dashboard login failed from %s", client)
+        log.warning("dashboard login failed from %s", client.address)
         await throttle.failed(client)
         return _login_page(request, error=translate(lang, "login.wrong"), status=401)
     throttle.succeeded(client)
-    session = await new_session(request)  # whatever the old cookie held is dropped
+    await _end_session(request)  # a cookie from before this login stops working too
+    session = await new_session(request)
     session["auth"] = _fingerprint(request)
     session["sid"] = secrets.token_urlsafe(24)
     session["login_at"] = int(time.time())
-    log.info("dashboard login from %s", client)
+    log.info("dashboard login from %s", client.address)
     target = form.get("next")
-    raise web.HTTPSeeOther(safe_next(target if isinstance(target, str) else None))
+    redirect = web.HTTPSeeOther(safe_next(target if isinstance(target, str) else None))
+    _remember_device(request, redirect, client.device)
+    raise redirect
+
+
+async def _end_session(request: web.Request) -> None:
+    session = await get_session(request)
+    sid = session.get("sid")
+    if isinstance(sid, str):
+        await request.app[dkeys.REVOCATIONS].revoke(database_pool(request), sid,
+                                                    session.get("login_at"))
+    session.invalidate()
 
 
 async def logout(request: web.Request) -> web.Response:
-    session = await get_session(request)
-    session.invalidate()
+    """End the session here and on the server: the same cookie replayed later is refused."""
+    await _end_session(request)
     location = request.app.router["login"].url_for().with_query(reason="signed_out")
     raise web.HTTPSeeOther(str(location))
 
 
 def setup(dashboard: web.Application) -> None:
     dashboard[dkeys.LOGIN_THROTTLE] = LoginThrottle()
+    dashboard[dkeys.REVOCATIONS] = SessionRevocations()
     dashboard.router.add_get("/login", login_form, name="login")
     dashboard.router.add_post("/login", login_submit, name="login_submit")
     dashboard.router.add_post("/logout", logout, name="logout")
