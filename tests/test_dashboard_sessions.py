@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg2
 
 from pawwake.dashboard.security import SESSION_COOKIE
+from pawwake.dashboard.sessions import SessionRevocations
+from pawwake.db.pool import create_pool
 from tests.dashboard_support import (
     SECRET,
     dashboard_client,
@@ -91,3 +94,18 @@ async def test_a_new_session_secret_ends_every_session(make_client: Any) -> None
     cookie = await logged_in_cookie(client)
     rotated = await dashboard_client(make_client, SESSION_SECRET=SECRET[::-1])
     assert (await replay(rotated, cookie)).status == 303
+
+
+async def test_revocations_answer_from_memory_when_the_database_is_away(
+        database_url: str, caplog: Any) -> None:
+    pool = await create_pool(database_url, maxsize=1)
+    revocations = SessionRevocations()
+    await revocations.revoke(pool, "sid-before-the-outage", int(time.time()))
+    pool.close()
+    await pool.wait_closed()
+    await revocations.revoke(pool, "sid-during-the-outage", int(time.time()))
+    assert await revocations.is_revoked(pool, "sid-before-the-outage")
+    assert await revocations.is_revoked(pool, "sid-during-the-outage")
+    assert not await revocations.is_revoked(pool, "sid-never-revoked")
+    assert "could not" in caplog.text
+    assert "sid-" not in caplog.text

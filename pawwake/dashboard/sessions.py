@@ -25,6 +25,7 @@ from pawwake.db import dashboard_sessions as db
 log = logging.getLogger(__name__)
 
 DB_TIMEOUT_SECONDS = 3.0  # a dashboard page never waits long on a database that is away
+DB_RETRY_SECONDS = 15.0  # after a failure, pages do not wait on the database again this soon
 MAX_LOCAL = 10_000
 
 
@@ -43,6 +44,7 @@ class SessionRevocations:
 
     def __init__(self) -> None:
         self._local: dict[str, float] = {}
+        self._db_quiet_until = 0.0  # monotonic time before which the database is not asked
 
     async def revoke(self, pool: aiopg.Pool | None, sid: str, login_at: object) -> None:
         key = sid_hash(sid)
@@ -64,12 +66,13 @@ class SessionRevocations:
         expires = self._local.get(key)
         if expires is not None and expires > time.time():
             return True
-        if pool is None:
+        if pool is None or time.monotonic() < self._db_quiet_until:
             return False
         try:
             revoked = await asyncio.wait_for(db.is_session_revoked(pool, key),
                                              DB_TIMEOUT_SECONDS)
         except Exception as exc:
+            self._db_quiet_until = time.monotonic() + DB_RETRY_SECONDS
             log.warning("could not check dashboard logouts in the database (%s); only this "
                         "process's logouts count until it answers", type(exc).__name__)
             return False
