@@ -18,6 +18,7 @@ from pawwake.settings import (
     Settings,
     parse_value,
     secret_display,
+    secret_form_value,
 )
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class RuntimeConfig:
                 raise SettingError(name, "is set in the environment and only changes there "
                                          "(with a restart); it cannot be changed here")
             if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
-                if raw == secret_display(setting, self._current[name]):
+                if raw == secret_form_value(setting, self._current[name]):
                     continue
                 raise SettingError(name, "looks like a masked value; send the full secret, "
                                          "or the mask exactly as shown to keep the current one")

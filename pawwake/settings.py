@@ -287,6 +287,12 @@ def secret_display(setting: Setting, value: Any) -> str | None:
     return mask_secret(value or "", show_tail=True)
 
 
+def secret_form_value(setting: Setting, value: Any) -> str:
+    """The mask a form holds for a secret; sent back unchanged it means "keep"."""
+    shown = secret_display(setting, value)
+    return shown if shown is not None else mask_secret(value or "")
+
+
 class Settings(Mapping[str, Any]):
     """An immutable snapshot of every setting's value, read by name: ``settings["API_KEY"]``."""
 

@@ -11,7 +11,14 @@ import pytest
 from bs4 import BeautifulSoup
 
 from pawwake import keys
-from pawwake.settings import BY_NAME
+from pawwake.settings import (
+    BY_NAME,
+    SETTINGS,
+    TAIL_SECRETS,
+    mask_secret,
+    secret_display,
+    secret_form_value,
+)
 from tests.dashboard_support import dashboard_client, htmx
 from tests.dashboard_support import login as login_with
 
@@ -222,3 +229,15 @@ async def test_logs_carry_no_secret(make_client: Any, caplog: pytest.LogCaptureF
     assert_nothing_of(text, PASSWORD, SECRET, GATEWAY, UPSTREAM_KEY[:-4],
                       "sk-new-provider-key-abcdef", "wrong-password-attempt-1")
     assert BY_NAME["TRUSTED_PROXIES"].hot is False
+
+
+def test_mask_rules() -> None:
+    assert mask_secret("", show_tail=True) == ""
+    assert mask_secret("sk-123456789", show_tail=True) == "••••6789"  # 12 characters
+    assert mask_secret("sk-12345678", show_tail=True) == "••••"  # 11: nothing of it
+    assert mask_secret("sk-123456789012345") == "••••"  # presence only unless asked
+    for setting in SETTINGS:
+        if setting.secret and setting.name not in TAIL_SECRETS:
+            assert secret_display(setting, "a-long-enough-secret-value") is None, setting.name
+            assert secret_form_value(setting, "a-long-enough-secret-value") == "••••"
+    assert TAIL_SECRETS <= {s.name for s in SETTINGS if s.secret}

@@ -7,7 +7,7 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from pawwake.settings import BY_NAME, GROUPS, Setting, SettingError, Settings, parse_value
+from pawwake.settings import BY_NAME, GROUPS, MASK, Setting, SettingError, Settings, parse_value
 
 # Form fields that are not settings start with this and are ignored by form_changes().
 CONTROL_PREFIX = "_"
@@ -42,9 +42,10 @@ def setting_view(item: Mapping[str, Any], lang: str, *, submitted: Mapping[str, 
                  error: str | None) -> dict[str, Any]:
     """One row of the page, from a ``RuntimeConfig.public_view()`` entry."""
     setting = BY_NAME[item["name"]]
-    value = display_value(item["value"])
-    if not setting.secret:  # a typed secret is never sent back to the browser, even on an error
-        value = submitted.get(setting.name, value)
+    if setting.secret:  # the mask, never a typed secret, even when the form had an error
+        value = item["value"] if item["value"] is not None else (MASK if item["is_set"] else "")
+    else:
+        value = submitted.get(setting.name, display_value(item["value"]))
     return {
         "name": setting.name,
         "input": input_kind(setting),
