@@ -83,11 +83,12 @@ async def logged_in(make_client: Any, **overrides: Any) -> Any:
 
 
 async def test_origin_check_ignores_forwarded_headers_from_an_untrusted_peer(
-        make_client: Any) -> None:
+        make_client: Any, caplog: pytest.LogCaptureFixture) -> None:
     client = await logged_in(make_client)
     response = await client.post("/dashboard/settings", data=SAVE, headers=PROXIED,
                                  allow_redirects=False)
     assert response.status == 403
+    assert "not in TRUSTED_PROXIES" in caplog.text  # the log says what to set
     assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "test/model-a"
     forwarded = await client.post("/dashboard/settings", data=SAVE, allow_redirects=False,
                                   headers={"Origin": "https://paw.example.org",
