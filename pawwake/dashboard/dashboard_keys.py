@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from pawwake.dashboard.auth import LoginThrottle
+    from pawwake.dashboard.login_throttle import LoginThrottle
     from pawwake.dashboard.sessions import SessionRevocations
     from pawwake.proxies import ClientView, TrustedProxies
 
