@@ -1,4 +1,4 @@
-"""Dashboard login: the password form, a throttle against guessing, logout that revokes."""
+"""Dashboard login: the password form, the known-browser cookie, a logout that revokes."""
 
 from __future__ import annotations
 
