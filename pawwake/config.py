@@ -11,7 +11,15 @@ import aiopg
 import psycopg2
 
 from pawwake.db import config as config_db
-from pawwake.settings import BY_NAME, SettingError, Settings, mask_secret, parse_value
+from pawwake.settings import (
+    BY_NAME,
+    MASK_MARKERS,
+    SettingError,
+    Settings,
+    parse_value,
+    secret_display,
+    secret_form_value,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +77,10 @@ class RuntimeConfig:
     def validate(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Parse a batch of changes; raise SettingError on the first bad one.
 
-        A masked secret sent back unchanged means "keep the stored value" and is dropped.
+        Restart-only settings are refused whatever the value, so a right guess of a secret
+        answers exactly like a wrong one. A secret sent back exactly as shown (``••••1234``,
+        ``••••``) means "keep the stored value" and is dropped; any other masked-looking value
+        is refused rather than stored as the new secret.
         """
         parsed: dict[str, Any] = {}
         for name, raw in changes.items():
@@ -77,11 +88,13 @@ class RuntimeConfig:
             if setting is None:
                 raise SettingError(name, "unknown setting")
             if not setting.hot:
-                raise SettingError(name, "can only be set in the environment (needs a restart)")
-            if setting.secret and isinstance(raw, str) and "****" in raw:
-                if raw == mask_secret(self._current[name]):
+                raise SettingError(name, "is set in the environment and only changes there "
+                                         "(with a restart); it cannot be changed here")
+            if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
+                if raw == secret_form_value(setting, self._current[name]):
                     continue
-                raise SettingError(name, "looks like a masked value; send the full secret")
+                raise SettingError(name, "looks like a masked value; send the full secret, "
+                                         "or the mask exactly as shown to keep the current one")
             parsed[name] = parse_value(setting, raw)
         return parsed
 
@@ -94,7 +107,10 @@ class RuntimeConfig:
         return self._current
 
     def public_view(self) -> list[dict[str, Any]]:
-        """Every setting with its value for display; secrets masked, origin noted."""
+        """Every setting with its value for display; secrets masked, origin noted.
+
+        Presence-only secrets have ``value`` None; ``is_set`` says whether they are set.
+        """
         view = []
         for name, setting in BY_NAME.items():
             value = self._current[name]
@@ -102,7 +118,7 @@ class RuntimeConfig:
                 "name": name,
                 "group": setting.group,
                 "kind": setting.kind,
-                "value": mask_secret(value) if setting.secret else value,
+                "value": secret_display(setting, value) if setting.secret else value,
                 "is_set": bool(value) if setting.secret else None,
                 "default": None if setting.secret else setting.default,
                 "hot": setting.hot,

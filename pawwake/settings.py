@@ -200,6 +200,12 @@ SETTINGS: tuple[Setting, ...] = (
        minimum=0, maximum=16),
     _s("LOG_LEVEL", "choice", "INFO", "advanced", "日志级别", "Log level", hot=False,
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+    _s("TRUSTED_PROXIES", "str", "", "advanced",
+       "可信反向代理的地址或网段（逗号分隔，如 10.0.0.0/8；private = 所有内网地址）。只有直接连入的"
+       "对端在此列表中时，才采信 X-Forwarded-For/Proto/Host 与 Forwarded；留空则一律不采信",
+       "Reverse proxies to believe, as addresses or networks (comma-separated, e.g. 10.0.0.0/8; "
+       "private = every private address). X-Forwarded-For/Proto/Host and Forwarded count only "
+       "when the direct peer is listed; empty: never", hot=False),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -256,13 +262,35 @@ def _parse_number(setting: Setting, raw: Any, *, integer: bool) -> float | int:
     return float(raw)
 
 
-def mask_secret(value: str) -> str:
-    """Show enough of a secret to recognise it, never the whole."""
+MASK = "\u2022\u2022\u2022\u2022"  # "••••": what stands for the hidden part of a secret
+MASK_MARKERS = (MASK, "****")  # "****" is the older mask; a value holding either is a mask
+TAIL_MIN_LENGTH = 12  # shorter keys show no character at all
+# Provider keys may show their last four characters, so a user can tell which key is in force.
+# Every other secret (passwords, session and gateway secrets, DATABASE_URL) shows only whether
+# it is set: a new secret setting is presence-only unless it is added here.
+TAIL_SECRETS = frozenset({"API_KEY", "EMBEDDING_API_KEY"})
+
+
+def mask_secret(value: str, *, show_tail: bool = False) -> str:
+    """``""`` when unset; ``••••1234`` for a long provider key; ``••••`` for anything else."""
     if not value:
         return ""
-    if len(value) < 10:
-        return "****"
-    return f"{value[:5]}****{value[-4:]}"
+    if show_tail and len(value) >= TAIL_MIN_LENGTH:
+        return MASK + value[-4:]
+    return MASK
+
+
+def secret_display(setting: Setting, value: Any) -> str | None:
+    """What of a secret setting's value may be shown anywhere: None for presence-only ones."""
+    if setting.name not in TAIL_SECRETS:
+        return None
+    return mask_secret(value or "", show_tail=True)
+
+
+def secret_form_value(setting: Setting, value: Any) -> str:
+    """The mask a form holds for a secret; sent back unchanged it means "keep"."""
+    shown = secret_display(setting, value)
+    return shown if shown is not None else mask_secret(value or "")
 
 
 class Settings(Mapping[str, Any]):

@@ -77,8 +77,9 @@ async def test_session_cookie_flags(make_client: Any) -> None:
     assert cookie["path"] == "/dashboard"
     assert not cookie["secure"]  # plain http here: a Secure cookie would never come back
 
-    behind_tls = await login(client, **{"X-Forwarded-Proto": "https",
-                                        "Origin": "https://" + client.make_url("/").authority})
+    proxied = await dashboard_client(make_client, TRUSTED_PROXIES="127.0.0.1")
+    behind_tls = await login(proxied, **{"X-Forwarded-Proto": "https",
+                                         "Origin": "https://" + proxied.make_url("/").authority})
     assert behind_tls.status == 303
     assert set_cookie(behind_tls)[SESSION_COOKIE]["secure"] is True
 

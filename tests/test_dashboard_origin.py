@@ -12,8 +12,8 @@ from tests.dashboard_support import PASSWORD, dashboard_client, login, own_origi
 SAVE = {"_group": "basic", "DEFAULT_MODEL": "cross/origin-model"}
 
 
-async def logged_in(make_client: Any) -> Any:
-    client = await dashboard_client(make_client)
+async def logged_in(make_client: Any, **overrides: Any) -> Any:
+    client = await dashboard_client(make_client, **overrides)
     assert (await login(client)).status == 303
     return client
 
@@ -67,8 +67,9 @@ async def test_referer_counts_when_origin_is_absent(make_client: Any) -> None:
     assert response.status == 303
 
 
-async def test_forwarded_proto_and_host_are_honoured(make_client: Any) -> None:
-    client = await logged_in(make_client)
+async def test_forwarded_proto_and_host_are_honoured_from_a_trusted_proxy(
+        make_client: Any) -> None:
+    client = await logged_in(make_client, TRUSTED_PROXIES="127.0.0.1")
     authority = client.make_url("/").authority
     # Behind a TLS proxy the browser's origin is https while the app sees plain http.
     refused = await client.post("/dashboard/settings", data=SAVE,

@@ -38,9 +38,10 @@ async def test_get_lists_every_setting_with_secrets_masked(make_client: Any,
     text = await response.text()
     assert UPSTREAM_KEY not in text and GATEWAY not in text and database_url not in text
     settings = by_name(await response.json())
-    assert settings["API_KEY"]["value"] == "sk-up****6789"
+    assert settings["API_KEY"]["value"] == "••••6789"
     assert settings["API_KEY"]["is_set"] is True
-    assert settings["GATEWAY_SECRET"]["value"] == "gatew****0001"
+    assert settings["GATEWAY_SECRET"]["value"] is None
+    assert settings["GATEWAY_SECRET"]["is_set"] is True
     assert settings["DEFAULT_MODEL"]["value"] == "test/model-a"
     assert settings["PORT"]["hot"] is False
     assert (await response.json())["groups"][0] == "basic"
@@ -92,10 +93,10 @@ async def test_masked_secret_sent_back_keeps_the_old_value(make_client: Any,
 
     response = await client.put("/api/settings", json={"API_KEY": "sk-brand-new-key-abcdef"})
     assert response.status == 200
-    assert by_name(await response.json())["API_KEY"]["value"] == "sk-br****cdef"
+    assert by_name(await response.json())["API_KEY"]["value"] == "••••cdef"
     assert client.app[keys.CONFIG].current()["API_KEY"] == "sk-brand-new-key-abcdef"
 
-    wrong_mask = await client.put("/api/settings", json={"API_KEY": "sk-zz****zzzz"})
+    wrong_mask = await client.put("/api/settings", json={"API_KEY": "••••zzzz"})
     assert wrong_mask.status == 400
 
 

@@ -37,6 +37,7 @@ from pawwake.dashboard.security import (
     DashboardCookieStorage,
     headers_middleware,
 )
+from pawwake.proxies import parse_trusted_proxies
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def setup_dashboard(app: web.Application) -> None:
     dashboard[dkeys.PROBLEMS] = problems
     dashboard[dkeys.PASSWORD] = password
     dashboard[dkeys.SESSION_SECRET] = secret
+    dashboard[dkeys.PROXIES] = parse_trusted_proxies(settings["TRUSTED_PROXIES"])  # type: ignore[index]
     aiohttp_jinja2.setup(dashboard, loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
                          autoescape=True, undefined=jinja2.StrictUndefined,
                          trim_blocks=True, lstrip_blocks=True)

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from pawwake.dashboard.auth import LoginThrottle
+    from pawwake.dashboard.login_throttle import LoginThrottle
+    from pawwake.dashboard.sessions import SessionRevocations
+    from pawwake.proxies import ClientView, TrustedProxies
 
 APP: web.AppKey[web.Application] = web.AppKey("dashboard_app")  # on the main app
 
@@ -17,7 +19,10 @@ PROBLEMS: web.AppKey[tuple[str, ...]] = web.AppKey("dashboard_problems")
 PASSWORD: web.AppKey[str] = web.AppKey("dashboard_password")
 SESSION_SECRET: web.AppKey[str] = web.AppKey("dashboard_session_secret")
 LOGIN_THROTTLE: web.AppKey[LoginThrottle] = web.AppKey("dashboard_login_throttle")
+PROXIES: web.AppKey[TrustedProxies] = web.AppKey("dashboard_trusted_proxies")
+REVOCATIONS: web.AppKey[SessionRevocations] = web.AppKey("dashboard_revoked_sessions")
 STATIC_URL: web.AppKey[Callable[[str], str]] = web.AppKey("dashboard_static_url")  # name -> URL
 
 LANGUAGE: web.RequestKey[str] = web.RequestKey("dashboard_language", str)
 AUTHENTICATED: web.RequestKey[bool] = web.RequestKey("dashboard_authenticated", bool)
+CLIENT_VIEW: web.RequestKey[ClientView] = web.RequestKey("dashboard_client_view")

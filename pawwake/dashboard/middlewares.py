@@ -11,7 +11,7 @@ from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.auth import is_authenticated
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translate, translator
 from pawwake.dashboard.render import is_htmx, render, render_error
-from pawwake.dashboard.security import SAFE_METHODS, is_same_origin
+from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,11 @@ async def origin_middleware(request: web.Request, handler: Handler) -> web.Strea
     """Every write must come from a page of this very site (scheme and host, proxy-aware)."""
     if request.method not in SAFE_METHODS and not is_same_origin(request):
         log.warning("refused a cross-origin dashboard %s to %s", request.method, request.path)
+        if client_view(request).forwarded_ignored:
+            log.warning("forwarded headers from %s were ignored: that address is not in "
+                        "TRUSTED_PROXIES (behind a reverse proxy such as Render's, set "
+                        "TRUSTED_PROXIES to the proxy's network, e.g. 10.0.0.0/8)",
+                        request.remote)
         return render_error(request, 403, translate(request_language(request), "error.origin"))
     return await handler(request)
 

@@ -14,6 +14,9 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from cryptography.fernet import Fernet
 from yarl import URL
 
+from pawwake.dashboard import dashboard_keys as dkeys
+from pawwake.proxies import ClientView, TrustedProxies, resolve_client
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -49,21 +52,26 @@ def password_fingerprint(secret: str, password: str) -> str:
     return mac.hexdigest()[:32]
 
 
-def _first(value: str | None) -> str:
-    return (value or "").split(",")[0].strip()
+def client_view(request: web.Request) -> ClientView:
+    """Address, scheme and host of the browser, through the proxies named in TRUSTED_PROXIES."""
+    view = request.get(dkeys.CLIENT_VIEW)
+    if view is None:
+        proxies = request.config_dict.get(dkeys.PROXIES) or TrustedProxies()
+        view = resolve_client(request.remote, request.headers, proxies,
+                              scheme="https" if request.secure else request.scheme,
+                              host=request.host)
+        request[dkeys.CLIENT_VIEW] = view
+    return view
 
 
 def request_scheme(request: web.Request) -> str:
-    """``https`` or ``http`` as the browser sees it, honouring ``X-Forwarded-Proto``."""
-    forwarded = _first(request.headers.get("X-Forwarded-Proto")).lower()
-    if forwarded in ("http", "https"):
-        return forwarded
-    return "https" if request.secure else request.scheme
+    """``https`` or ``http`` as the browser sees it (a trusted proxy's word counts)."""
+    return client_view(request).scheme
 
 
 def request_host(request: web.Request) -> str:
-    """The host the browser addressed: ``X-Forwarded-Host``, else ``Host``."""
-    return _first(request.headers.get("X-Forwarded-Host")) or request.host
+    """The host the browser addressed (a trusted proxy's ``X-Forwarded-Host`` counts)."""
+    return client_view(request).host
 
 
 def normalise_origin(value: str) -> str | None:

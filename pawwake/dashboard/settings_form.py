@@ -7,7 +7,7 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from pawwake.settings import BY_NAME, GROUPS, Setting, SettingError, Settings, parse_value
+from pawwake.settings import BY_NAME, GROUPS, MASK, Setting, SettingError, Settings, parse_value
 
 # Form fields that are not settings start with this and are ignored by form_changes().
 CONTROL_PREFIX = "_"
@@ -42,7 +42,10 @@ def setting_view(item: Mapping[str, Any], lang: str, *, submitted: Mapping[str, 
                  error: str | None) -> dict[str, Any]:
     """One row of the page, from a ``RuntimeConfig.public_view()`` entry."""
     setting = BY_NAME[item["name"]]
-    value = submitted.get(setting.name, display_value(item["value"]))
+    if setting.secret:  # the mask, never a typed secret, even when the form had an error
+        value = item["value"] if item["value"] is not None else (MASK if item["is_set"] else "")
+    else:
+        value = submitted.get(setting.name, display_value(item["value"]))
     return {
         "name": setting.name,
         "input": input_kind(setting),
@@ -50,6 +53,7 @@ def setting_view(item: Mapping[str, Any], lang: str, *, submitted: Mapping[str, 
         "help": setting.help_zh if lang == "zh" else setting.help_en,
         "value": value,
         "checked": value == "true",
+        "secret": setting.secret,
         "masked": item["value"] if setting.secret else None,
         "is_set": item["is_set"],
         "choices": list(setting.choices),
@@ -91,11 +95,12 @@ def submitted_values(form: MultiMapping[Any]) -> dict[str, str]:
 
 def form_changes(current: Settings, submitted: Mapping[str, Any]) -> dict[str, Any]:
     """Only the fields whose value differs from the one in force, so that saving a group does
-    not pin its untouched settings over the environment. Bad values are kept for the error."""
+    not pin its untouched settings over the environment. Bad values are kept for the error, and
+    so is any restart-only field: comparing it would tell a right guess of a secret apart."""
     changes: dict[str, Any] = {}
     for name, raw in submitted.items():
         setting = BY_NAME.get(name)
-        if setting is None:
+        if setting is None or not setting.hot:  # refused by validate(), whatever the value
             changes[name] = raw
             continue
         try:
