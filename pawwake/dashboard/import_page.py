@@ -3,7 +3,6 @@ restore that always shows a dry-run preview before the explicit confirmation."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -18,6 +17,7 @@ from pawwake.memory import backup, text_import
 from pawwake.memory.backup_format import BackupInvalid
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import MemoryConflict
+from pawwake.text.json_input import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def _parse_backup(raw: str) -> Any:
     if not raw.strip():
         raise UploadError("import.backup_empty")
     try:
-        return json.loads(raw)
+        return parse_json(raw)  # too deep counts as "not a backup file" too
     except ValueError:
         raise UploadError("import.backup_not_json") from None
 

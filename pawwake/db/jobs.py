@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aiopg
 
 from pawwake.db.pool import cursor, fetch_one, rows_as_dicts
+from pawwake.text.storable import storable_json
 
 JOB_COLUMNS = ("id, kind, dedupe_key, payload, status, attempts, max_attempts, run_after,"
                " claimed_until, progress, result, last_error, created_at, updated_at")
@@ -25,7 +25,7 @@ async def enqueue(cur: Any, kind: str, payload: dict[str, Any], *, dedupe_key: s
         " ON CONFLICT (kind, dedupe_key)"
         "   WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING"
         " RETURNING id",
-        (kind, dedupe_key, json.dumps(payload), max_attempts, delay_seconds))
+        (kind, dedupe_key, storable_json(payload), max_attempts, delay_seconds))
     row = await cur.fetchone()
     return row[0] if row else None
 
@@ -67,7 +67,7 @@ async def finish(pool: aiopg.Pool, job_id: int, attempt: int, result: Any) -> No
             "UPDATE jobs SET status = 'done', result = %s::jsonb, claimed_until = NULL,"
             " last_error = NULL, updated_at = now()"
             " WHERE id = %s AND attempts = %s AND status = 'running'",
-            (json.dumps(result), job_id, attempt))
+            (storable_json(result), job_id, attempt))
 
 
 async def retry_or_fail(pool: aiopg.Pool, job_id: int, attempt: int, error: str,
@@ -89,7 +89,7 @@ async def retry_or_fail(pool: aiopg.Pool, job_id: int, attempt: int, error: str,
 async def set_progress(pool: aiopg.Pool, job_id: int, progress: dict[str, Any]) -> None:
     async with cursor(pool) as cur:
         await cur.execute("UPDATE jobs SET progress = %s::jsonb, updated_at = now() WHERE id = %s",
-                          (json.dumps(progress), job_id))
+                          (storable_json(progress), job_id))
 
 
 async def latest_of_kind(pool: aiopg.Pool, kind: str) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import error, memory_errors, read_json
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,9 @@ async def import_backup(request: web.Request) -> web.Response:
         if raw is None:
             raise FieldError("file", "Upload the backup as the form field 'file'.")
         try:
-            data = json.loads(raw)
+            data = parse_json(raw)
+        except JsonTooDeep as exc:
+            raise FieldError("file", str(exc), "json_too_deep") from None
         except ValueError:
             raise FieldError("file", "The file is not valid JSON.", "invalid_json") from None
     else:

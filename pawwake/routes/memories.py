@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,6 +27,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.memory.store import MemoryConflict, memory_json
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,9 @@ async def read_json(request: web.Request, *, empty: Any = None) -> Any:
             return empty
         raise FieldError(None, "The body is empty; send JSON.", "invalid_json")
     try:
-        return json.loads(raw)
+        return parse_json(raw)
+    except JsonTooDeep as exc:
+        raise FieldError(None, str(exc), "json_too_deep") from None
     except ValueError:
         raise FieldError(None, "The body is not valid JSON.", "invalid_json") from None
 
