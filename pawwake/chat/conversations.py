@@ -19,6 +19,7 @@ from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import transaction
 from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
+from pawwake.text.storable import storable_text
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ def session_id_of(value: Any, name: str = "session_id") -> str:
 
 
 def content_of(value: Any) -> str:
+    if isinstance(value, str):
+        value = storable_text(value)  # what is stored: "\x00" alone is empty, not content
     if not isinstance(value, str) or not value.strip():
         raise Invalid("invalid_content", "content must be non-empty text.")
     if len(value) > MAX_CONTENT:

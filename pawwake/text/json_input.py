@@ -16,13 +16,15 @@ from pawwake.text.storable import storable_value
 # Deeper than any real body (chat messages with tool schemas nest about 10-15 levels).
 MAX_JSON_DEPTH = 100
 
-# A ``\u0000`` escape or a surrogate escape; whether a surrogate escape is lone is decided
-# in Python, match by match, so the usual emoji pairs (``\ud83d\ude00``) cost little.
-_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+# A ``\u0000`` escape, a high surrogate escape not followed by a low one, or a low one not
+# preceded by a high one: all decided inside the regex engine, so the usual emoji pairs
+# (``\ud83d\ude00``) cost nothing extra.
+_UNSTORABLE_ESCAPE = re.compile(
+    rb"\\u(?:0000"
+    rb"|[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u)[dD][c-fC-F])")
 # A surrogate written as raw (CESU-8) bytes, which json.loads(bytes) lets through.
 _RAW_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
-_HIGH = frozenset(b"89abAB")
-_ZERO = ord("0")
 
 
 class JsonTooDeep(ValueError):
@@ -75,20 +77,7 @@ def depth_exceeds(value: Any, limit: int) -> bool:
 
 def may_hold_unstorable(raw: bytes) -> bool:
     """Whether JSON bytes may decode to a NUL or a lone surrogate (false positives allowed,
-    e.g. an escaped backslash before ``ud800``; never a false negative)."""
-    pending = -1  # where the low half of the last high surrogate escape must start
-    for match in _ESCAPE.finditer(raw):
-        start, end = match.span()
-        if raw[start + 2] == _ZERO:
-            return True
-        if raw[start + 3] in _HIGH:
-            if pending != -1:
-                return True
-            pending = end
-        elif start != pending:
-            return True
-        else:
-            pending = -1
-    if pending != -1:
+    e.g. an escaped backslash before ``u0000``; never a false negative)."""
+    if _UNSTORABLE_ESCAPE.search(raw) is not None:
         return True
     return b"\xed" in raw and _RAW_SURROGATE.search(raw) is not None
