@@ -16,11 +16,13 @@ from pawwake.text.storable import storable_value
 # Deeper than any real body (chat messages with tool schemas nest about 10-15 levels).
 MAX_JSON_DEPTH = 100
 
+# Any escape that could be a NUL or a surrogate: cheap enough to run on every chat body.
+_CANDIDATE = re.compile(rb"\\u[dD0]")
 # A ``\u0000`` escape, a high surrogate escape not followed by a low one, or a low one not
-# preceded by a high one: all decided inside the regex engine, so the usual emoji pairs
-# (``\ud83d\ude00``) cost nothing extra.
+# preceded by a high one: decided inside the regex engine, so the usual emoji pairs
+# (``\ud83d\ude00``) are no reason to walk the body.
 _UNSTORABLE_ESCAPE = re.compile(
-    rb"\\u(?:0000"
+    rb"\\u(?=[dD0])(?:0000"
     rb"|[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u)[dD][c-fC-F])")
 # A surrogate written as raw (CESU-8) bytes, which json.loads(bytes) lets through.
@@ -78,6 +80,7 @@ def depth_exceeds(value: Any, limit: int) -> bool:
 def may_hold_unstorable(raw: bytes) -> bool:
     """Whether JSON bytes may decode to a NUL or a lone surrogate (false positives allowed,
     e.g. an escaped backslash before ``u0000``; never a false negative)."""
-    if _UNSTORABLE_ESCAPE.search(raw) is not None:
+    candidate = _CANDIDATE.search(raw)
+    if candidate is not None and _UNSTORABLE_ESCAPE.search(raw, candidate.start()) is not None:
         return True
     return b"\xed" in raw and _RAW_SURROGATE.search(raw) is not None
