@@ -243,3 +243,30 @@ async def test_long_chat_messages_are_still_relayed(gateway: Any, upstream: Any)
     response = await client.post("/v1/chat/completions", json=chat_body(text))
     assert response.status == 200, await response.text()
     assert upstream.requests[-1].body["messages"][-1]["content"].endswith(text)
+
+
+async def test_dashboard_edits_with_nul_are_stored_clean(make_client: Any) -> None:
+    client = await signed_in(make_client)
+    memory = (await (await client.post("/api/memories", json={"content": "old"})).json())["id"]
+    seed = [{"session_id": "s1", "role": "user", "content": "hello",
+             "created_at": "2026-01-01T10:00:00Z"}]
+    assert (await client.post("/api/conversations/import", json=seed)).status == 201
+    pool = client.server.app[keys.DATABASE].pool
+    message = (await fetch_all(pool, "SELECT id FROM conversations"))[0]["id"]
+    posts = [
+        ("/dashboard/memories/edit", {"id": str(memory), "n": "1", "content": "mem\x00ory",
+                                      "title": "ti\x00tle"}),
+        ("/dashboard/conversations/message", {"session": "s1", "message": str(message),
+                                              "number": "1", "action": "save",
+                                              "content": "mes\x00sage"}),
+        ("/dashboard/settings", {"_group": "advanced", "SYSTEM_PROMPT": "pro\x00mpt"}),
+    ]
+    for path, form in posts:
+        response = await client.post(path, data=form, headers=same_origin(client),
+                                     allow_redirects=False)
+        assert response.status in (200, 303), (path, (await response.text())[:500])
+    stored = await fetch_all(pool, "SELECT content || coalesce(title, '') AS t FROM memories"
+                                   " UNION ALL SELECT content FROM conversations"
+                                   " UNION ALL SELECT value::text FROM gateway_config")
+    assert {"memorytitle", "message"} <= {r["t"] for r in stored}
+    assert any("prompt" in r["t"] for r in stored)
