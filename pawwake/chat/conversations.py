@@ -18,6 +18,8 @@ from pawwake.chat import conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import transaction
+from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
+from pawwake.text.storable import storable_text
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ def session_id_of(value: Any, name: str = "session_id") -> str:
 
 
 def content_of(value: Any) -> str:
+    if isinstance(value, str):
+        value = storable_text(value)  # what is stored: "\x00" alone is empty, not content
     if not isinstance(value, str) or not value.strip():
         raise Invalid("invalid_content", "content must be non-empty text.")
     if len(value) > MAX_CONTENT:
@@ -187,7 +191,11 @@ def _parse_time(value: Any, where: str) -> datetime:
     except ValueError:
         raise Invalid("invalid_created_at",
                       f"{where}: created_at must be an ISO 8601 time.") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    if not moment_in_range(when):
+        raise Invalid("invalid_created_at", f"{where}: created_at must lie between the years"
+                                            f" {MIN_YEAR} and {MAX_YEAR} (UTC).")
+    return when
 
 
 def _parse_message(item: Any, where: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
 from pawwake.memory.extract import schedule_extraction
+from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,9 @@ def parse_occurred_at(value: Any) -> datetime | None:
                           " 2026-01-02T10:00:00Z.") from None
     if moment.tzinfo is None:
         raise TurnInvalid("invalid_occurred_at", "occurred_at needs a UTC offset (Z or +hh:mm).")
+    if not moment_in_range(moment):
+        raise TurnInvalid("invalid_occurred_at", f"occurred_at must lie between the years"
+                          f" {MIN_YEAR} and {MAX_YEAR} (UTC).")
     return moment
 
 

@@ -27,6 +27,7 @@ from pawwake.dashboard import (
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.middlewares import (
     errors_middleware,
+    form_middleware,
     login_middleware,
     origin_middleware,
     unavailable_middleware,
@@ -88,7 +89,7 @@ def setup_dashboard(app: web.Application) -> None:
         middlewares = [headers_middleware, unavailable_middleware]
     else:
         middlewares = [headers_middleware, session_middleware(DashboardCookieStorage(secret)),
-                       errors_middleware, origin_middleware, login_middleware]
+                       errors_middleware, origin_middleware, login_middleware, form_middleware]
     dashboard = web.Application(middlewares=middlewares)
     dashboard[dkeys.PROBLEMS] = problems
     dashboard[dkeys.PASSWORD] = password

@@ -116,6 +116,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "error.origin": "请求来源无效（Invalid request origin.）。请从本站页面重新提交。",
         "error.not_found": "页面不存在。",
         "error.method": "不支持这种请求方式。",
+        "error.bad_form": "表单数据无法读取（格式不完整或不是 UTF-8 文本），请重新提交。",
         "error.internal": "服务器内部错误，请查看网关日志。",
         "error.back": "返回首页",
         "footer.text": "爪迹 Pawwake {version}",
@@ -218,6 +219,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "error.origin": "Invalid request origin. Please submit again from this site's own pages.",
         "error.not_found": "This page does not exist.",
         "error.method": "This request method is not supported here.",
+        "error.bad_form": "The form data could not be read (incomplete, or not UTF-8 text). "
+                          "Please submit it again.",
         "error.internal": "Internal error; see the gateway log.",
         "error.back": "Back to the start page",
         "footer.text": "Pawwake {version}",

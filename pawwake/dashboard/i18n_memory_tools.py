@@ -18,6 +18,7 @@ MEMORY_TOOL_STRINGS: dict[str, dict[str, str]] = {
         "import.text_done": "导入完成。",
         "import.text_empty": "请粘贴文本或选择一个文件。",
         "import.too_many_lines": "一次最多导入 {most} 行，请拆分文件。",
+        "import.line_too_long": "第 {line} 行超过 {most} 个字符：一条记忆最多这么长。",
         "import.not_utf8": "文件不是 UTF-8 编码的文本，请另存为 UTF-8 后再试。",
         "import.imported": "已导入",
         "import.skipped": "已跳过",
@@ -160,6 +161,8 @@ MEMORY_TOOL_STRINGS: dict[str, dict[str, str]] = {
         "import.text_done": "Import finished.",
         "import.text_empty": "Paste some text or choose a file.",
         "import.too_many_lines": "At most {most} lines per import; split the file.",
+        "import.line_too_long": "Line {line} is longer than {most} characters, the most a "
+                                "memory holds.",
         "import.not_utf8": "The file is not UTF-8 text; save it as UTF-8 and try again.",
         "import.imported": "Imported",
         "import.skipped": "Skipped",

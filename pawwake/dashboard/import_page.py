@@ -3,7 +3,6 @@ restore that always shows a dry-run preview before the explicit confirmation."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -16,8 +15,9 @@ from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import backup, text_import
 from pawwake.memory.backup_format import BackupInvalid
-from pawwake.memory.fields import FieldError
+from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.store import MemoryConflict
+from pawwake.text.json_input import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,10 @@ async def import_text(request: web.Request) -> web.Response:
                                                 skip_scoring=skip), status=400)
     try:
         report = await text_import.import_text(gateway(request), text, skip_scoring=skip)
+    except text_import.LineTooLong as exc:
+        return _answer(request, text_card=_card(error=translate(
+            lang, "import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS),
+            skip_scoring=skip), status=400)
     except FieldError:
         return _answer(request, text_card=_card(error=translate(
             lang, "import.too_many_lines", most=text_import.MAX_LINES), skip_scoring=skip),
@@ -98,7 +102,7 @@ def _parse_backup(raw: str) -> Any:
     if not raw.strip():
         raise UploadError("import.backup_empty")
     try:
-        return json.loads(raw)
+        return parse_json(raw)  # too deep counts as "not a backup file" too
     except ValueError:
         raise UploadError("import.backup_not_json") from None
 

@@ -60,6 +60,26 @@ async def origin_middleware(request: web.Request, handler: Handler) -> web.Strea
     return await handler(request)
 
 
+# What aiohttp raises for a form it cannot read: a multipart body without a boundary
+# (KeyError) or with a broken one (ValueError, AssertionError), a field that is not UTF-8.
+MALFORMED_FORM = (ValueError, KeyError, AssertionError, UnicodeDecodeError)
+
+
+@web.middleware
+async def form_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Read a posted form once, up front: one the browser could not have sent is a 400 page
+    instead of a crash in the handler (which gets the same, cached, form)."""
+    if request.method == "POST":
+        try:
+            await request.post()
+        except MALFORMED_FORM as exc:
+            log.warning("refused an unreadable form on %s (%s)", request.path,
+                        type(exc).__name__)
+            return render_error(request, 400,
+                                translate(request_language(request), "error.bad_form"))
+    return await handler(request)
+
+
 @web.middleware
 async def login_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Everything but the public routes needs a login; htmx is told where to go instead."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import aiopg
 
 from pawwake.db.pool import fetch_all, transaction
+from pawwake.text.storable import storable_json
 
 
 async def load_overrides(pool: aiopg.Pool) -> dict[str, Any]:
@@ -23,7 +23,7 @@ async def save_overrides(pool: aiopg.Pool, values: Mapping[str, Any]) -> None:
             await cur.execute(
                 "INSERT INTO gateway_config (key, value) VALUES (%s, %s::jsonb)"
                 " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
-                (key, json.dumps(value)))
+                (key, storable_json(value)))
 
 
 async def load_flags(pool: aiopg.Pool) -> dict[str, Any]:

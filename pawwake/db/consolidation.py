@@ -8,7 +8,6 @@ shares one transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import date
 from typing import Any
@@ -17,6 +16,7 @@ import aiopg
 
 from pawwake.db.memories import COLUMNS
 from pawwake.db.pool import cursor, rows_as_dicts
+from pawwake.text.storable import storable_json
 
 # A row's local date; the one parameter is the offset in seconds.
 LOCAL_DATE = ("COALESCE(event_date,"
@@ -140,7 +140,7 @@ async def fail_job(pool: aiopg.Pool, job_id: int, attempt: int, error: dict[str,
             "UPDATE jobs SET status = 'failed', result = %s::jsonb, last_error = %s,"
             " claimed_until = NULL, updated_at = now()"
             " WHERE id = %s AND attempts = %s AND status = 'running'",
-            (json.dumps({"error": error}), error["message"][:2000], job_id, attempt))
+            (storable_json({"error": error}), error["message"][:2000], job_id, attempt))
         return cur.rowcount == 1
 
 
@@ -152,5 +152,5 @@ async def cancel_unfinished(pool: aiopg.Pool, kind: str, error: dict[str, Any]) 
             "UPDATE jobs SET status = 'failed', result = %s::jsonb, last_error = %s,"
             " claimed_until = NULL, updated_at = now()"
             " WHERE kind = %s AND status IN ('pending', 'running') RETURNING id",
-            (json.dumps({"error": error}), error["message"], kind))
+            (storable_json({"error": error}), error["message"], kind))
         return sorted(row[0] for row in await cur.fetchall())

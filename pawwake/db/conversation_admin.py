@@ -7,7 +7,6 @@ brings back exactly those and leaves messages deleted one by one before in the t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,6 +16,7 @@ import aiopg
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import fetch_all, fetch_one, rows_as_dicts
+from pawwake.text.storable import storable_json
 
 PREVIEW_CHARS = 120
 _MESSAGE_COLUMNS = ("id, session_id, role, content, model, created_at, metadata, deleted_at,"
@@ -247,7 +247,7 @@ async def insert_imported(cur: Any, session_id: str, rows: Sequence[dict[str, An
             " RETURNING id",
             {"s": session_id, "role": row["role"], "content": row["content"],
              "model": row.get("model"), "at": row["created_at"],
-             "meta": json.dumps(row.get("metadata") or {}, ensure_ascii=False)})
+             "meta": storable_json(row.get("metadata") or {})})
         found = await cur.fetchone()
         if found is not None:
             inserted.append((int(found[0]), row["content"]))

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,6 +14,7 @@ from typing import Any
 import aiopg
 
 from pawwake.db.pool import fetch_all, rows_as_dicts
+from pawwake.text.storable import storable_json
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ async def insert_messages(cur: Any, session_id: str, messages: Sequence[NewMessa
         # even when an earlier transaction was still waiting for it.
         rows.append("(%s, %s, %s, %s, %s::jsonb, COALESCE(%s, clock_timestamp()), %s)")
         params += [session_id, message.role, message.content, message.model,
-                   json.dumps(message.metadata, ensure_ascii=False), message.created_at, source]
+                   storable_json(message.metadata), message.created_at, source]
     await cur.execute(
         "INSERT INTO conversations (session_id, role, content, model, metadata, created_at,"
         " source) VALUES " + ", ".join(rows) + " RETURNING id", params)

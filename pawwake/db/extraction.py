@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from pawwake.db.pool import rows_as_dicts
+from pawwake.text.storable import storable_json
 
 MEMORY_FIELDS = "id, content, importance, layer, is_active, superseded_by, remind_at," \
                 " reminder_delivered_at, created_at, event_date"
@@ -87,5 +87,5 @@ async def complete_job(cur: Any, job_id: int, attempt: int, result: Any) -> bool
     await cur.execute(
         "UPDATE jobs SET status = 'done', result = %s::jsonb, claimed_until = NULL,"
         " updated_at = now() WHERE id = %s AND status = 'running' AND attempts = %s",
-        (json.dumps(result), job_id, attempt))
+        (storable_json(result), job_id, attempt))
     return cur.rowcount == 1

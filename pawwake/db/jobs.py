@@ -3,7 +3,6 @@ and the listing, retry and discard that the API and dashboard offer."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aiopg
@@ -11,6 +10,7 @@ import psycopg2
 
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import cursor, fetch_all, fetch_one, rows_as_dicts
+from pawwake.text.storable import storable_json
 
 JOB_COLUMNS = ("id, kind, dedupe_key, payload, status, attempts, max_attempts, run_after,"
                " claimed_until, progress, result, last_error, model, created_at, updated_at")
@@ -49,7 +49,7 @@ async def enqueue(cur: Any, kind: str, payload: dict[str, Any], *, dedupe_key: s
         " ON CONFLICT (kind, dedupe_key)"
         "   WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING"
         " RETURNING id",
-        (kind, dedupe_key, json.dumps(payload), max_attempts, delay_seconds))
+        (kind, dedupe_key, storable_json(payload), max_attempts, delay_seconds))
     row = await cur.fetchone()
     return row[0] if row else None
 
@@ -107,7 +107,7 @@ async def finish(pool: aiopg.Pool, job_id: int, attempt: int, result: Any) -> No
             "UPDATE jobs SET status = 'done', result = %s::jsonb, claimed_until = NULL,"
             " last_error = NULL, updated_at = now()"
             " WHERE id = %s AND attempts = %s AND status = 'running'",
-            (json.dumps(result), job_id, attempt))
+            (storable_json(result), job_id, attempt))
 
 
 async def retry_or_fail(pool: aiopg.Pool, job_id: int, attempt: int, error: str,
@@ -143,7 +143,7 @@ async def release(pool: aiopg.Pool, job_id: int, attempt: int) -> bool:
 async def set_progress(pool: aiopg.Pool, job_id: int, progress: dict[str, Any]) -> None:
     async with cursor(pool) as cur:
         await cur.execute("UPDATE jobs SET progress = %s::jsonb, updated_at = now() WHERE id = %s",
-                          (json.dumps(progress), job_id))
+                          (storable_json(progress), job_id))
 
 
 async def latest_of_kind(pool: aiopg.Pool, kind: str) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ row changed after its vector was written whose digest (computed in SQL) no longe
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from pawwake.db.vector_rows import (
     vector_literal,
 )
 from pawwake.db.vector_rows import provenance_params as _prov
+from pawwake.text.storable import storable_json
 
 __all__ = ["array_literal", "content_sha", "vector_literal"]
 
@@ -54,7 +54,7 @@ async def record_provenance(cur: Any, provenance: Any) -> None:
     await cur.execute(
         "INSERT INTO runtime_flags (name, value) VALUES (%s, %s::jsonb)"
         " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
-        (PROVENANCE_FLAG, json.dumps(_prov(provenance))))
+        (PROVENANCE_FLAG, storable_json(_prov(provenance))))
 
 
 async def has_vectors(pool: aiopg.Pool, provenance: dict[str, Any]) -> bool:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from pawwake.db.pool import rows_as_dicts
+from pawwake.text.storable import storable_json
 
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
@@ -55,7 +55,7 @@ async def save_state(cur: Any, state: PartitionState) -> None:
         " zone_start_message_id = EXCLUDED.zone_start_message_id,"
         " rotations = EXCLUDED.rotations, last_summary_error = EXCLUDED.last_summary_error,"
         " summary_retry_after = EXCLUDED.summary_retry_after, updated_at = now()",
-        (state.thread_id, json.dumps(state.summary_parts, ensure_ascii=False),
+        (state.thread_id, storable_json(state.summary_parts),
          state.zone_start_message_id, state.rotations, state.last_summary_error,
          state.summary_retry_after))
 

@@ -10,6 +10,8 @@ from typing import Any
 import aiopg
 import psycopg2.extras
 
+from pawwake.db import text_params  # noqa: F401  (cleans every text parameter)
+
 log = logging.getLogger(__name__)
 
 psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=True)

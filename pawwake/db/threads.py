@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pawwake.db.pool import rows_as_dicts
+from pawwake.text.storable import storable_json
 
 
 async def list_threads(cur: Any) -> list[dict[str, Any]]:
@@ -58,7 +58,7 @@ async def any_message_count(cur: Any, thread_id: str) -> int:
 async def create_state(cur: Any, thread_id: str, summary_parts: list[str]) -> None:
     await cur.execute("INSERT INTO partition_state (thread_id, summary_parts)"
                       " VALUES (%s, %s::jsonb)",
-                      (thread_id, json.dumps(summary_parts, ensure_ascii=False)))
+                      (thread_id, storable_json(summary_parts)))
 
 
 async def rename_thread(cur: Any, old_id: str, new_id: str) -> dict[str, int]:
@@ -87,7 +87,7 @@ async def set_summary(cur: Any, thread_id: str, parts: list[str]) -> None:
         "INSERT INTO partition_state (thread_id, summary_parts) VALUES (%s, %s::jsonb)"
         " ON CONFLICT (thread_id) DO UPDATE SET summary_parts = EXCLUDED.summary_parts,"
         " last_summary_error = NULL, summary_retry_after = NULL, updated_at = now()",
-        (thread_id, json.dumps(parts, ensure_ascii=False)))
+        (thread_id, storable_json(parts)))
 
 
 async def usage_totals(cur: Any, thread_id: str) -> dict[str, int]:

@@ -7,14 +7,22 @@ exactly what to fix. Booleans are never accepted as numbers.
 from __future__ import annotations
 
 import re
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
+
+from pawwake.text.storable import storable_text
 
 CREATE_FIELDS = ("content", "importance", "layer", "title", "event_date", "remind_at",
                  "external_id")
 EDIT_FIELDS = ("content", "importance", "layer", "title")
 BULK_FIELDS = ("importance", "layer", "title")
 MAX_BATCH_IDS = 1000
+MAX_CONTENT_CHARS = 20_000  # a memory is a fact or an event, not a document
+MAX_TITLE_CHARS = 200
+# Dates and times are accepted from year 1000 to 9998 (UTC): far enough from Python's and
+# PostgreSQL's edges that no time zone shift or date arithmetic can overflow.
+MIN_YEAR = 1000
+MAX_YEAR = 9998
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _RFC3339 = re.compile(
@@ -22,13 +30,28 @@ _RFC3339 = re.compile(
 
 
 class FieldError(ValueError):
-    """A value a client sent that we refuse (400); ``field`` names it, ``code`` classifies it."""
+    """A value a client sent that we refuse (400, or ``status``); ``field`` names it, ``code``
+    classifies it."""
 
-    def __init__(self, field: str | None, message: str, code: str = "invalid_field") -> None:
+    def __init__(self, field: str | None, message: str, code: str = "invalid_field",
+                 status: int = 400) -> None:
         super().__init__(message)
         self.field = field
         self.code = code
         self.message = message
+        self.status = status
+
+
+def date_in_range(day: date) -> bool:
+    return MIN_YEAR <= day.year <= MAX_YEAR
+
+
+def moment_in_range(moment: datetime) -> bool:
+    """A time zone-aware time whose UTC date lies within the accepted years."""
+    try:
+        return date_in_range(moment.astimezone(UTC).date())
+    except (OverflowError, ValueError):
+        return False
 
 
 def require_object(body: Any) -> dict[str, Any]:
@@ -45,9 +68,14 @@ def reject_unknown(body: dict[str, Any], allowed: tuple[str, ...]) -> None:
 
 
 def parse_content(value: Any, field: str = "content") -> str:
-    if not isinstance(value, str) or not value.strip():
+    if isinstance(value, str):
+        value = storable_text(value).strip()
+    if not isinstance(value, str) or not value:
         raise FieldError(field, f"'{field}' must be a non-empty string.")
-    return value.strip()
+    if len(value) > MAX_CONTENT_CHARS:
+        raise FieldError(field, f"'{field}' is limited to {MAX_CONTENT_CHARS} characters "
+                                f"(got {len(value)}).", f"{field}_too_long")
+    return value
 
 
 def parse_int(value: Any, field: str, low: int, high: int) -> int:
@@ -69,7 +97,11 @@ def parse_title(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise FieldError("title", "'title' must be a string or null.")
-    return value.strip() or None
+    value = storable_text(value).strip()
+    if len(value) > MAX_TITLE_CHARS:
+        raise FieldError("title", f"'title' is limited to {MAX_TITLE_CHARS} characters "
+                                  f"(got {len(value)}).", "title_too_long")
+    return value or None
 
 
 def parse_event_date(value: Any, field: str = "event_date") -> date | None:
@@ -78,9 +110,13 @@ def parse_event_date(value: Any, field: str = "event_date") -> date | None:
     if not isinstance(value, str) or not _DATE.match(value):
         raise FieldError(field, f"'{field}' must be a date written YYYY-MM-DD.")
     try:
-        return date.fromisoformat(value)
+        day = date.fromisoformat(value)
     except ValueError:
         raise FieldError(field, f"'{field}' is not a real calendar date.") from None
+    if not date_in_range(day):
+        raise FieldError(field, f"'{field}' must lie between the years {MIN_YEAR} and "
+                                f"{MAX_YEAR}.")
+    return day
 
 
 def parse_timestamp(value: Any, field: str) -> datetime | None:
@@ -100,9 +136,13 @@ def parse_timestamp(value: Any, field: str) -> datetime | None:
     fraction = (fraction or "")[:7]  # Python keeps microseconds
     offset = "+00:00" if offset in ("Z", "z") else offset
     try:
-        return datetime.fromisoformat(f"{day}T{clock}{fraction}{offset}")
+        moment = datetime.fromisoformat(f"{day}T{clock}{fraction}{offset}")
     except ValueError:
         raise FieldError(field, f"'{field}' is not a real point in time.") from None
+    if not moment_in_range(moment):
+        raise FieldError(field, f"'{field}' must lie between the years {MIN_YEAR} and "
+                                f"{MAX_YEAR} (UTC).")
+    return moment
 
 
 def parse_external_id(value: Any) -> str | None:

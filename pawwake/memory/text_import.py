@@ -20,9 +20,10 @@ from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.extract_parse import answer_excerpt
-from pawwake.memory.fields import FieldError
+from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.runtime import terms_for
 from pawwake.memory.store import pool_of
+from pawwake.text.storable import storable_text
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,16 @@ DEFAULT_IMPORTANCE = 5
 MAX_LINES = 10_000
 _PROMPT = (Path(__file__).with_name("prompts") / "score_importance.txt").read_text("utf-8")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+
+
+class LineTooLong(FieldError):
+    """One line (one memory to be) is longer than a memory may be."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__("text", f"Line {line} (not counting empty lines) is longer than "
+                         f"{MAX_CONTENT_CHARS} characters, the most a memory holds.",
+                         "line_too_long")
+        self.line = line
 
 
 def split_lines(text: str) -> list[str]:
@@ -111,10 +122,13 @@ async def _score_batch(app: web.Application, settings: Any, model: str, batch: l
 
 async def import_text(app: web.Application, text: str, *, skip_scoring: bool) -> dict[str, Any]:
     """Import each new line as a fragment; report ``{imported, skipped, scored, warnings}``."""
-    lines = split_lines(text)
+    lines = split_lines(storable_text(text))
     if len(lines) > MAX_LINES:
         raise FieldError("text", f"At most {MAX_LINES} lines per import; split the file.",
                          "too_many_lines")
+    for number, line in enumerate(lines, 1):
+        if len(line) > MAX_CONTENT_CHARS:
+            raise LineTooLong(number)
     pool = pool_of(app)
     async with cursor(pool) as cur:
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []

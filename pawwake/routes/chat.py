@@ -7,7 +7,6 @@ provider's own error status and body reach the client unchanged.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pawwake.chat.pipeline import (
 from pawwake.errors import openai_error
 from pawwake.llm.sse import CapturedReply, SseCapture, capture_completion, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
+from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,9 @@ _CUT_EVENT = (b'data: {"error":{"message":"The upstream API broke off the stream
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or ChatRejected(400) saying what is wrong with it."""
     try:
-        body = json.loads(raw)
+        body = parse_chat_json(raw)
+    except JsonTooDeep as exc:
+        raise ChatRejected(400, "json_too_deep", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise ChatRejected(400, "invalid_json", "Request body is not valid JSON.") from None
     if not isinstance(body, dict):

@@ -18,6 +18,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import error, memory_errors, read_json
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +36,17 @@ def _decode(data: bytes, name: str) -> str:
 async def _form(request: web.Request) -> dict[str, str]:
     """The fields of a multipart upload, files decoded as UTF-8 text."""
     fields: dict[str, str] = {}
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader) or not part.name:
-            continue
-        fields[part.name] = _decode(await part.read(decode=True), part.name)
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or not part.name:
+                continue
+            fields[part.name] = _decode(await part.read(decode=True), part.name)
+    except FieldError:
+        raise
+    except (ValueError, KeyError, AssertionError) as exc:  # no boundary, a broken body
+        raise FieldError(None, "The multipart body could not be read; send a form with a "
+                         "boundary, or JSON.", "invalid_multipart") from exc
     return fields
 
 
@@ -55,7 +62,7 @@ async def import_text(request: web.Request) -> web.Response:
         text = form.get("file", form.get("text"))
         skip = form.get("skip_scoring", "").strip().lower() in _TRUE_FORM_VALUES
     else:
-        body = require_object(await read_json(request))
+        body = require_object(await read_json(request, max_bytes=None))
         reject_unknown(body, ("text", "skip_scoring"))
         text = body.get("text")
         skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
@@ -91,11 +98,13 @@ async def import_backup(request: web.Request) -> web.Response:
         if raw is None:
             raise FieldError("file", "Upload the backup as the form field 'file'.")
         try:
-            data = json.loads(raw)
+            data = parse_json(raw)
+        except JsonTooDeep as exc:
+            raise FieldError("file", str(exc), "json_too_deep") from None
         except ValueError:
             raise FieldError("file", "The file is not valid JSON.", "invalid_json") from None
     else:
-        data = await read_json(request)
+        data = await read_json(request, max_bytes=None)
     report = await backup.import_backup(request.app, data, dry_run=dry_run)
     return web.json_response(report)
 

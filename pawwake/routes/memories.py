@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,6 +15,7 @@ from pawwake.memory.backup import BrokenLinks
 from pawwake.memory.backup_format import BackupInvalid
 from pawwake.memory.fields import (
     BULK_FIELDS,
+    MAX_CONTENT_CHARS,
     FieldError,
     parse_bool,
     parse_content,
@@ -28,6 +28,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.memory.store import MemoryConflict, memory_json
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ MAX_ID = 2 ** 63 - 1
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
 DEFAULT_CLEANUP_DAYS = 30
+# Memory bodies carry at most a 20,000-character text (6 bytes a character when escaped) plus
+# small fields: anything much bigger is refused before it is read (imports pass their own cap).
+MAX_BODY_BYTES = 1024 * 1024
 
 
 def error(status: int, code: str, message: str, **extra: Any) -> web.Response:
@@ -53,7 +57,7 @@ def memory_errors(handler: Handler) -> Handler:
             return await handler(request)
         except FieldError as exc:
             extra = {"field": exc.field} if exc.field else {}
-            return error(400, exc.code, exc.message, **extra)
+            return error(exc.status, exc.code, exc.message, **extra)
         except BackupInvalid as exc:
             return error(400, "invalid_backup", "The backup was not imported: "
                          + "; ".join(exc.problems[:3]), problems=exc.problems)
@@ -71,10 +75,18 @@ def memory_errors(handler: Handler) -> Handler:
     return wrapper
 
 
-async def read_json(request: web.Request, *, empty: Any = None) -> Any:
-    """The JSON body; ``empty`` stands in for a missing body when given, else 400."""
+async def read_json(request: web.Request, *, empty: Any = None,
+                    max_bytes: int | None = MAX_BODY_BYTES) -> Any:
+    """The JSON body; ``empty`` stands in for a missing body when given, else 400. A body over
+    ``max_bytes`` is refused (413) from its Content-Length, before it is read or parsed."""
+    declared = request.content_length
+    if max_bytes is not None and declared is not None and declared > max_bytes:
+        raise _too_large(max_bytes)
+    data = await request.read()
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _too_large(max_bytes)
     try:
-        raw = (await request.read()).decode("utf-8-sig")
+        raw = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise FieldError(None, "The body is not UTF-8 encoded JSON.", "invalid_json") from None
     if not raw.strip():
@@ -82,9 +94,17 @@ async def read_json(request: web.Request, *, empty: Any = None) -> Any:
             return empty
         raise FieldError(None, "The body is empty; send JSON.", "invalid_json")
     try:
-        return json.loads(raw)
+        return parse_json(raw)
+    except JsonTooDeep as exc:
+        raise FieldError(None, str(exc), "json_too_deep") from None
     except ValueError:
         raise FieldError(None, "The body is not valid JSON.", "invalid_json") from None
+
+
+def _too_large(max_bytes: int) -> FieldError:
+    return FieldError(None, f"The request body is larger than {max_bytes // 1024} KB; a memory "
+                      f"holds at most {MAX_CONTENT_CHARS} characters.", "request_too_large",
+                      status=413)
 
 
 def memory_id(request: web.Request) -> int:

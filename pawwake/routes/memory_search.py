@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -17,6 +16,7 @@ from pawwake.memory.backfill import (
     start_backfill,
 )
 from pawwake.memory.search import MAX_LIMIT, SearchOutcome, search_memories
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_QUERY_CHARS = 2000
 DEFAULT_LIMIT = 10
@@ -61,7 +61,9 @@ async def _json_object(request: web.Request, allowed: set[str], *, optional: boo
     if not raw.strip() and optional:
         return {}
     try:
-        body = json.loads(raw)
+        body = parse_json(raw)
+    except JsonTooDeep as exc:
+        raise BadInput("json_too_deep", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise BadInput("invalid_json", "The body is not valid JSON.") from None
     if not isinstance(body, dict):

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -13,6 +12,7 @@ from pawwake.chat import conversation_index
 from pawwake.chat.ingest import TurnInvalid, ingest_turn, parse_turn
 from pawwake.chat.recall import search_fragments
 from pawwake.errors import api_error
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_QUERY_CHARS = 2000
 MAX_EXCLUDES = 500
@@ -34,7 +34,9 @@ def _no_database() -> web.Response:
 async def _read_json(request: web.Request) -> Any:
     raw = await request.read()
     try:
-        return json.loads(raw)
+        return parse_json(raw)
+    except JsonTooDeep as exc:
+        raise TurnInvalid("json_too_deep", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise TurnInvalid("invalid_json", "The body is not valid JSON.") from None
 

@@ -15,6 +15,7 @@ from pawwake.chat.conversations import Invalid
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.errors import api_error
 from pawwake.settings import SettingError
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -60,7 +61,9 @@ def json_body(body: Any, status: int = 200) -> web.Response:
 
 async def read_json(request: web.Request) -> Any:
     try:
-        return json.loads(await request.read())
+        return parse_json(await request.read())
+    except JsonTooDeep as exc:
+        raise Invalid("json_too_deep", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise Invalid("invalid_json", "The body is not valid JSON.") from None
 

@@ -10,6 +10,7 @@ from pawwake import keys
 from pawwake.errors import api_error
 from pawwake.llm.models import ModelCatalog, ModelsUnavailable
 from pawwake.settings import GROUPS, SettingError
+from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,10 @@ async def get_settings(request: web.Request) -> web.Response:
 async def put_settings(request: web.Request) -> web.Response:
     """Apply a JSON object of changes: all valid and stored together, or nothing (400)."""
     try:
-        changes = await request.json()
-    except ValueError:
+        changes = parse_json(await request.read())
+    except JsonTooDeep as exc:
+        return api_error(400, "json_too_deep", str(exc))
+    except (ValueError, UnicodeDecodeError):
         return api_error(400, "invalid_json", "The body is not valid JSON.")
     if not isinstance(changes, dict):
         return api_error(400, "invalid_body",
