@@ -9,6 +9,7 @@ from aiohttp import web
 
 from pawwake.app import create_app
 from pawwake.logs import configure_logging
+from pawwake.removed_settings import warn_removed
 from pawwake.settings import Settings
 
 
@@ -21,6 +22,7 @@ def main() -> None:
     if args.port is not None:
         settings = settings.with_values({"PORT": args.port})
     configure_logging(settings["LOG_LEVEL"])
+    warn_removed(os.environ)
     web.run_app(create_app(settings), host=args.host, port=settings["PORT"],
                 access_log=None, print=None)
 
