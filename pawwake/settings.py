@@ -165,9 +165,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("CONVERSATION_SEEN_TTL_HOURS", "float", 6.0, "recall",
        "分区模式按 fragment_id 去重的小时数；0 关闭", "Hours a fragment is not re-injected; 0 off",
        minimum=0, maximum=720),
-    _s("CONVERSATION_MIN_SCORE_THRESHOLD", "float", 0.7, "recall",
-       "对话语义候选的最低原始余弦相似度", "Lowest raw cosine for a semantic conversation match",
-       minimum=0, maximum=1),
+    _s("CONVERSATION_MIN_SCORE_THRESHOLD", "optional_float", None, "recall",
+       "对话语义候选的最低原始余弦相似度；留空按向量来源取默认值（API 0.7，本地模型 0.87）",
+       "Lowest raw cosine for a semantic conversation match; empty uses the provider's "
+       "default (api 0.7, local 0.87)", minimum=0, maximum=1),
     _s("CONVERSATION_HW_KEYWORD", "float", 0.45, "recall", "对话混合搜索：关键词权重",
        "Conversation search: keyword weight", minimum=0, maximum=1),
     _s("CONVERSATION_HW_SEMANTIC", "float", 0.35, "recall", "对话混合搜索：语义相似度权重",

@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 KEYWORD_ROWS = 1000
 CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left them bare
-README_DEFAULT_THRESHOLD = 0.7
 
 
 @dataclass
@@ -53,12 +52,10 @@ class RecallOutcome:
 
 
 def conversation_threshold(settings: Mapping[str, Any], provider: str) -> float:
-    """The configured raw-cosine floor; the untouched default follows the provider (local e5
+    """The configured raw-cosine floor, used as set; empty follows the provider (local e5
     cosines sit around 0.7-0.9 even for unrelated texts)."""
-    value = float(settings["CONVERSATION_MIN_SCORE_THRESHOLD"])
-    if provider == "local" and abs(value - README_DEFAULT_THRESHOLD) < 1e-9:
-        return DEFAULT_THRESHOLDS["local"]
-    return value
+    value = settings["CONVERSATION_MIN_SCORE_THRESHOLD"]
+    return DEFAULT_THRESHOLDS[provider] if value is None else float(value)
 
 
 async def search_fragments(app: web.Application, query: str, *, max_sessions: int = 3,
