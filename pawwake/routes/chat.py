@@ -28,6 +28,7 @@ from pawwake.chat.pipeline import (
 from pawwake.errors import openai_error
 from pawwake.llm.sse import CapturedReply, SseCapture, capture_completion, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
+from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ async def relay(request: web.Request, settings: Any, prepared: PreparedChat) -> 
     async with forward(request.app[keys.HTTP], settings, prepared.payload) as upstream:
         if upstream.status != 200:
             data = await read_body(upstream)
+            log_upstream_error(upstream.status, data, prepared.body, settings)
             response = web.Response(status=upstream.status, body=data,
                                     headers=relay_headers(upstream.headers))
             return Relayed(response, None, "upstream_status", upstream.status)
