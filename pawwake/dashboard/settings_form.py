@@ -11,6 +11,9 @@ from pawwake.settings import BY_NAME, GROUPS, MASK, Setting, SettingError, Setti
 
 # Form fields that are not settings start with this and are ignored by form_changes().
 CONTROL_PREFIX = "_"
+# The four memory search weights: number inputs that the page's script turns into sliders.
+SLIDERS = frozenset({"MEMORY_HW_KEYWORD", "MEMORY_HW_SEMANTIC", "MEMORY_HW_IMPORTANCE",
+                     "MEMORY_HW_RECENCY"})
 
 
 def input_kind(setting: Setting) -> str:
@@ -59,7 +62,8 @@ def setting_view(item: Mapping[str, Any], lang: str, *, submitted: Mapping[str, 
         "choices": list(setting.choices),
         "minimum": setting.minimum,
         "maximum": setting.maximum,
-        "step": "1" if setting.kind == "int" else "any",
+        "step": "1" if setting.kind == "int" else "0.01" if setting.name in SLIDERS else "any",
+        "slider": setting.name in SLIDERS,
         "optional": setting.kind == "optional_float",
         "model_picker": setting.model_picker,
         "saved": item["saved"],

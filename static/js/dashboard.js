@@ -29,10 +29,45 @@
     return input ? input.value : "";
   }
 
+  // A search weight is a number input in the HTML; with this script it becomes a native
+  // slider (arrow keys, Home/End) and an <output> beside it shows its value.
+  function enhanceSliders(root) {
+    root.querySelectorAll("input[type=number][data-slider]").forEach(function (input) {
+      var output = document.createElement("output");
+      output.id = input.getAttribute("data-slider");
+      output.htmlFor = input.id;
+      output.className = "slider-value";
+      output.setAttribute("aria-live", "off");  // the slider announces its own value
+      input.type = "range";
+      input.removeAttribute("inputmode");
+      input.classList.add("slider");
+      output.value = input.value;
+      var row = document.createElement("div");
+      row.className = "slider-row";
+      input.insertAdjacentElement("beforebegin", row);
+      row.appendChild(input);
+      row.appendChild(output);
+    });
+  }
+
+  function showSliderValue(input) {
+    var output = document.getElementById(input.getAttribute("data-slider"));
+    if (output) {
+      output.value = input.value;
+    }
+  }
+
+  enhanceSliders(document);
+  document.addEventListener("htmx:load", function (event) {
+    enhanceSliders(event.target);
+  });
+
   document.addEventListener("input", function (event) {
     var element = event.target;
     if (element.matches("textarea[data-count-target]")) {
       countCharacters(element);
+    } else if (element.matches("input[type=range][data-slider]")) {
+      showSliderValue(element);
     } else if (element.matches("[data-filter-settings]")) {
       filterSettings(element.value);
     }
