@@ -278,9 +278,9 @@ async def test_the_spool_is_bounded_and_keeps_the_oldest(
     assert user_turns == [f"t-{number:03d}" for number in range(cap)]
 
 
-async def test_a_reply_after_a_blocking_stop_hook_is_kept_once(client: Any,
-                                                               tmp_path: Path) -> None:
-    """stop_hook_active: another Stop hook made the turn go on; the further reply is kept."""
+async def test_a_continued_turn_keeps_its_final_reply(client: Any, tmp_path: Path) -> None:
+    """stop_hook_active: another Stop hook made the turn go on; the turn keeps the final reply
+    in place of the first one (same turn, same user text, no extra row)."""
     up = env_for(base_url(client))
     more = "补充：记得带伞，傍晚可能有阵雨。"
     active = {'"stop_hook_active": false': '"stop_hook_active": true'}
@@ -298,10 +298,47 @@ async def test_a_reply_after_a_blocking_stop_hook_is_kept_once(client: Any,
             code, out, _ = await run_hook(CODEX / "pawwake_turn_writer.py", stop, tmp_path, up)
             assert (code, json.loads(out)) == (0, {})
     claude_rows = await stored(client, "source = 'claude-code'")
-    assert pairs(claude_rows) == [("user", CLAUDE_USER), ("assistant", CLAUDE_FINAL),
-                                  ("assistant", more)]
+    assert pairs(claude_rows) == [("user", CLAUDE_USER), ("assistant", more)]
     assert pairs(await stored(client, "source = 'codex'")) == [
-        ("user", CODEX_USER), ("assistant", CODEX_FINAL), ("assistant", more)]
+        ("user", CODEX_USER), ("assistant", more)]
+    assert [r["turn_id"] for r in claude_rows] == [PROMPT_ID, None]
+
+
+async def test_a_continued_turn_spooled_while_away_is_delivered_with_its_final_reply(
+        client: Any, tmp_path: Path, down: dict[str, str]) -> None:
+    """Both Stops of a continued turn happen while Pawwake is away: the spool keeps one file
+    (the final reply) and delivers it once; a first Stop delivered earlier is replaced."""
+    up = env_for(base_url(client))
+    more = "补充：记得带伞，傍晚可能有阵雨。"
+    active = {'"stop_hook_active": false': '"stop_hook_active": true'}
+    await run_hook(CODEX / "pawwake_recall.py", payload("codex_user_prompt_submit.json"),
+                   tmp_path, down)
+    for stop in (payload("codex_stop.json"),
+                 payload("codex_stop.json", **active, **{CODEX_FINAL: more})):
+        code, out, _ = await run_hook(CODEX / "pawwake_turn_writer.py", stop, tmp_path, down)
+        assert (code, json.loads(out)) == (0, {})
+    files = spooled(tmp_path)
+    assert len(files) == 1 and more in json.loads(files[0].read_text())["messages"][-1]["content"]
+    await run_hook(CODEX / "pawwake_recall.py", payload("codex_user_prompt_submit.json"),
+                   tmp_path, up)
+    assert spooled(tmp_path) == []
+    assert pairs(await stored(client)) == [("user", CODEX_USER), ("assistant", more)]
+
+    # Claude Code: the first Stop reached Pawwake, the continuation waited in the spool.
+    assert await claude_stop(tmp_path, up, "claude_transcript.jsonl") == (0, "", "")
+    transcript = str(tmp_path / "transcript.jsonl")
+    further = payload("claude_stop.json", TRANSCRIPT_PATH=transcript, **active,
+                      **{CLAUDE_FINAL: more})
+    assert await run_hook(CLAUDE / "pawwake_turn_writer.py", further, tmp_path, down
+                          ) == (0, "", "")
+    assert len(spooled(tmp_path)) == 1
+    assert pairs(await stored(client, "source = 'claude-code'")) == [
+        ("user", CLAUDE_USER), ("assistant", CLAUDE_FINAL)]
+    await run_hook(CODEX / "pawwake_recall.py", payload("codex_user_prompt_submit.json"),
+                   tmp_path, up)
+    assert spooled(tmp_path) == []
+    assert pairs(await stored(client, "source = 'claude-code'")) == [
+        ("user", CLAUDE_USER), ("assistant", more)]
 
 
 async def test_a_refused_key_or_a_database_outage_spools_the_turn(

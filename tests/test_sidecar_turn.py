@@ -176,3 +176,48 @@ async def test_restart_mid_way_loses_no_count(client: Any, make_settings: Any,
     dup = await second.post("/api/conversations/turn", json=turn("t-1"), headers=HEADERS)
     assert dup.status == 200
     assert [j["payload"]["rounds"] for j in await extraction_jobs(second)] == [2]
+
+
+async def test_replace_reply_puts_the_final_reply_in_place_of_the_first(client: Any) -> None:
+    """A continued turn: the same turn id with ``replace_reply`` changes only the stored reply
+    (same rows, same user text); the same text again is a duplicate."""
+    first = await client.post("/api/conversations/turn", json=turn(), headers=HEADERS)
+    assert first.status == 201
+    before = await rows(client, "SELECT id, role, content FROM conversations ORDER BY id")
+    final = turn()
+    final["messages"][-1]["content"] = "最终的回答：带伞。"
+    final["replace_reply"] = True
+    resp = await client.post("/api/conversations/turn", json=final, headers=HEADERS)
+    assert resp.status == 200
+    body = await resp.json()
+    assert body["status"] == "replaced" and body["messages_replaced"] == 1
+    after = await rows(client, "SELECT id, role, content FROM conversations ORDER BY id")
+    assert [r["id"] for r in after] == [r["id"] for r in before]
+    assert after[0]["content"] == before[0]["content"]
+    assert after[-1]["content"] == "最终的回答：带伞。"
+    again = await client.post("/api/conversations/turn", json=final, headers=HEADERS)
+    assert (again.status, (await again.json())["status"]) == (200, "duplicate")
+    # only the reply given: still the stored turn's reply that changes
+    only_reply = {**final, "messages": [{"role": "assistant", "content": "再补一句。"}]}
+    resp = await client.post("/api/conversations/turn", json=only_reply, headers=HEADERS)
+    assert (await resp.json())["status"] == "replaced"
+    after = await rows(client, "SELECT role, content FROM conversations ORDER BY id")
+    assert [r["role"] for r in after] == ["user", "assistant"]
+    assert after[-1]["content"] == "再补一句。"
+
+
+async def test_replace_reply_of_an_unknown_turn_stores_it(client: Any) -> None:
+    body = {**turn(), "replace_reply": True}
+    resp = await client.post("/api/conversations/turn", json=body, headers=HEADERS)
+    assert resp.status == 201
+    assert len(await rows(client, "SELECT id FROM conversations")) == 2
+
+
+async def test_replace_reply_without_a_final_reply_is_refused(client: Any) -> None:
+    body = {**turn(messages=[{"role": "user", "content": "只有问题"}]), "replace_reply": True}
+    resp = await client.post("/api/conversations/turn", json=body, headers=HEADERS)
+    assert resp.status == 400
+    assert (await resp.json())["error"]["code"] == "invalid_replace_reply"
+    bad = {**turn(), "replace_reply": "yes"}
+    resp = await client.post("/api/conversations/turn", json=bad, headers=HEADERS)
+    assert (await resp.json())["error"]["code"] == "invalid_replace_reply"

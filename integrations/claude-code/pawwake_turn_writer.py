@@ -10,7 +10,8 @@ and sidechain entries; none of that is conversation). Only when Claude Code send
 ``last_assistant_message`` is the reply read from the transcript, and then only a final one:
 a message that calls a tool is not an answer. The model has answered, so the fragments printed
 for this turn are marked seen now. The turn id (the recall hook's key, else the user entry's
-uuid) makes a repeated Stop store the turn once.
+uuid) makes a repeated Stop store the turn once; when another Stop hook made the turn go on
+(``stop_hook_active``), the final reply replaces the stored one (``replace_reply``).
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def build_turn(hook: dict[str, Any], pending: dict[str, Any] | None) -> dict[str
     if found is not None and found.get("model"):
         extra["model"] = found["model"]
     if hook.get("stop_hook_active") is True:
-        return pawwake_turns.continuation(session_id, turn_id, reply, extra)
+        return pawwake_turns.continuation(session_id, turn_id, user_text, reply, occurred_at,
+                                          extra)
     if found is not None and found.get("reply_uuid") and found["reply_text"] == reply:
         extra["metadata"]["reply_uuid"] = found["reply_uuid"]
     return pawwake_turns.full_turn(session_id, turn_id, user_text, reply, occurred_at, extra)

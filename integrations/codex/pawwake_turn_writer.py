@@ -5,7 +5,8 @@ Codex gives the Stop hook ``session_id``, ``turn_id`` and ``last_assistant_messa
 the user's prompt of the same turn was kept by the recall hook. The model has answered, so the
 fragments printed for this turn are marked seen now. Codex's turn id is the idempotency key: a
 repeated Stop stores nothing twice. When another Stop hook made the turn go on
-(``stop_hook_active``), the further reply is stored as its own assistant message.
+(``stop_hook_active``), the turn is sent again with its final reply and ``replace_reply``: the
+stored reply becomes the final one (the kept prompt stays until its TTL for this).
 
 Codex validates a Stop hook's stdout as JSON: ``{}`` is printed on every path.
 """
@@ -32,13 +33,13 @@ def build_turn(hook: dict[str, Any], pending: dict[str, Any] | None) -> dict[str
     extra: dict[str, Any] = {"source": "codex", "metadata": {"cwd": hook.get("cwd")}}
     if pawwake_hook.text_field(hook, "model"):
         extra["model"] = hook["model"]
-    if hook.get("stop_hook_active") is True:
-        return pawwake_turns.continuation(session_id, turn_id, reply, extra)
     prompt = str((pending or {}).get("prompt") or "")
+    occurred_at = pawwake_turns.rfc3339((pending or {}).get("at"))
+    if hook.get("stop_hook_active") is True:
+        return pawwake_turns.continuation(session_id, turn_id, prompt, reply, occurred_at, extra)
     if not prompt.strip():
         return None  # no real user text for this turn (the recall hook did not run)
-    return pawwake_turns.full_turn(session_id, turn_id, prompt, reply,
-                                   pawwake_turns.rfc3339((pending or {}).get("at")), extra)
+    return pawwake_turns.full_turn(session_id, turn_id, prompt, reply, occurred_at, extra)
 
 
 def main() -> None:
@@ -49,8 +50,8 @@ def main() -> None:
     pawwake_state.reached_model(pending)
     turn = build_turn(hook, pending)
     pawwake_hook.write_turn(turn)
-    if pending is not None and turn is not None:
-        pawwake_state.update_pending(session_id, turn_id, remove=True)
+    if pending is not None and turn is not None:  # kept for a continuation's Stop (TTL)
+        pawwake_state.update_pending(session_id, turn_id, written=True)
 
 
 if __name__ == "__main__":

@@ -199,6 +199,8 @@ def write_turn(turn: dict[str, Any] | None) -> None:
     if reachable:
         try:
             post_json(config, TURN_PATH, turn)
+            if turn.get("replace_reply"):
+                pawwake_spool.forget(turn)
             return
         except urllib.error.HTTPError as exc:
             if exc.code in pawwake_spool.PERMANENT_STATUSES:

@@ -2,7 +2,7 @@
 
 One file per turn in ~/.config/pawwake/spool (folder 0700, files 0600, fsynced), named by the
 time it was kept and a digest of ``source + session_id + turn_id``, so a repeated Stop keeps a
-turn once. The spool is bounded in files and bytes; when it is full the oldest turns are kept
+turn once; a continued turn (``replace_reply``) overwrites its kept file with the final reply. The spool is bounded in files and bytes; when it is full the oldest turns are kept
 and the new one is refused (the caller says so on stderr). Any later hook run sends the spooled
 turns, oldest first, within a short time budget; the server's ``turn_id`` idempotency makes a
 resend after a lost answer harmless. A turn the server refuses as invalid (400/413/422) can never
@@ -52,14 +52,35 @@ def spool_turn(turn: dict[str, Any], suffix: str = ".json") -> bool:
     digest = _digest(turn)
     with pawwake_files.locked(folder):
         entries = _entries(folder)
-        if any(e.name.split(".")[0].endswith("-" + digest) for e in entries):
-            return True  # already kept (a repeated Stop)
+        kept = [e for e in entries if e.name.split(".")[0].endswith("-" + digest)]
+        if kept:  # already kept: a repeated Stop, or a continued turn with its final reply
+            if turn.get("replace_reply") and kept[0].name.endswith(".json"):
+                used = sum(e.stat().st_size for e in entries) - kept[0].stat().st_size
+                if used + len(data) > SPOOL_MAX_BYTES:
+                    return False
+                pawwake_files.write_private(kept[0].path, data)  # same name: same place
+            return True
         used = sum(e.stat().st_size for e in entries)
         if len(entries) >= SPOOL_MAX_FILES or used + len(data) > SPOOL_MAX_BYTES:
             return False
         name = f"{time.time_ns():020d}-{digest}{suffix}"
         pawwake_files.write_private(os.path.join(folder, name), data)
     return True
+
+
+def forget(turn: dict[str, Any]) -> None:
+    """Drop a kept copy of ``turn`` (sent directly just now): an older reply of a continued
+    turn must not be sent after the final one."""
+    path = os.path.expanduser(SPOOL_DIR)
+    if not os.path.isdir(path):
+        return
+    folder = _folder()
+    digest = _digest(turn)
+    with pawwake_files.locked(folder):
+        for entry in _entries(folder):
+            if entry.name.endswith(".json") and entry.name.split(".")[0].endswith("-" + digest):
+                os.unlink(entry.path)
+                pawwake_files.sync_dir(folder)
 
 
 def deliver(send: Callable[[dict[str, Any], float], Any], budget: float) -> bool:

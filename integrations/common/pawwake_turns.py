@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,12 +24,16 @@ def full_turn(session_id: str, turn_id: str, user_text: str, reply: str, occurre
                          {"role": "assistant", "content": reply}], **extra}
 
 
-def continuation(session_id: str, turn_id: str, reply: str,
+def continuation(session_id: str, turn_id: str, user_text: str, reply: str, occurred_at: str,
                  extra: dict[str, Any]) -> dict[str, Any]:
-    """A further reply after another Stop hook made the turn go on: the turn itself is already
-    stored under ``turn_id``, so this reply gets its own id, derived from its text so that a
-    repeated Stop still stores it once."""
-    digest = hashlib.sha256(reply.encode("utf-8", "replace")).hexdigest()[:16]
-    return {"turn_id": f"{turn_id}+{digest}", "session_id": session_id,
-            "occurred_at": rfc3339(), "messages": [{"role": "assistant", "content": reply}],
-            **extra}
+    """The turn again after another Stop hook made it go on (``stop_hook_active``): same
+    ``turn_id``, the final reply, ``replace_reply`` so that Pawwake puts this reply in place of
+    the one stored at the first Stop (a turn not stored yet is stored whole). Without the user
+    text (no kept prompt) only the reply is sent; it replaces the stored reply all the same."""
+    if user_text.strip():
+        turn = full_turn(session_id, turn_id, user_text, reply, occurred_at, extra)
+    else:
+        turn = {"turn_id": turn_id, "session_id": session_id, "occurred_at": occurred_at,
+                "messages": [{"role": "assistant", "content": reply}], **extra}
+    turn["replace_reply"] = True
+    return turn

@@ -4,6 +4,10 @@ A turn is written in one transaction under the session's write lock. Its first m
 ``turn_id`` (unique within ``source + session_id``), so a retry - even several at once - finds
 the stored turn and writes, embeds and extracts nothing again. Extraction is scheduled in the
 same transaction from the stored history, so it exists exactly when the turn does.
+
+``replace_reply``: a turn that went on after its first Stop (another hook asked the model to
+continue) is sent again under the same ``turn_id`` with the final reply; the stored turn keeps
+its rows and only its last assistant message takes the new text (see ingest_replace).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat import conversation_index
+from pawwake.chat.ingest_replace import replace_final_reply
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
@@ -33,7 +38,7 @@ MAX_CONTENT_CHARS = 200_000
 MAX_METADATA_BYTES = 16_384
 ROLES = ("user", "assistant", "tool")
 TURN_FIELDS = frozenset({"turn_id", "session_id", "source", "model", "messages", "occurred_at",
-                         "extract_memories", "metadata"})
+                         "extract_memories", "metadata", "replace_reply"})
 MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
 
@@ -63,11 +68,12 @@ class Turn:
     occurred_at: datetime | None = None
     extract_memories: bool = True
     metadata: dict[str, Any] = field(default_factory=dict)
+    replace_reply: bool = False
 
 
 @dataclass(frozen=True)
 class IngestResult:
-    status: str  # "stored" | "duplicate"
+    status: str  # "stored" | "duplicate" | "replaced"
     message_ids: list[int] = field(default_factory=list)
     extraction_job: int | None = None
 
@@ -199,9 +205,16 @@ def parse_turn(body: Any) -> Turn:
     if len(json.dumps(metadata, ensure_ascii=False).encode("utf-8")) > MAX_METADATA_BYTES:
         raise TurnInvalid("metadata_too_large",
                           f"metadata is limited to {MAX_METADATA_BYTES} bytes of JSON.")
+    replace = body.get("replace_reply", False)
+    if not isinstance(replace, bool):
+        raise TurnInvalid("invalid_replace_reply", "replace_reply must be true or false.")
+    if replace and messages[-1].role != "assistant":
+        raise TurnInvalid("invalid_replace_reply",
+                          "replace_reply needs the turn's last message to be the assistant's"
+                          " reply.")
     return Turn(turn_id=turn_id, session_id=session_id, source=source, messages=messages,
                 model=model or None, occurred_at=parse_occurred_at(body.get("occurred_at")),
-                extract_memories=extract, metadata=metadata)
+                extract_memories=extract, metadata=metadata, replace_reply=replace)
 
 
 def rows_for(turn: Turn) -> list[NewMessage]:
@@ -211,7 +224,8 @@ def rows_for(turn: Turn) -> list[NewMessage]:
     for position, message in enumerate(turn.messages):
         metadata = dict(message.metadata)
         if position == 0:
-            metadata["turn"] = {"turn_id": turn.turn_id, "metadata": turn.metadata}
+            metadata["turn"] = {"turn_id": turn.turn_id, "metadata": turn.metadata,
+                                "messages": len(turn.messages)}
         created = (turn.occurred_at + timedelta(microseconds=position)
                    if turn.occurred_at is not None else None)
         rows.append(NewMessage(role=message.role, content=message.text, model=turn.model,
@@ -229,8 +243,13 @@ async def ingest_turn(app: web.Application, turn: Turn) -> IngestResult:
         if recall else None
     async with transaction(database.pool) as cur:
         await turns_db.lock_session_writes(cur, turn.session_id)
-        if await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id):
-            return IngestResult(status="duplicate")
+        found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
+        if found is not None:
+            replaced = (await replace_final_reply(app, cur, found, turn)
+                        if turn.replace_reply else None)
+            if replaced is None:
+                return IngestResult(status="duplicate")
+            return IngestResult(status="replaced", message_ids=[replaced])
         ids = await insert_messages(cur, turn.session_id, rows_for(turn), source=turn.source)
         await turns_db.tag_turn(cur, ids[0], turn.turn_id)
         if terms is not None:

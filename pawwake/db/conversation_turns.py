@@ -38,3 +38,27 @@ async def set_search_terms(cur: Any, terms_by_id: Sequence[tuple[int, list[str]]
     await cur.execute(
         "UPDATE conversations c SET search_terms = v.terms FROM (VALUES " + rows + ")"
         " AS v(id, terms) WHERE c.id = v.id", params)
+
+
+async def turn_rows(cur: Any, first_id: int) -> list[dict[str, Any]]:
+    """The rows of the turn whose first message is ``first_id``, in order; empty when the
+    turn did not record its length (stored before it did)."""
+    await cur.execute("SELECT session_id, source, (metadata->'turn'->>'messages')::int"
+                      " FROM conversations WHERE id = %s", (first_id,))
+    head = await cur.fetchone()
+    if head is None or head[2] is None or head[2] < 1:
+        return []
+    # Rows of one turn are inserted by one statement under the session's write lock: the
+    # session's next ``count`` rows from ``first_id`` on are exactly the turn's.
+    await cur.execute(
+        "SELECT id, role, content, deleted_at FROM conversations"
+        " WHERE session_id = %s AND source = %s AND id >= %s ORDER BY id LIMIT %s",
+        (head[0], head[1], first_id, head[2]))
+    names = [d.name for d in cur.description]
+    rows = [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
+    return rows if len(rows) == head[2] else []
+
+
+async def set_content(cur: Any, message_id: int, content: str) -> None:
+    await cur.execute("UPDATE conversations SET content = %s WHERE id = %s",
+                      (content, message_id))

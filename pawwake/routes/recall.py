@@ -54,6 +54,8 @@ async def post_turn(request: web.Request) -> web.Response:
             "source": turn.source}
     if result.status == "duplicate":
         return web.json_response(body, status=200)
+    if result.status == "replaced":  # a continued turn: its stored reply is now the final one
+        return web.json_response({**body, "messages_replaced": len(result.message_ids)})
     body.update(messages_stored=len(result.message_ids),
                 extraction_scheduled=result.extraction_job is not None)
     return web.json_response(body, status=201)
