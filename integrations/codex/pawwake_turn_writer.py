@@ -48,6 +48,8 @@ def main() -> None:
     turn_id = pawwake_hook.text_field(hook, "turn_id")
     pending = pawwake_state.find_pending(session_id, turn_id) if session_id and turn_id else None
     pawwake_state.reached_model(pending)
+    if os.environ.get("PAWWAKE_EXEC_WRITER") == "1":
+        return  # a `codex exec` run under pawwake_exec.py: that wrapper stores the turn
     turn = build_turn(hook, pending)
     pawwake_hook.write_turn(turn)
     if pending is not None and turn is not None:  # kept for a continuation's Stop (TTL)

@@ -15,6 +15,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import pawwake_spool
@@ -35,10 +36,11 @@ class ConfigError(Exception):
 
 
 def load_config() -> dict[str, str]:
-    """URL and key: the environment wins over the config file."""
+    """URL, key and an optional time zone offset: the environment wins over the config file."""
     url = os.environ.get("PAWWAKE_URL", "").strip()
     key = os.environ.get("PAWWAKE_GATEWAY_KEY", "").strip()
-    if not (url and key):
+    zone = os.environ.get("PAWWAKE_TIMEZONE_HOURS", "").strip()
+    if not (url and key):  # with both in the environment, the file is not read
         path = os.path.expanduser(CONFIG_PATH)
         if os.path.exists(path):
             mode = os.stat(path).st_mode
@@ -50,9 +52,46 @@ def load_config() -> dict[str, str]:
                 raise ConfigError(f"{path} must hold a JSON object")
             url = url or str(data.get("url") or "").strip()
             key = key or str(data.get("gateway_key") or "").strip()
+            zone = zone or str(data.get("timezone_hours", "")).strip()
     if not url:
         raise ConfigError("set PAWWAKE_URL or \"url\" in ~/.config/pawwake/hook.json")
-    return {"url": url.rstrip("/"), "key": key}
+    return {"url": url.rstrip("/"), "key": key, "timezone_hours": zone}
+
+
+def zone_hours(*candidates: Any) -> float:
+    """The first usable offset in hours (-12..14): the person's own setting, else the server's
+    TIMEZONE_HOURS from its answer; UTC when neither says."""
+    for value in candidates:
+        try:
+            hours = float(value)
+        except (TypeError, ValueError):
+            continue
+        if -12 <= hours <= 14:
+            return hours
+    return 0.0
+
+
+def local_stamp(value: Any, hours: float) -> str:
+    """``YYYY-MM-DD HH:MM`` in the offset, as the gateway's own injection prints times."""
+    try:
+        moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return str(value)[:16].replace("T", " ")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)  # noqa: UP017 (runs on Python 3.9+)
+    return moment.astimezone(timezone(timedelta(hours=hours))).strftime("%Y-%m-%d %H:%M")
+
+
+def memory_date(item: dict[str, Any], hours: float) -> str:
+    """The event's date when known, else the local creation date (like the gateway)."""
+    event = item.get("event_date")
+    if isinstance(event, str) and event:
+        try:
+            return date.fromisoformat(event[:10]).isoformat()
+        except ValueError:
+            pass
+    created = item.get("created_at")
+    return local_stamp(created, hours)[:10] if created else ""
 
 
 def post_json(config: dict[str, str], path: str, body: dict[str, Any],
@@ -87,13 +126,17 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def render_block(memories: list[dict[str, Any]], fragments: list[dict[str, Any]]) -> str:
-    """The bounded "historical reference" block printed for the CLI's context."""
+def render_block(memories: list[dict[str, Any]], fragments: list[dict[str, Any]],
+                 hours: float = 0.0) -> str:
+    """The bounded "historical reference" block printed for the CLI's context; times are
+    local to ``hours`` east of UTC."""
     lines = []
     if memories:
         lines.append("相关记忆 / Related memories:")
         for item in memories[:MAX_MEMORIES]:
-            lines.append("- " + _clip(item.get("content", ""), 300))
+            day = memory_date(item, hours)
+            lines.append("- " + (f"[{day}] " if day else "")
+                         + _clip(item.get("content", ""), 300))
     if fragments:
         if lines:
             lines.append("")
@@ -101,7 +144,7 @@ def render_block(memories: list[dict[str, Any]], fragments: list[dict[str, Any]]
         for fragment in fragments[:MAX_FRAGMENTS]:
             for message in fragment.get("messages") or []:
                 who = "用户" if message.get("role") == "user" else "AI"
-                stamp = str(message.get("created_at", ""))[:16].replace("T", " ")
+                stamp = local_stamp(message.get("created_at", ""), hours)
                 lines.append(f"[{stamp}] {who}: " + _clip(message.get("content", ""), 200))
             lines.append("")
     if not lines:
@@ -137,10 +180,12 @@ def recall(config: dict[str, str], prompt: str, session_id: str) -> Recall:
     query = prompt.strip()[:2000]
     memories: list[dict[str, Any]] = []
     fragments: list[dict[str, Any]] = []
+    server_zone: Any = None
     reached = False
     try:
         answer = post_json(config, "/api/memories/search", {"q": query, "limit": MAX_MEMORIES})
         memories = [r.get("memory", r) for r in (answer or {}).get("results") or []]
+        server_zone = (answer or {}).get("timezone_hours")
         reached = True
     except urllib.error.HTTPError as exc:
         reached = True
@@ -154,12 +199,15 @@ def recall(config: dict[str, str], prompt: str, session_id: str) -> Recall:
             body["exclude_session_ids"] = [session_id]
         answer = post_json(config, "/api/chat/search-fragments", body)
         fragments = list((answer or {}).get("fragments") or [])[:MAX_FRAGMENTS]
+        if server_zone is None:
+            server_zone = (answer or {}).get("timezone_hours")
         reached = True
     except urllib.error.HTTPError:
         reached = True
     except (OSError, ValueError, AttributeError):
         pass
-    block = render_block(memories, fragments)
+    block = render_block(memories, fragments,
+                         zone_hours(config.get("timezone_hours"), server_zone))
     ids = [f["fragment_id"] for f in fragments if isinstance(f.get("fragment_id"), str)]
     return Recall(block, ids if block else [], reached)
 

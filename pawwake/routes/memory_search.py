@@ -6,6 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake import keys
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.errors import api_error
 from pawwake.llm.embeddings import EmbeddingError
@@ -74,9 +75,11 @@ async def _json_object(request: web.Request, allowed: set[str], *, optional: boo
     return body
 
 
-def _result_json(outcome: SearchOutcome, query: str) -> dict[str, Any]:
+def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | None = None
+                 ) -> dict[str, Any]:
     return {
         "query": query,
+        "timezone_hours": timezone_hours,
         "mode": outcome.mode,
         "warning": outcome.warning,
         "keywords": outcome.keywords,
@@ -100,7 +103,8 @@ async def _search(request: web.Request, query: str, limit: int) -> web.Response:
         outcome = await search_memories(request.app, query, limit=limit)
     except DatabaseUnavailable as exc:
         return api_error(503, "database_unavailable", str(exc))
-    return web.json_response(_result_json(outcome, query))
+    return web.json_response(_result_json(
+        outcome, query, request.app[keys.CONFIG].current()["TIMEZONE_HOURS"]))
 
 
 async def search_get(request: web.Request) -> web.Response:

@@ -140,6 +140,7 @@ async def search(request: web.Request) -> web.Response:
         "keywords": outcome.keywords,
         "fragments": outcome.fragments,
         "fragment_ids": [f["fragment_id"] for f in outcome.fragments],
+        "timezone_hours": settings["TIMEZONE_HOURS"],  # for callers that show local times
     })
 
 
