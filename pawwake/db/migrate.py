@@ -21,12 +21,15 @@ def migration_files() -> list[Path]:
 async def migrate(pool: aiopg.Pool) -> dict[str, bool]:
     """Enable pgvector when possible, apply pending migrations; return database features.
 
-    Two processes starting together serialise on a session advisory lock, so each file runs
-    exactly once.
+    Everything runs in one transaction under a transaction-scoped advisory lock: two processes
+    starting together serialise on it, each file runs exactly once, and the lock cannot be left
+    held behind a transaction-mode pooler (a session lock and its unlock may reach different
+    server connections there).
     """
     async with pool.acquire() as conn, conn.cursor() as cur:
-        await cur.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        await cur.execute("BEGIN")
         try:
+            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             pgvector = await _enable_pgvector(cur)
             await cur.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -37,21 +40,17 @@ async def migrate(pool: aiopg.Pool) -> dict[str, bool]:
                 if path.name in applied:
                     continue
                 log.info("applying migration %s", path.name)
-                await cur.execute("BEGIN")
-                try:
-                    await cur.execute(path.read_text(encoding="utf-8"))
-                    await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)",
-                                      (path.name,))
-                except BaseException:
-                    await cur.execute("ROLLBACK")
-                    raise
-                await cur.execute("COMMIT")
+                await cur.execute(path.read_text(encoding="utf-8"))
+                await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)",
+                                  (path.name,))
             await cur.execute(
                 "INSERT INTO runtime_flags (name, value) VALUES ('pgvector', to_jsonb(%s::boolean))"
                 " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
                 (pgvector,))
-        finally:
-            await cur.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+        except BaseException:
+            await cur.execute("ROLLBACK")
+            raise
+        await cur.execute("COMMIT")
     return {"pgvector": pgvector}
 
 
@@ -63,9 +62,12 @@ async def _enable_pgvector(cur: object) -> bool:
     if not await cur.fetchone():  # type: ignore[attr-defined]
         log.info("pgvector is not available on this server; vectors use the numpy index")
         return False
+    # A savepoint, so a refusal leaves the surrounding migration transaction usable.
+    await cur.execute("SAVEPOINT enable_pgvector")  # type: ignore[attr-defined]
     try:
         await cur.execute("CREATE EXTENSION IF NOT EXISTS vector")  # type: ignore[attr-defined]
     except psycopg2.Error as exc:
+        await cur.execute("ROLLBACK TO SAVEPOINT enable_pgvector")  # type: ignore[attr-defined]
         log.warning("pgvector exists but could not be enabled (%s); using the numpy index",
                     exc.pgcode)
         return False
