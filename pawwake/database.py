@@ -139,6 +139,7 @@ class _Connector:
         self.database = database
         self.server: Any = None
         self.task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Future[Any] | None = None  # the embedded server's start
         self.attempted = asyncio.Event()  # set after the first attempt, whatever its outcome
 
     async def run(self) -> None:
@@ -175,8 +176,10 @@ class _Connector:
         if not dsn:
             if self.server is None:
                 loop = asyncio.get_running_loop()
-                self.server = await loop.run_in_executor(None, start_embedded,
-                                                         settings["PAWWAKE_DATA_DIR"])
+                self._starting = loop.run_in_executor(None, start_embedded,
+                                                      settings["PAWWAKE_DATA_DIR"])
+                # Shielded: a shutdown meanwhile still learns of the server, to stop it.
+                self.server = await asyncio.shield(self._starting)
             dsn = self.server.get_uri()
         pool = await create_pool(dsn)
         try:
@@ -196,6 +199,9 @@ class _Connector:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
+        if self.server is None and self._starting is not None:
+            with contextlib.suppress(Exception):
+                self.server = await self._starting
 
 
 def _password_of(dsn: str) -> str:

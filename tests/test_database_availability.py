@@ -142,8 +142,20 @@ async def test_unreachable_database_at_startup_forwards_then_switches_to_full_mo
     assert (await login(client)).status == 303
     page = await (await client.get("/dashboard")).text()
     assert 'data-state="unavailable"' in page
+    assert 'data-fact="database-error">OperationalError<' in page
     assert "自动切换到完整模式" in page or "自动重试" in page
     await settle(client)
+
+
+async def test_partition_mode_answers_503_until_the_database_is_here(
+        gateway: GatewayStarter, upstream: FakeUpstream) -> None:
+    # Partition mode builds the context from the database: never a reply without it.
+    url = f"postgresql://postgres@127.0.0.1:{closed_port()}/pawwake?connect_timeout=2"
+    client = await gateway(DATABASE_URL=url, CACHE_PARTITION_ENABLED=True)
+    response = await client.post("/v1/chat/completions", json=chat_body())
+    assert response.status == 503
+    assert (await response.json())["error"]["code"] == "partition_database_unavailable"
+    assert upstream.requests == []
 
 
 async def test_late_database_brings_memory_jobs_and_saved_settings(

@@ -20,6 +20,8 @@ async def status(request: web.Request) -> web.Response:
         "version": __version__,
         "database": database.kind if database is not None else "disabled",
         "database_state": state,
+        "database_error": database.last_error if database is not None and state != "ready"
+        else None,
         "vectors": ("pgvector" if database.pgvector else "numpy") if on else None,
         "switches": [
             ("status.memory", on and settings["MEMORY_ENABLED"]),

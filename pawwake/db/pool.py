@@ -17,6 +17,10 @@ from pawwake.db.errors import DatabaseUnavailable
 log = logging.getLogger(__name__)
 
 
+class PoolTimeout(DatabaseUnavailable, TimeoutError):
+    """No connection within the pool's timeout (still a TimeoutError for older handlers)."""
+
+
 # Errors that mean "the database is not reachable", not "this request is wrong": callers
 # answer 503 for these. QueryCanceled and friends subclass OperationalError and count too.
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
@@ -39,7 +43,7 @@ async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
     try:
         conn = await pool.acquire()
     except TimeoutError:
-        raise DatabaseUnavailable("no database connection within the pool timeout") from None
+        raise PoolTimeout("No database connection within the pool timeout.") from None
     try:
         yield conn
     except (psycopg2.OperationalError, psycopg2.InterfaceError):
