@@ -55,27 +55,28 @@ def postmaster_pid(pgdata: Path) -> int | None:
 class Gateway:
     """One ``python pawwake.py`` process on a data folder."""
 
-    def __init__(self, data_dir: Path, number: int) -> None:
+    def __init__(self, data_dir: Path, number: int, **extra_env: str) -> None:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if k not in BY_NAME}
         env.update({"API_BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
                     "API_KEY": "sk-test", "DEFAULT_MODEL": "test/model",
                     "PAWWAKE_DATA_DIR": str(data_dir), "MEMORY_ENABLED": "false",
-                    "CONVERSATION_RECALL_ENABLED": "false", "LOG_LEVEL": "INFO"})
+                    "CONVERSATION_RECALL_ENABLED": "false", "LOG_LEVEL": "INFO",
+                    **extra_env})
         self.log_path = data_dir / f"gateway-{number}.log"
         with self.log_path.open("wb") as log_file:
             self.process = subprocess.Popen(
                 [sys.executable, "pawwake.py", "--host", "127.0.0.1", "--port", str(self.port)],
                 cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
 
-    async def until_ready(self) -> dict[str, Any]:
+    async def until_ready(self, state: str = "ready") -> dict[str, Any]:
         async with asyncio.timeout(UNTIL_SECONDS), aiohttp.ClientSession() as session:
             while True:
                 assert self.process.poll() is None, self.log()
                 with contextlib.suppress(aiohttp.ClientError, OSError):
                     async with session.get(f"http://127.0.0.1:{self.port}/") as response:
                         body = await response.json()
-                        if body["database"] == "ready":
+                        if body["database"] == state:
                             return body
                 await asyncio.sleep(0.1)
 
@@ -174,3 +175,14 @@ def _last_pid_file(pgdata: Path) -> list[str]:
     """The lines of a postmaster.pid as a running server writes them (from its log-free
     shape: pid, folder, start time, port, socket dir, host, shared memory, status)."""
     return ["0", str(pgdata), "0", "5432", str(pgdata), "", "0 0", "ready"]
+
+
+async def test_sigterm_while_reconnecting_to_an_unreachable_database_exits_cleanly(
+        data_dir: Path) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/pawwake?connect_timeout=2"
+    gateway = Gateway(data_dir, 1, DATABASE_URL=url)
+    try:
+        await gateway.until_ready("unavailable")
+    finally:
+        assert gateway.stop() == 0, gateway.log()
+    assert "starting without the database" in gateway.log()
