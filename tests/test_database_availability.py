@@ -13,13 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiopg
 import pytest
 from aiohttp.test_utils import TestClient
 
 from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.embedded import start_embedded, stop_embedded
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import UNAVAILABLE_ERRORS, connection, execute, fetch_all
 from pawwake.jobs import Job
 from tests.conftest import PostgresHandle
 from tests.dashboard_support import PASSWORD, SECRET, login
@@ -219,3 +221,28 @@ async def test_shutdown_while_reconnecting_is_prompt(gateway: GatewayStarter) ->
     assert (await health(client))["database"] == "unavailable"
     await client.close()  # the reconnect loop is cancelled, not waited out
     assert client.server.app[keys.DATABASE].ready is False
+
+
+async def test_a_malformed_url_is_retried_and_its_password_never_logged(
+        gateway: GatewayStarter, caplog: pytest.LogCaptureFixture) -> None:
+    # libpq echoes the bad token of a malformed URL, here the password itself.
+    url = f"postgresql://postgres:s3cret%zz@127.0.0.1:{closed_port()}/pawwake"
+    client = await gateway(DATABASE_URL=url)
+    assert (await health(client))["database"] == "unavailable"
+    assert "could not open the database" in caplog.text
+    assert "s3cret" not in caplog.text
+
+
+async def test_a_pool_that_cannot_hand_out_a_connection_in_time_is_unavailable(
+        database_url: str) -> None:
+    pool = await aiopg.create_pool(database_url, minsize=1, maxsize=1, timeout=0.2)
+    try:
+        async with connection(pool):
+            with pytest.raises(DatabaseUnavailable) as caught:
+                await fetch_all(pool, "SELECT 1")
+        assert isinstance(caught.value, TimeoutError)  # older handlers still catch it
+        assert isinstance(caught.value, UNAVAILABLE_ERRORS)
+        assert await fetch_all(pool, "SELECT 1 AS one") == [{"one": 1}]
+    finally:
+        pool.close()
+        await pool.wait_closed()

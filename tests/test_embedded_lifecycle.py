@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from pawwake.settings import BY_NAME
+from tests.conftest import PostgresHandle
 
 ROOT = Path(__file__).resolve().parents[1]
 UNTIL_SECONDS = 90.0
@@ -138,8 +139,9 @@ async def test_restart_after_kill_adopts_the_server_and_a_clean_stop_stops_it(
     assert postmasters(pgdata) == []
 
 
+@pytest.mark.parametrize("someone_else", ["a sleep", "another folder's server"])
 async def test_a_stale_postmaster_pid_naming_another_process_does_not_block_the_start(
-        data_dir: Path) -> None:
+        data_dir: Path, someone_else: str, postgres: PostgresHandle) -> None:
     pgdata = data_dir / "postgres"
     first = Gateway(data_dir, 1)
     try:
@@ -150,9 +152,12 @@ async def test_a_stale_postmaster_pid_naming_another_process_does_not_block_the_
     # As after a host or container restart: the pid file survived, and its pid now belongs
     # to some unrelated process, which must be neither mistaken for the server nor harmed.
     bystander = _bystander()
+    other_pid = bystander.pid
+    if someone_else == "another folder's server":
+        other_pid = postgres.server.get_pid()
     try:
         lines = _last_pid_file(pgdata)
-        lines[0] = str(bystander.pid)
+        lines[0] = str(other_pid)
         (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
         second = Gateway(data_dir, 2)
         try:
@@ -162,6 +167,7 @@ async def test_a_stale_postmaster_pid_naming_another_process_does_not_block_the_
             assert second.stop() == 0
         assert postmasters(pgdata) == []
         assert bystander.poll() is None
+        assert psutil.pid_exists(other_pid)  # neither adopted nor harmed
     finally:
         bystander.kill()
         bystander.wait()

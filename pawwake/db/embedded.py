@@ -50,7 +50,8 @@ def postmaster_pid(pgdata: Path) -> int | None:
 
 
 def running_postmaster(pgdata: Path) -> Any:
-    """The live postgres process named by ``postmaster.pid``, else None (psutil.Process)."""
+    """The live server named by ``postmaster.pid`` (a psutil.Process), else None: the pid must
+    be a postgres process serving this very folder, not one that merely reuses the number."""
     import psutil
 
     pid = postmaster_pid(pgdata)
@@ -60,9 +61,15 @@ def running_postmaster(pgdata: Path) -> Any:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE or process.name() != "postgres":
             return None
-        return process
     except psutil.Error:
         return None
+    try:
+        command = " ".join(process.cmdline())
+    except psutil.AccessDenied:
+        return process  # not ours to inspect: PostgreSQL will refuse a second server anyway
+    except psutil.Error:
+        return None
+    return process if str(pgdata) in command else None
 
 
 def _forget_dead_handles(pgdata: Path) -> list[int]:
