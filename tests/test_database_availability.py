@@ -103,7 +103,10 @@ async def test_api_answers_503_while_postgres_is_stopped_and_recovers_after_rest
     assert (await health(client))["database"] == "unavailable"
     page = await client.get("/dashboard/memories")
     assert page.status == 503
-    assert "数据库" in await page.text() and "Traceback" not in await page.text()
+    assert "暂时连不上数据库" in await page.text() and "Traceback" not in await page.text()
+    fragment = await client.get("/dashboard/memories", headers={"HX-Request": "true"})
+    assert fragment.status == 503 and fragment.headers["HX-Retarget"] == "#flash"
+    assert "暂时连不上数据库" in await fragment.text()
     status = await client.get("/dashboard")
     assert status.status == 200
     assert 'data-state="unavailable"' in await status.text()
