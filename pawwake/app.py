@@ -12,7 +12,7 @@ from pawwake.chat.recall_vectors import recall_vectors_ctx
 from pawwake.config import RuntimeConfig
 from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
-from pawwake.database import database_ctx
+from pawwake.database import database_ctx, stop_connecting
 from pawwake.jobs import JobRunner, jobs_ctx
 from pawwake.llm.http import http_client_ctx
 from pawwake.memory.extract import setup_extraction
@@ -41,6 +41,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(recall_vectors_ctx)
     app.cleanup_ctx.append(jobs_ctx)
     app.cleanup_ctx.append(tasks_ctx)
+    app.on_shutdown.append(stop_connecting)
     warn_if_open(settings["GATEWAY_SECRET"])
     setup_cors(app)
     setup_routes(app)

@@ -11,6 +11,7 @@ import aiopg
 import psycopg2
 
 from pawwake.db import config as config_db
+from pawwake.db.errors import DatabaseUnavailable
 from pawwake.settings import (
     BY_NAME,
     MASK_MARKERS,
@@ -34,10 +35,17 @@ class RuntimeConfig:
         self._overrides: dict[str, Any] = {}
         self._current = base
         self._pool: aiopg.Pool | None = None
+        self._expects_database = False
         self._loaded_at = 0.0
 
+    def expect_database(self) -> None:
+        """A database is configured but may arrive late: until ``attach``, saves are refused
+        (they would apply to this process only and be lost on restart)."""
+        self._expects_database = True
+
     async def attach(self, pool: aiopg.Pool) -> None:
-        """Start reading and writing saved values in the database."""
+        """Start reading and writing saved values in the database; values saved there apply
+        from now on, also when the database arrives after start-up."""
         self._pool = pool
         await self.refresh()
 
@@ -101,6 +109,9 @@ class RuntimeConfig:
     async def update(self, changes: Mapping[str, Any]) -> Settings:
         """Validate, store (one transaction) and apply. Without a database: this process only."""
         parsed = self.validate(changes)
+        if self._pool is None and self._expects_database and parsed:
+            raise DatabaseUnavailable("Settings are saved in the database, which is not "
+                                      "connected yet; try again shortly.")
         if self._pool is not None and parsed:
             await config_db.save_overrides(self._pool, parsed)
         self._apply({**self._overrides, **parsed})

@@ -1,71 +1,254 @@
-"""The database as the rest of the app sees it: a pool, its kind and its features."""
+"""The database as the rest of the app sees it: a pool, its kind, its features and its state.
+
+The database may arrive after start-up: an unreachable server does not stop the gateway. It
+forwards chat with the file persona meanwhile, ``/api`` answers 503, and a background task
+keeps connecting (backoff capped at ``RECONNECT_MAX_SECONDS``); once connected and migrated,
+the app switches to full mode by itself. The ``Database`` object in ``app[keys.DATABASE]``
+(``None`` only with DATABASE_ENABLED=false) is therefore a holder whose pool appears later:
+ask ``connected_database(app)`` or ``database.ready`` before reading, or wait with
+``database.wait_ready()`` in background work.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+import re
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiopg
 from aiohttp import web
 
 from pawwake import keys
 from pawwake.db.embedded import start_embedded, stop_embedded
+from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
-from pawwake.db.pool import create_pool
+from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, fetch_one
 
 log = logging.getLogger(__name__)
 
+STARTUP_WAIT_SECONDS = 15.0  # start-up waits at most this long for the first attempt, then serves
+RECONNECT_FIRST_SECONDS = 1.0
+RECONNECT_MAX_SECONDS = 30.0
+PROBE_EVERY_SECONDS = 5.0  # the health state re-checks a connected database at most this often
 
-@dataclass
+
 class Database:
-    """An open pool plus what we learned about the server at start."""
+    """The configured database. ``state`` is ``connecting`` (never reached yet), ``ready``
+    or ``unavailable`` (a connection attempt or a query found it unreachable)."""
 
-    pool: aiopg.Pool
-    kind: str  # "embedded" | "external"
-    pgvector: bool
-    features: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, kind: str) -> None:
+        self.kind = kind  # "embedded" | "external"
+        self.state = "connecting"
+        self.pgvector = False
+        self.features: dict[str, Any] = {}
+        self.last_error: str | None = None  # the exception type of the last failed attempt
+        self._pool: aiopg.Pool | None = None
+        self._arrived = asyncio.Event()
+        self._probed_at = 0.0
+        self._probe: asyncio.Task[None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Connected and migrated (the server may still go away later)."""
+        return self._pool is not None
+
+    @property
+    def pool(self) -> aiopg.Pool:
+        if self._pool is None:
+            raise DatabaseUnavailable("The database is not connected yet; the gateway keeps "
+                                      "trying in the background.")
+        return self._pool
+
+    def connected(self, pool: aiopg.Pool, features: dict[str, Any]) -> None:
+        self._pool = pool
+        self.features = features
+        self.pgvector = bool(features["pgvector"])
+        self.state = "ready"
+        self._probed_at = time.monotonic()
+        self._arrived.set()
+
+    async def wait_ready(self) -> None:
+        """Return once the database is connected (at once when it already is)."""
+        await self._arrived.wait()
+
+    async def run_when_ready(self, start: Callable[[], Any]) -> None:
+        """Call ``start`` once connected; cancel the awaiting task to give up."""
+        await self.wait_ready()
+        start()
+
+    def mark_unreachable(self) -> None:
+        """A query just failed for want of the server: say so until a probe finds it back."""
+        if self.ready:
+            self.state = "unavailable"
+            self._probed_at = time.monotonic()
+
+    def current_state(self) -> str:
+        """The state for health displays. A stale or "unavailable" one is re-checked in the
+        background, so the caller never waits on the database and the next look is fresh."""
+        due = self.state == "unavailable" or \
+            time.monotonic() - self._probed_at > PROBE_EVERY_SECONDS
+        if self.ready and due and (self._probe is None or self._probe.done()):
+            self._probed_at = time.monotonic()
+            self._probe = asyncio.get_running_loop().create_task(self._check(),
+                                                                 name="database-probe")
+        return self.state
+
+    async def _check(self) -> None:
+        try:
+            await fetch_one(self.pool, "SELECT 1 AS ok")
+        except (*UNAVAILABLE_ERRORS, OSError, TimeoutError):
+            self.state = "unavailable"
+        else:
+            self.state = "ready"
+
+    async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError, *UNAVAILABLE_ERRORS):
+                await self._probe
+        if self._pool is not None:
+            self._pool.close()
+            await self._pool.wait_closed()
 
 
-async def open_database(settings: Any) -> tuple[Database, Any]:
-    """Connect (starting the embedded server when no URL is set) and migrate."""
-    server = None
-    dsn = settings["DATABASE_URL"]
-    kind = "external"
-    if not dsn:
-        loop = asyncio.get_running_loop()
-        server = await loop.run_in_executor(None, start_embedded, settings["PAWWAKE_DATA_DIR"])
-        dsn = server.get_uri()
-        kind = "embedded"
-    try:
+def connected_database(app: web.Application) -> Database | None:
+    """The database if it is here now; ``None`` when it is turned off or not connected yet.
+    Reads on the chat path use this and simply skip what needs the database."""
+    database = app[keys.DATABASE]
+    return database if database is not None and database.ready else None
+
+
+def database_state(app: web.Application) -> str:
+    """``disabled`` | ``connecting`` | ``ready`` | ``unavailable``, for GET / and the status
+    page."""
+    database = app[keys.DATABASE]
+    return "disabled" if database is None else database.current_state()
+
+
+class _Connector:
+    """Connects (starting the embedded server when no URL is set), migrates and attaches the
+    runtime config, retrying with backoff until it succeeds or is stopped."""
+
+    def __init__(self, app: web.Application, database: Database) -> None:
+        self.app = app
+        self.database = database
+        self.server: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Future[Any] | None = None  # the embedded server's start
+        self.attempted = asyncio.Event()  # set after the first attempt, whatever its outcome
+
+    async def run(self) -> None:
+        delay = RECONNECT_FIRST_SECONDS
+        while True:
+            try:
+                await self._connect_once()
+                return
+            except Exception as exc:  # whatever it was: say so, try again later
+                self.database.state = "unavailable"
+                self.database.last_error = type(exc).__name__
+                if isinstance(exc, (*UNAVAILABLE_ERRORS, OSError, TimeoutError)):
+                    log.warning("database unreachable (%s: %s); retrying in %.0f s",
+                                type(exc).__name__, self._describe(exc), delay)
+                else:
+                    log.error("could not open the database (%s: %s); retrying in %.0f s",
+                              type(exc).__name__, self._describe(exc), delay)
+            finally:
+                self.attempted.set()
+            await asyncio.sleep(delay)
+            delay = min(RECONNECT_MAX_SECONDS, delay * 2)
+
+    def _describe(self, exc: BaseException) -> str:
+        """The error's first line without the DATABASE_URL's password (libpq may echo parts
+        of a malformed URL)."""
+        lines = str(exc).strip().splitlines()
+        text = lines[0][:300] if lines else ""
+        secret = _password_of(self.app[keys.SETTINGS]["DATABASE_URL"])
+        return text.replace(secret, "****") if secret else text
+
+    async def _connect_once(self) -> None:
+        settings = self.app[keys.SETTINGS]
+        dsn = settings["DATABASE_URL"]
+        if not dsn:
+            if self.server is None:
+                loop = asyncio.get_running_loop()
+                self._starting = loop.run_in_executor(None, start_embedded,
+                                                      settings["PAWWAKE_DATA_DIR"])
+                # Shielded: a shutdown meanwhile still learns of the server, to stop it.
+                self.server = await asyncio.shield(self._starting)
+            dsn = self.server.get_uri()
         pool = await create_pool(dsn)
-        features = await migrate(pool)
-    except BaseException:
-        if server is not None:
-            stop_embedded(server)
-        raise
-    return Database(pool=pool, kind=kind, pgvector=features["pgvector"], features=features), server
+        try:
+            features = await migrate(pool)
+            await self.app[keys.CONFIG].attach(pool)
+        except BaseException:
+            pool.close()
+            await pool.wait_closed()
+            raise
+        self.database.connected(pool, features)
+        log.info("database ready (%s, %s)", self.database.kind,
+                 "pgvector" if self.database.pgvector else "numpy vectors")
+
+    async def stop(self) -> None:
+        """Give up connecting (shutdown): returns promptly whatever the attempt was doing."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        if self.server is None and self._starting is not None:
+            with contextlib.suppress(Exception):
+                self.server = await self._starting
+
+
+def _password_of(dsn: str) -> str:
+    if "://" in dsn:
+        try:
+            return urlsplit(dsn).password or ""
+        except ValueError:
+            return ""
+    match = re.search(r"password\s*=\s*'?([^'\s]+)", dsn)
+    return match.group(1) if match else ""
+
+
+CONNECTOR: web.AppKey[_Connector] = web.AppKey("database_connector")
+
+
+async def stop_connecting(app: web.Application) -> None:
+    """on_shutdown: the reconnect loop stops before anything else closes."""
+    connector = app.get(CONNECTOR)
+    if connector is not None:
+        await connector.stop()
 
 
 async def database_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: open the database before the app serves, close it after."""
+    """cleanup_ctx: connect before the app serves (waiting a bounded time; after that the
+    connection is made in the background), close after."""
     settings = app[keys.SETTINGS]
     if not settings["DATABASE_ENABLED"]:
         log.info("DATABASE_ENABLED=false: pure forwarding, no database connection")
         app[keys.DATABASE] = None
         yield
         return
-    database, server = await open_database(settings)
+    database = Database("external" if settings["DATABASE_URL"] else "embedded")
     app[keys.DATABASE] = database
-    log.info("database ready (%s, %s)", database.kind,
-             "pgvector" if database.pgvector else "numpy vectors")
-    await app[keys.CONFIG].attach(database.pool)
+    connector = _Connector(app, database)
+    app[CONNECTOR] = connector
+    app[keys.CONFIG].expect_database()
+    connector.task = asyncio.create_task(connector.run(), name="database-connect")
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(connector.attempted.wait(), STARTUP_WAIT_SECONDS)
+    if not database.ready:
+        log.warning("starting without the database: chat is forwarded with the file persona "
+                    "and /api answers 503 until it connects")
     try:
         yield
     finally:
-        database.pool.close()
-        await database.pool.wait_closed()
-        if server is not None:
-            await asyncio.get_running_loop().run_in_executor(None, stop_embedded, server)
+        await connector.stop()
+        await database.close()
+        if connector.server is not None:
+            await asyncio.get_running_loop().run_in_executor(None, stop_embedded,
+                                                             connector.server)

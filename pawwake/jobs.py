@@ -239,7 +239,12 @@ class JobRunner:
 async def jobs_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx after the database and HTTP client: workers stop before those close."""
     runner = app[keys.JOBS]
-    if app[keys.DATABASE] is not None and app[keys.SETTINGS]["JOB_WORKERS"] > 0:
-        runner.start()
+    database = app[keys.DATABASE]
+    starting = None
+    if database is not None and app[keys.SETTINGS]["JOB_WORKERS"] > 0:
+        # Workers start once the database is here, also when it arrives after start-up.
+        starting = asyncio.create_task(database.run_when_ready(runner.start), name="jobs-start")
     yield
+    if starting is not None:
+        starting.cancel()
     await runner.stop()

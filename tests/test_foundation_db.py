@@ -21,10 +21,11 @@ async def test_migrations_are_recorded_once_even_when_two_processes_race(databas
     assert results[0] == results[1] == {"pgvector": True}
 
 
-async def test_health_reports_database_kind(client) -> None:
+async def test_health_reports_database_state_and_kind(client) -> None:
     response = await client.get("/")
     assert response.status == 200
     body = await response.json()
     assert body["status"] == "running"
-    assert body["database"] == "external"
+    assert body["database"] == "ready"
+    assert body["database_kind"] == "external"
     assert body["vectors"] == "pgvector"

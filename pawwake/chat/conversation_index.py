@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.database import connected_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
@@ -43,7 +44,7 @@ async def enqueue_embedding(cur: Any) -> None:
 
 
 async def request_embedding(app: web.Application) -> None:
-    database = app[keys.DATABASE]
+    database = connected_database(app)
     if database is None:
         return
     await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg2
 from aiohttp import web
 
+from pawwake import keys
 from pawwake.chat.partition import assemble, replay, time_note
 from pawwake.chat.pipeline import ChatRejected, ChatStep
 from pawwake.chat.rotation import (
@@ -185,8 +186,11 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
     async def step(context: Any, prepared: Any) -> None:
         settings = context.settings
         # DATABASE_ENABLED=false is plain forwarding: the partition cache is off with it.
-        if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary \
-                or context.database is None:
+        if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary:
+            return
+        if context.database is None:
+            if app[keys.DATABASE] is not None:  # configured, not connected yet
+                raise _unavailable()
             return
         thread = active_thread(settings)
         prepared.session_id = thread

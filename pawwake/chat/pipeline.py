@@ -25,6 +25,7 @@ from pawwake.chat.cache_control import strip_cache_control, supports_cache_contr
 from pawwake.chat.persona import PersonaFile, resolve_persona
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import turn_writer
+from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
 from pawwake.tasks import BackgroundTasks
 
@@ -171,14 +172,14 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     if not model:
         raise ChatRejected(400, "missing_model",
                            "No model given and DEFAULT_MODEL is not set.", param="model")
-    database = app[keys.DATABASE]
+    database = connected_database(app)  # None: steps that read the database skip
     auxiliary = is_auxiliary(headers, body)
     upstream = {**body, "model": model}
     prepared = PreparedChat(
         body=upstream, client_messages=body["messages"],
         session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=database is not None and not auxiliary, received_at=received_at)
+        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)

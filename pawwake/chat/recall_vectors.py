@@ -81,8 +81,11 @@ async def recall_vectors_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _warm(app: web.Application) -> None:
     database = app[keys.DATABASE]
+    if database is None:
+        return
+    await database.wait_ready()  # at start, or whenever a late database arrives
     settings = await app[keys.CONFIG].fresh()
-    if database is None or not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings["CONVERSATION_RECALL_ENABLED"]:
         return
     provenance = app[keys.EMBEDDER].configured_provenance(settings)
     if app[keys.VECTORS].backend(settings, database, provenance) != "numpy":

@@ -12,6 +12,8 @@ from pawwake.dashboard.auth import is_authenticated
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translate, translator
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
+from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.middlewares import note_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,11 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return render_error(request, 405, translate(lang, "error.method"))
     except web.HTTPException:
         raise
+    except UNAVAILABLE_ERRORS as exc:
+        note_unreachable(request.config_dict, exc)
+        log.warning("database unavailable on dashboard %s %s (%s)", request.method,
+                    request.path, type(exc).__name__)
+        return render_error(request, 503, translate(lang, "error.database"))
     except Exception:
         log.exception("dashboard error on %s %s", request.method, request.path)
         return render_error(request, 500, translate(lang, "error.internal"))

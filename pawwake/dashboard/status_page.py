@@ -1,4 +1,4 @@
-"""The status page: version, what is switched on, and how much is stored."""
+"""The status page: version, the database's mode, what is switched on, how much is stored."""
 
 from __future__ import annotations
 
@@ -8,16 +8,21 @@ from yarl import URL
 from pawwake import __version__, job_admin, keys
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_pages import gateway
+from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
 
 
 async def status(request: web.Request) -> web.Response:
     settings = await request.config_dict[keys.CONFIG].fresh()
     database = request.config_dict[keys.DATABASE]
-    on = database is not None
+    state = "disabled" if database is None else database.current_state()
+    on = database is not None and database.ready
     context = {
         "version": __version__,
-        "database": database.kind if on else "disabled",
+        "database": database.kind if database is not None else "disabled",
+        "database_state": state,
+        "database_error": database.last_error if database is not None and state != "ready"
+        else None,
         "vectors": ("pgvector" if database.pgvector else "numpy") if on else None,
         "switches": [
             ("status.memory", on and settings["MEMORY_ENABLED"]),
@@ -27,10 +32,18 @@ async def status(request: web.Request) -> web.Response:
         "upstream_host": URL(settings.api_base).host or settings.api_base,
         "default_model": settings["DEFAULT_MODEL"],
         "gateway_key_set": bool(settings["GATEWAY_SECRET"]),
-        "counts": await dashboard_counts(database.pool) if on else None,
+        "counts": None,
     }
-    # Background jobs that need attention (their own card; memory is not "fine" meanwhile).
-    context["jobs"] = await job_admin.health(gateway(request)) if on else None
+    context["jobs"] = None
+    if on and state == "ready":
+        try:
+            context["counts"] = await dashboard_counts(database.pool)
+            # Background jobs that need attention (their own card; memory is not "fine"
+            # meanwhile).
+            context["jobs"] = await job_admin.health(gateway(request))
+        except UNAVAILABLE_ERRORS:
+            database.mark_unreachable()  # the page still renders, saying so
+            context["database_state"] = "unavailable"
     return render(request, "dashboard/status.html", context)
 
 

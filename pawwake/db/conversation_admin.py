@@ -15,7 +15,7 @@ import aiopg
 
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
-from pawwake.db.pool import fetch_all, fetch_one, rows_as_dicts
+from pawwake.db.pool import connection, fetch_all, fetch_one, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 PREVIEW_CHARS = 120
@@ -62,7 +62,7 @@ async def list_sessions(pool: aiopg.Pool, *, trash: bool, limit: int, offset: in
         f" count(*) FILTER (WHERE {live}) AS message_count,"
         f" {'max(c.deleted_at)' if trash else 'NULL::timestamptz'} AS trashed_at"
         f" FROM conversations c{scope} GROUP BY c.session_id HAVING {having}")
-    async with pool.acquire() as conn, conn.cursor() as cur:
+    async with connection(pool) as conn, conn.cursor() as cur:
         # One pass over the messages: the page and (by a window) the number of sessions.
         await cur.execute(
             f"WITH s AS ({sessions_sql}), page AS (SELECT s.*, count(*) OVER () AS sessions"
@@ -276,7 +276,7 @@ async def usage_by_day(pool: aiopg.Pool, since: datetime) -> list[dict[str, Any]
 async def usage_by_session(pool: aiopg.Pool, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""
-    async with pool.acquire() as conn, conn.cursor() as cur:
+    async with connection(pool) as conn, conn.cursor() as cur:
         await cur.execute("SELECT count(DISTINCT coalesce(session_id, '')) FROM token_usage")
         total = int((await cur.fetchone())[0])
         await cur.execute(

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import aiopg
+import psycopg2
 import psycopg2.extras
 
 from pawwake.db import text_params  # noqa: F401  (cleans every text parameter)
+from pawwake.db.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
+
+
+class PoolTimeout(DatabaseUnavailable, TimeoutError):
+    """No connection within the pool's timeout (still a TimeoutError for older handlers)."""
+
+
+# Errors that mean "the database is not reachable", not "this request is wrong": callers
+# answer 503 for these. QueryCanceled and friends subclass OperationalError and count too.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg2.OperationalError, psycopg2.InterfaceError, DatabaseUnavailable)
 
 psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=True)
 
@@ -24,9 +37,38 @@ async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> aiopg
 
 
 @asynccontextmanager
+async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
+    """A pooled connection. A pool that cannot hand one out in time raises DatabaseUnavailable;
+    a connection that broke (server restarted, network gone) makes the pool drop its idle
+    ones too, so the next request connects afresh instead of meeting another stale one."""
+    try:
+        conn = await pool.acquire()
+    except TimeoutError:
+        raise PoolTimeout("No database connection within the pool timeout.") from None
+    try:
+        yield conn
+    except (psycopg2.OperationalError, psycopg2.InterfaceError):
+        if conn.closed:
+            _discard_idle(pool)
+        raise
+    finally:
+        await pool.release(conn)
+
+
+def _discard_idle(pool: aiopg.Pool) -> None:
+    if not pool.closed and not getattr(pool, "_closing", False):
+        task = asyncio.get_running_loop().create_task(pool.clear(), name="pool-clear")
+        _CLEARING.add(task)
+        task.add_done_callback(_CLEARING.discard)
+
+
+_CLEARING: set[asyncio.Task[None]] = set()
+
+
+@asynccontextmanager
 async def transaction(pool: aiopg.Pool) -> AsyncIterator[Any]:
     """Yield a cursor inside BEGIN … COMMIT; any exception rolls the whole write back."""
-    async with pool.acquire() as conn, conn.cursor() as cur:
+    async with connection(pool) as conn, conn.cursor() as cur:
         await cur.execute("BEGIN")
         try:
             yield cur
@@ -40,7 +82,7 @@ async def transaction(pool: aiopg.Pool) -> AsyncIterator[Any]:
 @asynccontextmanager
 async def cursor(pool: aiopg.Pool) -> AsyncIterator[Any]:
     """Yield an autocommit cursor for single statements."""
-    async with pool.acquire() as conn, conn.cursor() as cur:
+    async with connection(pool) as conn, conn.cursor() as cur:
         yield cur
 
 

@@ -248,6 +248,10 @@ class Embedder:
                                  retry_after=_seconds(retry_after))
         return status, payload
 
+    def attach(self, pool: Any) -> None:
+        """Record usage in the database from now on (it may arrive after start-up)."""
+        self._pool = pool
+
     async def _record_usage(self, model: str, payload: Any) -> None:
         usage = payload.get("usage") if isinstance(payload, dict) else None
         if record_usage is None or self._pool is None or not isinstance(usage, dict):

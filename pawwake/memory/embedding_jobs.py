@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.database import connected_database
 from pawwake.db.jobs import enqueue_job
 
 EMBED_KIND = "memory_embed"
@@ -16,7 +17,7 @@ async def request_embedding(app: web.Application) -> None:
     At most one unfinished embedding job exists; it embeds every row that lacks a current
     vector, so calling this often is cheap.
     """
-    database = app[keys.DATABASE]
+    database = connected_database(app)
     if database is None:
         return
     await enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
+from pawwake.database import connected_database
 from pawwake.db import extraction as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, transaction
@@ -69,7 +70,7 @@ def extraction_hook(app: web.Application) -> Any:
     """An after-success chat hook: schedule extraction for the session just stored."""
 
     async def schedule(prepared: Any, reply: Any) -> None:
-        database = app[keys.DATABASE]
+        database = connected_database(app)
         if database is None:
             return
         settings = await app[keys.CONFIG].fresh()

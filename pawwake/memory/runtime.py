@@ -64,7 +64,7 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
     or recall is on."""
     settings = app[keys.SETTINGS]
     database = app[keys.DATABASE]
-    embedder = Embedder(app[keys.HTTP], database.pool if database is not None else None)
+    embedder = Embedder(app[keys.HTTP], database.pool if database and database.ready else None)
     app[keys.EMBEDDER] = embedder
     app[keys.VECTORS] = VectorStore()
     app[keys.TERM_STATS] = TermStats()
@@ -72,7 +72,7 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
         embedding_worker.register(app)
         if settings["MEMORY_ENABLED"] or settings["CONVERSATION_RECALL_ENABLED"]:
             await ensure_tokenizer(app)
-    warming = asyncio.create_task(_warm_vector_index(app), name="warm-vector-index")
+    warming = asyncio.create_task(_when_database(app), name="warm-vector-index")
     try:
         yield
     finally:
@@ -80,6 +80,17 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await warming
         await embedder.close()
+
+
+async def _when_database(app: web.Application) -> None:
+    """Once the database is here (at start or later): record embedding usage in it and warm
+    the vector index."""
+    database = app[keys.DATABASE]
+    if database is None:
+        return
+    await database.wait_ready()
+    app[keys.EMBEDDER].attach(database.pool)
+    await _warm_vector_index(app)
 
 
 async def _warm_vector_index(app: web.Application) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.database import Database
+from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.llm.embeddings import EmbeddingError, Provenance, semantic_threshold
@@ -135,7 +135,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
 
 async def touch_results(app: web.Application, results: Sequence[SearchResult]) -> None:
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
-    database = app[keys.DATABASE]
+    database = connected_database(app)
     if database is not None and results:
         await search_db.touch_accessed(database.pool, [r.id for r in results],
                                        TOUCH_GRANULARITY_SECONDS)

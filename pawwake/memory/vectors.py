@@ -19,6 +19,7 @@ import psycopg2
 
 from pawwake.database import Database
 from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db.pool import connection
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.vector_index import VectorIndex
 
@@ -60,7 +61,7 @@ async def adopt_provenance(database: Database, configured: Provenance) -> bool:
 
 async def confirm_provenance(database: Database, configured: Provenance) -> None:
     """Switch to ``configured``: older vectors stop counting and are replaced by the backfill."""
-    async with database.pool.acquire() as conn, conn.cursor() as cur:
+    async with connection(database.pool) as conn, conn.cursor() as cur:
         await vectors_db.record_provenance(cur, configured)
     log.info("memory vectors now use %s/%s (%s dims)", configured.provider, configured.model,
              configured.dim)

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake import keys
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.memory import duplicates, store
 from pawwake.memory.backup import BrokenLinks
@@ -70,7 +71,8 @@ def memory_errors(handler: Handler) -> Handler:
         except Conflict as exc:
             return error(409, "conflict", str(exc))
         except DatabaseUnavailable as exc:
-            return error(503, "database_disabled", str(exc))
+            off = request.app[keys.DATABASE] is None
+            return error(503, "database_disabled" if off else "database_unavailable", str(exc))
 
     return wrapper
 
