@@ -58,7 +58,7 @@ async def test_a_database_url_with_libpq_parameters(make_client: Any, database_u
                                                     upstream: Any, params: str) -> None:
     client = await make_client(**SETTINGS, DATABASE_URL=with_params(database_url, params))
     health = await (await client.get("/")).json()
-    assert health["database"] == "external"
+    assert (health["database"], health["database_kind"]) == ("ready", "external")
     pool = client.server.app[keys.DATABASE].pool
     row = await fetch_one(pool, "SELECT current_setting('application_name') AS name")
     assert row == {"name": "pawwake-ext"}
@@ -81,7 +81,7 @@ async def test_through_a_transaction_mode_pooler(make_client: Any, database_url:
             client = await make_client(**SETTINGS, DATABASE_URL=url,
                                        CACHE_PARTITION_ENABLED=True)
             health = await (await client.get("/")).json()
-            assert health["database"] == "external"
+            assert (health["database"], health["database_kind"]) == ("ready", "external")
             pool = client.server.app[keys.DATABASE].pool
             await chat_and_remember(client, upstream, 6)
             await chat_and_remember(client, upstream, 6)
