@@ -27,7 +27,7 @@ from pawwake.db.errors import DatabaseUnavailable
 from pawwake.llm.embeddings import EmbeddingError, Provenance, semantic_threshold
 from pawwake.memory import scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
-from pawwake.text import tokens
+from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     exclude = sorted({int(i) for i in exclude_ids})
     await ensure_tokenizer(app)
     clock = _Clock()
-    keywords = tokens.query_keywords(query)
+    keywords = await offload.query_keywords(query)
     now = datetime.now(UTC)
     today = scoring.local_today(now, float(settings["TIMEZONE_HOURS"]))
     # The keyword pool is ranked before we know whether a vector will come; only the pool's
