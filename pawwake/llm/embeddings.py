@@ -2,12 +2,19 @@
 
 Vectors come back L2-normalised float32 rows, tagged with their provenance (provider, model,
 dimension) so stored vectors are never compared with vectors from another model.
+
+Nothing here may hold a chat up. The local model runs on one thread with a priority queue
+(``PriorityWorker``): a chat's query goes ahead of background passages, which are bounded
+(``passage_text``) and sent in calls of at most ``LOCAL_CALL_CHARS`` characters, so a query waits
+for one short call at most. A query also has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it
+the caller gets ``QueryEmbeddingTimeout`` and searches by keywords, while the embedding goes on
+and is cached for the next time the same query comes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -15,12 +22,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import numpy as np
 import psycopg2
+
+from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 
 try:  # token accounting is optional: skip it when the usage table writer is absent
     from pawwake.db.usage import record_usage
@@ -35,9 +45,14 @@ LOCAL_DIM = 384
 # pairs sit higher than English ones); OpenAI-style models spread lower. Pinned by a test.
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.7, "local": 0.87}
 API_BATCH = 64
-LOCAL_BATCH = 32
 QUERY_CACHE_SIZE = 256
-QUERY_DEADLINE = 10.0  # seconds; a search waits this long at most for the API
+QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
+# A stored text is embedded from a bounded part: e5 reads 512 tokens per window and the local
+# engine averages every window of a long text (a 50k-character memory took about a minute);
+# an API rejects inputs past its token limit. Head and tail, like the keyword index.
+LOCAL_PASSAGE_HEAD, LOCAL_PASSAGE_TAIL = 768, 256
+API_PASSAGE_HEAD, API_PASSAGE_TAIL = 3000, 1000
+LOCAL_CALL_CHARS = 1024  # characters per background call to the local engine (< 1 s here)
 PROBE_DEADLINE = 10.0
 PROBE_RETRY_SECONDS = 30.0
 _NO_DIMENSIONS_STATUSES = (400, 422)
@@ -67,6 +82,38 @@ class EmbeddingError(RuntimeError):
     @property
     def rate_limited(self) -> bool:
         return self.status == 429
+
+
+class QueryEmbeddingTimeout(EmbeddingError):
+    """A query's vector did not come within ``QUERY_EMBEDDING_TIMEOUT``; search by keywords."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"query embedding took longer than {seconds:g} s")
+        self.seconds = seconds
+
+
+def passage_text(text: str, provider: str) -> str:
+    """The bounded part of a stored text that is embedded: its head and tail when long."""
+    if provider == "local":
+        head, tail = LOCAL_PASSAGE_HEAD, LOCAL_PASSAGE_TAIL
+    else:
+        head, tail = API_PASSAGE_HEAD, API_PASSAGE_TAIL
+    if len(text) <= head + tail:
+        return text
+    return text[:head] + "\n" + text[len(text) - tail:]
+
+
+def local_calls(texts: Sequence[str]) -> list[list[str]]:
+    """Consecutive texts grouped into calls of about LOCAL_CALL_CHARS (a long text alone)."""
+    calls: list[list[str]] = []
+    size = LOCAL_CALL_CHARS
+    for text in texts:
+        if size + len(text) > LOCAL_CALL_CHARS:
+            calls.append([])
+            size = 0
+        calls[-1].append(text)
+        size += len(text)
+    return calls
 
 
 def provider_for(settings: Mapping[str, Any]) -> str:
@@ -101,17 +148,25 @@ class Embedder:
     def __init__(self, http: aiohttp.ClientSession | None, pool: Any = None) -> None:
         self._http = http
         self._pool = pool
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="embed")  # the C engine runs one call at a time
+        self.worker = PriorityWorker("embed")  # the C engine runs one call at a time
         self._local: Any = None
         self._local_lock = asyncio.Lock()
         self._without_dimensions: set[tuple[str, str]] = set()
         self._learned_dim: dict[tuple[str, str, int], int] = {}
         self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
         self._queries: OrderedDict[tuple[Provenance, str], np.ndarray] = OrderedDict()
+        self._pending: dict[tuple[Provenance, str], asyncio.Task[np.ndarray]] = {}
 
     async def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        """Drop queued work and late queries; a model call already running is not waited
+        for (its thread is a daemon), so shutdown never waits on the model."""
+        self.worker.close()
+        pending = list(self._pending.values())
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError, EmbeddingError):
+                await task
 
     # -- provenance ---------------------------------------------------------------------------
 
@@ -145,13 +200,33 @@ class Embedder:
 
     async def embed_query(self, settings: Mapping[str, Any], text: str
                           ) -> tuple[np.ndarray, Provenance]:
-        """A search query's vector (e5 ``query:`` role), cached per provenance."""
+        """A search query's vector (e5 ``query:`` role), cached per provenance.
+
+        Raises ``QueryEmbeddingTimeout`` after ``QUERY_EMBEDDING_TIMEOUT`` seconds; the
+        embedding itself goes on and its vector is cached (the same query asked again, by a
+        retry or the next search, then answers at once)."""
         provenance = self.configured_provenance(settings)
-        cached = self._queries.get((provenance, text))
+        key = (provenance, text)
+        cached = self._queries.get(key)
         if cached is not None:
-            self._queries.move_to_end((provenance, text))
+            self._queries.move_to_end(key)
             return cached, provenance
-        if provenance.provider == "local":
+        task = self._pending.get(key)
+        if task is None:
+            task = asyncio.create_task(self._query_vector(settings, text, key),
+                                       name="query-embedding")
+            self._pending[key] = task
+            task.add_done_callback(partial(_forget, self._pending, key))
+        seconds = float(settings["QUERY_EMBEDDING_TIMEOUT"])
+        try:
+            vector = await asyncio.wait_for(asyncio.shield(task), seconds)
+        except TimeoutError:
+            raise QueryEmbeddingTimeout(seconds) from None
+        return vector, self.configured_provenance(settings)
+
+    async def _query_vector(self, settings: Mapping[str, Any], text: str,
+                            key: tuple[Provenance, str]) -> np.ndarray:
+        if key[0].provider == "local":
             matrix = await self._local_embed([text], query=True)
         else:
             matrix = await self._api_embed(settings, [text], deadline=QUERY_DEADLINE)
@@ -160,20 +235,22 @@ class Embedder:
         self._queries[(provenance, text)] = vector
         while len(self._queries) > QUERY_CACHE_SIZE:
             self._queries.popitem(last=False)
-        return vector, provenance
+        return vector
 
     async def embed_passages(self, settings: Mapping[str, Any], texts: Sequence[str]
                              ) -> tuple[np.ndarray, Provenance]:
-        """Vectors of stored texts (e5 ``passage:`` role), batched; one row per text."""
+        """Vectors of stored texts (e5 ``passage:`` role), batched; one row per text. Each
+        text is embedded from its bounded part (``passage_text``); local calls are small and
+        queued behind any chat's query."""
         provider = provider_for(settings)
-        batch = LOCAL_BATCH if provider == "local" else API_BATCH
+        bounded = [passage_text(text, provider) for text in texts]
         parts = []
-        for start in range(0, len(texts), batch):
-            chunk = list(texts[start:start + batch])
-            if provider == "local":
-                parts.append(await self._local_embed(chunk, query=False))
-            else:
-                parts.append(await self._api_embed(settings, chunk))
+        if provider == "local":
+            for call in local_calls(bounded):
+                parts.append(await self._local_embed(call, query=False))
+        else:
+            for start in range(0, len(bounded), API_BATCH):
+                parts.append(await self._api_embed(settings, bounded[start:start + API_BATCH]))
         provenance = self.configured_provenance(settings)
         if not parts:
             return np.zeros((0, provenance.dim), dtype=np.float32), provenance
@@ -184,16 +261,14 @@ class Embedder:
     async def _local_embed(self, texts: list[str], *, query: bool) -> np.ndarray:
         model = await self._local_model()
         encode = model.query if query else model.passage
-        loop = asyncio.get_running_loop()
-        matrix = await loop.run_in_executor(self._executor, encode, texts)
+        matrix = await self.worker.run(CHAT if query else BACKGROUND, encode, texts)
         return normalise_rows(matrix)
 
     async def _local_model(self) -> Any:
         if self._local is None:
             async with self._local_lock:
                 if self._local is None:
-                    loop = asyncio.get_running_loop()
-                    self._local = await loop.run_in_executor(self._executor, _load_e5)
+                    self._local = await self.worker.run(CHAT, _load_e5)
         return self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
@@ -260,6 +335,15 @@ class Embedder:
                                usage_type="embed")
         except (psycopg2.Error, OSError) as exc:
             log.warning("could not record embedding usage: %s", type(exc).__name__)
+
+
+def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
+    """Done callback of a query embedding: drop it from the pending table and mark its
+    failure as seen (a caller that gave up at the deadline no longer awaits it)."""
+    if pending.get(key) is task:
+        del pending[key]
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("a late query embedding failed: %s", task.exception())
 
 
 def cpu_quota(cpu_max: str | None) -> float | None:
