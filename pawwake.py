@@ -1,15 +1,44 @@
-"""Start the Pawwake gateway: ``python pawwake.py [--host H] [--port P]``."""
+"""Start the Pawwake gateway: ``python pawwake.py [--host H] [--port P]``.
+
+SIGTERM and SIGINT shut down within ``SHUTDOWN_SECONDS`` (see ``pawwake.tasks``): open requests
+get a short grace, then background work, then resources close. Should anything still hang, a
+watchdog ends the process (exit code 1) rather than leave it to a host's SIGKILL.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import threading
+import time
 
 from aiohttp import web
 
 from pawwake.app import create_app
 from pawwake.logs import configure_logging
 from pawwake.settings import Settings
+from pawwake.tasks import REQUEST_GRACE_SECONDS, SHUTDOWN_SECONDS
+
+log = logging.getLogger("pawwake")
+
+
+async def start_watchdog(_app: web.Application) -> None:
+    """on_shutdown: end the process if shutdown is not over in SHUTDOWN_SECONDS."""
+
+    def overdue() -> None:
+        log.error("shutdown did not finish in %g s; exiting now", SHUTDOWN_SECONDS)
+        logging.shutdown()
+        os._exit(1)
+
+    log.info("shutting down (at most %g s)", SHUTDOWN_SECONDS)
+    _shutdown_started.append(time.monotonic())
+    timer = threading.Timer(SHUTDOWN_SECONDS, overdue)
+    timer.daemon = True
+    timer.start()
+
+
+_shutdown_started: list[float] = []
 
 
 def main() -> None:
@@ -21,8 +50,12 @@ def main() -> None:
     if args.port is not None:
         settings = settings.with_values({"PORT": args.port})
     configure_logging(settings["LOG_LEVEL"])
-    web.run_app(create_app(settings), host=args.host, port=settings["PORT"],
-                access_log=None, print=None)
+    app = create_app(settings)
+    app.on_shutdown.append(start_watchdog)
+    web.run_app(app, host=args.host, port=settings["PORT"], access_log=None, print=None,
+                shutdown_timeout=REQUEST_GRACE_SECONDS)
+    if _shutdown_started:
+        log.info("stopped in %.1f s", time.monotonic() - _shutdown_started[0])
 
 
 if __name__ == "__main__":
