@@ -63,6 +63,7 @@ def test_stored_texts_are_embedded_from_a_bounded_part() -> None:
     calls = local_calls(["a" * 1000, "b" * 20, "c" * 10, "d" * 1024])
     assert calls == [["a" * 1000, "b" * 20], ["c" * 10], ["d" * 1024]]
     assert all(sum(map(len, call)) <= LOCAL_CALL_CHARS for call in calls)
+    assert local_calls(["", "x"]) == [["", "x"]]
 
 
 async def chat_reaches_upstream(client: Any, upstream: Any, text: str) -> str:

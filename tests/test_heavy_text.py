@@ -63,6 +63,7 @@ async def test_background_texts_are_cut_in_bounded_groups(cuts: list[tuple[bool,
     assert max(length for _, length in cuts) <= BOUND
     assert offload._groups(["a" * 7000, "b" * 500, "c" * 600, "d" * 10]) == [
         ["a" * 7000, "b" * 500], ["c" * 600, "d" * 10]]
+    assert offload._groups(["", "x"]) == [["", "x"]]
 
 
 async def test_chat_memory_and_search_never_cut_on_the_event_loop(

@@ -106,9 +106,9 @@ def passage_text(text: str, provider: str) -> str:
 def local_calls(texts: Sequence[str]) -> list[list[str]]:
     """Consecutive texts grouped into calls of about LOCAL_CALL_CHARS (a long text alone)."""
     calls: list[list[str]] = []
-    size = LOCAL_CALL_CHARS
+    size = 0
     for text in texts:
-        if size + len(text) > LOCAL_CALL_CHARS:
+        if not calls or size + len(text) > LOCAL_CALL_CHARS:
             calls.append([])
             size = 0
         calls[-1].append(text)

@@ -25,10 +25,10 @@ def _terms_of(texts: list[str]) -> list[list[str]]:
 def _groups(texts: Sequence[str]) -> list[list[str]]:
     """Consecutive texts whose bounded lengths add up to about GROUP_CHARS (a long text alone)."""
     groups: list[list[str]] = []
-    size = GROUP_CHARS
+    size = 0
     for text in texts:
         length = min(len(text), GROUP_CHARS)
-        if size + length > GROUP_CHARS:
+        if not groups or size + length > GROUP_CHARS:
             groups.append([])
             size = 0
         groups[-1].append(text)
