@@ -4,12 +4,14 @@ chat: jieba ran on the loop over the whole text)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from typing import Any
 
 import jieba
 import pytest
 
+from pawwake.chat import conversation_index
 from pawwake.text import offload, tokens
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 
@@ -87,3 +89,32 @@ async def test_chat_memory_and_search_never_cut_on_the_event_loop(
     assert len(cuts) >= 3
     assert [c for c in cuts if c[0]] == []
     assert max(length for _, length in cuts) <= BOUND
+
+
+def test_texts_of_one_turn_share_a_budget() -> None:
+    texts = [chinese(20_000, 10 + n) for n in range(30)] + ["短句"]
+    cut = offload.shared_bound(texts, 100_000)
+    assert sum(map(len, cut)) <= 100_000 + len(texts)
+    assert cut[-1] == "短句" and cut[0].startswith(texts[0][:100])
+    assert offload.shared_bound(["短句", "长" * 5000], 100_000) == ["短句", "长" * 5000]
+    many = offload.shared_bound([chinese(5000, n) for n in range(1000)], 100_000)
+    assert {len(text) for text in many} == {offload.MIN_SHARE + 1}
+
+
+async def test_a_large_sidecar_turn_is_cut_within_its_budget(
+        gateway: Any, cuts: list[tuple[bool, int]]) -> None:
+    client = await gateway(CONVERSATION_RECALL_ENABLED=True, JOB_WORKERS=0,
+                           GATEWAY_SECRET=GATEWAY_KEY)
+    messages = [{"role": "user" if n % 2 == 0 else "assistant",
+                 "content": chinese(10_000, 20 + n)} for n in range(30)]
+    body = json.dumps({"turn_id": "t-big", "session_id": "s-big", "source": "test",
+                       "messages": messages, "extract_memories": False},
+                      ensure_ascii=False).encode()
+    resp = await client.post("/api/conversations/turn", data=body,
+                             headers={"X-Gateway-Key": GATEWAY_KEY,
+                                      "Content-Type": "application/json"})
+    assert resp.status == 201, await resp.text()
+    precise = [length for on_loop, length in cuts if not on_loop]
+    assert len(precise) == len(cuts) >= 2 * len(messages)
+    budget = conversation_index.TURN_INDEX_CHARS
+    assert sum(precise) <= 2 * (budget + 2 * len(messages))  # lcut and lcut_for_search

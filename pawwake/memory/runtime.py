@@ -47,10 +47,12 @@ def trim_heap() -> None:
     trim(0)
 
 
-async def terms_for(app: web.Application, texts: Sequence[str]) -> list[list[str]]:
-    """Index terms for each text, cut off the event loop from a bounded part of each text."""
+async def terms_for(app: web.Application, texts: Sequence[str], *,
+                    budget: int | None = None) -> list[list[str]]:
+    """Index terms for each text, cut off the event loop from a bounded part of each text
+    (with ``budget``, the texts share that many characters)."""
     await ensure_tokenizer(app)
-    return await offload.index_terms(texts)
+    return await offload.index_terms(texts, budget=budget)
 
 
 async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:

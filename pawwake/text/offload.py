@@ -4,6 +4,7 @@ Cutting runs on one worker thread (jieba is used from one thread only, and a sin
 bounds how much the work competes with the event loop for the interpreter lock). A chat's query
 keywords go ahead of background indexing; background texts are cut in groups of bounded size,
 submitted one group at a time, so a chat waits for at most one group already being cut.
+Texts that arrive together (one turn) can share a budget, so one request's cutting stays short.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 from pawwake.text import tokens
 
 GROUP_CHARS = tokens.INDEX_HEAD_CHARS + tokens.INDEX_TAIL_CHARS  # about 80 ms of cutting
+MIN_SHARE = 1000
 
 _worker = PriorityWorker("tokenizer")
 
@@ -36,9 +38,24 @@ def _groups(texts: Sequence[str]) -> list[list[str]]:
     return groups
 
 
-async def index_terms(texts: Sequence[str], *, priority: int = BACKGROUND
-                      ) -> list[list[str]]:
-    """Index terms of each text (see ``tokens.index_terms``), cut on the worker thread."""
+def shared_bound(texts: Sequence[str], budget: int) -> list[str]:
+    """``texts`` cut so that together they hold about ``budget`` characters: when their bounded
+    lengths add up to more, each long one keeps an equal share (at least ``MIN_SHARE``) of its
+    head and tail."""
+    full = sum(min(len(text), GROUP_CHARS) for text in texts)
+    if full <= budget:
+        return list(texts)
+    share = max(MIN_SHARE, budget // max(1, len(texts)))
+    head = share * 3 // 4
+    return [tokens.bounded(text, head, share - head) for text in texts]
+
+
+async def index_terms(texts: Sequence[str], *, priority: int = BACKGROUND,
+                      budget: int | None = None) -> list[list[str]]:
+    """Index terms of each text (see ``tokens.index_terms``), cut on the worker thread.
+    With ``budget``, the texts share that many characters (see ``shared_bound``)."""
+    if budget is not None:
+        texts = shared_bound(texts, budget)
     terms: list[list[str]] = []
     for group in _groups(texts):
         terms.extend(await _worker.run(priority, _terms_of, group))
