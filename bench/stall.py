@@ -56,6 +56,7 @@ WORDS = ("今天 我们 公园 散步 火锅 电影 回家 睡觉 明天 上班 
 SIDECAR_MESSAGES = 200
 SIDECAR_MESSAGE_CHARS = 45_000  # 200 of these are about 27 MB, under the default 32 MB limit
 MEMORY_BYTES = 1024 * 1024
+STATIC = "/static/css/dashboard.css"
 CHAT_CHARS = 1_000_000
 
 
@@ -108,6 +109,7 @@ class Load:
         self.session, self.base, self.streams = session, base, streams
         self.ttft: list[float] = []
         self.health: list[float] = []
+        self.static: list[float] = []  # a static file: no database, the event loop alone
         self.errors = 0
         self._stop = asyncio.Event()
         self._count = 0
@@ -137,20 +139,21 @@ class Load:
             except (aiohttp.ClientError, OSError):
                 self.errors += 1
 
-    async def probe(self) -> None:
+    async def probe(self, path: str, into: list[float]) -> None:
         while not self._stop.is_set():
             started = time.perf_counter()
             try:
-                async with self.session.get(self.base + "/") as resp:
+                async with self.session.get(self.base + path) as resp:
                     await resp.read()
-                self.health.append(time.perf_counter() - started)
+                into.append(time.perf_counter() - started)
             except (aiohttp.ClientError, OSError):
                 self.errors += 1
             await asyncio.sleep(0.05)
 
     async def run_until(self, done: asyncio.Future[Any] | None, seconds: float) -> None:
         workers = [asyncio.create_task(self.chat()) for _ in range(self.streams)]
-        workers.append(asyncio.create_task(self.probe()))
+        workers.append(asyncio.create_task(self.probe("/", self.health)))
+        workers.append(asyncio.create_task(self.probe(STATIC, self.static)))
         if done is not None:
             await done
         await asyncio.sleep(seconds)
@@ -286,14 +289,14 @@ def report(result: dict[str, Any], exit_seconds: float, exit_code: int | None,
         f" then {args.settle:.0f} s of their background work",
         "",
         f"{'':<10}{'chats':>8}{'TTFT p50':>12}{'TTFT p99':>12}{'GET / p50':>12}"
-        f"{'GET / p99':>12}{'max GET /':>12}{'errors':>8}",
+        f"{'GET / p99':>12}{'max GET /':>12}{'static p99':>12}{'errors':>8}",
     ]
     for name, load in (("before", before), ("during", during)):
         lines.append(
             f"{name:<10}{len(load.ttft):>8}{pct(load.ttft, 0.5):>10.1f}ms"
             f"{pct(load.ttft, 0.99):>10.1f}ms{pct(load.health, 0.5):>10.1f}ms"
             f"{pct(load.health, 0.99):>10.1f}ms{pct(load.health, 1.0):>10.1f}ms"
-            f"{load.errors:>8}")
+            f"{pct(load.static, 0.99):>10.1f}ms{load.errors:>8}")
     ratio = pct(during.ttft, 0.99) / pct(before.ttft, 0.99)
     health = pct(during.health, 0.99)
     lines += [
@@ -319,8 +322,10 @@ def main(args: argparse.Namespace) -> None:
     try:
         asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{upstream_port}/v1/models"))
         with (data_dir / "gateway.log").open("wb") as log_file:
+            profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
             gateway = subprocess.Popen(
-                [sys.executable, "pawwake.py", "--host", "127.0.0.1", "--port", str(port)],
+                [sys.executable, *profile, "pawwake.py", "--host", "127.0.0.1", "--port",
+                 str(port)],
                 cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
                 env=gateway_env(upstream_port, data_dir))
         base = f"http://127.0.0.1:{port}"
@@ -349,6 +354,8 @@ if __name__ == "__main__":
     parser.add_argument("--inputs", type=lambda v: v.split(","),
                         default=["memory", "chat", "sidecar"],
                         help="heavy inputs to send: memory, chat, sidecar")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="run the gateway under cProfile, writing the stats here")
     parser.add_argument("--keep-log", type=Path, default=None,
                         help="copy the gateway's log here")
     parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
