@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pawwake import keys
+from pawwake.db.pool import fetch_all
 from pawwake.llm.embeddings import (
     API_PASSAGE_HEAD,
     API_PASSAGE_TAIL,
@@ -165,7 +166,5 @@ async def test_chat_during_a_slow_api_embedding_backfill(
 
 
 async def _jobs(client: Any) -> list[dict[str, Any]]:
-    from pawwake.db.pool import fetch_all
-
     return await fetch_all(client.server.app[keys.DATABASE].pool,
                            "SELECT kind, status FROM jobs ORDER BY id")
