@@ -1,9 +1,18 @@
-"""Tracked background work: every task is kept, logged on failure and drained at shutdown."""
+"""Tracked background work: every task is kept, logged on failure and drained at shutdown.
+
+Shutdown has a budget: SIGTERM must end the process within ``SHUTDOWN_SECONDS`` whatever is
+running (a host sends SIGKILL soon after). Open requests get ``REQUEST_GRACE_SECONDS`` twice
+(``pawwake.py``; aiohttp waits that long for a handler to finish, cancels it, then waits that
+long again), then background tasks and jobs get ``DRAIN_GRACE_SECONDS`` together, then the
+resources close (a second or so). What is still running then is cancelled: after-reply work
+is short, and jobs are durable (a cancelled job is claimed again after its lease).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
@@ -12,6 +21,11 @@ from aiohttp import web
 from pawwake import keys
 
 log = logging.getLogger(__name__)
+
+SHUTDOWN_SECONDS = 10.0
+REQUEST_GRACE_SECONDS = 1.5
+DRAIN_GRACE_SECONDS = 3.0
+CANCEL_WAIT_SECONDS = 1.0
 
 
 class BackgroundTasks:
@@ -36,18 +50,26 @@ class BackgroundTasks:
         return len(self._tasks)
 
     async def drain(self, grace_seconds: float = 30.0) -> None:
-        """Wait for running tasks; cancel what is still running after ``grace_seconds``."""
+        """Wait for running tasks; cancel what is still running after ``grace_seconds`` and
+        wait at most ``CANCEL_WAIT_SECONDS`` more for it to end."""
         if not self._tasks:
             return
         _done, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
         for task in pending:
             task.cancel()
         if pending:
-            await asyncio.wait(pending)
+            _done, stuck = await asyncio.wait(pending, timeout=CANCEL_WAIT_SECONDS)
+            if stuck:
+                log.warning("%d background task(s) did not stop: %s", len(stuck),
+                            ", ".join(sorted(task.get_name() for task in stuck)))
 
 
 async def tasks_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx, registered last: drains before the database and HTTP client close."""
+    """cleanup_ctx, registered last: background tasks and job workers get one shared grace,
+    side by side, before the database and HTTP client close."""
     app[keys.TASKS] = BackgroundTasks()
     yield
-    await app[keys.TASKS].drain()
+    started = time.monotonic()
+    await asyncio.gather(app[keys.TASKS].drain(DRAIN_GRACE_SECONDS),
+                         app[keys.JOBS].stop(grace_seconds=DRAIN_GRACE_SECONDS))
+    log.info("background work stopped in %.1f s", time.monotonic() - started)

@@ -7,6 +7,7 @@ vectors), sized by the request's ``dimensions`` or ``natural_dim``. Tests script
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class FakeEmbeddings:
     failures: list[tuple[int, Any]] = field(default_factory=list)  # served before any success
     fail_after: int | None = None  # successes before every later request fails with 500
     successes: int = 0
+    delay: float = 0.0  # seconds before every answer (a slow provider)
     server: Any = None
 
     @property
@@ -56,6 +58,8 @@ class FakeEmbeddings:
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append(body)
+        if self.delay:
+            await asyncio.sleep(self.delay)
         self.headers.append(dict(request.headers))
         if self.failures:
             status, payload = self.failures.pop(0)

@@ -198,7 +198,7 @@ async def test_the_app_has_one_embedder_that_closes(make_client: Any) -> None:
     assert isinstance(embedder, Embedder)
     await client.close()
     with pytest.raises(RuntimeError):
-        embedder._executor.submit(int)
+        embedder.worker.submit(0, int).result()
 
 
 def test_the_local_model_uses_one_thread_when_less_than_two_cpus_are_granted(

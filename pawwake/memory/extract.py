@@ -31,7 +31,8 @@ from pawwake.memory.extract_parse import (
     answer_excerpt,
     parse_answer,
 )
-from pawwake.text import tokens
+from pawwake.priority_worker import BACKGROUND
+from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def render_prompt(settings: Any, candidates: list[dict[str, Any]],
 
 async def candidate_memories(cur: Any, query_text: str) -> list[dict[str, Any]]:
     """Top related plus latest active memories, read-only (no access times touched)."""
-    terms = tokens.query_keywords(query_text, top_k=20)
+    terms = await offload.query_keywords(query_text, top_k=20, priority=BACKGROUND)
     related = await db.related_active(cur, terms, CANDIDATES_RELATED)
     latest = await db.latest_active(cur, CANDIDATES_LATEST)
     merged = {row["id"]: row for row in related + latest}
@@ -190,7 +191,7 @@ async def _apply_item(cur: Any, item: ExtractedItem, session_id: str, candidate_
         return
     new_id = await db.insert_extracted(
         cur, content=item.content, importance=item.importance,
-        terms=tokens.index_terms(item.content), session_id=session_id,
+        terms=await offload.index_terms_of(item.content), session_id=session_id,
         message_ids=message_ids, remind_at=item.remind_at)
     counts["added"] += 1
     if item.action != "supersede":

@@ -20,7 +20,7 @@ from pawwake.llm.embeddings import Embedder
 from pawwake.memory import embedding_worker
 from pawwake.memory.term_stats import TermStats
 from pawwake.memory.vectors import VectorStore
-from pawwake.text import tokens
+from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +47,12 @@ def trim_heap() -> None:
     trim(0)
 
 
-def _index_terms(texts: Sequence[str]) -> list[list[str]]:
-    return [tokens.index_terms(text) if text.strip() else [] for text in texts]
-
-
-async def terms_for(app: web.Application, texts: Sequence[str]) -> list[list[str]]:
-    """Index terms for each text; long batches are cut in a worker thread."""
+async def terms_for(app: web.Application, texts: Sequence[str], *,
+                    budget: int | None = None) -> list[list[str]]:
+    """Index terms for each text, cut off the event loop from a bounded part of each text
+    (with ``budget``, the texts share that many characters)."""
     await ensure_tokenizer(app)
-    if len(texts) <= 4:
-        return _index_terms(texts)
-    return await asyncio.get_running_loop().run_in_executor(None, _index_terms, list(texts))
+    return await offload.index_terms(texts, budget=budget)
 
 
 async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:

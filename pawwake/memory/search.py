@@ -4,7 +4,8 @@ Candidates are the best keyword matches (GIN-indexed terms, planned by ``term_st
 nearest vectors whose raw cosine reaches the semantic threshold; both are fetched at the same
 time. Scores follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
 limit, as are ``exclude_ids`` (so the next candidates move up). ``mode`` is "hybrid" only when
-a query vector was really used.
+a query vector was really used: a vector that misses ``QUERY_EMBEDDING_TIMEOUT`` makes the search
+keyword-only, said in ``warning`` and the log.
 """
 
 from __future__ import annotations
@@ -24,10 +25,15 @@ from pawwake import keys
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.llm.embeddings import EmbeddingError, Provenance, semantic_threshold
+from pawwake.llm.embeddings import (
+    EmbeddingError,
+    Provenance,
+    QueryEmbeddingTimeout,
+    semantic_threshold,
+)
 from pawwake.memory import scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
-from pawwake.text import tokens
+from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text
 
 log = logging.getLogger(__name__)
@@ -85,7 +91,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     exclude = sorted({int(i) for i in exclude_ids})
     await ensure_tokenizer(app)
     clock = _Clock()
-    keywords = tokens.query_keywords(query)
+    keywords = await offload.query_keywords(query)
     now = datetime.now(UTC)
     today = scoring.local_today(now, float(settings["TIMEZONE_HOURS"]))
     # The keyword pool is ranked before we know whether a vector will come; only the pool's
@@ -198,6 +204,11 @@ async def _query_vector(app: web.Application, settings: Mapping[str, Any], query
     assert database is not None
     try:
         vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
+    except QueryEmbeddingTimeout as exc:
+        log.warning("memory search ran on keywords only: the query's vector missed its"
+                    " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
+        return None, (f"The query's vector took longer than {exc.seconds:g} s"
+                      " (QUERY_EMBEDDING_TIMEOUT); keywords only.")
     except EmbeddingError as exc:
         log.warning("query embedding failed: %s", exc)
         return None, f"Query embedding failed ({exc}); keywords only."

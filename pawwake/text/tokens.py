@@ -6,6 +6,12 @@ own loader plus an idf dict: the dictionary is held without its prefix entries a
 table as numpy arrays (see ``load`` and ``IdfTable``); cuts and weights are unchanged. TF-IDF
 weights come from jieba's bundled idf table, read by our own code so no file handle is left
 open. ``bench/memory_rss.py`` measures the gateway's resident memory.
+
+Input is bounded: cutting takes about 10 microseconds per character, so a pasted book would hold
+a thread for seconds. A long text is indexed from its first ``INDEX_HEAD_CHARS`` and last
+``INDEX_TAIL_CHARS`` characters (about 80 ms at most), a query's keywords come from its first
+``QUERY_HEAD_CHARS`` and last ``QUERY_TAIL_CHARS`` (where a message usually asks). Callers on
+the event loop go through ``pawwake.text.offload``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ _CACHE_NAME = "jieba.cache"
 _CACHE_HEADER = b"pawwake jieba words 1\n"
 _lock = threading.Lock()
 _loaded = False
+
+INDEX_HEAD_CHARS = 6000
+INDEX_TAIL_CHARS = 2000
+QUERY_HEAD_CHARS = 1000
+QUERY_TAIL_CHARS = 3000
 
 
 def _stopwords() -> frozenset[str]:
@@ -257,6 +268,14 @@ def strip_timestamp(text: str) -> str:
     return _LEADING_TIMESTAMP.sub("", text, count=1)
 
 
+def bounded(text: str, head: int, tail: int) -> str:
+    """``text`` when at most ``head + tail`` characters, else its first ``head`` and last
+    ``tail`` characters joined by a line break (so no word spans the cut)."""
+    if len(text) <= head + tail:
+        return text
+    return text[:head] + "\n" + text[len(text) - tail:]
+
+
 def _segments(text: str) -> list[str]:
     import jieba
 
@@ -288,11 +307,12 @@ def index_terms(text: str) -> list[str]:
     """Distinct terms stored with a row for indexed keyword matching.
 
     Precise-mode words plus the sub-words jieba's search mode finds inside long words, so a
-    query for "牙医" still matches a row that says "看牙医".
+    query for "牙医" still matches a row that says "看牙医". A long text is indexed from its
+    bounded part (see the module docstring).
     """
     import jieba
 
-    body = strip_timestamp(text)
+    body = strip_timestamp(bounded(text, INDEX_HEAD_CHARS, INDEX_TAIL_CHARS))
     load()
     tokens = jieba.lcut(body, cut_all=False) + jieba.lcut_for_search(body)
     terms = _han_terms(tokens) + latin_terms(body)
@@ -315,7 +335,7 @@ def _query_keywords(text: str, top_k: int) -> tuple[str, ...]:
 
 def query_keywords(text: str, top_k: int = 10) -> list[str]:
     """Keywords of a search query: TF-IDF top ``top_k`` Chinese words plus English/number terms."""
-    return list(_query_keywords(text, top_k))
+    return list(_query_keywords(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS), top_k))
 
 
 def idf_weight(document_count: int, term_frequency: int) -> float:

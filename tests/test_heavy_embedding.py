@@ -1,0 +1,170 @@
+"""A chat never waits on background embeddings: its query goes first and has a deadline, after
+which memory search runs on keywords (one 50k-character memory being embedded held a short
+chat's first token for 45 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.db.pool import fetch_all
+from pawwake.llm.embeddings import (
+    API_PASSAGE_HEAD,
+    API_PASSAGE_TAIL,
+    LOCAL_CALL_CHARS,
+    LOCAL_PASSAGE_HEAD,
+    LOCAL_PASSAGE_TAIL,
+    local_calls,
+    passage_text,
+)
+from pawwake.memory.embedding_jobs import EMBED_KIND
+from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
+from tests.embedding_server import FakeEmbeddings
+from tests.gateway_support import GATEWAY_KEY, chat_body, settle
+
+HEADERS = {"X-Gateway-Key": GATEWAY_KEY}
+MEMORY = "我的猫叫小橘，它最喜欢晒太阳。"
+DEADLINE_WORDS = "QUERY_EMBEDDING_TIMEOUT"
+
+
+@pytest.fixture
+async def fake(aiohttp_server: Any) -> FakeEmbeddings:
+    server = FakeEmbeddings()
+    server.server = await aiohttp_server(server.build_app())
+    return server
+
+
+async def test_chat_work_goes_ahead_of_queued_background_work() -> None:
+    worker = PriorityWorker("test-priority")
+    gate = threading.Event()
+    order: list[str] = []
+    try:
+        running = worker.submit(BACKGROUND, gate.wait)
+        queued = [worker.submit(BACKGROUND, order.append, name) for name in ("b1", "b2")]
+        chat = worker.submit(CHAT, order.append, "chat")
+        gate.set()
+        for future in [running, *queued, chat]:
+            await asyncio.wrap_future(future)
+    finally:
+        worker.close()
+    assert order == ["chat", "b1", "b2"]
+
+
+def test_stored_texts_are_embedded_from_a_bounded_part() -> None:
+    long = "头" * 10 + "中" * 50_000 + "尾" * 10
+    local = passage_text(long, "local")
+    assert len(local) == LOCAL_PASSAGE_HEAD + LOCAL_PASSAGE_TAIL + 1
+    assert local.startswith("头" * 10) and local.endswith("尾" * 10)
+    assert len(passage_text(long, "api")) == API_PASSAGE_HEAD + API_PASSAGE_TAIL + 1
+    assert passage_text("短", "local") == "短"
+    calls = local_calls(["a" * 1000, "b" * 20, "c" * 10, "d" * 1024])
+    assert calls == [["a" * 1000, "b" * 20], ["c" * 10], ["d" * 1024]]
+    assert all(sum(map(len, call)) <= LOCAL_CALL_CHARS for call in calls)
+    assert local_calls(["", "x"]) == [["", "x"]]
+
+
+async def chat_reaches_upstream(client: Any, upstream: Any, text: str) -> str:
+    """Send a streaming chat and return the system text the upstream received."""
+    async with asyncio.timeout(60):  # generous: without a deadline this waited for minutes
+        resp = await client.post("/v1/chat/completions", headers=HEADERS,
+                                 json=chat_body(text, stream=True))
+        assert resp.status == 200
+        await resp.read()
+    sent = upstream.requests[-1].body["messages"]
+    return "\n".join(m["content"] for m in sent if m["role"] == "system")
+
+
+async def local_gateway(gateway: Any) -> Any:
+    client = await gateway(MEMORY_ENABLED=True, MEMORY_EXTRACT_INTERVAL=0, JOB_WORKERS=0,
+                           EMBEDDING_PROVIDER="local", QUERY_EMBEDDING_TIMEOUT=0.5,
+                           GATEWAY_SECRET=GATEWAY_KEY)
+    resp = await client.post("/api/memories", json={"content": MEMORY}, headers=HEADERS)
+    assert resp.status == 201
+    return client
+
+
+async def search(client: Any, query: str) -> dict[str, Any]:
+    resp = await client.get("/api/memories/search", params={"q": query}, headers=HEADERS)
+    assert resp.status == 200
+    return await resp.json()
+
+
+async def test_chat_during_a_long_local_embedding_is_not_held(gateway: Any,
+                                                              upstream: Any) -> None:
+    client = await local_gateway(gateway)
+    embedder = client.server.app[keys.EMBEDDER]
+    gate = threading.Event()
+    busy = embedder.worker.submit(BACKGROUND, gate.wait)  # a long embedding holds the model
+    try:
+        system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")
+        assert "小橘" in system
+        body = await search(client, "小橘喜欢什么")
+        assert [r["content"] for r in body["results"]] == [MEMORY]
+        assert DEADLINE_WORDS not in (body["warning"] or "")  # its query did not wait
+    finally:
+        gate.set()
+    await asyncio.wrap_future(busy)
+
+
+async def test_a_late_query_vector_makes_the_search_keyword_only(
+        gateway: Any, upstream: Any, caplog: pytest.LogCaptureFixture) -> None:
+    client = await local_gateway(gateway)
+    embedder = client.server.app[keys.EMBEDDER]
+    gate = threading.Event()
+    busy = embedder.query_worker.submit(CHAT, gate.wait)  # the query lane is stuck
+    try:
+        system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")
+        assert "小橘" in system  # memory search ran, by keywords
+        body = await search(client, "小橘喜欢什么")
+        assert body["mode"] == "keyword" and DEADLINE_WORDS in body["warning"]
+        assert [r["content"] for r in body["results"]] == [MEMORY]
+    finally:
+        gate.set()
+    await asyncio.wrap_future(busy)
+    assert any("deadline" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)
+    await settle(client)
+    body = await search(client, "小橘喜欢什么")  # the lane is free again: no deadline missed
+    assert DEADLINE_WORDS not in (body["warning"] or "")
+
+
+async def test_chat_during_a_slow_api_embedding_backfill(
+        gateway: Any, upstream: Any, fake: FakeEmbeddings) -> None:
+    client = await gateway(MEMORY_ENABLED=True, MEMORY_EXTRACT_INTERVAL=0, JOB_WORKERS=0,
+                           EMBEDDING_PROVIDER="api", EMBEDDING_API_KEY="sk-embed-0123456789",
+                           EMBEDDING_BASE_URL=fake.base_url, EMBEDDING_MODEL="fake-embed-1",
+                           EMBEDDING_DIM=32, QUERY_EMBEDDING_TIMEOUT=0.2,
+                           GATEWAY_SECRET=GATEWAY_KEY)
+    huge = MEMORY + "毛" * 50_000
+    for content in (MEMORY, huge):
+        resp = await client.post("/api/memories", json={"content": content}, headers=HEADERS)
+        assert resp.status == 201
+    fake.delay = 1.0  # every answer is slow, the backfill's and the chat's
+    jobs = client.server.app[keys.JOBS]
+    backfill = asyncio.create_task(jobs.run_until_idle())
+    try:
+        system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")
+        assert "小橘" in system
+    finally:
+        ran = await backfill
+    assert ran >= 1
+    assert max(len(text) for text in fake.inputs) <= API_PASSAGE_HEAD + API_PASSAGE_TAIL + 1
+    kinds = {r["kind"] for r in await _jobs(client)}
+    assert EMBED_KIND in kinds
+    await settle(client)
+    fake.delay = 0.0
+    resp = await client.get("/api/memories/search", params={"q": "小橘今天乖不乖？"},
+                            headers=HEADERS)
+    body = await resp.json()
+    assert body["mode"] == "hybrid", body["warning"]
+    # The chat's late vector was kept: the same query was sent to the provider once.
+    assert [r["input"] for r in fake.requests].count(["小橘今天乖不乖？"]) == 1
+
+
+async def _jobs(client: Any) -> list[dict[str, Any]]:
+    return await fetch_all(client.server.app[keys.DATABASE].pool,
+                           "SELECT kind, status FROM jobs ORDER BY id")
