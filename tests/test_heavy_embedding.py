@@ -139,7 +139,7 @@ async def test_chat_during_a_slow_api_embedding_backfill(
                            EMBEDDING_BASE_URL=fake.base_url, EMBEDDING_MODEL="fake-embed-1",
                            EMBEDDING_DIM=32, QUERY_EMBEDDING_TIMEOUT=0.2,
                            GATEWAY_SECRET=GATEWAY_KEY)
-    huge = MEMORY + "毛" * 50_000
+    huge = MEMORY + "毛" * 19_000  # long, yet within the memory content limit
     for content in (MEMORY, huge):
         resp = await client.post("/api/memories", json={"content": content}, headers=HEADERS)
         assert resp.status == 201
