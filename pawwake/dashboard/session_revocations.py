@@ -36,7 +36,7 @@ def sid_hash(sid: str) -> str:
 
 def database_pool(request: web.Request) -> aiopg.Pool | None:
     database = request.config_dict.get(keys.DATABASE)
-    return getattr(database, "pool", None)
+    return database.pool if database is not None and database.ready else None
 
 
 class SessionRevocations:
