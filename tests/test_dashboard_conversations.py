@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 
 from pawwake import keys
 from pawwake.dashboard.i18n import STRINGS
-from pawwake.dashboard.i18n_conversations import CONVERSATION_STRINGS
+from pawwake.dashboard.i18n import STRINGS as CONVERSATION_STRINGS
 from pawwake.db.pool import execute, fetch_all
 from tests.dashboard_support import dashboard_client, login, same_origin
 

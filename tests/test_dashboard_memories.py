@@ -346,8 +346,10 @@ async def test_without_a_database_the_page_explains(make_client: Any) -> None:
 
 
 def test_every_message_the_memory_pages_build_exists_in_both_languages() -> None:
-    from pawwake.dashboard import backfill_panel, import_page, memories_actions
     from pawwake.dashboard.i18n import STRINGS
+    from pawwake.dashboard.io import import_page
+    from pawwake.dashboard.memories import actions as memories_actions
+    from pawwake.dashboard.memories import backfill as backfill_panel
 
     keys_built = [
         *(f"refusal.{code}" for code in memories_actions.REFUSALS),

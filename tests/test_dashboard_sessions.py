@@ -8,7 +8,7 @@ from typing import Any
 import psycopg2
 
 from pawwake.dashboard.security import SESSION_COOKIE
-from pawwake.dashboard.sessions import SessionRevocations
+from pawwake.dashboard.session_revocations import SessionRevocations
 from pawwake.db.pool import create_pool
 from tests.dashboard_support import (
     SECRET,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pawwake.dashboard import dashboard_keys as dkeys
-from pawwake.dashboard.auth import DEVICE_COOKIE
+from pawwake.dashboard.login import DEVICE_COOKIE
 from pawwake.dashboard.login_throttle import LoginClient, LoginThrottle
 from tests.dashboard_support import PASSWORD, dashboard_client, login, set_cookie
 

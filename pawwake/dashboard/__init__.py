@@ -13,18 +13,18 @@ from aiohttp_session import session_middleware
 
 from pawwake import keys
 from pawwake.dashboard import (
-    auth,
-    conversations_page,
-    export_page,
-    import_page,
-    jobs_page,
+    conversations,
+    jobs,
     language,
-    memories_page,
-    settings_page,
-    status_page,
-    threads_page,
+    login,
+    memories,
+    status,
+    threads,
+    usage,
 )
 from pawwake.dashboard import dashboard_keys as dkeys
+from pawwake.dashboard import settings as settings_page
+from pawwake.dashboard.io import export_page, import_page
 from pawwake.dashboard.middlewares import (
     errors_middleware,
     form_middleware,
@@ -47,8 +47,8 @@ TEMPLATES_DIR = ROOT / "templates"
 STATIC_DIR = ROOT / "static"
 
 # Each page module registers its routes; a new page adds itself here and to nav.NAV.
-PAGES = (auth, language, status_page, settings_page, memories_page, import_page, export_page,
-         conversations_page, threads_page, jobs_page)
+PAGES = (login, language, status, settings_page, memories, import_page, export_page, conversations,
+         usage, threads, jobs)
 
 
 PROBLEM_SETTINGS = {"unavailable.password": "DASHBOARD_PASSWORD",

@@ -9,7 +9,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from pawwake.dashboard.login_throttle import LoginThrottle
-    from pawwake.dashboard.sessions import SessionRevocations
+    from pawwake.dashboard.session_revocations import SessionRevocations
     from pawwake.proxies import ClientView, TrustedProxies
 
 APP: web.AppKey[web.Application] = web.AppKey("dashboard_app")  # on the main app

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from pawwake.dashboard import dashboard_keys as dkeys
-from pawwake.dashboard.auth import is_authenticated
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translate, translator
+from pawwake.dashboard.login import is_authenticated
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 from pawwake.db.pool import UNAVAILABLE_ERRORS

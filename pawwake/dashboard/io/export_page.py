@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_view import gateway
+from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.memory import backup, store

@@ -7,7 +7,7 @@ from yarl import URL
 
 from pawwake import __version__, job_admin, keys
 from pawwake.dashboard.render import render
-from pawwake.dashboard.service_pages import gateway
+from pawwake.dashboard.service_calls import gateway
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
 

@@ -1,4 +1,5 @@
-"""Shared plumbing for dashboard pages that call the gateway's services directly."""
+"""How a dashboard page reaches the gateway's services: the gateway app, and service refusals
+shown as error pages (404 / 409 / 400) instead of a stack trace."""
 
 from __future__ import annotations
 

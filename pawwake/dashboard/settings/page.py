@@ -10,7 +10,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render, render_error
-from pawwake.dashboard.settings_form import form_changes, groups_view, submitted_values
+from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.settings import GROUPS, SettingError
 

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_region import (
+from pawwake.dashboard.memories.listing import (
     PAGE,
     ROW,
     memory_errors,
@@ -26,7 +26,7 @@ from pawwake.dashboard.memories_region import (
     row_number_from,
     selected_ids,
 )
-from pawwake.dashboard.memories_view import View, gateway, parse_view, row_view, zone_of
+from pawwake.dashboard.memories.view import View, gateway, parse_view, row_view, zone_of
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError

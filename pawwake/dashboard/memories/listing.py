@@ -16,10 +16,11 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.dashboard.backfill_panel import backfill_context
-from pawwake.dashboard.consolidation_view import consolidation_context
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_view import (
+from pawwake.dashboard.memories.backfill import backfill_context
+from pawwake.dashboard.memories.consolidation_context import consolidation_context
+from pawwake.dashboard.memories.merge_context import candidates_context, sources_view
+from pawwake.dashboard.memories.view import (
     LAYERS,
     PAGE_SIZE,
     SEARCH_LIMIT,
@@ -31,7 +32,6 @@ from pawwake.dashboard.memories_view import (
     row_view,
     zone_of,
 )
-from pawwake.dashboard.merge_view import candidates_context, sources_view
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.memory import store

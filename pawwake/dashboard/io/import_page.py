@@ -10,7 +10,7 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_view import gateway
+from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import backup, text_import

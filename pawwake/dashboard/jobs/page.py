@@ -11,7 +11,7 @@ from aiohttp import web
 from pawwake import job_admin, keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render, render_error
-from pawwake.dashboard.service_pages import gateway, refusals_as_pages
+from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 
 TEMPLATE = "dashboard/jobs.html"
 REGION = "partials/_jobs_region.html"

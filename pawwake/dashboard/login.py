@@ -23,7 +23,7 @@ from pawwake.dashboard.security import (
     request_scheme,
     safe_next,
 )
-from pawwake.dashboard.sessions import SessionRevocations, database_pool
+from pawwake.dashboard.session_revocations import SessionRevocations, database_pool
 from pawwake.proxies import parse_address
 
 log = logging.getLogger(__name__)

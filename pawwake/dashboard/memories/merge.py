@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_region import (
+from pawwake.dashboard.memories.listing import (
     CANDIDATES,
     MERGE_FORM,
     REGION,
@@ -23,8 +23,8 @@ from pawwake.dashboard.memories_region import (
     respond,
     selected_ids,
 )
-from pawwake.dashboard.memories_view import LAYER_KEYS, View, gateway, parse_view
-from pawwake.dashboard.merge_view import blocker_key, candidates_context
+from pawwake.dashboard.memories.merge_context import blocker_key, candidates_context
+from pawwake.dashboard.memories.view import LAYER_KEYS, View, gateway, parse_view
 from pawwake.db.errors import NotFound
 from pawwake.memory import merge, store
 from pawwake.memory.fields import (

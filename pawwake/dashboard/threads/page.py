@@ -16,7 +16,7 @@ from pawwake.chat import threads as service
 from pawwake.chat.threads import Invalid, session_id_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
-from pawwake.dashboard.service_pages import gateway, refusals_as_pages
+from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import Conflict
 
 log = logging.getLogger(__name__)

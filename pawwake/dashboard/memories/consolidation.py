@@ -12,16 +12,16 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.dashboard.consolidation_view import consolidation_context, latest_drafts
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_region import (
+from pawwake.dashboard.memories.consolidation_context import consolidation_context, latest_drafts
+from pawwake.dashboard.memories.listing import (
     CONSOLIDATION,
     memory_errors,
     message,
     respond,
     selected_ids,
 )
-from pawwake.dashboard.memories_view import View, gateway, parse_view
+from pawwake.dashboard.memories.view import View, gateway, parse_view
 from pawwake.dashboard.render import is_htmx
 from pawwake.db.errors import NotFound
 from pawwake.memory import consolidate, merge

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.dashboard.memories_view import LAYER_KEYS, gateway, local_today, zone_of
+from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import consolidate
 

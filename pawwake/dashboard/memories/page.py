@@ -1,5 +1,5 @@
 """The memories page's handlers: the list, search, the inline editor and a row's panels
-(versions, sources). Writes live in memories_actions, merge_panel and consolidation_panel.
+(versions, sources). Writes live in actions, merge and consolidation.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_region import (
+from pawwake.dashboard.memories.listing import (
     PAGE,
     ROW,
     edit_state,
@@ -25,7 +25,8 @@ from pawwake.dashboard.memories_region import (
     row_number_from,
     versions_view,
 )
-from pawwake.dashboard.memories_view import (
+from pawwake.dashboard.memories.merge_context import sources_view
+from pawwake.dashboard.memories.view import (
     View,
     form_edit_values,
     gateway,
@@ -33,7 +34,6 @@ from pawwake.dashboard.memories_view import (
     row_view,
     zone_of,
 )
-from pawwake.dashboard.merge_view import sources_view
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_edit
@@ -179,13 +179,6 @@ async def sources(request: web.Request) -> web.Response:
 
 
 def setup(dashboard: web.Application) -> None:
-    from pawwake.dashboard import (
-        backfill_panel,
-        consolidation_panel,
-        memories_actions,
-        merge_panel,
-    )
-
     add = dashboard.router
     add.add_get("/memories", memories, name="memories")
     add.add_post("/memories/search", search, name="memories_search")
@@ -194,7 +187,3 @@ def setup(dashboard: web.Application) -> None:
     add.add_get("/memories/row", show_row, name="memory_row")
     add.add_get("/memories/versions", versions, name="memory_versions")
     add.add_get("/memories/sources", sources, name="memory_sources")
-    memories_actions.setup(dashboard)
-    backfill_panel.setup(dashboard)
-    consolidation_panel.setup(dashboard)
-    merge_panel.setup(dashboard)

@@ -17,7 +17,7 @@ from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
-from pawwake.dashboard.service_pages import gateway, refusals_as_pages
+from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
 
 log = logging.getLogger(__name__)
@@ -175,8 +175,6 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
 
 
 def setup(dashboard: web.Application) -> None:
-    from pawwake.dashboard import usage_page
-
     add = dashboard.router
     add.add_get("/conversations", conversations, name="conversations")
     add.add_post("/conversations/search", search, name="conversations_search")
@@ -184,4 +182,3 @@ def setup(dashboard: web.Application) -> None:
     add.add_post("/conversations/message", message_action, name="conversation_message")
     add.add_post("/conversations/session", session_action, name="conversation_session")
     add.add_post("/conversations/bulk", bulk_action, name="conversations_bulk")
-    usage_page.setup(dashboard)

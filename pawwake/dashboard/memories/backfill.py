@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories_view import gateway
+from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.llm.embeddings import EmbeddingError

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.dashboard.memories_view import gateway, row_view, zone_of
+from pawwake.dashboard.memories.view import gateway, row_view, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import merge
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from pawwake.dashboard.service_pages import gateway as gateway  # shared by the memory pages
+from pawwake.dashboard.service_calls import gateway as gateway  # shared by the memory pages
 
 PAGE_SIZE = 30
 SEARCH_LIMIT = 50
