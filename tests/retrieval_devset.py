@@ -27,6 +27,7 @@ from pawwake.text.query import embedding_text
 
 DATA = Path(__file__).with_name("data") / "retrieval"
 TOPIC_FILES = ("topics_zh.json", "topics_en.json", "topics_mixed.json")
+FLOORS = (0.0, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6)
 CATEGORIES = ("literal", "paraphrase", "cross", "cross_from_zh", "cross_from_en", "short",
               "temporal")
 
@@ -132,6 +133,8 @@ class Report:
     latency_ms: list[float]
     modes: set[str]
     top5: dict[str, list[int]]  # query text -> top five ids
+    none_by_floor: dict[float, float] = field(default_factory=dict)  # injection floor -> mean
+    target_injected: float = math.nan  # labelled queries whose memory clears the floor
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latency_ms)
@@ -145,6 +148,7 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     latency: list[float] = []
     modes: set[str] = set()
     top5: dict[str, list[int]] = {}
+    reached = 0
     for query in devset.queries:
         started = time.perf_counter()
         outcome = await search_memories(app, query.text, limit=10, settings=settings,
@@ -155,6 +159,8 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
         top5[query.text] = found[:5]
         target = ids[query.target]
         rank = found.index(target) + 1 if target in found else math.inf
+        floor = float(settings["MEMORY_INJECT_MIN_RELEVANCE"])
+        reached += any(r.id == target and r.relevance >= floor for r in outcome.results)
         groups = [query.category]
         if query.category == "cross":
             groups.append(query.direction)
@@ -165,18 +171,31 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
             figures[2] += 1.0 / rank
             figures[3] += 1
     injected = 0
+    by_floor = dict.fromkeys(FLOORS, 0)
+    unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
     for text in devset.none:
         results, _ = await recall_for_request(app, settings, "devset", text, partition=False,
                                               touch=False)
         injected += len(results)
+        results, _ = await recall_for_request(app, unfloored, "devset", text, partition=False,
+                                              touch=False)
+        for floor in FLOORS:
+            by_floor[floor] += sum(r.relevance >= floor for r in results)
     figures = {c: {"recall1": s[0] / s[3], "recall5": s[1] / s[3], "mrr": s[2] / s[3],
                    "n": s[3]} for c, s in sums.items() if s[3]}
-    return Report(figures, injected / max(1, len(devset.none)), latency, modes, top5)
+    count = max(1, len(devset.none))
+    return Report(figures, injected / count, latency, modes, top5,
+                  {f: n / count for f, n in by_floor.items()},
+                  reached / max(1, len(devset.queries)))
 
 
 def table(label: str, report: Report) -> str:
     lines = [f"{label}: modes {sorted(report.modes)}, none-injected {report.none_injected:.2f},"
              f" latency p50 {report.percentile(50):.1f} ms p95 {report.percentile(95):.1f} ms"]
+    if report.none_by_floor:
+        lines.append("  none-injected by floor: " + ", ".join(
+            f"{f:g}: {n:.2f}" for f, n in report.none_by_floor.items())
+            + f"; labelled queries whose memory clears the floor: {report.target_injected:.3f}")
     for category, f in report.figures.items():
         lines.append(f"  {category:<14} n={int(f['n']):3d}  R@1 {f['recall1']:.3f}"
                      f"  R@5 {f['recall5']:.3f}  MRR {f['mrr']:.3f}")

@@ -319,7 +319,17 @@ def _query_keywords(text: str, top_k: int) -> tuple[str, ...]:
     idf = _idf.weights(list(counts), _idf.median)
     ranked = sorted(counts, key=lambda w: (-(counts[w] / total) * idf[w], w))
     latin = list(dict.fromkeys(latin_terms(body)))
-    return tuple(dict.fromkeys(ranked[:top_k] + latin))
+    return tuple(dict.fromkeys(ranked[:top_k] + _sub_words(body, ranked[:top_k]) + latin))
+
+
+def _sub_words(body: str, words: list[str]) -> list[str]:
+    """The dictionary words jieba's search mode finds inside the query's longer words (as the
+    index side stores them), so "咖啡豆" also looks for "咖啡" and "几公里" for "公里"."""
+    import jieba
+
+    chosen = set(words)
+    inner = [w for w in _han_terms(jieba.lcut_for_search(body)) if len(w) >= 2]
+    return [w for w in inner if w not in chosen and any(w in word for word in chosen)]
 
 
 def query_keywords(text: str, top_k: int = 10) -> list[str]:
