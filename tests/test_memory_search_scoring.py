@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from pawwake.memory import scoring
+from pawwake.memory import fusion, scoring
 from pawwake.settings import Settings
 from pawwake.text.tokens import idf_weight
 
@@ -47,7 +47,9 @@ def test_a_single_vector_pool_is_all_or_nothing() -> None:
 
 def test_a_weak_keyword_hit_stays_below_the_floor_in_a_weak_pool() -> None:
     weights = scoring.hybrid_weights(Settings.from_env({}))
-    semantic = scoring.normalise_semantic({1: 0.78}, [0.78, 0.80, 0.76], 0.87)[1]
+    pool = [0.80, 0.79, 0.785, 0.78, 0.775, 0.77, 0.765, 0.76]
+    hood = fusion.Neighbourhood.of(pool, 0.78)
+    semantic = hood.score(0.78)  # no neighbour stands out: nothing is stretched to 1.0
     score = scoring.combine(weights, keyword=0.1, semantic=semantic, importance=3,
                             recency_value=0.01)
     assert score < 0.15
@@ -59,9 +61,9 @@ def test_a_weak_keyword_hit_stays_below_the_floor_in_a_weak_pool() -> None:
 def test_hybrid_weights_come_from_settings() -> None:
     default = scoring.hybrid_weights(Settings.from_env({}))
     assert (default.keyword, default.semantic, default.importance, default.recency) == (
-        0.35, 0.35, 0.15, 0.15)
+        0.25, 0.65, 0.05, 0.05)
     score = scoring.combine(default, keyword=1.0, semantic=0.5, importance=6, recency_value=0.5)
-    assert score == pytest.approx(0.35 + 0.175 + 0.09 + 0.075)
+    assert score == pytest.approx(0.25 + 0.325 + 0.03 + 0.025)
     keyword_only = scoring.combine(scoring.KEYWORD_ONLY, keyword=1.0, semantic=1.0,
                                    importance=5, recency_value=1.0)
     assert keyword_only == pytest.approx(0.5 + 0.15 + 0.2)
