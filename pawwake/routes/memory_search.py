@@ -77,6 +77,7 @@ def _result_json(outcome: SearchOutcome, query: str) -> dict[str, Any]:
         "query": query,
         "mode": outcome.mode,
         "warning": outcome.warning,
+        "threshold": outcome.threshold,
         "keywords": outcome.keywords,
         "results": [{
             "id": r.id,
@@ -88,6 +89,7 @@ def _result_json(outcome: SearchOutcome, query: str) -> dict[str, Any]:
             "created_at": r.memory["created_at"].isoformat(),
             "score": round(r.score, 4),
             "score_parts": {name: round(value, 4) for name, value in r.parts.items()},
+            "relevance": round(r.relevance, 4),
             "similarity": None if r.similarity is None else round(r.similarity, 4),
         } for r in outcome.results],
     }
