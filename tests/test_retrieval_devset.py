@@ -1,12 +1,15 @@
 """Regression over the retrieval dev set (``tests/data/retrieval``) with the local model.
 
-The dev set is embedded once per test session (about 10 s) and the vectors go straight into
-the database and the query cache, so each test costs a fill and the searches. A category that
+The dev set is embedded once (10-60 s; the vectors are kept in the temp folder under a name
+made of the model version and every text) and the vectors go straight into the database and
+the query cache, so each test costs a fill and the searches. A category that
 drops more than ``TOLERANCE`` below the figures reached (``bench/retrieval_quality.py``) fails.
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +39,7 @@ def devset_vectors(devset: devset_mod.DevSet) -> devset_mod.Vectors:
     from pawwake.text import tokens
 
     tokens.load()  # query texts are condensed with the keywords before they are embedded
-    return devset_mod.embed(devset)
+    return devset_mod.embed(devset, Path(tempfile.gettempdir()))
 
 
 async def filled(make_client: Any, devset: devset_mod.DevSet,
