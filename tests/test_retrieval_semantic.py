@@ -9,6 +9,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.extract import candidate_memories, similar_memory_ids
 from pawwake.memory.search import search_memories
 from tests.memory_support import create
 
@@ -93,3 +94,27 @@ async def test_the_api_response_keeps_mode_parts_and_threshold(make_client: Any)
     assert top["content"] == "The user plays the cello in a community orchestra"
     assert set(top["score_parts"]) == {"keyword", "semantic", "importance", "recency"}
     assert 0 < top["relevance"] <= 1
+
+
+async def test_extraction_candidates_come_from_vectors_when_they_are_on(
+        make_client: Any) -> None:
+    client = await make_client(**LOCAL)
+    app = client.server.app
+    cello = (await create(client, "The user plays the cello in a community orchestra"))["id"]
+    for text in MEMORIES:  # newer rows, so the cello is not among the latest ten
+        if "cello" not in text:
+            await create(client, text)
+    await request_embedding(app)
+    await app[keys.JOBS].run_until_idle()
+    dialogue = "User: what music do I make?"
+    settings = await app[keys.CONFIG].fresh()
+    database = app[keys.DATABASE]
+    async with database.pool.acquire() as conn, conn.cursor() as cur:
+        by_keywords = await candidate_memories(cur, dialogue, None)
+        similar = await similar_memory_ids(app, settings, dialogue)
+        by_vectors = await candidate_memories(cur, dialogue, similar)
+    assert cello not in {row["id"] for row in by_keywords}  # no shared word
+    assert similar is not None and similar[0] == cello
+    assert cello in {row["id"] for row in by_vectors}
+    off = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
+    assert await similar_memory_ids(app, off, dialogue) is None
