@@ -5,7 +5,7 @@ the numpy index and the local model alone (every memory ranked by cosine); the m
 memories injected for queries with no related memory (default settings); search latency
 p50/p95 at the dev set's size (query embedding excluded: vectors are computed beforehand).
 
-    python bench/retrieval_quality.py [--set NAME=VALUE ...]
+    python bench/retrieval_quality.py [--fusion sum|rrf] [--set NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pawwake import keys
 from pawwake.app import create_app
 from pawwake.db.embedded import start_embedded, stop_embedded
+from pawwake.memory import fusion
 from pawwake.settings import Settings
 from tests import retrieval_devset as devset_mod
 
@@ -78,12 +79,15 @@ async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[s
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fusion", choices=("sum", "rrf"), default="sum",
+                        help="calibrated sum (the product's) or reciprocal-rank fusion")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every mode, e.g. MIN_SCORE_THRESHOLD=0.2")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    fusion.METHOD = args.fusion
     values = {}
     for item in args.set:
         name, _, raw = item.partition("=")
