@@ -16,13 +16,11 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-
-import snowballstemmer
+from typing import Any
 
 _DATA = Path(__file__).with_name("data")
 _WORD = re.compile(r"[A-Za-z]+(?:['\u2019][A-Za-z]+)*")
 _ENDINGS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m", "s'")  # s' = plural possessive
-_stemmer = snowballstemmer.stemmer("english")
 
 
 def _stopwords() -> frozenset[str]:
@@ -51,7 +49,15 @@ def normalise(word: str) -> str | None:
     base = _base(word)
     if len(base) < 2 or base in STOPWORDS:
         return None
-    return _stemmer.stemWord(base)
+    return _stemmer().stemWord(base)
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    """Loaded on first use (~3 MB), so a gateway that only forwards never pays for it."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 def terms(text: str) -> list[str]:
