@@ -44,6 +44,16 @@ async def related_active(cur: Any, terms: list[str], limit: int) -> list[dict[st
     return rows_as_dicts(cur, await cur.fetchall())
 
 
+async def active_by_ids(cur: Any, ids: list[int]) -> list[dict[str, Any]]:
+    """The active memories among ``ids``, in the order given (read-only)."""
+    if not ids:
+        return []
+    await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories"
+                      " WHERE is_active AND id = ANY(%s::bigint[])"
+                      " ORDER BY array_position(%s::bigint[], id)", (ids, ids))
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
 async def latest_active(cur: Any, limit: int) -> list[dict[str, Any]]:
     await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE is_active"
                       " ORDER BY created_at DESC, id DESC LIMIT %s", (limit,))

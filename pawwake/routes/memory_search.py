@@ -82,6 +82,7 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
         "timezone_hours": timezone_hours,
         "mode": outcome.mode,
         "warning": outcome.warning,
+        "threshold": outcome.threshold,
         "keywords": outcome.keywords,
         "results": [{
             "id": r.id,
@@ -93,6 +94,7 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
             "created_at": r.memory["created_at"].isoformat(),
             "score": round(r.score, 4),
             "score_parts": {name: round(value, 4) for name, value in r.parts.items()},
+            "relevance": round(r.relevance, 4),
             "similarity": None if r.similarity is None else round(r.similarity, 4),
         } for r in outcome.results],
     }
