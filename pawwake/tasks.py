@@ -37,13 +37,14 @@ class BackgroundTasks:
 
     async def drain(self, grace_seconds: float = 30.0) -> None:
         """Wait for running tasks; cancel what is still running after ``grace_seconds``."""
-        if not self._tasks:
-            return
-        _done, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        deadline = asyncio.get_running_loop().time() + grace_seconds
+        while self._tasks:  # a task may spawn another (a chat turn spawns its store)
+            left = max(0.0, deadline - asyncio.get_running_loop().time())
+            _done, pending = await asyncio.wait(set(self._tasks), timeout=left)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
 
 
 async def tasks_ctx(app: web.Application) -> AsyncIterator[None]:

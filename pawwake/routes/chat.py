@@ -120,6 +120,7 @@ class ChatTurn:
         self.sent = False  # a byte of the reply reached the client
         self.status = 500
         self.concluding = False
+        self.drain_expired = False
         self.task: asyncio.Task[web.StreamResponse] | None = None
 
     @property
@@ -128,8 +129,18 @@ class ChatTurn:
         return self.concluding or (self.capture is not None and self.capture.finished)
 
     def client_left(self) -> None:
-        """The handler was cancelled: drop the reply unless it already finished upstream."""
-        if self.task is not None and not self.task.done() and not self.finished:
+        """The handler was cancelled: drop the reply unless it already finished upstream;
+        a finished one is read on for its usage, at most DRAIN_SECONDS."""
+        if self.task is None or self.task.done():
+            return
+        if not self.finished:
+            self.task.cancel()
+        elif not self.concluding:
+            asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._drain_expired)
+
+    def _drain_expired(self) -> None:
+        if self.task is not None and not self.task.done() and not self.concluding:
+            self.drain_expired = True
             self.task.cancel()
 
     async def run(self, settings: Any, body: dict[str, Any], raw: bytes
@@ -154,6 +165,11 @@ class ChatTurn:
             return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
         except asyncio.CancelledError:
             self.status = CLIENT_GONE
+            if self.drain_expired and self.capture is not None and self.prepared is not None:
+                log.info("finished reply's end did not come within %.0f s; stored without it",
+                         DRAIN_SECONDS)
+                after_reply(app[keys.TASKS], self.prepared, self.capture.finish())
+                return web.Response(status=CLIENT_GONE)
             if self.prepared is not None:
                 self.left_early()
             raise
