@@ -242,8 +242,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relayed:
     """Forward the prepared body and send the provider's answer to the client."""
+    turn.forwarded = True  # from here on, a client that leaves keeps what it typed
     async with forward(turn.app[keys.HTTP], settings, prepared.payload) as upstream:
-        turn.forwarded = True
         if upstream.status != 200:
             data = await read_body(upstream)
             response = web.Response(status=upstream.status, body=data,
