@@ -97,6 +97,7 @@ class PreparedChat:
     turn_key: str = field(default_factory=lambda: uuid.uuid4().hex)
     stored: asyncio.Event = field(default_factory=asyncio.Event)  # set once the store ended
     store_scheduled: bool = False
+    client_session_id: str = ""  # the session as the client named it (steps may move it)
 
     def finalize(self, untouched: bytes | None = None) -> None:
         """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
@@ -188,6 +189,7 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
         session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=database is not None and not auxiliary, received_at=received_at)
+    prepared.client_session_id = prepared.session_id
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)

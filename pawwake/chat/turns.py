@@ -334,10 +334,12 @@ async def write_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
 
 
 def mark_pending(app: web.Application, prepared: PreparedChat) -> None:
-    """This turn will be stored: the session's next request (this process) waits for it."""
+    """This turn will be stored: the session's next request (this process) waits for it.
+    Registered under the session the client named and the one the turn is stored in (a
+    partition thread), as a step may have changed it."""
     pending = app[keys.CHAT].pending
-    if pending.get(prepared.session_id) is not prepared.stored:
-        pending[prepared.session_id] = prepared.stored
+    for session_id in {prepared.session_id, prepared.client_session_id}:
+        pending[session_id] = prepared.stored
 
 
 def release_pending(app: web.Application, prepared: PreparedChat) -> None:
@@ -349,8 +351,9 @@ def release_pending(app: web.Application, prepared: PreparedChat) -> None:
 def _store_ended(app: web.Application, prepared: PreparedChat) -> None:
     prepared.stored.set()
     pending = app[keys.CHAT].pending
-    if pending.get(prepared.session_id) is prepared.stored:
-        del pending[prepared.session_id]
+    for session_id in {prepared.session_id, prepared.client_session_id}:
+        if pending.get(session_id) is prepared.stored:
+            del pending[session_id]
 
 
 async def wait_pending(app: web.Application, session_id: str, seconds: float) -> None:
