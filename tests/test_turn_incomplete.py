@@ -140,3 +140,23 @@ async def test_a_turn_offered_twice_is_written_once(gateway: GatewayStarter) -> 
     rows = await turn_rows(app, "s-key")
     assert [(r["role"], r["turn_id"]) for r in rows] == [("user", None),
                                                          ("assistant", "k-0001")]
+
+
+async def test_the_conversation_page_marks_an_incomplete_message(make_client: Any) -> None:
+    from bs4 import BeautifulSoup
+
+    from pawwake.db.pool import execute
+    from tests.dashboard_support import dashboard_client, login
+
+    client = await dashboard_client(make_client, JOB_WORKERS=0)
+    assert (await login(client)).status == 303
+    resp = await client.post("/api/conversations/import", json=[{"session_id": "cut", "messages": [
+        {"role": "user", "content": "没说完的问题"}]}])
+    assert resp.status == 201
+    await execute(client.server.app[keys.DATABASE].pool,
+                  "UPDATE conversations SET metadata = '{\"incomplete\": true}'")
+    html = BeautifulSoup(await (await client.get(
+        "/dashboard/conversations/view", params={"session": "cut"})).text(), "html.parser")
+    assert html.select_one("[data-flag='incomplete']").get_text() == "未完成"
+    status = BeautifulSoup(await (await client.get("/dashboard")).text(), "html.parser")
+    assert status.select_one("[data-fact='turn-spool']") is None  # nothing waiting

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,7 +216,7 @@ class TurnSpool:
                 await asyncio.wait_for(self._wake.wait(), REPLAY_EVERY_SECONDS)
 
 
-def spool_status(app: web.Application) -> dict[str, int] | None:
+def spool_status(app: Mapping[Any, Any]) -> dict[str, int] | None:
     """Counts for the status page and ``GET /``: turns waiting, dropped, refused."""
     spool = app.get(keys.TURN_SPOOL)
     return spool.status() if spool is not None else None

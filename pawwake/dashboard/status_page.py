@@ -6,6 +6,7 @@ from aiohttp import web
 from yarl import URL
 
 from pawwake import __version__, keys
+from pawwake.chat.turn_spool import spool_status
 from pawwake.dashboard.render import render
 from pawwake.db.stats import dashboard_counts
 
@@ -27,6 +28,7 @@ async def status(request: web.Request) -> web.Response:
         "default_model": settings["DEFAULT_MODEL"],
         "gateway_key_set": bool(settings["GATEWAY_SECRET"]),
         "counts": await dashboard_counts(database.pool) if on else None,
+        "turn_spool": spool_status(request.config_dict),
     }
     return render(request, "dashboard/status.html", context)
 
