@@ -151,7 +151,7 @@ async def test_the_conversation_page_marks_an_incomplete_message(make_client: An
     client = await dashboard_client(make_client, JOB_WORKERS=0)
     assert (await login(client)).status == 303
     resp = await client.post("/api/conversations/import", json=[{"session_id": "cut", "messages": [
-        {"role": "user", "content": "没说完的问题"}]}])
+        {"role": "user", "content": "没说完的问题", "created_at": "2026-01-01T10:00:00Z"}]}])
     assert resp.status == 201
     await execute(client.server.app[keys.DATABASE].pool,
                   "UPDATE conversations SET metadata = '{\"incomplete\": true}'")
