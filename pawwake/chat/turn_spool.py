@@ -82,6 +82,7 @@ def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
 
 
 def _write_atomic(folder: Path, name: str, data: bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     temporary = folder / (name + ".tmp")
     with open(temporary, "wb") as file:
         file.write(data)
@@ -121,8 +122,10 @@ class TurnSpool:
         self._wake = asyncio.Event()
 
     def open(self) -> None:
-        """Create the folder and pick up what an earlier run left."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Pick up what an earlier run left (the folder is made on first use, so a
+        gateway without a database never creates its data folder)."""
+        if not self.folder.is_dir():
+            return
         for stale in self.folder.glob("*.tmp"):
             stale.unlink(missing_ok=True)  # never renamed: its turn was not spooled
         self._files = sorted(path.name for path in self.folder.glob("*.json"))
