@@ -210,6 +210,8 @@ class TurnSpool:
                 try:
                     await self.replay(app)
                 except CONNECTION_ERRORS as exc:
+                    with contextlib.suppress(Exception):
+                        await app[keys.DATABASE].pool.clear()  # stale after a restart
                     log.info("database still unreachable (%s); %d turns wait in the spool",
                              type(exc).__name__, self.pending)
                 except Exception:

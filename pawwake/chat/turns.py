@@ -11,6 +11,7 @@ turns wait in the spool (``turn_spool``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -329,8 +330,17 @@ async def write_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
                 log.warning("database unreachable (%s); turn kept in the spool",
                             type(exc).__name__)
                 break
-            await asyncio.sleep(delay)  # a stale pooled connection is dropped: retry fresh
+            await _drop_idle_connections(app)  # after a restart they are all stale
+            await asyncio.sleep(delay)
     await spool.add(turn, reply, incomplete=incomplete)
+
+
+async def _drop_idle_connections(app: web.Application) -> None:
+    """Close the pool's idle connections so the retry opens a fresh one."""
+    database = app[keys.DATABASE]
+    if database is not None:
+        with contextlib.suppress(Exception):
+            await database.pool.clear()
 
 
 def mark_pending(app: web.Application, prepared: PreparedChat) -> None:
