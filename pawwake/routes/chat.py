@@ -165,12 +165,14 @@ class ChatTurn:
             return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
         except asyncio.CancelledError:
             self.status = CLIENT_GONE
-            if self.drain_expired and self.capture is not None and self.prepared is not None:
-                log.info("finished reply's end did not come within %.0f s; stored without it",
-                         DRAIN_SECONDS)
+            if self.prepared is not None and not self.concluding and self.capture is not None \
+                    and self.capture.finished:
+                # The reply had finished (its end did not come in time, or shutdown).
+                log.info("a finished reply was stored without the end of its stream")
                 after_reply(app[keys.TASKS], self.prepared, self.capture.finish())
-                return web.Response(status=CLIENT_GONE)
-            if self.prepared is not None:
+                if self.drain_expired:
+                    return web.Response(status=CLIENT_GONE)
+            elif self.prepared is not None and not self.concluding:
                 self.left_early()
             raise
         finally:
