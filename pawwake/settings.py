@@ -207,6 +207,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("JOB_WORKERS", "int", 2, "advanced", "后台任务（记忆提取、向量补算等）的并发数",
        "Concurrent background workers (extraction, embedding backfill...)", hot=False,
        minimum=0, maximum=16),
+    _s("TURN_SPOOL_MAX_MB", "int", 64, "advanced",
+       "数据库不可用时暂存对话轮次的磁盘上限（MB，位于数据目录）；满了保留最早的、丢弃并计数新的",
+       "Disk cap in MB for chat turns kept while the database is unreachable (in the data "
+       "folder); when full the oldest are kept and new ones dropped and counted", hot=False,
+       minimum=1, maximum=10240),
     _s("LOG_LEVEL", "choice", "INFO", "advanced", "日志级别", "Log level", hot=False,
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     _s("TRUSTED_PROXIES", "str", "", "advanced",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pawwake.db.conversations import NOT_INCOMPLETE
 from pawwake.db.pool import rows_as_dicts
 from pawwake.text.storable import storable_json
 
@@ -20,14 +21,15 @@ async def session_skeleton(cur: Any, session_id: str) -> list[dict[str, Any]]:
         "                THEN metadata->'tool_calls' END,"
         "  'tool_call_id', metadata->>'tool_call_id') AS metadata"
         " FROM conversations WHERE session_id = %s AND deleted_at IS NULL"
-        " ORDER BY created_at, id", (session_id,))
+        f" AND {NOT_INCOMPLETE} ORDER BY created_at, id", (session_id,))
     return rows_as_dicts(cur, await cur.fetchall())
 
 
 async def session_history(cur: Any, session_id: str) -> list[dict[str, Any]]:
     await cur.execute(
         "SELECT id, role, content, metadata, created_at FROM conversations"
-        " WHERE session_id = %s AND deleted_at IS NULL ORDER BY created_at, id", (session_id,))
+        f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}"
+        " ORDER BY created_at, id", (session_id,))
     return rows_as_dicts(cur, await cur.fetchall())
 
 
