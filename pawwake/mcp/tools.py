@@ -53,10 +53,12 @@ _CONTENT = {"type": "string", "minLength": 1, "maxLength": 20000,
                            "记忆内容：一件事实或事件，用用户的语言"}
 _IMPORTANCE = {"type": "integer", "minimum": 1, "maximum": 10,
                "description": "1 (trivial) to 10 (vital) / 重要度 1（琐碎）到 10（极重要）"}
-_TITLE = {"type": ["string", "null"], "maxLength": 200,
+_TITLE = {"type": "string", "maxLength": 200,
           "description": "Optional short title / 可选的简短标题"}
 _IDS = {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 500}
 
+# Schemas keep to the subset every client's model accepts (Gemini refuses type lists and
+# additionalProperties): optional fields are simply left out, unknown ones refused on call.
 DEFINITIONS: list[dict[str, Any]] = [
     {
         "name": "search_memories",
@@ -76,7 +78,6 @@ DEFINITIONS: list[dict[str, Any]] = [
                           "description": "How many memories at most / 最多返回几条"},
             },
             "required": ["query"],
-            "additionalProperties": False,
         },
         "annotations": {"readOnlyHint": True, "openWorldHint": False},
     },
@@ -95,19 +96,18 @@ DEFINITIONS: list[dict[str, Any]] = [
                 "content": _CONTENT,
                 "importance": _IMPORTANCE,
                 "title": _TITLE,
-                "event_date": {"type": ["string", "null"], "format": "date",
+                "event_date": {"type": "string",
                                "description": "When it happened or will happen, YYYY-MM-DD / "
                                               "事件日期，格式 YYYY-MM-DD"},
-                "remind_at": {"type": ["string", "null"], "format": "date-time",
+                "remind_at": {"type": "string",
                               "description": "Remind the user at this RFC 3339 time with a "
                                              "time zone, e.g. 2026-01-31T09:00:00+08:00 / "
                                              "提醒时间，RFC 3339 格式且带时区"},
-                "external_id": {"type": ["string", "null"], "minLength": 1,
+                "external_id": {"type": "string", "minLength": 1,
                                 "description": "Your own id for this memory, for safe retries / "
                                                "调用方自己的 id，用于安全重试"},
             },
             "required": ["content", "importance"],
-            "additionalProperties": False,
         },
         "annotations": {"readOnlyHint": False, "destructiveHint": False,
                         "idempotentHint": False, "openWorldHint": False},
@@ -130,7 +130,6 @@ DEFINITIONS: list[dict[str, Any]] = [
                 "title": _TITLE,
             },
             "required": ["id"],
-            "additionalProperties": False,
         },
         "annotations": {"readOnlyHint": False, "destructiveHint": True,
                         "idempotentHint": True, "openWorldHint": False},
@@ -146,7 +145,6 @@ DEFINITIONS: list[dict[str, Any]] = [
             "type": "object",
             "properties": {"id": _id_schema("The memory's id", "记忆 id")},
             "required": ["id"],
-            "additionalProperties": False,
         },
         "annotations": {"readOnlyHint": False, "destructiveHint": True,
                         "idempotentHint": False, "openWorldHint": False},
@@ -173,7 +171,6 @@ DEFINITIONS: list[dict[str, Any]] = [
                                                 "返回的片段数（每个会话一个）"},
             },
             "required": ["query"],
-            "additionalProperties": False,
         },
         "annotations": {"readOnlyHint": True, "openWorldHint": False},
     },
@@ -183,7 +180,7 @@ DEFINITIONS: list[dict[str, Any]] = [
         "description": (
             "Reminders that are due now. Each is handed out once: tell the user about them.\n"
             "现在到期的提醒。每条只送达一次：请告诉用户。"),
-        "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+        "inputSchema": {"type": "object", "properties": {}},
         "annotations": {"readOnlyHint": False, "destructiveHint": False,
                         "openWorldHint": False},
     },

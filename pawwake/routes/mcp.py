@@ -13,8 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
-from pawwake.cors import normalise_origin, parse_policy
+from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
 from pawwake.text.json_input import JsonTooDeep, parse_json
@@ -38,15 +37,12 @@ async def check_origin(request: web.Request) -> None:
     """MCP security notes: a browser Origin that is not allowed gets 403 (DNS rebinding).
 
     Programs send no Origin. A browser client is allowed only when its origin is listed by name
-    in CORS_ALLOW_ORIGINS: ``*`` does not count here, and neither does the request's own Host,
-    which a rebinding attacker controls."""
+    in CORS_ALLOW_ORIGINS (``cors``): ``*`` does not count here, and neither does the request's
+    own Host, which a rebinding attacker controls."""
     origin = request.headers.get("Origin")
     if origin is None:
         return
-    settings = await request.app[keys.CONFIG].fresh()
-    policy = parse_policy(settings["CORS_ALLOW_ORIGINS"],
-                          gateway_secret_set=bool(request.app[keys.SETTINGS]["GATEWAY_SECRET"]))
-    if normalise_origin(origin) not in policy.origins:
+    if (await current_policy(request)).allow_origin(origin) is None:
         raise RpcError(INVALID_REQUEST, "This Origin may not call the MCP server; list it in "
                        "CORS_ALLOW_ORIGINS to allow a browser client.", status=403)
 
