@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -224,6 +225,17 @@ async def test_auth_refused_without_the_key(api: Any, headers: dict[str, str]) -
     assert resp.status == 401
     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
     assert (await resp.json())["error"]["code"] == -32600
+
+
+async def test_the_high_level_client_falls_back_from_its_discover_probe(api: Any) -> None:
+    """mcp.Client probes ``server/discover`` (2026-07-28) first; our 400 with -32022 naming the
+    handshake revisions sends it to ``initialize``."""
+    url = str(api.make_url("/mcp"))
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"}) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        assert client.session.protocol_version == "2025-11-25"
+        result = await client.call_tool("search_memories", {"query": "cat"})
+    assert result.is_error is False
 
 
 async def test_x_gateway_key_is_accepted(api: Any) -> None:
