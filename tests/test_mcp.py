@@ -75,6 +75,7 @@ async def test_initialize_and_list_tools(api: Any) -> None:
         assert "additionalProperties" not in json.dumps(tool.input_schema)  # Gemini refuses it
         assert any("\u4e00" <= ch <= "\u9fff" for ch in tool.description)  # Chinese too
         assert any(ch.isascii() and ch.isalpha() for ch in tool.description)
+        assert tool.output_schema["type"] == "object"  # the client checks results against it
     assert tools["add_memory"].input_schema["required"] == ["content", "importance"]
     assert tools["search_conversations"].input_schema["required"] == ["query"]
 

@@ -187,8 +187,44 @@ DEFINITIONS: list[dict[str, Any]] = [
 ]
 
 
+_MEMORY = {"type": "object", "required": ["id", "content", "importance", "layer"],
+           "properties": {"id": {"type": "integer"}, "content": {"type": "string"},
+                          "importance": {"type": "integer"}, "layer": {"type": "integer"},
+                          "title": {"type": ["string", "null"]},
+                          "event_date": {"type": ["string", "null"]}}}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def _result(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+# What ``structuredContent`` holds on success (the official client checks it against these).
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "search_memories": _result(["query", "mode", "memories"], query={"type": "string"},
+                               mode={"type": "string"},
+                               memories={"type": "array", "items": _MEMORY}),
+    "add_memory": _result(["inserted", "memory"], inserted={"type": "boolean"},
+                          memory=_MEMORY),
+    "update_memory": _result(["changed", "memory"], changed=_STRINGS, memory=_MEMORY),
+    "archive_memory": _result(["archived", "memory"], archived={"type": "boolean"},
+                              memory=_MEMORY),
+    "search_conversations": _result(
+        ["query", "mode", "fragments", "fragment_ids"], query={"type": "string"},
+        mode={"type": "string"}, fragment_ids=_STRINGS,
+        fragments={"type": "array", "items": _result(
+            ["fragment_id", "session_id", "messages"], fragment_id={"type": "string"},
+            session_id={"type": "string"}, messages={"type": "array", "items": _result(
+                ["role", "content", "created_at"], role={"type": "string"},
+                content={"type": "string"}, created_at={"type": "string"})})}),
+    "due_reminders": _result(["reminders"], reminders={"type": "array", "items": _result(
+        ["id", "content", "remind_at"], id={"type": "integer"}, content={"type": "string"},
+        remind_at={"type": "string"})}),
+}
+
+
 def definitions() -> list[dict[str, Any]]:
-    return DEFINITIONS
+    return [{**tool, "outputSchema": OUTPUT_SCHEMAS[tool["name"]]} for tool in DEFINITIONS]
 
 
 def exists(name: str) -> bool:
