@@ -57,4 +57,4 @@ async def api_auth_middleware(request: web.Request, handler: Handler) -> web.Str
 
 def warn_if_open(secret: str) -> None:
     if not secret:
-        log.warning("GATEWAY_SECRET is not set: /v1 and /api accept requests without a key")
+        log.warning("GATEWAY_SECRET is not set: /v1, /api and /mcp accept requests without a key")

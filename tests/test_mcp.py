@@ -333,3 +333,28 @@ async def test_transport_rules(api: Any) -> None:
     resp = await api.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                           headers={**auth, "Accept": "text/html"})
     assert resp.status == 406
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    pytest.param("search_memories", {"query": "cat"}, id="search"),
+    pytest.param("add_memory", {"content": "x", "importance": 5}, id="add"),
+    pytest.param("search_conversations", {"query": "cat"}, id="conversations"),
+    pytest.param("due_reminders", {}, id="reminders"),
+])
+async def test_without_a_database_tools_say_so(make_client: Any, tool: str,
+                                               args: dict[str, Any]) -> None:
+    api = await make_client(**SETTINGS, DATABASE_ENABLED=False)
+    async with mcp_session(api) as session:
+        await session.initialize()
+        result = await session.call_tool(tool, args)
+    assert result.is_error is True
+    assert result.structured_content["error"]["code"] == "database_unavailable"
+
+
+async def test_conversation_recall_off_is_a_tool_error(make_client: Any) -> None:
+    api = await make_client(**{**SETTINGS, "CONVERSATION_RECALL_ENABLED": False})
+    async with mcp_session(api) as session:
+        await session.initialize()
+        result = await session.call_tool("search_conversations", {"query": "cat"})
+    assert result.is_error is True
+    assert result.structured_content["error"]["code"] == "conversation_recall_disabled"

@@ -43,6 +43,10 @@ UPDATE_FIELDS = ("id", *EDIT_FIELDS)
 class ToolRefused(Exception):
     """A call the tool cannot do as asked; the message goes back to the model."""
 
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 def _id_schema(en: str, zh: str) -> dict[str, Any]:
     return {"type": "integer", "minimum": 1, "description": f"{en} / {zh}"}
@@ -244,7 +248,7 @@ async def call(app: web.Application, name: str, arguments: dict[str, Any]) -> di
     except NotFound as exc:
         return _error(str(exc), "not_found")
     except ToolRefused as exc:
-        return _error(str(exc), "refused")
+        return _error(str(exc), exc.code)
     except DatabaseUnavailable as exc:
         return _error(str(exc), "database_unavailable")
     except EmbeddingError as exc:
@@ -338,7 +342,8 @@ async def _search_conversations(app: web.Application, args: dict[str, Any]
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
     settings = await app[keys.CONFIG].fresh()
     if not settings["CONVERSATION_RECALL_ENABLED"]:
-        raise ToolRefused("Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
+        raise ToolRefused("conversation_recall_disabled",
+                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
     outcome = await search_fragments(app, query, settings=settings, **options)
     lines = []
