@@ -8,16 +8,13 @@ from the ``MCP-Protocol-Version`` header.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from pawwake import __version__
-from pawwake.mcp import tools
-
-log = logging.getLogger(__name__)
+from pawwake.mcp import schemas, tools
 
 # Handshake-era revisions that define the Streamable HTTP transport, newest first.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -132,7 +129,7 @@ async def handle(app: web.Application, message: Message) -> dict[str, Any]:
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": tools.definitions()}
+        return {"tools": schemas.definitions()}
     if method == "tools/call":
         name = params.get("name")
         arguments = params.get("arguments", {})

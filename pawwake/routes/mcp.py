@@ -8,7 +8,6 @@ protocol version.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from aiohttp import web
@@ -17,8 +16,6 @@ from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
 from pawwake.text.json_input import JsonTooDeep, parse_json
-
-log = logging.getLogger(__name__)
 
 PATH = "/mcp"
 MAX_BODY_BYTES = 1024 * 1024  # a memory holds at most 20,000 characters
