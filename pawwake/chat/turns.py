@@ -237,7 +237,7 @@ async def store_turn(app: web.Application, prepared: PreparedChat, reply: Captur
                 cur, session_id=prepared.session_id, model=model,
                 prompt_tokens=reply.usage.prompt, completion_tokens=reply.usage.completion,
                 total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
-                usage_type="chat")
+                usage_type="chat", cost=reply.usage.cost)
     if extraction_job is not None:
         app[keys.JOBS].wake()
     log.debug("stored %d messages (%d replaced) for a session", len(plan.insert),

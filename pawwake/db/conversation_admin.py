@@ -8,7 +8,6 @@ brings back exactly those and leaves messages deleted one by one before in the t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import aiopg
@@ -261,16 +260,6 @@ async def export_messages(pool: aiopg.Pool, *, include_deleted: bool = False
     return await fetch_all(
         pool, "SELECT session_id, role, content, model, created_at, metadata FROM conversations"
               f"{live} ORDER BY session_id, created_at, id")
-
-
-async def usage_by_day(pool: aiopg.Pool, since: datetime) -> list[dict[str, Any]]:
-    """Token sums per UTC day and usage type since ``since``."""
-    return await fetch_all(
-        pool, "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, usage_type,"
-              " sum(prompt_tokens)::bigint AS prompt_tokens,"
-              " sum(completion_tokens)::bigint AS completion_tokens,"
-              " sum(total_tokens)::bigint AS total_tokens, count(*) AS calls"
-              " FROM token_usage WHERE created_at >= %s GROUP BY 1, 2 ORDER BY 1, 2", (since,))
 
 
 async def usage_by_session(pool: aiopg.Pool, limit: int, offset: int
