@@ -184,7 +184,7 @@ def test_report_fills_gaps_and_sums_partial_cost() -> None:
            "priced_calls": 0}
     report = build_report([row, {**row, "usage_type": "embed", "cost": 0.5, "priced_calls": 1},
                            {**row, "day": date(2026, 10, 1)}], today, 7)
-    assert [d for d, _ in report.days][0] == date(2026, 11, 25) and len(report.days) == 7
+    assert report.days[0][0] == date(2026, 11, 25) and len(report.days) == 7
     assert report.total.calls == 4 and report.total.cost == 0.5 and report.total.priced_calls == 1
     assert report.days[-1][1].by_kind["embed"] == 7
 
