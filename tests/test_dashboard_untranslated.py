@@ -102,3 +102,17 @@ async def test_import_warnings_are_in_the_page_language(dash: Any, upstream: Any
                               headers=same_origin(dash, Cookie="pawwake_lang=en"))
     assert english.status == 200
     assert "Lines 1–1: the scoring answer was not a list" in await english.text()
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("MAX_MEMORIES_INJECT", "many", "请填写数字"),
+    ("MAX_MEMORIES_INJECT", "100000", "不能大于"),
+    ("MEMORY_ENABLED", "perhaps", "请选择开或关")])
+async def test_refused_settings_are_explained_in_chinese(dash: Any, field: str, value: str,
+                                                         words: str) -> None:
+    response = await dash.post("/dashboard/settings", headers=htmx(dash),
+                               data={"_group": "memory", field: value})
+    assert response.status == 400
+    html = await response.text()
+    assert words in html
+    assert not english_runs(html), english_runs(html)
