@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from pawwake import keys
-from pawwake.db.pool import execute
+from pawwake.db.pool import execute, fetch_all
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
 
 # Three or more English words in a row: a sentence or a phrase someone forgot to translate.
@@ -116,3 +116,20 @@ async def test_refused_settings_are_explained_in_chinese(dash: Any, field: str, 
     html = await response.text()
     assert words in html
     assert not english_runs(html), english_runs(html)
+
+
+async def test_service_refusals_are_worded_in_chinese(dash: Any) -> None:
+    pool = dash.server.app[keys.DATABASE].pool
+    purge = await dash.post("/dashboard/conversations/bulk", headers=same_origin(dash),
+                            data={"session": "kyoto", "action": "purge", "trash": "1"})
+    assert purge.status == 409
+    assert "只有回收站里的会话才能永久删除" in await purge.text()
+    job = (await fetch_all(pool, "SELECT id FROM jobs"))[0]["id"]
+    for expected in (200, 409):
+        discard = await dash.post(f"/dashboard/jobs/{job}/discard", headers=same_origin(dash),
+                                  data={"status": "failed"})
+        assert discard.status == expected
+    text = await discard.text()
+    assert "任务当前状态是「已放弃」" in text
+    for response_text in (await purge.text(), text):
+        assert not english_runs(response_text), english_runs(response_text)
