@@ -66,6 +66,10 @@ async def seed(pool: Any) -> None:
                       " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                       ("kyoto", model, prompt, completion, prompt + completion, kind, cost,
                        at_local(days_ago, hour, 0)))
+    await execute(pool, "INSERT INTO memories (content, importance, created_at) VALUES"
+                  " (%s, 7, %s), ('用户对花生过敏', 9, %s)",
+                  ("用户的猫叫小橘，" * 20 + "https://example.com/" + "a" * 80, MESSAGE_AT,
+                   MESSAGE_AT))
     await execute(pool, "INSERT INTO jobs (kind, status, last_error, attempts, created_at,"
                   " updated_at) VALUES ('extract', 'failed', 'UpstreamError', 5, %s, %s)",
                   (MESSAGE_AT, MESSAGE_AT))
@@ -147,6 +151,9 @@ async def test_times_are_local_on_every_page(browser: Any, dashboard: str, width
         assert UTC_SHOWN not in text, f"{path} shows UTC time {UTC_SHOWN}"
         if path != "/usage":  # usage shows the last use, a later time of the same session
             assert LOCAL_SHOWN in text, path
+    await page.goto(dashboard + "/memories")  # memories show the local day they were noted
+    text = await page.inner_text("main")
+    assert LOCAL_SHOWN[:10] in text and UTC_SHOWN[:10] not in text
     await page.context.close()
 
 
