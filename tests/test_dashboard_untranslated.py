@@ -133,3 +133,12 @@ async def test_service_refusals_are_worded_in_chinese(dash: Any) -> None:
     assert "任务当前状态是「已放弃」" in text
     for response_text in (await purge.text(), text):
         assert not english_runs(response_text), english_runs(response_text)
+
+
+async def test_a_failing_model_list_is_explained_in_chinese(dash: Any, upstream: Any) -> None:
+    upstream.models_status = 401
+    response = await dash.get("/dashboard/models", headers=htmx(dash))
+    assert response.status == 502
+    html = await response.text()
+    assert "返回了 HTTP 401" in html
+    assert not english_runs(html), english_runs(html)

@@ -74,7 +74,8 @@ async def models(request: web.Request) -> web.Response:
     try:
         found = await catalog.list_for(request.config_dict[keys.HTTP], settings)
     except ModelsUnavailable as exc:
-        context["error"] = str(exc)
+        context["error"] = translate(request_language(request), f"models_error.{exc.code}",
+                                     **exc.values)
         status = 502
     else:
         context.update(models=found.models, source=found.source)
