@@ -25,7 +25,3 @@ async def save_overrides(pool: aiopg.Pool, values: Mapping[str, Any]) -> None:
                 " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
                 (key, storable_json(value)))
 
-
-async def load_flags(pool: aiopg.Pool) -> dict[str, Any]:
-    rows = await fetch_all(pool, "SELECT name, value FROM runtime_flags")
-    return {row["name"]: row["value"] for row in rows}

@@ -103,14 +103,6 @@ async def session_messages(pool: aiopg.Pool, session_id: str, *, include_deleted
               " ORDER BY created_at, id", (session_id,))
 
 
-async def get_message(pool: aiopg.Pool, message_id: int) -> dict[str, Any]:
-    row = await fetch_one(pool, f"SELECT {_MESSAGE_COLUMNS} FROM conversations WHERE id = %s",
-                          (message_id,))
-    if row is None:
-        raise NotFound(f"message {message_id}")
-    return row
-
-
 async def edit_message(cur: Any, message_id: int, content: str) -> dict[str, Any]:
     """Replace a live message's text; raises NotFound (or Conflict when it is in the trash)."""
     await cur.execute("SELECT session_id, deleted_at FROM conversations WHERE id = %s",

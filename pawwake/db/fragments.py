@@ -238,17 +238,6 @@ async def live_neighbours(pool: aiopg.Pool, provenance: Any,
 
 # -- context windows -------------------------------------------------------------------------
 
-async def session_dialogue(pool: aiopg.Pool, session_ids: Sequence[str]
-                           ) -> list[dict[str, Any]]:
-    """Live user/assistant messages of the sessions, in order (context windows are cut from
-    these in Python)."""
-    return await fetch_all(
-        pool,
-        "SELECT c.id, c.session_id, c.role, c.content, c.created_at FROM conversations c"
-        f" WHERE c.session_id = ANY(%s::text[]) AND {_SEARCHABLE}"
-        " ORDER BY c.session_id, c.created_at, c.id", (list(session_ids),))
-
-
 # -- seen marks of injected fragments ---------------------------------------------------------
 
 async def mark_seen(cur: Any, session_id: str, fragment_ids: Sequence[str]) -> None:
@@ -267,14 +256,6 @@ async def seen_within(pool: aiopg.Pool, session_id: str, ttl_hours: float) -> se
               " AND seen_at > now() - make_interval(secs => %s)",
         (session_id, ttl_hours * 3600.0))
     return {row["fragment_id"] for row in rows}
-
-
-async def forget_expired(pool: aiopg.Pool, ttl_hours: float) -> int:
-    async with cursor(pool) as cur:
-        await cur.execute("DELETE FROM conversation_fragment_seen"
-                          " WHERE seen_at <= now() - make_interval(secs => %s)",
-                          (ttl_hours * 3600.0,))
-        return cur.rowcount
 
 
 async def context_windows(pool: aiopg.Pool, matched_ids: Sequence[int], context: int

@@ -89,9 +89,3 @@ async def set_summary(cur: Any, thread_id: str, parts: list[str]) -> None:
         " last_summary_error = NULL, summary_retry_after = NULL, updated_at = now()",
         (thread_id, storable_json(parts)))
 
-
-async def usage_totals(cur: Any, thread_id: str) -> dict[str, int]:
-    await cur.execute("SELECT count(*), COALESCE(sum(total_tokens), 0) FROM token_usage"
-                      " WHERE session_id = %s", (thread_id,))
-    rows, tokens = await cur.fetchone()
-    return {"usage_rows": int(rows), "total_tokens": int(tokens)}

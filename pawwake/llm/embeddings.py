@@ -35,12 +35,8 @@ import aiohttp
 import numpy as np
 import psycopg2
 
+from pawwake.db.usage import record_usage
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
-
-try:  # token accounting is optional: skip it when the usage table writer is absent
-    from pawwake.db.usage import record_usage
-except ImportError:  # pragma: no cover - depends on what is installed alongside
-    record_usage = None
 
 log = logging.getLogger(__name__)
 

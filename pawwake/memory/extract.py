@@ -18,7 +18,6 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
-from pawwake.database import connected_database
 from pawwake.db import extraction as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, transaction
@@ -66,22 +65,6 @@ async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int |
         return None
     return await jobs_db.enqueue(cur, EXTRACT_KIND, {"session_id": session_id, "rounds": count},
                                  dedupe_key=f"{session_id}:{count}")
-
-
-def extraction_hook(app: web.Application) -> Any:
-    """An after-success chat hook: schedule extraction for the session just stored."""
-
-    async def schedule(prepared: Any, reply: Any) -> None:
-        database = connected_database(app)
-        if database is None:
-            return
-        settings = await app[keys.CONFIG].fresh()
-        async with transaction(database.pool) as cur:
-            job_id = await schedule_extraction(cur, settings, prepared.session_id)
-        if job_id is not None:
-            app[keys.JOBS].wake()
-
-    return schedule
 
 
 def render_prompt(settings: Any, candidates: list[dict[str, Any]],
