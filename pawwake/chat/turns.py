@@ -19,6 +19,7 @@ from pawwake.chat.conversation_index import reindex_messages
 from pawwake.db import conversations, usage
 from pawwake.db.conversations import NewMessage
 from pawwake.db.pool import transaction
+from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
 from pawwake.memory.extract import schedule_extraction
 
@@ -227,6 +228,7 @@ async def store_turn(app: web.Application, prepared: PreparedChat, reply: Captur
                          reply_message(reply, model), model)
         await conversations.delete_messages(cur, plan.replace_ids)
         ids = await conversations.insert_messages(cur, prepared.session_id, plan.insert)
+        await record_injection(cur, prepared, ids, plan.insert)
         if settings["CONVERSATION_RECALL_ENABLED"]:
             await reindex_messages(app, cur, [
                 (message_id, message.content) for message_id, message in zip(

@@ -29,6 +29,7 @@ from pawwake.errors import openai_error
 from pawwake.llm.sse import CapturedReply, SseCapture, capture_completion, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                                       datetime.now(UTC))
         relayed = await relay(request, settings, prepared)
         status = relayed.status
+        note_upstream(app, prepared, relayed)
         if relayed.reply is not None:
             after_reply(app[keys.TASKS], prepared, relayed.reply)
         else:
@@ -116,6 +118,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                             else "api_error")
     except UpstreamFailure as exc:
         status = exc.status
+        app[keys.UPSTREAM_HEALTH].failed(exc.status, prepared.model if prepared else "",
+                                         exc.code)
         if prepared is not None:
             after_failure(app[keys.TASKS], prepared, exc.code)
         return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
@@ -132,6 +136,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                  prepared.model if prepared else "-", prepared.stream if prepared else "-",
                  prepared.memory_count if prepared else 0, status,
                  (time.perf_counter() - started) * 1000)
+
+
+def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed) -> None:
+    """Remember the provider's last failure (a client that left is not the provider's)."""
+    health = app[keys.UPSTREAM_HEALTH]
+    if relayed.reply is not None:
+        health.succeeded()
+    elif relayed.failure not in (None, "client_gone"):
+        health.failed(relayed.status, prepared.model, relayed.failure or "failed")
 
 
 async def relay(request: web.Request, settings: Any, prepared: PreparedChat) -> Relayed:
@@ -231,5 +244,6 @@ async def list_models(request: web.Request) -> web.Response:
 
 def setup(app: web.Application) -> None:
     app[keys.CHAT] = ChatResources()
+    app[keys.UPSTREAM_HEALTH] = UpstreamHealth()
     app.router.add_post("/v1/chat/completions", chat_completions, name="chat_completions")
     app.router.add_get("/v1/models", list_models, name="models")
