@@ -53,7 +53,8 @@ async def memory_detail(request: web.Request) -> web.Response:
         "usage": {**usage, "last": _local(usage["last_at"], zone),
                   "turns": [{**turn, "when": _local(turn["created_at"], zone)}
                             for turn in usage["turns"]]},
-        "sources": [{**row, "when": _local(row["created_at"], zone)} for row in sources],
+        "sources": [{**row, "when": _local(row["created_at"], zone),
+                     "role_key": f"conv.role_{row['role']}"} for row in sources],
         "chain": [{**row, "when": _local(row["created_at"], zone)} for row in chain]
         if len(chain) > 1 else [],
     })

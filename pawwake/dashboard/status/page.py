@@ -6,8 +6,16 @@ from aiohttp import web
 from yarl import URL
 
 from pawwake import __version__, job_admin, keys
+from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
+from pawwake.dashboard.status.health import (
+    database_line,
+    embedding_line,
+    jobs_line,
+    upstream_line,
+    zone_of,
+)
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
 
@@ -44,7 +52,30 @@ async def status(request: web.Request) -> web.Response:
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
+    app = gateway(request)
+    zone = zone_of(settings)
+    for job in (context["jobs"] or {}).get("overview", ()):
+        problem = job["problem"]
+        if problem is not None:
+            problem["when"] = problem["updated_at"].astimezone(zone).strftime("%Y-%m-%d %H:%M")
+    health = [database_line(database, context["database_state"]), upstream_line(app, zone)]
+    if on and context["database_state"] == "ready":
+        try:
+            health.append(await embedding_line(app, settings))
+        except UNAVAILABLE_ERRORS:
+            database.mark_unreachable()
+        health.append(jobs_line(context["jobs"]))
+    context["health"] = health
+    context["jobs_notice"] = _jobs_notice(request)
     return render(request, "dashboard/status.html", context)
+
+
+def _jobs_notice(request: web.Request) -> str | None:
+    """After retry/discard from the jobs card: what happened, shown in that card."""
+    done, job = request.query.get("job_done", ""), request.query.get("job", "")
+    if done in ("retried", "discarded") and job.isdigit():
+        return translate(request_language(request), f"jobs_done.{done}", id=job)
+    return None
 
 
 async def to_status(request: web.Request) -> web.Response:
