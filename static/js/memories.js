@@ -20,11 +20,6 @@
       count.textContent = count.getAttribute("data-selected-text").replace("{count}", String(checked));
     }
     bar.classList.toggle("is-active", checked > 0);
-    // The bar's own answers sit just above it while it shows, at its place once it hides.
-    var result = document.getElementById("bulk-result");
-    if (result) {
-      result.style.bottom = checked > 0 ? (bar.offsetHeight + 28) + "px" : "";
-    }
     var all = document.querySelector("[data-select-all]");
     if (all) {
       all.checked = checked > 0 && checked === boxes.length;
@@ -36,7 +31,10 @@
     var element = event.target;
     if (element.matches("[data-select-all], input[data-row-select]")) {
       var result = document.getElementById("bulk-result");
-      if (result) { result.textContent = ""; }  // an answer about the last selection
+      if (result) {  // an answer about the last selection
+        result.textContent = "";
+        result.removeAttribute("data-bulk-result");
+      }
     }
     if (element.matches("[data-select-all]")) {
       rowBoxes().forEach(function (box) { box.checked = element.checked; });

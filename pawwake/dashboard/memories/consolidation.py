@@ -116,7 +116,8 @@ async def start(request: web.Request) -> web.Response:
 
 async def _bar_result(request: web.Request, view: View, status: int,
                       result: dict[str, str]) -> web.Response:
-    oob = ("consolidation", "region") if status == 200 else ()
+    # The list is left as it is: the selection (and so the bar with this answer) stays.
+    oob = ("consolidation",) if status == 200 else ()
     return await respond(request, view, fragment=BULK_RESULT, oob=oob, status=status,
                          bulk_result=result)
 
