@@ -13,6 +13,7 @@ from pawwake import keys
 from pawwake.db.pool import fetch_all
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.gateway_support import chat_body, settle, stored_messages
+from tests.partition_support import PARTITION, say
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
 DASHBOARD = {"DASHBOARD_PASSWORD": PASSWORD, "SESSION_SECRET": SECRET}
@@ -148,3 +149,33 @@ async def test_a_chat_keeps_its_injected_record_for_the_conversation_and_the_mem
     turn = page.select_one(f"[data-usage-turn='{reply['id']}'] a")
     assert turn["href"] == f"/dashboard/conversations/view?session=chat-1#m{reply['id']}"
     assert (await client.get("/dashboard/memories/999999")).status == 404
+
+
+async def test_try_it_in_partition_mode_shows_the_layout_and_its_breakpoints(
+        gateway: Any, upstream: Any) -> None:
+    client = await gateway(persona="你是小爪。", **DASHBOARD, **PARTITION)
+    assert (await login(client)).status == 303
+    for n in range(1, 4):
+        await say(client, upstream, f"问{n}", f"答{n}")
+    upstream.reply_text("答4")
+    response = await client.post(
+        "/dashboard/try", data={"message": "问4"},
+        headers=same_origin(client, Accept="text/event-stream"))
+    events = events_of(await response.read())
+    assert events[-1] == ("done", {"text": "答4"})
+    panel = BeautifulSoup(events[0][1]["html"], "html.parser")
+    layout = panel.select_one("[data-injection-kind=partition]")
+    assert "default" in layout.get_text()
+    assert layout.select_one("[data-zones]").get_text(strip=True) == "A 区 2 轮，B 区 1 轮"
+    # Persona, end of zone A, end of zone B: three breakpoints, as sent upstream.
+    sent = upstream.requests[-1].body["messages"]
+    marked = sum(1 for m in sent if isinstance(m["content"], list)
+                 for part in m["content"] if "cache_control" in part)
+    assert marked == 3
+    assert layout.select_one("[data-breakpoints]")["data-breakpoints"] == "3"
+
+    await settle(client)
+    row = (await injections(client))[-1]
+    assert row["session_id"] == "default"
+    [partition] = [e for e in row["record"] if e["kind"] == "partition"]
+    assert (partition["zone_a_rounds"], partition["zone_b_rounds"]) == (2, 1)
