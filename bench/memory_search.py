@@ -226,6 +226,11 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
         loaded = time.perf_counter() - started
         log.info("== %s memories (insert %.1f s, HNSW build %.1f s, numpy load %.2f s)",
                  size, inserted, indexed, loaded)
+        async with cursor(pool) as cur:  # what the keyword index costs
+            await cur.execute("SELECT avg(cardinality(search_terms)),"
+                              " pg_relation_size('memories_terms') FROM memories")
+            terms, gin = await cur.fetchone()
+        log.info("keyword index: %.1f terms per row, GIN %.1f MB", float(terms), gin / 2**20)
         for label, overrides in (
                 ("keyword-only", {"MEMORY_VECTOR_ENABLED": False}),
                 ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),

@@ -9,6 +9,7 @@ from pawwake.auth import api_auth_middleware, warn_if_open
 from pawwake.chat.partition_step import partition_step
 from pawwake.chat.recall_inject import recall_step
 from pawwake.chat.recall_vectors import recall_vectors_ctx
+from pawwake.chat.turn_spool import turn_spool_ctx
 from pawwake.config import RuntimeConfig
 from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
@@ -40,6 +41,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(embedder_ctx)
     app.cleanup_ctx.append(recall_vectors_ctx)
     app.cleanup_ctx.append(jobs_ctx)
+    app.cleanup_ctx.append(turn_spool_ctx)
     app.cleanup_ctx.append(tasks_ctx)
     app.on_shutdown.append(stop_connecting)
     warn_if_open(settings["GATEWAY_SECRET"])

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-PROTECTED_PREFIXES = ("/v1/", "/api/", "/import/")
+PROTECTED_PREFIXES = ("/v1/", "/api/", "/import/", "/mcp")
 
 
 def presented_key(request: web.Request) -> str | None:
@@ -42,7 +42,7 @@ def is_protected(path: str) -> bool:
 
 @web.middleware
 async def api_auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Guard /v1, /api and /import. Cookies never count here: only the header key does."""
+    """Guard /v1, /api, /import and /mcp. Cookies never count here: only the header key does."""
     if not is_protected(request.path):
         return await handler(request)
     secret = request.app[keys.SETTINGS]["GATEWAY_SECRET"]
@@ -57,4 +57,4 @@ async def api_auth_middleware(request: web.Request, handler: Handler) -> web.Str
 
 def warn_if_open(secret: str) -> None:
     if not secret:
-        log.warning("GATEWAY_SECRET is not set: /v1 and /api accept requests without a key")
+        log.warning("GATEWAY_SECRET is not set: /v1, /api and /mcp accept requests without a key")

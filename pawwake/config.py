@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ class RuntimeConfig:
         self._pool: aiopg.Pool | None = None
         self._expects_database = False
         self._loaded_at = 0.0
+        self._refreshing: asyncio.Task[None] | None = None
 
     def expect_database(self) -> None:
         """A database is configured but may arrive late: until ``attach``, saves are refused
@@ -53,14 +55,28 @@ class RuntimeConfig:
         return self._current
 
     async def fresh(self) -> Settings:
-        """The current settings, re-read from the database when the cache is old."""
-        if self._pool is not None and time.monotonic() - self._loaded_at > REFRESH_SECONDS:
-            try:
-                await self.refresh()
-            except (psycopg2.Error, OSError, TimeoutError) as exc:
-                log.warning("could not refresh saved settings: %s", type(exc).__name__)
-                self._loaded_at = time.monotonic()
+        """The current settings. When the cache is old, a re-read from the database starts
+        beside the request: no request (a chat's first token, the health check) ever waits on
+        that round-trip; the next request sees what it found."""
+        if self._pool is not None and time.monotonic() - self._loaded_at > REFRESH_SECONDS \
+                and self._refreshing is None:
+            self._loaded_at = time.monotonic()
+            self._refreshing = asyncio.create_task(self._refresh_quietly(),
+                                                   name="settings-refresh")
         return self._current
+
+    async def _refresh_quietly(self) -> None:
+        try:
+            await self.refresh()
+        except (psycopg2.Error, OSError, TimeoutError, DatabaseUnavailable) as exc:
+            log.warning("could not refresh saved settings: %s", type(exc).__name__)
+        finally:
+            self._refreshing = None
+
+    async def close(self) -> None:
+        """Wait for a re-read in flight (called before the database pool closes)."""
+        if self._refreshing is not None:
+            await asyncio.wait([self._refreshing], timeout=2.0)
 
     async def refresh(self) -> None:
         if self._pool is None:

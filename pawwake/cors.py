@@ -1,6 +1,7 @@
-"""CORS for /v1, so chat clients running in a browser on another origin can use the gateway.
+"""CORS for /v1 and /mcp, so chat clients running in a browser on another origin can use the
+gateway.
 
-/v1 authenticates with a header (never a cookie), so responses allow the origin without
+/v1 and /mcp authenticate with a header (never a cookie), so responses allow the origin without
 credentials mode. /dashboard and /api never get CORS headers: the dashboard relies on its
 cookie and same-origin checks.
 """
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CORS_PREFIX = "/v1/"
+MCP_PATH = "/mcp"  # MCP clients in a browser: only origins listed by name (DNS rebinding)
 ALLOWED_METHODS = "GET, POST, OPTIONS"
 # Always allowed; whatever else a preflight asks for (an SDK's own X-Stainless-* headers...)
 # is allowed too, as long as it is a valid header name: the key in a header is the guard.
@@ -87,16 +89,24 @@ def parse_policy(raw: str, *, gateway_secret_set: bool) -> CorsPolicy:
     return CorsPolicy(any_origin, frozenset(origins))
 
 
+def has_cors(path: str) -> bool:
+    return path.startswith(CORS_PREFIX) or path == MCP_PATH
+
+
 async def current_policy(request: web.Request) -> CorsPolicy:
-    """The policy in force now (CORS_ALLOW_ORIGINS is hot: dashboard saves apply at once)."""
+    """The policy in force now (CORS_ALLOW_ORIGINS is hot: dashboard saves apply at once).
+    On /mcp ``*`` does not count: the MCP security notes want each browser origin checked."""
     app = request.config_dict
     settings = await app[keys.CONFIG].fresh()
-    return parse_policy(settings["CORS_ALLOW_ORIGINS"],
-                        gateway_secret_set=bool(app[keys.SETTINGS]["GATEWAY_SECRET"]))
+    policy = parse_policy(settings["CORS_ALLOW_ORIGINS"],
+                          gateway_secret_set=bool(app[keys.SETTINGS]["GATEWAY_SECRET"]))
+    if request.path == MCP_PATH and policy.any_origin:
+        return CorsPolicy(False, policy.origins)
+    return policy
 
 
 def _is_preflight(request: web.Request) -> bool:
-    return (request.method == "OPTIONS" and request.path.startswith(CORS_PREFIX)
+    return (request.method == "OPTIONS" and has_cors(request.path)
             and "Origin" in request.headers
             and "Access-Control-Request-Method" in request.headers)
 
@@ -143,7 +153,7 @@ async def add_cors_headers(request: web.Request, response: web.StreamResponse) -
     """Runs as every response's headers are about to leave, so streamed replies and errors
     (401 included, so the browser shows it) carry the header too. The provider's own CORS
     headers never pass through: only this gateway's policy counts."""
-    if not request.path.startswith(CORS_PREFIX):
+    if not has_cors(request.path):
         return
     if not _is_preflight(request):
         for name in {name.lower() for name in response.headers

@@ -248,6 +248,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await connector.stop()
+        await app[keys.CONFIG].close()
         await database.close()
         if connector.server is not None:
             await asyncio.get_running_loop().run_in_executor(None, stop_embedded,

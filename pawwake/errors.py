@@ -19,6 +19,12 @@ def api_error(status: int, code: str, message: str) -> web.Response:
 
 def error_for_path(path: str, status: int, code: str, message: str) -> web.Response:
     """Pick the error shape that the caller of ``path`` expects."""
+    if path == "/mcp":  # an MCP client reads a JSON-RPC error without an id
+        headers = {"WWW-Authenticate": 'Bearer realm="pawwake"'} if status == 401 else None
+        rpc_code = -32603 if status >= 500 else -32600  # internal error / invalid request
+        return web.json_response({"jsonrpc": "2.0", "id": None,
+                                  "error": {"code": rpc_code, "message": message}},
+                                 status=status, headers=headers)
     if path.startswith("/v1/"):
         kind = "invalid_request_error" if status < 500 else "api_error"
         if status == 401:

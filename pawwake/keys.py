@@ -10,6 +10,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from pawwake.chat.pipeline import ChatResources
     from pawwake.chat.recall_vectors import MessageVectors
+    from pawwake.chat.turn_spool import TurnSpool
     from pawwake.config import RuntimeConfig
     from pawwake.database import Database
     from pawwake.jobs import JobRunner
@@ -33,3 +34,4 @@ VECTORS: web.AppKey[VectorStore] = web.AppKey("vectors")  # memory vector search
 TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF statistics
 RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # message vectors
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")  # last failure
+TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database

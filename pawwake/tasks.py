@@ -50,18 +50,22 @@ class BackgroundTasks:
         return len(self._tasks)
 
     async def drain(self, grace_seconds: float = 30.0) -> None:
-        """Wait for running tasks; cancel what is still running after ``grace_seconds`` and
-        wait at most ``CANCEL_WAIT_SECONDS`` more for it to end."""
-        if not self._tasks:
-            return
-        _done, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
-        for task in pending:
-            task.cancel()
-        if pending:
-            _done, stuck = await asyncio.wait(pending, timeout=CANCEL_WAIT_SECONDS)
-            if stuck:
-                log.warning("%d background task(s) did not stop: %s", len(stuck),
-                            ", ".join(sorted(task.get_name() for task in stuck)))
+        """Wait for running tasks, also those spawned while draining (a chat turn spawns its
+        store); cancel what is still running after ``grace_seconds`` and wait at most
+        ``CANCEL_WAIT_SECONDS`` more for it to end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_seconds
+        while self._tasks:
+            left = max(0.0, deadline - loop.time())
+            _done, pending = await asyncio.wait(set(self._tasks), timeout=left)
+            for task in pending:
+                task.cancel()
+            if pending:
+                _done, stuck = await asyncio.wait(pending, timeout=CANCEL_WAIT_SECONDS)
+                if stuck:
+                    log.warning("%d background task(s) did not stop: %s", len(stuck),
+                                ", ".join(sorted(task.get_name() for task in stuck)))
+                    return
 
 
 async def tasks_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -16,6 +16,7 @@ from pawwake.chat.recall_inject import (
 )
 from pawwake.chat.recall_rank import SessionHits, fragment_id, rank_sessions
 from pawwake.db.pool import execute
+from pawwake.memory.fusion import Neighbourhood
 
 KEY = "recall-gateway-key-0123456789abcd"
 HEADERS = {"X-Gateway-Key": KEY}
@@ -134,14 +135,14 @@ def test_fragment_id_is_order_free_and_versioned() -> None:
 
 def test_a_weak_semantic_pool_is_not_stretched_to_full_marks() -> None:
     now = datetime(2026, 1, 10, tzinfo=UTC)
-    weak = SessionHits("a", cosine=0.72, latest=now)
-    weaker = SessionHits("b", cosine=0.70, latest=now)
-    ranked = rank_sessions([weak, weaker], now=now, weights=(0.45, 0.35, 0.2), threshold=0.9,
-                           cosine_pool=[0.70, 0.72, 0.65])
+    weak = SessionHits("a", cosine=0.82, latest=now)
+    weaker = SessionHits("b", cosine=0.81, latest=now)
+    flat = Neighbourhood.of([0.82, 0.81, 0.81, 0.80, 0.80, 0.79, 0.79, 0.78], 0.78)
+    ranked = rank_sessions([weak, weaker], now=now, weights=(0.45, 0.35, 0.2), hood=flat)
     assert all(r.parts["semantic"] < 0.5 for r in ranked)
     strong = SessionHits("c", cosine=0.95, latest=now - timedelta(days=3))
-    ranked = rank_sessions([weak, strong], now=now, weights=(0.45, 0.35, 0.2), threshold=0.9,
-                           cosine_pool=[0.65, 0.72, 0.95])
+    clear = Neighbourhood.of([0.95] + [0.78 + 0.001 * i for i in range(39)], 0.78)
+    ranked = rank_sessions([weak, strong], now=now, weights=(0.45, 0.35, 0.2), hood=clear)
     assert ranked[0].hits.session_id == "c" and ranked[0].parts["semantic"] == 1.0
 
 

@@ -54,7 +54,7 @@ def test_auto_picks_the_api_only_with_a_key() -> None:
 
 def test_threshold_follows_the_provider_unless_set() -> None:
     assert semantic_threshold(Settings.from_env({})) == DEFAULT_THRESHOLDS["local"]
-    assert semantic_threshold(Settings.from_env({}, EMBEDDING_API_KEY="k")) == 0.7
+    assert semantic_threshold(Settings.from_env({}, EMBEDDING_API_KEY="k")) == 0.3
     assert semantic_threshold(Settings.from_env({}, MEMORY_SEMANTIC_THRESHOLD=0.5)) == 0.5
     assert DEFAULT_THRESHOLDS["local"] > DEFAULT_THRESHOLDS["api"]
 

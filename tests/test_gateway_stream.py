@@ -188,7 +188,8 @@ async def _read_first_chunks(response: aiohttp.ClientResponse, expected: bytes) 
 
 async def test_client_disconnect_cancels_the_handler_and_closes_the_upstream(
         gateway: GatewayStarter, upstream: FakeUpstream) -> None:
-    """aiohttp's test server cancels the handler when the client goes (CancelledError)."""
+    """aiohttp's test server cancels the handler when the client goes (CancelledError); what
+    the user typed and the part of the reply it saw are kept, flagged incomplete."""
     reply, chunks = _hanging_reply()
     upstream.queue(reply)
     app = gateway.build()
@@ -199,10 +200,12 @@ async def test_client_disconnect_cancels_the_handler_and_closes_the_upstream(
     response.close()  # the user pressed stop
     await asyncio.wait_for(upstream.disconnected.wait(), 10)
     assert upstream.disconnects == 1
-    await asyncio.sleep(0.05)
-    assert app[keys.TASKS].pending == 0
+    await settle(client)
     assert reasons == ["client_gone"]
-    assert await stored_messages(client) == []
+    rows = await stored_messages(client)
+    assert [(r["role"], r["content"], r["metadata"]) for r in rows] == [
+        ("user", "你好", {"incomplete": True}),
+        ("assistant", "never", {"incomplete": True})]
 
 
 async def test_client_disconnect_in_production_mode_closes_the_upstream(
@@ -229,13 +232,13 @@ async def test_client_disconnect_in_production_mode_closes_the_upstream(
         await asyncio.sleep(0.1)  # let the gateway notice the closed socket
         gate.set()  # the upstream sends on; the gateway's next write fails
         await asyncio.wait_for(upstream.disconnected.wait(), 10)
-        await asyncio.sleep(0.05)
-        assert app[keys.TASKS].pending == 0
+        await app[keys.TASKS].drain()
         assert reasons == ["client_gone"]
         database = app[keys.DATABASE]
         async with database.pool.acquire() as conn, conn.cursor() as cur:
-            await cur.execute("SELECT count(*) FROM conversations")
-            assert (await cur.fetchone())[0] == 0
+            await cur.execute("SELECT role, metadata->>'incomplete' FROM conversations"
+                              " ORDER BY id")
+            assert await cur.fetchall() == [("user", "true"), ("assistant", "true")]
     finally:
         await runner.cleanup()
 

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from pawwake.memory import scoring
+from pawwake.memory import fusion, scoring
 from pawwake.settings import Settings
 from pawwake.text.tokens import idf_weight
 
@@ -21,33 +21,43 @@ def test_keyword_score_is_the_idf_weighted_share_of_query_terms() -> None:
     assert scoring.keyword_score(0.0, 0.0) == 0.0
 
 
-def test_anchored_normalisation_keeps_a_weak_pool_below_one() -> None:
-    threshold = 0.87
-    weak = {1: 0.84, 2: 0.80, 3: 0.76}
-    normalised = scoring.normalise_semantic(weak, weak.values(), threshold)
-    assert normalised[3] == 0.0
-    assert normalised[1] == pytest.approx((0.84 - 0.76) / (0.87 - 0.76))
-    assert normalised[1] < 0.75
-    # Plain min-max would have stretched the weak best to 1.0.
-    strong = {1: 0.91, 2: 0.80, 3: 0.76}
-    assert scoring.normalise_semantic(strong, strong.values(), threshold)[1] == 1.0
+def spread(best: float, size: int = 40) -> list[float]:
+    """A neighbourhood: ``best`` then a tail falling from 0.80 by 0.001 a neighbour."""
+    return [best] + [0.80 - 0.001 * i for i in range(size - 1)]
 
 
-def test_normalisation_uses_the_whole_pool_minimum() -> None:
-    pool = [0.95, 0.90, 0.70]
-    normalised = scoring.normalise_semantic({7: 0.90}, pool, 0.87)
-    assert normalised[7] == pytest.approx((0.90 - 0.70) / (0.95 - 0.70))
+def test_a_neighbour_that_stands_out_scores_full_marks_and_a_flat_pool_does_not() -> None:
+    clear = fusion.Neighbourhood.of(spread(0.86), 0.78)
+    assert clear.score(0.86) == 1.0  # far above the spread, though below the seed's 0.87
+    flat = fusion.Neighbourhood.of(spread(0.801), 0.78)
+    assert flat.score(0.801) < 0.75  # plain min-max would have stretched it to 1.0
+    assert flat.score(0.77) == 0.0  # under the noise floor
 
 
-def test_a_single_vector_pool_is_all_or_nothing() -> None:
-    assert scoring.normalise_semantic({1: 0.9}, [0.9], 0.87) == {1: 1.0}
-    assert scoring.normalise_semantic({1: 0.87}, [0.87], 0.87) == {1: 1.0}
-    assert scoring.normalise_semantic({}, [], 0.87) == {}
+def test_admission_is_by_rank_margin_and_floor() -> None:
+    cosines = spread(0.86)
+    neighbours = list(enumerate(cosines))
+    hood = fusion.Neighbourhood.of(cosines, 0.78)
+    admitted = fusion.admitted(neighbours, hood)
+    assert admitted[0] == 0 and len(admitted) <= fusion.ADMIT_TOP_K
+    assert all(cosines[i] >= 0.78 for i in admitted)
+    assert all(cosines[i] >= hood.best - fusion.ADMIT_MARGIN_SD * hood.sd for i in admitted)
+    high_floor = fusion.Neighbourhood.of(cosines, 0.87)
+    assert fusion.admitted(neighbours, high_floor) == []
+    assert fusion.Neighbourhood.of([], 0.78) is None
+
+
+def test_relevance_leaves_the_tie_breakers_out() -> None:
+    assert fusion.relevance(1.0, 0.0, 0.25, 0.65) == pytest.approx(0.25 / 0.9)
+    assert fusion.relevance(0.5, 0.5, 0.25, 0.65) == pytest.approx(0.5)
+    assert fusion.relevance(1.0, 1.0, 0.0, 0.0) == 0.0
 
 
 def test_a_weak_keyword_hit_stays_below_the_floor_in_a_weak_pool() -> None:
     weights = scoring.hybrid_weights(Settings.from_env({}))
-    semantic = scoring.normalise_semantic({1: 0.78}, [0.78, 0.80, 0.76], 0.87)[1]
+    pool = [0.80, 0.79, 0.785, 0.78, 0.775, 0.77, 0.765, 0.76]
+    hood = fusion.Neighbourhood.of(pool, 0.78)
+    semantic = hood.score(0.78)  # no neighbour stands out: nothing is stretched to 1.0
     score = scoring.combine(weights, keyword=0.1, semantic=semantic, importance=3,
                             recency_value=0.01)
     assert score < 0.15
@@ -59,9 +69,9 @@ def test_a_weak_keyword_hit_stays_below_the_floor_in_a_weak_pool() -> None:
 def test_hybrid_weights_come_from_settings() -> None:
     default = scoring.hybrid_weights(Settings.from_env({}))
     assert (default.keyword, default.semantic, default.importance, default.recency) == (
-        0.35, 0.35, 0.15, 0.15)
+        0.25, 0.65, 0.05, 0.05)
     score = scoring.combine(default, keyword=1.0, semantic=0.5, importance=6, recency_value=0.5)
-    assert score == pytest.approx(0.35 + 0.175 + 0.09 + 0.075)
+    assert score == pytest.approx(0.25 + 0.325 + 0.03 + 0.025)
     keyword_only = scoring.combine(scoring.KEYWORD_ONLY, keyword=1.0, semantic=1.0,
                                    importance=5, recency_value=1.0)
     assert keyword_only == pytest.approx(0.5 + 0.15 + 0.2)

@@ -36,7 +36,12 @@ from pawwake.chat.rotation import (
     rotations_allowed,
 )
 from pawwake.chat.rounds import Round, group_rounds, tool_call_id_of
-from pawwake.chat.turns import message_text, repeats_stored_reply
+from pawwake.chat.turns import (
+    PENDING_WAIT_SECONDS,
+    message_text,
+    repeats_stored_reply,
+    wait_pending,
+)
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.partition_state import (
     PartitionState,
@@ -221,6 +226,7 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
         fold = model_folder(context.http, settings, booking)
         now = now_utc().astimezone(local_zone(settings))
         x = max(1, int(settings["CACHE_PARTITION_X"]))
+        await wait_pending(app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
         try:
             async with transaction(context.database.pool) as cur:
                 await lock_thread(cur, thread)

@@ -9,8 +9,10 @@ only after a natural end with status 200, failure hooks (releasing claims) other
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,7 +26,7 @@ from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.chat.persona import PersonaFile, resolve_persona
 from pawwake.chat.sessions import resolve_session_id
-from pawwake.chat.turns import turn_writer
+from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
 from pawwake.tasks import BackgroundTasks
@@ -60,6 +62,9 @@ class ChatResources:
 
     persona: PersonaFile = field(default_factory=PersonaFile)
     steps: list[ChatStep] = field(default_factory=list)
+    # Sessions whose finished turn is being stored, so this process's next request of the
+    # session waits for it (set when the store ends either way).
+    pending: dict[str, asyncio.Event] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,11 @@ class PreparedChat:
     payload: bytes = b""
     after_success: list[SuccessHook] = field(default_factory=list)
     after_failure: list[FailureHook] = field(default_factory=list)
+    # The turn's idempotency key: its stored reply (or lone user message) carries it.
+    turn_key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    stored: asyncio.Event = field(default_factory=asyncio.Event)  # set once the store ended
+    store_scheduled: bool = False
+    client_session_id: str = ""  # the session as the client named it (steps may move it)
 
     def finalize(self, untouched: bytes | None = None) -> None:
         """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
@@ -183,6 +193,7 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
         session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
+    prepared.client_session_id = prepared.session_id
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)
@@ -199,6 +210,7 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
                                   and settings["SYSTEM_PROMPT"].strip() else "file"})
     if prepared.persist:
         prepared.after_success.append(turn_writer(app))
+        await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
     context = ChatContext(settings=settings, database=database, http=app[keys.HTTP])
     try:
         for step in resources.steps:
@@ -212,9 +224,22 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
 
 
 def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedReply) -> None:
-    """The reply was delivered and ended naturally with 200: run the success hooks."""
+    """The reply ended naturally with 200: run the success hooks (the turn writer first
+    stores the turn; ``prepared.stored`` tells when)."""
     if prepared.after_success:
+        prepared.store_scheduled = prepared.persist
         tasks.spawn(_run_success(prepared, reply), name="chat-after-success")
+
+
+def after_incomplete(app: web.Application, prepared: PreparedChat, partial: CapturedReply,
+                     reason: str) -> None:
+    """The client left mid-reply: release claims like any failure, and keep the user message
+    with the partial reply, flagged incomplete."""
+    tasks = app[keys.TASKS]
+    after_failure(tasks, prepared, reason)
+    if prepared.persist:
+        prepared.store_scheduled = True
+        tasks.spawn(store_incomplete(app, prepared, partial), name="chat-store-incomplete")
 
 
 def after_failure(tasks: BackgroundTasks, prepared: PreparedChat, reason: str) -> None:

@@ -29,6 +29,7 @@ from pawwake.chat.recall_rank import (
 )
 from pawwake.db import fragments as db
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
+from pawwake.memory import fusion
 from pawwake.memory.scoring import keyword_score
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text
@@ -93,9 +94,9 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
             hits.keyword = max(hits.keyword, share)
             hits.add(row["id"], row["created_at"], share)
 
-    semantic_mode, warning, threshold, pool_cosines = False, None, None, []
+    semantic_mode, warning, threshold, hood = False, None, None, None
     if mode == "hybrid":
-        semantic_mode, warning, threshold, pool_cosines = await _semantic(
+        semantic_mode, warning, threshold, hood = await _semantic(
             app, settings, embedding_text(query, keywords), excluded_sessions,
             keep_excluded_below, pool_size, sessions)
     ranked_pool = sorted(sessions.values(), key=lambda s: (
@@ -105,7 +106,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
                      float(settings["CONVERSATION_HW_SEMANTIC"]) if semantic_mode else 0.0,
                      float(settings["CONVERSATION_HW_RECENCY"]))
     ranked = rank_sessions(ranked_pool, now=datetime.now(UTC), weights=weights_tuple,
-                           threshold=threshold or 1.0, cosine_pool=pool_cosines)
+                           hood=hood)
     chosen = []
     for item in ranked:
         fid = fragment_id(item.hits.matched_ids())
@@ -123,15 +124,16 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
 async def _semantic(app: web.Application, settings: Mapping[str, Any], query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
-                    ) -> tuple[bool, str | None, float | None, list[float]]:
-    """Add semantic hits to ``sessions``; returns (used, warning, threshold, pool cosines)."""
+                    ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
+    """Add the messages admitted by rank in the query's neighbourhood (``memory.fusion``) to
+    ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
     database = app[keys.DATABASE]
     assert database is not None
     try:
         vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
     except EmbeddingError as exc:
         log.warning("query embedding for recall failed: %s", exc)
-        return False, f"Query embedding failed ({exc}); keywords only.", None, []
+        return False, f"Query embedding failed ({exc}); keywords only.", None, None
     threshold = conversation_threshold(settings, provenance.provider)
     pgvector = app[keys.VECTORS].backend(settings, database, provenance) == "pgvector"
     if pgvector:
@@ -141,14 +143,18 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
         pgvector=pgvector, keep_below=keep_excluded_below)
     if not neighbours:
         return False, ("No conversation message has a vector yet (the embedding job fills"
-                       " them); keywords only."), None, []
-    for row in neighbours:
-        if row["cosine"] < threshold:
+                       " them); keywords only."), None, None
+    nearest = sorted(neighbours, key=lambda row: -row["cosine"])[:fusion.NEIGHBOURHOOD]
+    hood = fusion.Neighbourhood.of([row["cosine"] for row in nearest], threshold)
+    assert hood is not None
+    admitted = set(fusion.admitted([(row["id"], row["cosine"]) for row in nearest], hood))
+    for row in nearest:
+        if row["id"] not in admitted:
             continue
         hits = sessions.setdefault(row["session_id"], SessionHits(row["session_id"]))
         hits.cosine = max(hits.cosine or 0.0, row["cosine"])
         hits.add(row["id"], row["created_at"], row["cosine"])
-    return True, None, threshold, [row["cosine"] for row in neighbours]
+    return True, None, threshold, hood
 
 
 async def _build_fragments(pool: Any, chosen: list[tuple[Any, str]], context: int

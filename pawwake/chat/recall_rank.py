@@ -1,9 +1,10 @@
 """Pure parts of conversation recall: fragment ids, per-session scores, trimming.
 
-Sessions are scored on three parts, each min-max normalised across the candidate pool:
-keyword (best IDF-weighted share of query terms in one message), semantic (best raw cosine,
-only above the threshold, normalised anchored at the threshold so a weak pool cannot reach
-1.0) and recency of the newest matching message.
+Sessions are scored on three parts: keyword (best IDF-weighted share of query terms in one
+message) and recency of the newest matching message, each min-max normalised across the
+candidate pool, and semantic: the best admitted message's place in the query's neighbourhood
+(``memory.fusion``, the rule memory search uses), so a pool without a clear match cannot
+reach 1.0.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pawwake.memory.scoring import normalise_semantic
+from pawwake.memory.fusion import Neighbourhood
 
 MATCH_CHARS = 200
 CONTEXT_CHARS = 80
@@ -70,16 +71,16 @@ class RankedSession:
 
 
 def rank_sessions(sessions: Sequence[SessionHits], *, now: datetime,
-                  weights: tuple[float, float, float], threshold: float,
-                  cosine_pool: Iterable[float] = ()) -> list[RankedSession]:
+                  weights: tuple[float, float, float],
+                  hood: Neighbourhood | None = None) -> list[RankedSession]:
     """Score and order candidate sessions (best first; ties: newer first, then id)."""
     w_kw, w_sem, w_rec = weights
     keyword = min_max({s.session_id: s.keyword for s in sessions})
     recency = min_max({
         s.session_id: 1.0 / (1.0 + max(0.0, (now - s.latest).total_seconds() / 86400.0))
         for s in sessions if s.latest is not None})
-    cosines = {index: s.cosine for index, s in enumerate(sessions) if s.cosine is not None}
-    semantic_by_index = normalise_semantic(cosines, cosine_pool, threshold) if cosines else {}
+    semantic_by_index = {index: hood.score(s.cosine) for index, s in enumerate(sessions)
+                         if s.cosine is not None and hood is not None}
     ranked = []
     for index, s in enumerate(sessions):
         parts = {"keyword": round(keyword.get(s.session_id, 0.0), 6),

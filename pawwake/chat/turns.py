@@ -2,23 +2,29 @@
 
 Clients resend the whole history on every request; only what the database does not hold yet
 is stored: the new user message (or, for a re-roll, a replacement of the previous reply), tool
-traffic matched by ``tool_call_id``, and the reply itself. One transaction per turn.
+traffic matched by ``tool_call_id``, and the reply itself. One transaction per turn, written
+at most once (the reply row, or a lone user message, carries the turn's key). A turn the
+client left before its end is kept flagged ``incomplete``; while the database is unreachable
+turns wait in the spool (``turn_spool``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+import psycopg2
 from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.conversation_index import reindex_messages
-from pawwake.db import conversations, usage
-from pawwake.db.conversations import NewMessage
-from pawwake.db.pool import transaction
+from pawwake.db import conversation_turns, conversations, usage
+from pawwake.db.conversations import INCOMPLETE, NewMessage
+from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
 from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
 from pawwake.memory.extract import schedule_extraction
@@ -27,6 +33,22 @@ if TYPE_CHECKING:
     from pawwake.chat.pipeline import PreparedChat
 
 log = logging.getLogger(__name__)
+
+SOURCE = "gateway"
+PENDING_WAIT_SECONDS = 3.0  # a session's next request waits at most this for the last store
+STORE_WAIT_SECONDS = 3.0  # the end of a stream waits at most this for its turn's commit
+_RETRY_DELAYS = (0.1, 0.5)  # fresh-connection retries before a turn goes to the spool
+# Errors that mean "the database is not reachable now", not "this turn cannot be written".
+CONNECTION_ERRORS = (*UNAVAILABLE_ERRORS, OSError, TimeoutError)  # also: not connected yet
+
+
+class TurnSource(Protocol):
+    """What a store needs of a request (a PreparedChat, or a turn read back from the spool)."""
+
+    session_id: str
+    model: str
+    client_messages: list[Any]
+    turn_key: str
 
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "reasoning_content", "name",
                            "tool_call_id"})
@@ -60,9 +82,10 @@ def message_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
     return "\n".join(texts), attachments
 
 
-def user_message(message: dict[str, Any], model: str) -> NewMessage:
+def user_message(message: dict[str, Any], model: str, *, incomplete: bool = False
+                 ) -> NewMessage:
     text, attachments = message_text(message.get("content"))
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = {INCOMPLETE: True} if incomplete else {}
     if attachments:
         metadata["attachments"] = attachments
     if isinstance(message.get("name"), str):
@@ -90,9 +113,10 @@ def tool_message(message: dict[str, Any], model: str) -> NewMessage:
     return NewMessage(role="tool", content=text, model=model, metadata=metadata)
 
 
-def reply_message(reply: CapturedReply, model: str) -> NewMessage:
+def reply_message(reply: CapturedReply, model: str, *, incomplete: bool = False
+                  ) -> NewMessage:
     """The captured reply with everything needed to send it back to the provider."""
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = {INCOMPLETE: True} if incomplete else {}
     if reply.tool_calls:
         metadata["tool_calls"] = reply.tool_calls
     if reply.reasoning_content:
@@ -136,21 +160,30 @@ class TurnPlan:
 
     insert: list[NewMessage] = field(default_factory=list)
     replace_ids: list[int] = field(default_factory=list)
+    unflag_ids: list[int] = field(default_factory=list)  # incomplete rows this turn completes
+
+
+def is_incomplete(row: dict[str, Any]) -> bool:
+    return bool((row.get("metadata") or {}).get(INCOMPLETE))
 
 
 def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
-              stored_ids: dict[str, set[str]], reply: NewMessage, model: str) -> TurnPlan:
+              stored_ids: dict[str, set[str]], reply: NewMessage | None, model: str,
+              *, incomplete: bool = False) -> TurnPlan:
     """Decide the writes for one turn (pure).
 
     ``tail`` is the session's last stored user message and what follows it; ``stored_ids``
-    the tool-call ids already stored (as assistant calls and as tool results).
+    the tool-call ids already stored (as assistant calls and as tool results). An
+    ``incomplete`` turn (the client left mid-reply; ``reply`` None when nothing arrived)
+    flags its user message and only ever replaces rows that were incomplete themselves; a
+    complete turn that answers a stored incomplete user message clears its flag.
     """
     plan = TurnPlan()
     last_user = _last_user_index(client_messages)
     trailing = client_messages[last_user + 1:]
+    stored_user = tail[0] if tail and tail[0]["role"] == "user" else None
     if last_user >= 0:
-        user = user_message(client_messages[last_user], model)
-        stored_user = tail[0] if tail and tail[0]["role"] == "user" else None
+        user = user_message(client_messages[last_user], model, incomplete=incomplete)
         same_text = stored_user is not None and stored_user["content"] == user.content
         after = tail[1:]
         if not same_text:
@@ -175,7 +208,15 @@ def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in stored_ids.get("tool", set()):
                 plan.insert.append(tool_message(message, model))
-    plan.insert.append(reply)
+    if reply is not None:
+        plan.insert.append(reply)
+    if incomplete:
+        flagged = {row["id"] for row in tail if is_incomplete(row)}
+        plan.replace_ids = [row_id for row_id in plan.replace_ids if row_id in flagged]
+    elif stored_user is not None and is_incomplete(stored_user) \
+            and not any(message.role == "user" for message in plan.insert) \
+            and stored_user["id"] not in plan.replace_ids:
+        plan.unflag_ids = [stored_user["id"]]
     return plan
 
 
@@ -208,9 +249,10 @@ def repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> boo
     return text == stored["content"] and _call_ids(previous) == stored_calls
 
 
-async def store_turn(app: web.Application, prepared: PreparedChat, reply: CapturedReply
-                     ) -> None:
-    """Write the turn and its token usage in one transaction, serialised per session.
+async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedReply,
+                     *, incomplete: bool = False) -> bool:
+    """Write the turn and its token usage in one transaction, serialised per session; False
+    when the turn's key shows it was written before (a retry adds nothing).
 
     The same transaction keeps the recall index current and enqueues memory extraction when
     this turn closes an interval, so both happen exactly when the turn is stored.
@@ -218,32 +260,143 @@ async def store_turn(app: web.Application, prepared: PreparedChat, reply: Captur
     database = app[keys.DATABASE]
     assert database is not None
     settings = await app[keys.CONFIG].fresh()
-    model = prepared.model
-    call_ids = trailing_call_ids(prepared.client_messages)
-    async with transaction(database.pool) as cur:
-        tail = await conversations.session_tail(cur, prepared.session_id, lock=True)
-        stored_ids = await conversations.stored_tool_call_ids(cur, prepared.session_id,
-                                                              call_ids)
-        plan = plan_turn(prepared.client_messages, tail, stored_ids,
-                         reply_message(reply, model), model)
-        await conversations.delete_messages(cur, plan.replace_ids)
-        ids = await conversations.insert_messages(cur, prepared.session_id, plan.insert)
-        await record_injection(cur, prepared, ids, plan.insert)
-        if settings["CONVERSATION_RECALL_ENABLED"]:
-            await reindex_messages(app, cur, [
-                (message_id, message.content) for message_id, message in zip(
-                    ids, plan.insert, strict=True) if message.role in ("user", "assistant")])
-        extraction_job = await schedule_extraction(cur, settings, prepared.session_id)
-        if reply.usage is not None:
-            await usage.insert_usage(
-                cur, session_id=prepared.session_id, model=model,
-                prompt_tokens=reply.usage.prompt, completion_tokens=reply.usage.completion,
-                total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
-                usage_type="chat")
+    model = turn.model
+    call_ids = trailing_call_ids(turn.client_messages)
+    has_reply = bool(reply.content or reply.tool_calls or reply.reasoning_content)
+    reply_row = reply_message(reply, model, incomplete=incomplete) \
+        if has_reply or not incomplete else None
+    extraction_job = None
+    try:
+        async with transaction(database.pool) as cur:
+            tail = await conversations.session_tail(cur, turn.session_id, lock=True)
+            if await conversation_turns.find_turn(cur, SOURCE, turn.session_id,
+                                                  turn.turn_key) is not None:
+                log.info("a turn written before was offered again; nothing added")
+                return False
+            stored_ids = await conversations.stored_tool_call_ids(cur, turn.session_id,
+                                                                  call_ids)
+            plan = plan_turn(turn.client_messages, tail, stored_ids, reply_row, model,
+                             incomplete=incomplete)
+            if not plan.insert:
+                return False
+            plan.insert[-1] = _with_key(plan.insert[-1], turn.turn_key)
+            await conversations.delete_messages(cur, plan.replace_ids)
+            await conversations.clear_incomplete(cur, plan.unflag_ids)
+            ids = await conversations.insert_messages(cur, turn.session_id, plan.insert,
+                                                      source=SOURCE)
+            await record_injection(cur, turn, ids, plan.insert)
+            if settings["CONVERSATION_RECALL_ENABLED"]:
+                indexed = [(message_id, message.content) for message_id, message in zip(
+                    ids, plan.insert, strict=True) if message.role in ("user", "assistant")
+                    and not message.metadata.get(INCOMPLETE)]
+                indexed += [(row["id"], row["content"]) for row in tail
+                            if row["id"] in plan.unflag_ids]
+                await reindex_messages(app, cur, indexed)
+            if not incomplete:
+                extraction_job = await schedule_extraction(cur, settings, turn.session_id)
+            if reply.usage is not None:
+                await usage.insert_usage(
+                    cur, session_id=turn.session_id, model=model,
+                    prompt_tokens=reply.usage.prompt, completion_tokens=reply.usage.completion,
+                    total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
+                    usage_type="chat")
+    except psycopg2.errors.UniqueViolation:
+        log.info("a concurrent write of the same turn won; nothing added")
+        return False
     if extraction_job is not None:
         app[keys.JOBS].wake()
-    log.debug("stored %d messages (%d replaced) for a session", len(plan.insert),
-              len(plan.replace_ids))
+    log.debug("stored %d messages (%d replaced%s) for a session", len(plan.insert),
+              len(plan.replace_ids), ", incomplete" if incomplete else "")
+    return True
+
+
+def _with_key(message: NewMessage, turn_key: str) -> NewMessage:
+    return NewMessage(role=message.role, content=message.content, model=message.model,
+                      metadata=message.metadata, created_at=message.created_at,
+                      turn_id=turn_key)
+
+
+async def write_turn(app: web.Application, turn: TurnSource, reply: CapturedReply,
+                     *, incomplete: bool = False) -> None:
+    """Store a turn; while the database is unreachable, put it in the spool instead (written
+    later, in order, exactly once). Turns already spooled are written first, to keep order."""
+    spool = app[keys.TURN_SPOOL]
+    for delay in (*_RETRY_DELAYS, None):
+        try:
+            if spool.pending:
+                await spool.replay(app)
+            await store_turn(app, turn, reply, incomplete=incomplete)
+            return
+        except CONNECTION_ERRORS as exc:
+            if delay is None:
+                log.warning("database unreachable (%s); turn kept in the spool",
+                            type(exc).__name__)
+                break
+            await _drop_idle_connections(app)  # after a restart they are all stale
+            await asyncio.sleep(delay)
+    await spool.add(turn, reply, incomplete=incomplete)
+
+
+async def _drop_idle_connections(app: web.Application) -> None:
+    """Close the pool's idle connections so the retry opens a fresh one."""
+    database = app[keys.DATABASE]
+    if database is not None:
+        with contextlib.suppress(Exception):
+            await database.pool.clear()
+
+
+def mark_pending(app: web.Application, prepared: PreparedChat) -> None:
+    """This turn will be stored: the session's next request (this process) waits for it.
+    Registered under the session the client named and the one the turn is stored in (a
+    partition thread), as a step may have changed it."""
+    pending = app[keys.CHAT].pending
+    for session_id in {prepared.session_id, prepared.client_session_id}:
+        pending[session_id] = prepared.stored
+
+
+def release_pending(app: web.Application, prepared: PreparedChat) -> None:
+    """The request ends with no store scheduled: nobody needs to wait for it."""
+    if not prepared.store_scheduled:
+        _store_ended(app, prepared)
+
+
+def _store_ended(app: web.Application, prepared: PreparedChat) -> None:
+    prepared.stored.set()
+    pending = app[keys.CHAT].pending
+    for session_id in {prepared.session_id, prepared.client_session_id}:
+        if pending.get(session_id) is prepared.stored:
+            del pending[session_id]
+
+
+async def wait_pending(app: web.Application, session_id: str, seconds: float) -> None:
+    """Wait (bounded) for this process's store of the session's previous turn."""
+    event = app[keys.CHAT].pending.get(session_id)
+    if event is None or event.is_set():
+        return
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        log.warning("the previous turn of a session was still being stored after %.1f s",
+                    seconds)
+
+
+async def wait_stored(prepared: PreparedChat) -> None:
+    """Wait (bounded) until the turn's transaction committed (or the turn was spooled)."""
+    if not prepared.store_scheduled or prepared.stored.is_set():
+        return
+    try:
+        await asyncio.wait_for(prepared.stored.wait(), STORE_WAIT_SECONDS)
+    except TimeoutError:
+        log.warning("turn not stored after %.1f s; the stream ends anyway", STORE_WAIT_SECONDS)
+
+
+async def store_incomplete(app: web.Application, prepared: PreparedChat,
+                           partial: CapturedReply) -> None:
+    """Keep what the user typed (and the part of the reply it saw), flagged incomplete."""
+    try:
+        await write_turn(app, prepared, partial, incomplete=True)
+    finally:
+        _store_ended(app, prepared)
 
 
 def turn_writer(app: web.Application) -> Callable[[PreparedChat, CapturedReply],
@@ -251,6 +404,9 @@ def turn_writer(app: web.Application) -> Callable[[PreparedChat, CapturedReply],
     """The after-success hook that stores the turn."""
 
     async def store(prepared: PreparedChat, reply: CapturedReply) -> None:
-        await store_turn(app, prepared, reply)
+        try:
+            await write_turn(app, prepared, reply)
+        finally:
+            _store_ended(app, prepared)
 
     return store

@@ -1,7 +1,9 @@
 """SQL for the conversations table: stored chat messages, one row per message.
 
 ``metadata`` keeps what a replay to the provider needs besides the text: ``tool_calls``,
-``tool_call_id``, ``name``, ``reasoning_content`` and ``extras`` (other provider keys).
+``tool_call_id``, ``name``, ``reasoning_content`` and ``extras`` (other provider keys), and
+``incomplete`` on a turn the client left before its end (kept, shown, never learned from or
+replayed).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import aiopg
 from pawwake.db.pool import fetch_all, rows_as_dicts
 from pawwake.text.storable import storable_json
 
+INCOMPLETE = "incomplete"  # metadata flag of a turn the client left before its end
+# SQL condition: the row is not part of an incomplete turn.
+NOT_INCOMPLETE = "(metadata->>'incomplete') IS NULL"
+
 
 @dataclass(frozen=True)
 class NewMessage:
@@ -26,6 +32,7 @@ class NewMessage:
     model: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
+    turn_id: str | None = None  # the idempotency key of the turn this row closes
 
 
 # Serialises writers of one session until the transaction ends (other processes too).
@@ -104,12 +111,13 @@ async def insert_messages(cur: Any, session_id: str, messages: Sequence[NewMessa
     for message in messages:
         # clock_timestamp(), not now(): rows sort in the order writers got the session lock,
         # even when an earlier transaction was still waiting for it.
-        rows.append("(%s, %s, %s, %s, %s::jsonb, COALESCE(%s, clock_timestamp()), %s)")
+        rows.append("(%s, %s, %s, %s, %s::jsonb, COALESCE(%s, clock_timestamp()), %s, %s)")
         params += [session_id, message.role, message.content, message.model,
-                   storable_json(message.metadata), message.created_at, source]
+                   storable_json(message.metadata), message.created_at, source,
+                   message.turn_id]
     await cur.execute(
         "INSERT INTO conversations (session_id, role, content, model, metadata, created_at,"
-        " source) VALUES " + ", ".join(rows) + " RETURNING id", params)
+        " source, turn_id) VALUES " + ", ".join(rows) + " RETURNING id", params)
     return [row[0] for row in await cur.fetchall()]
 
 
@@ -119,6 +127,13 @@ async def delete_messages(cur: Any, ids: Sequence[int]) -> int:
         return 0
     await cur.execute("DELETE FROM conversations WHERE id = ANY(%s)", (list(ids),))
     return cur.rowcount
+
+
+async def clear_incomplete(cur: Any, ids: Sequence[int]) -> None:
+    """A later complete turn answered these rows: they count as ordinary messages again."""
+    if ids:
+        await cur.execute("UPDATE conversations SET metadata = metadata - 'incomplete'"
+                          " WHERE id = ANY(%s)", (list(ids),))
 
 
 async def session_messages(pool: aiopg.Pool, session_id: str) -> list[dict[str, Any]]:

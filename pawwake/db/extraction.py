@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pawwake.db.conversations import NOT_INCOMPLETE
 from pawwake.db.pool import rows_as_dicts
 from pawwake.text.storable import storable_json
 
@@ -20,14 +21,15 @@ async def session_skeleton(cur: Any, session_id: str) -> list[dict[str, Any]]:
         "                THEN metadata->'tool_calls' END,"
         "  'tool_call_id', metadata->>'tool_call_id') AS metadata"
         " FROM conversations WHERE session_id = %s AND deleted_at IS NULL"
-        " ORDER BY created_at, id", (session_id,))
+        f" AND {NOT_INCOMPLETE} ORDER BY created_at, id", (session_id,))
     return rows_as_dicts(cur, await cur.fetchall())
 
 
 async def session_history(cur: Any, session_id: str) -> list[dict[str, Any]]:
     await cur.execute(
         "SELECT id, role, content, metadata, created_at FROM conversations"
-        " WHERE session_id = %s AND deleted_at IS NULL ORDER BY created_at, id", (session_id,))
+        f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}"
+        " ORDER BY created_at, id", (session_id,))
     return rows_as_dicts(cur, await cur.fetchall())
 
 
@@ -41,6 +43,16 @@ async def related_active(cur: Any, terms: list[str], limit: int) -> list[dict[st
         " ORDER BY cardinality(ARRAY(SELECT unnest(search_terms) INTERSECT"
         "   SELECT unnest(%s::text[]))) DESC, created_at DESC LIMIT %s",
         (terms, terms, limit))
+    return rows_as_dicts(cur, await cur.fetchall())
+
+
+async def active_by_ids(cur: Any, ids: list[int]) -> list[dict[str, Any]]:
+    """The active memories among ``ids``, in the order given (read-only)."""
+    if not ids:
+        return []
+    await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories"
+                      " WHERE is_active AND id = ANY(%s::bigint[])"
+                      " ORDER BY array_position(%s::bigint[], id)", (ids, ids))
     return rows_as_dicts(cur, await cur.fetchall())
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pawwake.db.conversations import NOT_INCOMPLETE
 from pawwake.db.pool import rows_as_dicts
 from pawwake.text.storable import storable_json
 
@@ -68,7 +69,8 @@ _SINCE = (" AND (created_at, id) >= (SELECT COALESCE(max(created_at), '-infinity
 # The N-th and (N+1)-th newest live user messages from the zone start on: a backward scan of
 # conversations_session_live that stops after N + 1 user rows, whatever the thread's size.
 _ROUND_BOUNDS = ("SELECT created_at, id FROM conversations"
-                 " WHERE session_id = %s AND role = 'user' AND deleted_at IS NULL{since}"
+                 " WHERE session_id = %s AND role = 'user' AND deleted_at IS NULL"
+                 f" AND {NOT_INCOMPLETE}{{since}}"
                  " ORDER BY created_at DESC, id DESC OFFSET %s LIMIT 2")
 
 
@@ -76,7 +78,7 @@ async def thread_messages(cur: Any, thread_id: str, since_id: int | None
                           ) -> list[dict[str, Any]]:
     """The thread's live messages from the zone start on, oldest first."""
     sql = ("SELECT id, role, content, metadata, created_at FROM conversations"
-           " WHERE session_id = %s AND deleted_at IS NULL")
+           f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}")
     params: list[Any] = [thread_id]
     if since_id is not None:
         sql += _SINCE
@@ -104,6 +106,7 @@ async def recent_thread_messages(cur: Any, thread_id: str, since_id: int | None,
     created_at, first_id = bounds[0]
     await cur.execute(
         "SELECT id, role, content, metadata, created_at FROM conversations"
-        " WHERE session_id = %s AND deleted_at IS NULL AND (created_at, id) >= (%s, %s)"
+        f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}"
+        " AND (created_at, id) >= (%s, %s)"
         " ORDER BY created_at, id", (thread_id, created_at, first_id))
     return rows_as_dicts(cur, await cur.fetchall()), True

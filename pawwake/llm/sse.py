@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+# A set finish_reason is a string; the many ``"finish_reason":null`` chunks never match.
+_FINISH_SET = re.compile(rb'"finish_reason"\s*:\s*"')
+_DONE_EVENT = re.compile(rb"data: ?\[DONE\]")
+
 
 @dataclass(frozen=True)
 class TokenUsage:
@@ -230,7 +236,13 @@ class SseCapture:
         self._data: list[bytes] = []  # data lines of the event in progress
         self._events: list[bytes] = []  # complete event payloads, JSON still undecoded
         self._done = False
+        self.finished = False  # an event with a finish_reason arrived: the reply text is whole
         self.malformed = 0
+
+    @property
+    def done(self) -> bool:
+        """The ``[DONE]`` event arrived."""
+        return self._done
 
     @property
     def at_event_boundary(self) -> bool:
@@ -262,6 +274,9 @@ class SseCapture:
                         self._done = True
                     else:
                         self._events.append(payload)
+                        if not self.finished and b"finish_reason" in payload \
+                                and _FINISH_SET.search(payload):
+                            self.finished = True
             elif line.startswith(b"data:"):
                 data.append(line[6:] if line[5:6] == b" " else line[5:])
             # comments (":") and the event/id/retry fields carry nothing we keep
@@ -297,12 +312,20 @@ class SseCapture:
         return chunks
 
 
+def done_event_start(chunk: bytes) -> int:
+    """Where the ``[DONE]`` event starts in ``chunk``; 0 when it began in an earlier chunk."""
+    found = _DONE_EVENT.search(chunk)
+    return found.start() if found else 0
+
+
 class JsonCapture:
     """The same interface for a non-stream body: collect it, parse it at the end."""
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
         self.at_event_boundary = False
+        self.finished = False
+        self.done = False
 
     def feed(self, chunk: bytes) -> None:
         self._parts.append(chunk)

@@ -31,6 +31,7 @@ from pawwake.memory.extract_parse import (
     answer_excerpt,
     parse_answer,
 )
+from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.text import offload, tokens
 
@@ -99,13 +100,31 @@ def render_prompt(settings: Any, candidates: list[dict[str, Any]],
             .replace("{dialogue}", dialogue_lines))
 
 
-async def candidate_memories(cur: Any, query_text: str) -> list[dict[str, Any]]:
-    """Top related plus latest active memories, read-only (no access times touched)."""
-    terms = await offload.query_keywords(query_text, top_k=20, priority=BACKGROUND)
-    related = await db.related_active(cur, terms, CANDIDATES_RELATED)
+async def candidate_memories(cur: Any, query_text: str,
+                             similar_ids: list[int] | None = None) -> list[dict[str, Any]]:
+    """Top related plus latest active memories, read-only (no access times touched).
+
+    ``similar_ids``: the related memories as hybrid search ranked them (when vectors are on);
+    otherwise the rows sharing the most keyword terms."""
+    if similar_ids is not None:
+        related = await db.active_by_ids(cur, similar_ids)
+    else:
+        terms = await offload.query_keywords(query_text, top_k=20, priority=BACKGROUND)
+        related = await db.related_active(cur, terms, CANDIDATES_RELATED)
     latest = await db.latest_active(cur, CANDIDATES_LATEST)
     merged = {row["id"]: row for row in related + latest}
     return list(merged.values())
+
+
+async def similar_memory_ids(app: web.Application, settings: Any, query_text: str
+                             ) -> list[int] | None:
+    """The related memories by hybrid search (the same admission and fusion as recall), or
+    None when vectors are off or could not be used (then keywords decide)."""
+    if not settings["MEMORY_VECTOR_ENABLED"]:
+        return None
+    outcome = await search_memories(app, query_text, limit=CANDIDATES_RELATED,
+                                    settings=settings, touch=False)
+    return [r.id for r in outcome.results] if outcome.mode == "hybrid" else None
 
 
 async def run_extraction(job: Job) -> dict[str, Any]:
@@ -123,12 +142,15 @@ async def run_extraction(job: Job) -> dict[str, Any]:
     window_size = settings["MEMORY_EXTRACT_INTERVAL"]
     async with cursor(database.pool) as cur:
         history = await db.session_history(cur, session_id)
-        complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
-        window = complete_rounds[-window_size:]
-        dialogue = dialogue_text(window)
-        if not dialogue:
-            return {"skipped": "nothing to read"}
-        candidates = await candidate_memories(cur, "\n".join(t for _, t in dialogue))
+    complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
+    window = complete_rounds[-window_size:]
+    dialogue = dialogue_text(window)
+    if not dialogue:
+        return {"skipped": "nothing to read"}
+    query_text = "\n".join(t for _, t in dialogue)
+    similar = await similar_memory_ids(app, settings, query_text)
+    async with cursor(database.pool) as cur:
+        candidates = await candidate_memories(cur, query_text, similar)
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
     model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
     job.model = model

@@ -76,7 +76,9 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
                              query: str, *, partition: bool, touch: bool = True
                              ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
-    (excluded before the limit, so the next candidates move up)."""
+    (excluded before the limit, so the next candidates move up). In hybrid mode only results
+    whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
+    always has nearest neighbours, so without it an unrelated message would bring in noise."""
     database = app[keys.DATABASE]
     assert database is not None
     limit = settings["MAX_MEMORIES_INJECT"]
@@ -88,7 +90,10 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
                                                   settings["MEMORY_SEEN_TTL_HOURS"])
     outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
-    return outcome.results, outcome.mode
+    if outcome.mode != "hybrid":  # keywords alone admit only rows sharing a query word
+        return outcome.results, outcome.mode
+    floor = float(settings["MEMORY_INJECT_MIN_RELEVANCE"])
+    return [r for r in outcome.results if r.relevance >= floor], outcome.mode
 
 
 Step = Callable[[Any, Any], Awaitable[None]]

@@ -1,12 +1,13 @@
 """Memory search scoring: pure functions, no I/O, so every formula is unit-testable.
 
-Hybrid: ``wk*kw + ws*sem + wi*importance/10 + wr*recency`` (weights from settings, 0.35 / 0.35 /
-0.15 / 0.15 by default); keyword-only: ``0.5*kw + 0.3*importance/10 + 0.2*recency``.
+Hybrid: ``wk*kw + ws*sem + wi*importance/10 + wr*recency`` (weights from settings, 0.25 / 0.65 /
+0.05 / 0.05 by default: relevance decides, importance and recency break ties; ``sem`` is the
+neighbourhood score of ``fusion``); keyword-only: ``0.5*kw + 0.3*importance/10 + 0.2*recency``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -53,28 +54,6 @@ def keyword_score(hit_weight: float, total_weight: float) -> float:
     if total_weight <= 0:
         return 0.0
     return min(1.0, max(0.0, hit_weight / total_weight))
-
-
-def normalise_semantic(cosines: Mapping[int, float], pool: Iterable[float],
-                       threshold: float) -> dict[int, float]:
-    """Anchored min-max: ``(v - min) / (max(max, threshold) - min)``, clipped to 0..1.
-
-    ``pool`` is every cosine seen for this query (the nearest neighbours and the keyword
-    candidates). Anchoring the top at the threshold means a pool whose best match is weak
-    cannot stretch that match to 1.0.
-    """
-    values = list(pool) + list(cosines.values())
-    if not values:
-        return {}
-    low, high = min(values), max(max(values), threshold)
-    span = high - low
-    result = {}
-    for memory_id, value in cosines.items():
-        if span <= 0:
-            result[memory_id] = 1.0 if value >= threshold else 0.0
-        else:
-            result[memory_id] = min(1.0, max(0.0, (value - low) / span))
-    return result
 
 
 def combine(weights: Weights, *, keyword: float, semantic: float, importance: int,

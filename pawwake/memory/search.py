@@ -1,8 +1,9 @@
 """Hybrid memory search: IDF keywords + semantic similarity + importance + recency.
 
 Candidates are the best keyword matches (GIN-indexed terms, planned by ``term_stats``) plus the
-nearest vectors whose raw cosine reaches the semantic threshold; both are fetched at the same
-time. Scores follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
+nearest vectors admitted by rank and margin within the query's neighbourhood, the semantic
+threshold being only a noise floor (``fusion``); both are fetched at the same time. Scores
+follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
 limit, as are ``exclude_ids`` (so the next candidates move up). ``mode`` is "hybrid" only when
 a query vector was really used: a vector that misses ``QUERY_EMBEDDING_TIMEOUT`` makes the search
 keyword-only, said in ``warning`` and the log.
@@ -31,7 +32,7 @@ from pawwake.llm.embeddings import (
     QueryEmbeddingTimeout,
     semantic_threshold,
 )
-from pawwake.memory import scoring, vectors
+from pawwake.memory import fusion, scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text
@@ -48,6 +49,7 @@ class SearchResult:
     score: float
     parts: dict[str, float]  # raw 0..1 components before weighting
     similarity: float | None  # raw cosine with the query, when the row has a vector
+    relevance: float = 0.0  # keyword and semantic share of the score (the injection floor's)
 
     @property
     def id(self) -> int:
@@ -110,7 +112,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
         store = app[keys.VECTORS]
         neighbours, cosines = await asyncio.gather(
             store.nearest(database, settings, semantic.provenance, semantic.query,
-                          k=max(40, 4 * limit), exclude=exclude),
+                          k=fusion.NEIGHBOURHOOD, exclude=exclude),
             store.cosines(database, settings, semantic.provenance, semantic.query,
                           [row["id"] for row in rows]))
         if not neighbours:
@@ -118,13 +120,8 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
             cosines.update(neighbours)
-            known = {row["id"] for row in rows}
-            similar = [i for i, cos in neighbours
-                       if cos >= semantic.threshold and i not in known]
-            rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
-            normalised = scoring.normalise_semantic(
-                {row["id"]: cosines[row["id"]] for row in rows if row["id"] in cosines},
-                (c for _, c in neighbours), semantic.threshold)
+            rows, normalised = await _semantic_candidates(database, rows, neighbours, cosines,
+                                                          semantic.threshold, exclude)
         clock.lap("semantic")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
@@ -137,6 +134,23 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
         results=results, mode="hybrid" if semantic else "keyword", keywords=keywords,
         warning=warning, threshold=semantic.threshold if semantic else None,
         backend=semantic.backend if semantic else None, timings=clock.laps)
+
+
+async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
+                               neighbours: Sequence[tuple[int, float]],
+                               cosines: Mapping[int, float], floor: float,
+                               exclude: list[int]
+                               ) -> tuple[list[dict[str, Any]], dict[int, float]]:
+    """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
+    every row's semantic part: its place in the query's neighbourhood."""
+    hood = fusion.Neighbourhood.of([c for _, c in neighbours], floor)
+    if hood is None:
+        return rows, {}
+    known = {row["id"] for row in rows}
+    similar = [i for i in fusion.admitted(neighbours, hood) if i not in known]
+    rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
+    return rows, {row["id"]: hood.score(cosines[row["id"]])
+                  for row in rows if row["id"] in cosines}
 
 
 async def touch_results(app: web.Application, results: Sequence[SearchResult]) -> None:
@@ -175,22 +189,31 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
            ) -> list[SearchResult]:
     """Final scores, best first, without rows below ``floor``."""
     total = sum(term_weights.values())
-    results = []
+    keyword: dict[int, float] = {}
     for row in rows:
         present = set(row.pop("search_terms") or ())
         row.pop("term_weights", None)
         hit = sum(w for term, w in term_weights.items() if term in present)
+        keyword[row["id"]] = scoring.keyword_score(hit, total)
+    fused = {i: (keyword[i], normalised.get(i, 0.0)) for i in keyword}
+    if fusion.METHOD == "rrf":
+        fused = fusion.reciprocal_ranks(keyword, normalised)
+    results = []
+    for row in rows:
+        kw, sem = fused[row["id"]]
         parts = {
-            "keyword": scoring.keyword_score(hit, total),
+            "keyword": keyword[row["id"]],
             "semantic": normalised.get(row["id"], 0.0),
             "importance": row["importance"] / 10.0,
             "recency": scoring.recency(scoring.age_days(row["created_at"], row["event_date"],
                                                         now, today)),
         }
-        score = scoring.combine(weights, keyword=parts["keyword"], semantic=parts["semantic"],
+        score = scoring.combine(weights, keyword=kw, semantic=sem,
                                 importance=row["importance"], recency_value=parts["recency"])
         if score >= floor:
-            results.append(SearchResult(row, score, parts, cosines.get(row["id"])))
+            results.append(SearchResult(
+                row, score, parts, cosines.get(row["id"]),
+                fusion.relevance(kw, sem, weights.keyword, weights.semantic)))
     results.sort(key=lambda r: (-r.score, -r.id))
     return results
 

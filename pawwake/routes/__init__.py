@@ -10,6 +10,7 @@ from pawwake.routes import (
     conversations,
     health,
     jobs,
+    mcp,
     memories,
     memory_search,
     recall,
@@ -29,3 +30,4 @@ def setup_routes(app: web.Application) -> None:
     conversations.setup(app)
     threads.setup(app)
     jobs.setup(app)
+    mcp.setup(app)

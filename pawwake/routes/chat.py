@@ -22,11 +22,20 @@ from pawwake.chat.pipeline import (
     ChatResources,
     PreparedChat,
     after_failure,
+    after_incomplete,
     after_reply,
     prepare_chat,
 )
+from pawwake.chat.turns import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
-from pawwake.llm.sse import CapturedReply, SseCapture, capture_completion, new_capture
+from pawwake.llm.sse import (
+    CapturedReply,
+    JsonCapture,
+    SseCapture,
+    capture_completion,
+    done_event_start,
+    new_capture,
+)
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
@@ -36,6 +45,7 @@ log = logging.getLogger(__name__)
 
 MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 CLIENT_GONE = 499  # only ever logged: nobody is left to receive it
+DRAIN_SECONDS = 5.0  # how long a finished reply is read on for its usage once the client left
 
 # Appended when the provider breaks off a stream between two events, so clients (the OpenAI
 # SDK raises on an ``error`` event) learn that the reply is incomplete.
@@ -84,57 +94,158 @@ class _RelayResponse(web.StreamResponse):
 
 @dataclass
 class Relayed:
-    """How a relay ended: the response sent, and the reply when it is a usable one."""
+    """How a relay ended: the response, the reply when usable, and what is still unsent.
+
+    ``partial`` is what the client got before it left mid-reply (kept as an incomplete turn);
+    ``held`` the ``[DONE]`` event, sent only once the turn is stored; ``open`` True while the
+    stream still needs its end written.
+    """
 
     response: web.StreamResponse
     reply: CapturedReply | None
     failure: str | None = None
     status: int = 200
+    partial: CapturedReply | None = None
+    held: bytes = b""
+    open: bool = False
+
+
+class ChatTurn:
+    """One chat request served in a task of its own, so that a client leaving after the
+    reply finished (aiohttp's test server cancels the handler; production gets
+    ConnectionResetError) never stops the upstream read or the store."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.app = request.app
+        self.prepared: PreparedChat | None = None
+        self.capture: SseCapture | JsonCapture | None = None
+        self.forwarded = False
+        self.sent = False  # a byte of the reply reached the client
+        self.status = 500
+        self.concluding = False
+        self.drain_expired = False
+        self.task: asyncio.Task[web.StreamResponse] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """The reply is whole (or being stored): a client leaving now changes nothing."""
+        return self.concluding or (self.capture is not None and self.capture.finished)
+
+    def client_left(self) -> None:
+        """The handler was cancelled: drop the reply unless it already finished upstream;
+        a finished one is read on for its usage, at most DRAIN_SECONDS."""
+        if self.task is None or self.task.done():
+            return
+        if not self.finished:
+            self.task.cancel()
+        elif not self.concluding:
+            asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._drain_expired)
+
+    def _drain_expired(self) -> None:
+        if self.task is not None and not self.task.done() and not self.concluding:
+            self.drain_expired = True
+            self.task.cancel()
+
+    async def run(self, settings: Any, body: dict[str, Any], raw: bytes
+                  ) -> web.StreamResponse:
+        app = self.app
+        try:
+            self.prepared = await prepare_chat(app, settings, self.request.headers, body, raw,
+                                               datetime.now(UTC))
+            relayed = await relay(self, settings, self.prepared)
+            self.status = relayed.status
+            note_upstream(app, self.prepared, relayed)
+            await self.conclude(relayed)
+            return relayed.response
+        except ChatRejected as exc:
+            self.status = exc.status
+            return openai_error(exc.status, exc.message, code=exc.code, param=exc.param,
+                                error_type="invalid_request_error" if exc.status < 500
+                                else "api_error")
+        except UpstreamFailure as exc:
+            self.status = exc.status
+            app[keys.UPSTREAM_HEALTH].failed(
+                exc.status, self.prepared.model if self.prepared else "", exc.code)
+            if self.prepared is not None:
+                after_failure(app[keys.TASKS], self.prepared, exc.code)
+            return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
+        except asyncio.CancelledError:
+            self.status = CLIENT_GONE
+            if self.prepared is not None and not self.concluding and self.capture is not None \
+                    and self.capture.finished:
+                # The reply had finished (its end did not come in time, or shutdown).
+                log.info("a finished reply was stored without the end of its stream")
+                after_reply(app[keys.TASKS], self.prepared, self.capture.finish())
+                if self.drain_expired:
+                    return web.Response(status=CLIENT_GONE)
+            elif self.prepared is not None and not self.concluding:
+                self.left_early()
+            raise
+        finally:
+            if self.prepared is not None:
+                release_pending(app, self.prepared)
+
+    def left_early(self) -> None:
+        """The client went away before the reply finished: keep what it typed (and what it
+        saw) as an incomplete turn once the request was forwarded."""
+        prepared = self.prepared
+        assert prepared is not None
+        partial = self.capture.finish() if self.capture is not None and self.forwarded \
+            else None
+        if self.forwarded:
+            log.info("client went away before the reply finished; turn kept as incomplete")
+            after_incomplete(self.app, prepared, partial or CapturedReply(), "client_gone")
+        else:
+            after_failure(self.app[keys.TASKS], prepared, "client_gone")
+
+    async def conclude(self, relayed: Relayed) -> None:
+        """Store what the relay produced, then release the held end of the stream."""
+        prepared = self.prepared
+        assert prepared is not None
+        self.concluding = True
+        if relayed.reply is not None:
+            after_reply(self.app[keys.TASKS], prepared, relayed.reply)
+            await wait_stored(prepared)
+        elif relayed.partial is not None:
+            after_incomplete(self.app, prepared, relayed.partial, relayed.failure or "gone")
+        else:
+            after_failure(self.app[keys.TASKS], prepared, relayed.failure or "failed")
+        if relayed.open:
+            try:
+                if relayed.held:
+                    await relayed.response.write(relayed.held)
+                await relayed.response.write_eof()
+            except ConnectionResetError:
+                log.debug("client went away before the end of a stored stream")
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     app = request.app
-    prepared: PreparedChat | None = None
-    status = 500
+    turn = ChatTurn(request)
     try:
         settings = await app[keys.CONFIG].fresh()
         raw = await request.read()
         body = parse_chat_body(raw)
-        prepared = await prepare_chat(app, settings, request.headers, body, raw,
-                                      datetime.now(UTC))
-        relayed = await relay(request, settings, prepared)
-        status = relayed.status
-        note_upstream(app, prepared, relayed)
-        if relayed.reply is not None:
-            after_reply(app[keys.TASKS], prepared, relayed.reply)
-        else:
-            after_failure(app[keys.TASKS], prepared, relayed.failure or "failed")
-        return relayed.response
+        turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw), name="chat-turn")
+        return await asyncio.shield(turn.task)
     except ChatRejected as exc:
-        status = exc.status
+        turn.status = exc.status
         return openai_error(exc.status, exc.message, code=exc.code, param=exc.param,
-                            error_type="invalid_request_error" if exc.status < 500
-                            else "api_error")
-    except UpstreamFailure as exc:
-        status = exc.status
-        app[keys.UPSTREAM_HEALTH].failed(exc.status, prepared.model if prepared else "",
-                                         exc.code)
-        if prepared is not None:
-            after_failure(app[keys.TASKS], prepared, exc.code)
-        return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
+                            error_type="invalid_request_error")
     except asyncio.CancelledError:
-        status = CLIENT_GONE
-        if prepared is not None:
-            after_failure(app[keys.TASKS], prepared, "client_gone")
+        turn.status = CLIENT_GONE
+        turn.client_left()
         raise
     except web.HTTPException as exc:
-        status = exc.status
+        turn.status = exc.status
         raise
     finally:
+        prepared = turn.prepared
         log.info("chat model=%s stream=%s memories=%d status=%d latency_ms=%.0f",
                  prepared.model if prepared else "-", prepared.stream if prepared else "-",
-                 prepared.memory_count if prepared else 0, status,
+                 prepared.memory_count if prepared else 0, turn.status,
                  (time.perf_counter() - started) * 1000)
 
 
@@ -147,9 +258,10 @@ def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed
         health.failed(relayed.status, prepared.model, relayed.failure or "failed")
 
 
-async def relay(request: web.Request, settings: Any, prepared: PreparedChat) -> Relayed:
+async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relayed:
     """Forward the prepared body and send the provider's answer to the client."""
-    async with forward(request.app[keys.HTTP], settings, prepared.payload) as upstream:
+    turn.forwarded = True  # from here on, a client that leaves keeps what it typed
+    async with forward(turn.app[keys.HTTP], settings, prepared.payload) as upstream:
         if upstream.status != 200:
             data = await read_body(upstream)
             log_upstream_error(upstream.status, data, prepared.body, settings)
@@ -158,66 +270,110 @@ async def relay(request: web.Request, settings: Any, prepared: PreparedChat) -> 
             return Relayed(response, None, "upstream_status", upstream.status)
         content_type = upstream.headers.get("Content-Type", "")
         if prepared.stream or "text/event-stream" in content_type.lower():
-            return await relay_stream(request, upstream, content_type)
-        return await relay_body(request, upstream)
+            return await relay_stream(turn, upstream, content_type)
+        return await relay_body(turn, upstream)
 
 
-async def relay_stream(request: web.Request, upstream: aiohttp.ClientResponse,
+async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
                        content_type: str) -> Relayed:
     """Write every chunk to the client the moment it arrives, unchanged, and tee it into the
-    capture. Client gone: stop (the caller closes the upstream connection). Upstream cut:
-    end the client's stream; the turn is not kept."""
+    capture. The ``[DONE]`` event is held back until the turn is stored, so a follow-up sent
+    the moment it arrives sees this turn. Client gone mid-reply: stop (the caller closes the
+    upstream connection), the turn is kept as incomplete; client gone after the finish_reason:
+    read on to the end (bounded) for the usage. Upstream cut: end the client's stream."""
+    prepared = turn.prepared
+    assert prepared is not None
     headers = relay_headers(upstream.headers)
     headers.setdefault("Content-Type", "text/event-stream")
     headers["Cache-Control"] = "no-cache"
     headers["X-Accel-Buffering"] = "no"
     response = _RelayResponse(status=200, headers=headers)
-    capture = new_capture(content_type or "text/event-stream")
+    capture = turn.capture = new_capture(content_type or "text/event-stream")
     content = upstream.content
     received = 0
     cut: str | None = None
+    gone = False
+    held = b""
+    drain_until = 0.0
+    loop = asyncio.get_running_loop()
     try:
-        await response.prepare(request)
-        while True:
-            try:
-                chunk = await content.readany()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                cut = type(exc).__name__
-                break
-            if not chunk:
-                break
-            received += len(chunk)
-            await response.write(chunk)
-            capture.feed(chunk)
-        if cut is not None and capture.at_event_boundary:
-            await response.write(_CUT_EVENT)
-        await response.write_eof()
+        await response.prepare(turn.request)
     except ConnectionResetError:
-        log.info("client went away during a stream after %d bytes", received)
-        return Relayed(response, None, "client_gone", CLIENT_GONE)
+        gone = True
+    while not gone or capture.finished:
+        try:
+            if gone:
+                async with asyncio.timeout_at(drain_until):
+                    chunk = await content.readany()
+            else:
+                chunk = await content.readany()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            cut = type(exc).__name__
+            break
+        if not chunk:
+            break
+        received += len(chunk)
+        capture.feed(chunk)
+        if capture.finished or capture.done:
+            mark_pending(turn.app, prepared)
+        if gone:
+            continue
+        if held or capture.done:
+            split = len(chunk) if held else done_event_start(chunk)
+            held += chunk[split:]
+            chunk = chunk[:split]
+            if not chunk:
+                continue
+        try:
+            await response.write(chunk)
+            turn.sent = True
+        except ConnectionResetError:
+            gone = True
+            drain_until = loop.time() + DRAIN_SECONDS
     reply = capture.finish()
-    if cut is not None:
+    if gone and not capture.finished:
+        log.info("client went away during a stream after %d bytes; turn kept as incomplete",
+                 received)
+        return Relayed(response, None, "client_gone", CLIENT_GONE, partial=reply)
+    if gone:
+        log.info("client went away after the reply finished; read on to the end (%d bytes)",
+                 received)
+    if cut is not None and not capture.finished:
+        if capture.at_event_boundary:
+            await _write_quietly(response, _CUT_EVENT)
+        await _write_quietly(response, b"", eof=True)
         log.warning("upstream broke off the stream after %d bytes (%s); reply not stored",
                     received, cut)
         return Relayed(response, None, "upstream_cut")
+    if cut is not None:
+        log.info("upstream stream ended early (%s) after the finish_reason; reply stored", cut)
     if not reply.complete:
+        await _write_quietly(response, held, eof=True)
         log.warning("upstream stream ended without [DONE] or finish_reason%s; reply not stored",
                     " (error event)" if reply.error is not None else "")
         return Relayed(response, None, "upstream_incomplete")
     if isinstance(capture, SseCapture) and capture.malformed:
         log.debug("stream carried %d events that were not JSON", capture.malformed)
-    return Relayed(response, reply)
+    return Relayed(response, reply, status=CLIENT_GONE if gone else 200, held=held,
+                   open=not gone)
 
 
-async def relay_body(request: web.Request, upstream: aiohttp.ClientResponse) -> Relayed:
-    """A non-stream reply: read it whole, send it, then capture it."""
+async def _write_quietly(response: web.StreamResponse, data: bytes, *, eof: bool = False
+                         ) -> None:
+    try:
+        if data:
+            await response.write(data)
+        if eof:
+            await response.write_eof()
+    except ConnectionResetError:
+        pass
+
+
+async def relay_body(turn: ChatTurn, upstream: aiohttp.ClientResponse) -> Relayed:
+    """A non-stream reply: read it whole, capture it, and (by the caller) store it before
+    the body is sent, so the next request sees this turn."""
     data = await read_body(upstream)
     response = web.Response(status=200, body=data, headers=relay_headers(upstream.headers))
-    try:
-        await response.prepare(request)
-        await response.write_eof()
-    except ConnectionResetError:
-        return Relayed(response, None, "client_gone", CLIENT_GONE)
     reply = capture_completion(data)
     if not reply.complete:
         log.warning("upstream answered 200 without a usable completion; reply not stored")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import __version__, keys
+from pawwake.chat.turn_spool import spool_status
 from pawwake.database import connected_database, database_state
 
 
@@ -22,6 +23,7 @@ async def health(request: web.Request) -> web.Response:
         "memory": bool(database and settings["MEMORY_ENABLED"]),
         "partition": bool(database and settings["CACHE_PARTITION_ENABLED"]),
         "recall": bool(database and settings["CONVERSATION_RECALL_ENABLED"]),
+        "turn_spool": spool_status(request.app),
     })
 
 

@@ -29,19 +29,20 @@ class BadInput(ValueError):
         self.code = code
 
 
-def _check_query(value: Any) -> str:
+def check_query(value: Any, name: str = "q") -> str:
+    """The search text; ``name`` is what the caller calls it (q here, query over MCP)."""
     if value is None:
-        raise BadInput("missing_query", "Give the search text as q.")
+        raise BadInput("missing_query", f"Give the search text as {name}.")
     if not isinstance(value, str):
-        raise BadInput("invalid_query", "q must be a string.")
+        raise BadInput("invalid_query", f"{name} must be a string.")
     if not value.strip():
-        raise BadInput("missing_query", "q must not be empty.")
+        raise BadInput("missing_query", f"{name} must not be empty.")
     if len(value) > MAX_QUERY_CHARS:
-        raise BadInput("query_too_long", f"q is limited to {MAX_QUERY_CHARS} characters.")
+        raise BadInput("query_too_long", f"{name} is limited to {MAX_QUERY_CHARS} characters.")
     return value.strip()
 
 
-def _check_limit(value: Any, *, from_text: bool) -> int:
+def check_limit(value: Any, *, from_text: bool) -> int:
     if value is None:
         return DEFAULT_LIMIT
     if from_text:
@@ -82,6 +83,7 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
         "timezone_hours": timezone_hours,
         "mode": outcome.mode,
         "warning": outcome.warning,
+        "threshold": outcome.threshold,
         "keywords": outcome.keywords,
         "results": [{
             "id": r.id,
@@ -93,6 +95,7 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
             "created_at": r.memory["created_at"].isoformat(),
             "score": round(r.score, 4),
             "score_parts": {name: round(value, 4) for name, value in r.parts.items()},
+            "relevance": round(r.relevance, 4),
             "similarity": None if r.similarity is None else round(r.similarity, 4),
         } for r in outcome.results],
     }
@@ -114,8 +117,8 @@ async def search_get(request: web.Request) -> web.Response:
             raise BadInput("unknown_parameter", f"Unknown parameter: {unknown[0]}.")
         if len(request.query.getall("q", [])) > 1 or len(request.query.getall("limit", [])) > 1:
             raise BadInput("repeated_parameter", "Give q and limit at most once each.")
-        query = _check_query(request.query.get("q"))
-        limit = _check_limit(request.query.get("limit"), from_text=True)
+        query = check_query(request.query.get("q"))
+        limit = check_limit(request.query.get("limit"), from_text=True)
     except BadInput as exc:
         return api_error(400, exc.code, str(exc))
     return await _search(request, query, limit)
@@ -125,8 +128,8 @@ async def search_post(request: web.Request) -> web.Response:
     """POST keeps private search text out of URLs and logs."""
     try:
         body = await _json_object(request, {"q", "limit"})
-        query = _check_query(body.get("q"))
-        limit = _check_limit(body.get("limit"), from_text=False)
+        query = check_query(body.get("q"))
+        limit = check_limit(body.get("limit"), from_text=False)
     except BadInput as exc:
         return api_error(400, exc.code, str(exc))
     return await _search(request, query, limit)

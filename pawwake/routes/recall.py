@@ -88,16 +88,19 @@ def _id_list(value: Any, name: str, *, text: bool) -> list[str]:
     return [v.strip() for v in value]
 
 
-def parse_search(params: dict[str, Any], *, text: bool) -> dict[str, Any]:
-    """Validate search parameters (GET query or POST body) into keyword arguments."""
+def parse_search(params: dict[str, Any], *, text: bool, query_name: str = "q"
+                 ) -> dict[str, Any]:
+    """Validate search parameters (GET query or POST body) into keyword arguments; the search
+    text is ``params["q"]``, named ``query_name`` in messages (MCP calls it query)."""
     unknown = sorted(set(params) - SEARCH_FIELDS)
     if unknown:
         raise BadSearch("unknown_field", f"Unknown field: {unknown[0]}.")
     query = params.get("q")
     if not isinstance(query, str) or not query.strip():
-        raise BadSearch("missing_query", "Give the search text as q.")
+        raise BadSearch("missing_query", f"Give the search text as {query_name}.")
     if len(query) > MAX_QUERY_CHARS:
-        raise BadSearch("query_too_long", f"q is limited to {MAX_QUERY_CHARS} characters.")
+        raise BadSearch("query_too_long",
+                        f"{query_name} is limited to {MAX_QUERY_CHARS} characters.")
     mode = params.get("mode") or "hybrid"
     if mode not in ("hybrid", "keyword"):
         raise BadSearch("invalid_mode", "mode must be hybrid or keyword.")

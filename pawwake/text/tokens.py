@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from pawwake.text import english
+
 log = logging.getLogger(__name__)
 
 _DATA = Path(__file__).with_name("data")
@@ -38,7 +40,6 @@ _LEADING_TIMESTAMP = re.compile(
     r"^\s*[\[【(（]?\s*\d{4}[-/.年]\d{1,2}[-/.月]\d{1,2}日?"
     r"(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?\s*[\]】)）]?\s*[:：-]?\s*")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_ENGLISH = re.compile(r"[A-Za-z][A-Za-z'\-]*[A-Za-z]|[A-Za-z]{2,}")
 _DIGITS = re.compile(r"\d{4,}")
 _TOKEN_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 
@@ -297,25 +298,33 @@ def _han_terms(tokens: list[str]) -> list[str]:
 
 
 def latin_terms(text: str) -> list[str]:
-    """English words of 2+ letters (stopwords dropped) and digit runs of 4+, lower-cased."""
-    words = [w.lower() for w in _ENGLISH.findall(text)]
-    terms = [w for w in words if len(w) >= 2 and w not in STOPWORDS]
-    return terms + _DIGITS.findall(text)
+    """English words normalised by ``english.terms`` (stemmed, stopwords and possessives
+    dropped) and digit runs of 4+."""
+    return english.terms(text) + _DIGITS.findall(text)
+
+
+def han_characters(terms: list[str]) -> list[str]:
+    """The single characters of multi-character Chinese terms (stopword characters left out),
+    stored as index terms so a one-character query such as "猫" finds "猫叫" or "橘猫"."""
+    return [ch for term in terms if len(term) > 1 for ch in term
+            if _HAN.match(ch) and ch not in STOPWORDS]
 
 
 def index_terms(text: str) -> list[str]:
     """Distinct terms stored with a row for indexed keyword matching.
 
     Precise-mode words plus the sub-words jieba's search mode finds inside long words, so a
-    query for "牙医" still matches a row that says "看牙医". A long text is indexed from its
-    bounded part (see the module docstring).
+    query for "牙医" still matches a row that says "看牙医", plus their single characters
+    (``han_characters``); English terms are normalised as on the query side. A long text is
+    indexed from its bounded part (see the module docstring).
     """
     import jieba
 
     body = strip_timestamp(bounded(text, INDEX_HEAD_CHARS, INDEX_TAIL_CHARS))
     load()
     tokens = jieba.lcut(body, cut_all=False) + jieba.lcut_for_search(body)
-    terms = _han_terms(tokens) + latin_terms(body)
+    han = _han_terms(tokens)
+    terms = han + han_characters(han) + latin_terms(body)
     return list(dict.fromkeys(terms))
 
 
@@ -330,7 +339,17 @@ def _query_keywords(text: str, top_k: int) -> tuple[str, ...]:
     idf = _idf.weights(list(counts), _idf.median)
     ranked = sorted(counts, key=lambda w: (-(counts[w] / total) * idf[w], w))
     latin = list(dict.fromkeys(latin_terms(body)))
-    return tuple(dict.fromkeys(ranked[:top_k] + latin))
+    return tuple(dict.fromkeys(ranked[:top_k] + _sub_words(body, ranked[:top_k]) + latin))
+
+
+def _sub_words(body: str, words: list[str]) -> list[str]:
+    """The dictionary words jieba's search mode finds inside the query's longer words (as the
+    index side stores them), so "咖啡豆" also looks for "咖啡" and "几公里" for "公里"."""
+    import jieba
+
+    chosen = set(words)
+    inner = [w for w in _han_terms(jieba.lcut_for_search(body)) if len(w) >= 2]
+    return [w for w in inner if w not in chosen and any(w in word for word in chosen)]
 
 
 def query_keywords(text: str, top_k: int = 10) -> list[str]:

@@ -6,6 +6,7 @@ from aiohttp import web
 from yarl import URL
 
 from pawwake import __version__, job_admin, keys
+from pawwake.chat.turn_spool import spool_status
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
@@ -41,6 +42,7 @@ async def status(request: web.Request) -> web.Response:
         "default_model": settings["DEFAULT_MODEL"],
         "gateway_key_set": bool(settings["GATEWAY_SECRET"]),
         "counts": None,
+        "turn_spool": spool_status(request.config_dict),
     }
     context["jobs"] = None
     if on and state == "ready":

@@ -1,0 +1,95 @@
+"""Semantic admission and fusion: pure functions, no I/O.
+
+Raw cosines mean little on their own (the local e5 model puts unrelated texts at 0.75-0.86,
+a paraphrase can sit at 0.80), but a query's own neighbourhood says a lot: the memory it is
+about stands out of the spread of its nearest neighbours. So a semantic candidate is admitted
+by rank (among the ``ADMIT_TOP_K`` nearest) and by margin (within ``ADMIT_MARGIN_SD`` standard
+deviations of the best), with the per-provider threshold kept only as a floor against noise.
+Its semantic part is its place in that neighbourhood,
+``(cos - mean) / (max(best, mean + ANCHOR_SD * sd) - mean)`` clipped to 0..1: a best match that
+does not stand out clearly is not stretched to 1.0.
+
+Fusion is a calibrated weighted sum (``scoring.combine``): keyword share and neighbourhood
+score carry the relevance, importance and recency only break ties. On the dev set
+(``bench/retrieval_quality.py``) it beat reciprocal-rank fusion, kept here for that comparison:
+RRF ignores how far ahead a match is and so lets keyword near-misses tie with the clear
+semantic answer. ``relevance`` (the weighted share of keyword and semantic parts, without the
+tie-breakers) is what the injection floor compares, so the floor means the same in keyword-only
+and hybrid mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+NEIGHBOURHOOD = 40  # nearest neighbours fetched per query: the spread is measured on them
+ADMIT_TOP_K = 20  # a semantic candidate must be among the query's nearest this many
+ADMIT_MARGIN_SD = 4.0  # ... and within this many standard deviations of the best
+ANCHOR_SD = 4.0  # the best counts as 1.0 only when it stands this far above the mean
+RRF_K = 2  # reciprocal-rank constant, used only when comparing fusions
+
+METHOD = "sum"  # "sum" (calibrated) or "rrf"; the benchmark switches it to compare
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """The spread of a query's nearest neighbours, and the noise floor."""
+
+    best: float
+    mean: float
+    sd: float
+    floor: float
+
+    @classmethod
+    def of(cls, cosines: Sequence[float], floor: float) -> Neighbourhood | None:
+        values = [float(c) for c in cosines]
+        if not values:
+            return None
+        mean = sum(values) / len(values)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        return cls(max(values), mean, sd, floor)
+
+    def admits(self, rank: int, cosine: float) -> bool:
+        """A neighbour (0-based ``rank`` in cosine order) enters the candidate pool."""
+        return (rank < ADMIT_TOP_K and cosine >= self.floor
+                and cosine >= self.best - ADMIT_MARGIN_SD * self.sd)
+
+    def score(self, cosine: float) -> float:
+        """0..1: where ``cosine`` sits between the neighbourhood's mean and a clear best."""
+        if cosine < self.floor:
+            return 0.0
+        top = max(self.best, self.mean + ANCHOR_SD * self.sd)
+        span = top - self.mean
+        if span <= 0:
+            return 1.0 if cosine >= self.best else 0.0
+        return min(1.0, max(0.0, (cosine - self.mean) / span))
+
+
+def admitted(neighbours: Sequence[tuple[int, float]], hood: Neighbourhood) -> list[int]:
+    """Ids of the neighbours (best first) admitted to the pool."""
+    ranked = sorted(neighbours, key=lambda item: -item[1])
+    return [i for rank, (i, cosine) in enumerate(ranked) if hood.admits(rank, cosine)]
+
+
+def relevance(keyword: float, semantic: float, keyword_weight: float,
+              semantic_weight: float) -> float:
+    """The relevance share of a fused score (0..1), without importance and recency."""
+    total = keyword_weight + semantic_weight
+    if total <= 0:
+        return 0.0
+    return (keyword_weight * keyword + semantic_weight * semantic) / total
+
+
+def reciprocal_ranks(keyword: Mapping[int, float], semantic: Mapping[int, float]
+                     ) -> dict[int, tuple[float, float]]:
+    """For comparison only: each part replaced by ``(RRF_K + 1) / (RRF_K + rank)`` in its own
+    list (1.0 for the first, 0 when absent), so ``scoring.combine`` sums reciprocal ranks."""
+    def ranks(scores: Mapping[int, float]) -> dict[int, float]:
+        ordered = sorted((i for i, v in scores.items() if v > 0), key=lambda i: (-scores[i], -i))
+        return {i: (RRF_K + 1) / (RRF_K + r) for r, i in enumerate(ordered, 1)}
+
+    by_keyword, by_semantic = ranks(keyword), ranks(semantic)
+    return {i: (by_keyword.get(i, 0.0), by_semantic.get(i, 0.0))
+            for i in {*keyword, *semantic}}

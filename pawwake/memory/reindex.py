@@ -1,0 +1,57 @@
+"""Re-tokenising stored rows after the keyword rules change (the job migration 0013 enqueues).
+
+Memories, then conversation messages that have terms (messages without terms are left to
+``conversation_index.index_pending``), are read in id order in batches, cut in a worker
+thread and written back only where the content is still the one that was cut, so an edit made
+meanwhile (which stores terms of its own) is never overwritten. The last id done is kept as
+the job's progress: a restarted job resumes there, and running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db import jobs as jobs_db
+from pawwake.db import reindex as reindex_db
+from pawwake.jobs import Job
+from pawwake.memory import runtime  # runtime registers this job: import the module
+
+log = logging.getLogger(__name__)
+
+KIND = "keyword_reindex"
+BATCH = 500
+TABLES = ("memories", "conversations")
+
+
+async def reindex_job(job: Job) -> dict[str, Any]:
+    """Job handler: see the module docstring."""
+    database = job.app[keys.DATABASE]
+    assert database is not None
+    stored = await jobs_db.get_job(database.pool, job.id)
+    progress = dict((stored or {}).get("progress") or {})
+    for table in TABLES:
+        after = int(progress.get(table, 0))
+        while True:
+            rows = await reindex_db.rows_after(database.pool, table, after, BATCH)
+            if not rows:
+                break
+            terms = await runtime.terms_for(job.app, [row["content"] for row in rows])
+            await reindex_db.store_terms(database.pool, table, [
+                (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])
+            after = rows[-1]["id"]
+            progress[table] = after
+            progress[f"{table}_done"] = int(progress.get(f"{table}_done", 0)) + len(rows)
+            await job.progress(**progress)
+            await job.keep_alive()
+    log.info("keyword index rebuilt: %s memories, %s messages",
+             progress.get("memories_done", 0), progress.get("conversations_done", 0))
+    return {"memories": progress.get("memories_done", 0),
+            "conversations": progress.get("conversations_done", 0)}
+
+
+def register(app: web.Application) -> None:
+    app[keys.JOBS].register(KIND, reindex_job)

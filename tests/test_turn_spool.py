@@ -1,0 +1,109 @@
+"""PostgreSQL stopped and started during chats: every finished turn reaches the database
+once, in order (the spool on disk holds them meanwhile). Runs its own embedded server, so
+stopping it leaves the session's server alone."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.chat.turn_spool import TurnSpool, decode, encode
+from pawwake.db.embedded import start_embedded, stop_embedded
+from pawwake.llm.sse import CapturedReply
+from tests.fake_upstream import FakeUpstream
+from tests.gateway_support import GatewayStarter
+from tests.turn_support import turn_rows
+
+SESSION = {"X-Session-Id": "s-spool"}
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="pawwake-spool-pg-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+async def chat(client: Any, upstream: FakeUpstream, history: list[dict[str, Any]],
+               number: int, *, stream: bool) -> None:
+    question = {"role": "user", "content": f"问{number}"}
+    upstream.reply_text(f"答{number}")
+    response = await client.post("/v1/chat/completions", headers=SESSION, json={
+        "model": "test/model-a", "stream": stream, "messages": [*history, question]})
+    assert response.status == 200
+    await response.read()
+    history += [question, {"role": "assistant", "content": f"答{number}"}]
+
+
+async def test_turns_survive_a_database_stop_and_start_exactly_once_in_order(
+        gateway: GatewayStarter, upstream: FakeUpstream, own_postgres: Path) -> None:
+    server = await asyncio.to_thread(start_embedded, own_postgres)
+    try:
+        app = gateway.build(DATABASE_URL=server.get_uri())
+        client = await gateway.start(app)
+        history: list[dict[str, Any]] = []
+        for number in range(4):
+            await chat(client, upstream, history, number, stream=number % 2 == 0)
+        await asyncio.to_thread(stop_embedded, server)
+        for number in range(4, 10):
+            await chat(client, upstream, history, number, stream=number % 2 == 0)
+        await app[keys.TASKS].drain()
+        health = await (await client.get("/")).json()
+        assert health["turn_spool"] == {"pending": 6, "dropped": 0, "failed": 0}
+        server = await asyncio.to_thread(start_embedded, own_postgres)
+        spool = app[keys.TURN_SPOOL]
+        for _ in range(300):  # the replay loop tries every few seconds
+            if not spool.pending:
+                break
+            await asyncio.sleep(0.1)
+        for number in range(10, 13):
+            await chat(client, upstream, history, number, stream=True)
+        await app[keys.TASKS].drain()
+        rows = await turn_rows(app, "s-spool")
+        assert [r["content"] for r in rows] == [m["content"] for m in history]
+        assert spool.status() == {"pending": 0, "dropped": 0, "failed": 0}
+        assert not list(spool.folder.iterdir())
+    finally:
+        await asyncio.to_thread(stop_embedded, server)
+
+
+class _Turn:
+    def __init__(self, key: str) -> None:
+        self.session_id = "s"
+        self.model = "m"
+        self.client_messages = [{"role": "user", "content": "x" * 100}]
+        self.turn_key = key
+
+
+async def test_a_full_spool_keeps_the_oldest_and_counts_the_dropped(tmp_path: Path) -> None:
+    spool = TurnSpool(tmp_path / "spool", max_bytes=1500)
+    spool.open()
+    reply = CapturedReply(content="y" * 100, finish_reason="stop", done=True)
+    results = [await spool.add(_Turn(f"k{n}"), reply, incomplete=False) for n in range(5)]
+    assert results[:2] == [True, True] and results[-1] is False
+    kept = sorted(p.name for p in spool.folder.glob("*.json"))
+    assert [decode((spool.folder / name).read_bytes())[0].turn_key for name in kept] == [
+        f"k{n}" for n in range(results.count(True))]
+    assert spool.status()["dropped"] == results.count(False)
+    reopened = TurnSpool(tmp_path / "spool", max_bytes=1500)
+    reopened.open()
+    assert reopened.pending == results.count(True)
+
+
+def test_a_spooled_turn_keeps_what_the_writer_needs() -> None:
+    turn = _Turn("k")
+    turn.client_messages = [{"role": "user", "content": "a"}, {"role": "assistant",
+                            "content": "b"}, {"role": "user", "content": "c\ud800"}]
+    reply = CapturedReply(content="d", finish_reason="stop", done=True,
+                          raw_usage={"prompt_tokens": 1, "completion_tokens": 2})
+    back, captured, incomplete = decode(encode(turn, reply, incomplete=True))
+    assert back.client_messages == turn.client_messages[1:]
+    assert captured.usage is not None and captured.usage.completion == 2
+    assert incomplete is True
