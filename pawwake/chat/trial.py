@@ -3,7 +3,8 @@
 The same ``prepare_chat`` and ``forward`` as /v1/chat/completions, called in process: the
 gateway secret never leaves the server. Events are yielded as they happen - ``prepared``
 (what was injected), ``chunk`` (provider bytes, unchanged), then ``done`` or ``failed``.
-The turn is stored and learnt from like any other chat.
+The turn is stored and learnt from like any other chat; ``done`` comes once it is stored,
+so the next message sees it. A page that leaves mid-reply keeps the turn as incomplete.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.pipeline import after_failure, after_reply, prepare_chat
+from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.sessions import SESSION_HEADER
-from pawwake.llm.sse import new_capture
+from pawwake.chat.turns import mark_pending, release_pending, wait_stored
+from pawwake.llm.sse import CapturedReply, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
 
@@ -55,8 +57,11 @@ async def trial_chat(app: web.Application, session_id: str, model: str,
                                   datetime.now(UTC))
     tasks, health = app[keys.TASKS], app[keys.UPSTREAM_HEALTH]
     settled = False
+    capture = None
+    forwarded = False
     try:
         yield "prepared", prepared
+        forwarded = True
         try:
             async with forward(app[keys.HTTP], settings, prepared.payload) as upstream:
                 if upstream.status != 200:
@@ -80,6 +85,8 @@ async def trial_chat(app: web.Application, session_id: str, model: str,
                     if not chunk:
                         break
                     capture.feed(chunk)
+                    if capture.finished or capture.done:
+                        mark_pending(app, prepared)
                     yield "chunk", chunk
                 reply = capture.finish()
         except UpstreamFailure as exc:
@@ -97,8 +104,13 @@ async def trial_chat(app: web.Application, session_id: str, model: str,
             return
         health.succeeded()
         after_reply(tasks, prepared, reply)
+        await wait_stored(prepared)
         yield "done", {"text": reply.content, "model": reply.model or prepared.model,
                        "usage": reply.raw_usage}
     finally:
-        if not settled:
+        if not settled and forwarded:  # the page left: keep what was typed, as chat does
+            partial = capture.finish() if capture is not None else CapturedReply()
+            after_incomplete(app, prepared, partial, "client_gone")
+        elif not settled:
             after_failure(tasks, prepared, "client_gone")
+        release_pending(app, prepared)
