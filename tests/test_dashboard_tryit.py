@@ -10,6 +10,7 @@ from typing import Any
 from bs4 import BeautifulSoup
 
 from pawwake import keys
+from pawwake.chat import conversations as service
 from pawwake.db.pool import fetch_all
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.gateway_support import chat_body, settle, stored_messages
@@ -41,8 +42,9 @@ async def started(gateway: Any, **overrides: Any) -> Any:
 
 async def injections(client: Any) -> list[dict[str, Any]]:
     return await fetch_all(client.server.app[keys.DATABASE].pool,
-                           "SELECT message_id, session_id, memory_ids, record"
-                           " FROM turn_injections ORDER BY message_id")
+                           "SELECT t.message_id, c.session_id, t.memory_ids, t.record"
+                           " FROM turn_injections t JOIN conversations c"
+                           " ON c.id = t.message_id ORDER BY t.message_id")
 
 
 async def test_try_it_streams_the_reply_and_what_was_injected(gateway: Any, upstream: Any
@@ -179,3 +181,23 @@ async def test_try_it_in_partition_mode_shows_the_layout_and_its_breakpoints(
     assert row["session_id"] == "default"
     [partition] = [e for e in row["record"] if e["kind"] == "partition"]
     assert (partition["zone_a_rounds"], partition["zone_b_rounds"]) == (2, 1)
+
+
+async def test_the_record_follows_a_reply_into_a_merged_session(gateway: Any,
+                                                               upstream: Any) -> None:
+    client = await started(gateway)
+    memory = await add_memory(client, "用户的猫叫小橘")
+    for session in ("left", "right"):
+        response = await client.post("/v1/chat/completions",
+                                     json=chat_body("小橘最近胃口不好怎么办"),
+                                     headers={"X-Session-Id": session})
+        await response.read()
+    await settle(client)
+    await service.merge_sessions(client.server.app, ["left"], "right")
+    page = BeautifulSoup(await (await client.get("/dashboard/conversations/view?session=right")
+                                ).text(), "html.parser")
+    assert len(page.select(f"[data-injected-memory='{memory}']")) == 2
+    memory_page = BeautifulSoup(await (await client.get(f"/dashboard/memories/{memory}")
+                                       ).text(), "html.parser")
+    assert memory_page.select_one("[data-memory-usage]")["data-memory-usage"] == "2"
+    assert all("session=right" in a["href"] for a in memory_page.select("[data-usage-turn] a"))

@@ -16,14 +16,13 @@ def memory_ids_of(record: Sequence[dict[str, Any]]) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
-async def insert_injection(cur: Any, message_id: int, session_id: str,
-                           record: Sequence[dict[str, Any]]) -> None:
+async def insert_injection(cur: Any, message_id: int, record: Sequence[dict[str, Any]]
+                           ) -> None:
     await cur.execute(
-        "INSERT INTO turn_injections (message_id, session_id, memory_ids, record)"
-        " VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT (message_id) DO UPDATE"
+        "INSERT INTO turn_injections (message_id, memory_ids, record)"
+        " VALUES (%s, %s, %s::jsonb) ON CONFLICT (message_id) DO UPDATE"
         " SET memory_ids = EXCLUDED.memory_ids, record = EXCLUDED.record",
-        (message_id, session_id, memory_ids_of(record),
-         json.dumps(list(record), ensure_ascii=False)))
+        (message_id, memory_ids_of(record), json.dumps(list(record), ensure_ascii=False)))
 
 
 async def record_injection(cur: Any, prepared: Any, ids: Sequence[int],
@@ -34,15 +33,18 @@ async def record_injection(cur: Any, prepared: Any, ids: Sequence[int],
     record = [{key: value for key, value in entry.items() if key != "text"}
               for entry in getattr(prepared, "injected", ())]
     if replies and record:
-        await insert_injection(cur, replies[-1], prepared.session_id, record)
+        await insert_injection(cur, replies[-1], record)
 
 
-async def session_injections(pool: Any, session_id: str) -> dict[int, list[dict[str, Any]]]:
-    """Reply message id -> its injected record, for one session; memory entries carry the
-    memory's current text (``None`` once it was deleted)."""
+async def injections_of(pool: Any, message_ids: Sequence[int]
+                        ) -> dict[int, list[dict[str, Any]]]:
+    """Reply message id -> its injected record, for the given messages; memory entries carry
+    the memory's current text (``None`` once it was deleted)."""
+    if not message_ids:
+        return {}
     async with cursor(pool) as cur:
         await cur.execute("SELECT message_id, record FROM turn_injections"
-                          " WHERE session_id = %s", (session_id,))
+                          " WHERE message_id = ANY (%s)", (list(message_ids),))
         found = {int(row[0]): row[1] for row in await cur.fetchall()}
         ids = sorted({i for record in found.values() for i in memory_ids_of(record)})
         texts: dict[int, str] = {}
@@ -64,8 +66,9 @@ async def memory_usage(pool: Any, memory_id: int, *, limit: int = 20) -> dict[st
             " WHERE memory_ids @> ARRAY[%s]::bigint[]", (memory_id,))
         count, last = await cur.fetchone()
         await cur.execute(
-            "SELECT t.message_id, t.session_id, t.created_at, t.record"
-            " FROM turn_injections t WHERE t.memory_ids @> ARRAY[%s]::bigint[]"
+            "SELECT t.message_id, c.session_id, t.created_at, t.record"
+            " FROM turn_injections t JOIN conversations c ON c.id = t.message_id"
+            " WHERE t.memory_ids @> ARRAY[%s]::bigint[]"
             " ORDER BY t.created_at DESC, t.message_id DESC LIMIT %s", (memory_id, limit))
         rows = await cur.fetchall()
     turns = []

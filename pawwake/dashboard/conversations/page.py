@@ -20,7 +20,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
-from pawwake.db.turn_injections import session_injections
+from pawwake.db.turn_injections import injections_of
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ async def view_session(request: web.Request) -> web.Response:
     session_id = service.session_id_of(request.query.get("session"), "session")
     rows = await service.session_messages(gateway(request), session_id, include_deleted=True)
     database = gateway(request)[keys.DATABASE]
-    injected = await session_injections(database.pool, session_id) if database else {}
+    replies = [row["id"] for row in rows if row["role"] == "assistant"]
+    injected = await injections_of(database.pool, replies) if database else {}
     messages = [{**row, "number": number, "role_key": ROLE_KEYS[row["role"]],
                  "injected": injected.get(row["id"])}
                 for number, row in enumerate(rows, start=1)]
