@@ -4,6 +4,7 @@ record, shown in the conversation view and on the memory's own page."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -13,9 +14,11 @@ from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.db.pool import fetch_all
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
+from tests.fake_upstream import Reply, text_stream
 from tests.gateway_support import chat_body, settle, stored_messages
 from tests.partition_support import PARTITION, say
 from tests.test_memory_injection import MEMORY_ON, add_memory
+from tests.turn_support import read_until, turn_rows
 
 DASHBOARD = {"DASHBOARD_PASSWORD": PASSWORD, "SESSION_SECRET": SECRET}
 
@@ -201,3 +204,29 @@ async def test_the_record_follows_a_reply_into_a_merged_session(gateway: Any,
                                        ).text(), "html.parser")
     assert memory_page.select_one("[data-memory-usage]")["data-memory-usage"] == "2"
     assert all("session=right" in a["href"] for a in memory_page.select("[data-usage-turn] a"))
+
+
+async def test_leaving_the_page_mid_reply_keeps_the_turn_incomplete_and_frees_reminders(
+        gateway: Any, upstream: Any) -> None:
+    client = await started(gateway)
+    reminder = await add_memory(client, "提醒用户给小橘买猫粮", remind_in_minutes=-1)
+    gate = asyncio.Event()
+    upstream.queue(Reply(chunks=text_stream("first part, second part", pieces=2), gate=gate,
+                         gate_after=2))
+    response = await client.post(
+        "/dashboard/try", data={"session": "try-left", "message": "小橘今天吃什么"},
+        headers=same_origin(client, Accept="text/event-stream"))
+    seen = await read_until(response, b"first part")
+    assert b"event: injected" in seen and f"data-reminder=\\\"{reminder}\\\"".encode() in seen
+    response.close()
+    await asyncio.wait_for(upstream.disconnected.wait(), 10)
+    gate.set()
+    await settle(client)
+    rows = await turn_rows(client.server.app, "try-left")
+    assert [(r["role"], r["metadata"].get("incomplete")) for r in rows] == [
+        ("user", True), ("assistant", True)]
+    # The reminder was not delivered: its claim is released for the next chat.
+    [claim] = await fetch_all(client.server.app[keys.DATABASE].pool,
+                              "SELECT reminder_delivered_at, reminder_claim_token"
+                              " FROM memories WHERE id = %s", (reminder,))
+    assert claim["reminder_delivered_at"] is None and claim["reminder_claim_token"] is None
