@@ -69,3 +69,22 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
 
 def zone_of(settings: Any) -> timezone:
     return timezone(timedelta(hours=float(settings["TIMEZONE_HOURS"])))
+
+
+async def health_lines(app: web.Application, settings: Any, state: str,
+                       jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every line of the health card; the jobs card's newest problems get local times."""
+    database = app[keys.DATABASE]
+    zone = zone_of(settings)
+    for row in (jobs or {}).get("overview", ()):
+        problem = row["problem"]
+        if problem is not None:
+            problem["when"] = _local(problem["updated_at"], zone)
+    lines = [database_line(database, state), upstream_line(app, zone)]
+    if database is not None and state == "ready":
+        try:
+            lines.append(await embedding_line(app, settings))
+        except UNAVAILABLE_ERRORS:
+            database.mark_unreachable()
+        lines.append(jobs_line(jobs))
+    return lines

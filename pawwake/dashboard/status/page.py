@@ -10,13 +10,7 @@ from pawwake.chat.turn_spool import spool_status
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
-from pawwake.dashboard.status.health import (
-    database_line,
-    embedding_line,
-    jobs_line,
-    upstream_line,
-    zone_of,
-)
+from pawwake.dashboard.status.health import health_lines
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
 
@@ -54,20 +48,8 @@ async def status(request: web.Request) -> web.Response:
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
-    app = gateway(request)
-    zone = zone_of(settings)
-    for job in (context["jobs"] or {}).get("overview", ()):
-        problem = job["problem"]
-        if problem is not None:
-            problem["when"] = problem["updated_at"].astimezone(zone).strftime("%Y-%m-%d %H:%M")
-    health = [database_line(database, context["database_state"]), upstream_line(app, zone)]
-    if on and context["database_state"] == "ready":
-        try:
-            health.append(await embedding_line(app, settings))
-        except UNAVAILABLE_ERRORS:
-            database.mark_unreachable()
-        health.append(jobs_line(context["jobs"]))
-    context["health"] = health
+    context["health"] = await health_lines(gateway(request), settings, context["database_state"],
+                                           context["jobs"])
     context["jobs_notice"] = _jobs_notice(request)
     return render(request, "dashboard/status.html", context)
 
