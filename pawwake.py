@@ -17,7 +17,7 @@ import time
 from aiohttp import web
 
 from pawwake.app import create_app
-from pawwake.logs import configure_logging
+from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
 from pawwake.settings import Settings
 from pawwake.tasks import REQUEST_GRACE_SECONDS, SHUTDOWN_SECONDS
@@ -63,7 +63,10 @@ def main() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     app = create_app(settings)
     app.on_shutdown.append(start_watchdog)
-    web.run_app(app, host=args.host, port=settings["PORT"], access_log=None, print=None,
+    line = listening_line(args.host, settings["PORT"])
+    # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner
+    web.run_app(app, host=args.host, port=settings["PORT"], access_log=None,
+                print=lambda _banner: log.info("%s", line),
                 shutdown_timeout=REQUEST_GRACE_SECONDS)
     if _shutdown_started:
         log.info("stopped in %.1f s", time.monotonic() - _shutdown_started[0])

@@ -110,15 +110,17 @@ class RuntimeConfig:
         for name, raw in changes.items():
             setting = BY_NAME.get(name)
             if setting is None:
-                raise SettingError(name, "unknown setting")
+                raise SettingError(name, "unknown setting", "unknown")
             if not setting.hot:
                 raise SettingError(name, "is set in the environment and only changes there "
-                                         "(with a restart); it cannot be changed here")
+                                         "(with a restart); it cannot be changed here",
+                                   "restart_only")
             if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
                 if raw == secret_form_value(setting, self._current[name]):
                     continue
                 raise SettingError(name, "looks like a masked value; send the full secret, "
-                                         "or the mask exactly as shown to keep the current one")
+                                         "or the mask exactly as shown to keep the current one",
+                                   "masked_value")
             parsed[name] = parse_value(setting, raw)
         return parsed
 

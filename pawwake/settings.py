@@ -14,10 +14,13 @@ GROUPS: tuple[str, ...] = ("basic", "memory", "partition", "vector", "recall", "
 class SettingError(ValueError):
     """A value that does not fit its setting (wrong type, out of range, unknown key)."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(self, name: str, message: str, code: str = "invalid",
+                 **values: Any) -> None:
         super().__init__(f"{name}: {message}")
         self.name = name
-        self.message = message
+        self.message = message  # English, for the API and logs
+        self.code = code  # for the dashboard, which words it in the reader's language
+        self.values = values
 
 
 @dataclass(frozen=True)
@@ -236,43 +239,46 @@ def parse_value(setting: Setting, raw: Any) -> Any:
             return raw
         if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
             return raw.strip().lower() in _TRUE
-        raise SettingError(setting.name, "expected true or false")
+        raise SettingError(setting.name, "expected true or false", "expected_bool")
     if kind in ("int", "float", "optional_float"):
         if kind == "optional_float" and (raw is None or (isinstance(raw, str) and not raw.strip())):
             return None
         value = _parse_number(setting, raw, integer=kind == "int")
         if setting.minimum is not None and value < setting.minimum:
-            raise SettingError(setting.name, f"must be at least {setting.minimum:g}")
+            raise SettingError(setting.name, f"must be at least {setting.minimum:g}", "too_small",
+                               limit=f"{setting.minimum:g}")
         if setting.maximum is not None and value > setting.maximum:
-            raise SettingError(setting.name, f"must be at most {setting.maximum:g}")
+            raise SettingError(setting.name, f"must be at most {setting.maximum:g}", "too_large",
+                               limit=f"{setting.maximum:g}")
         return value
     if not isinstance(raw, str):
-        raise SettingError(setting.name, "expected a string")
+        raise SettingError(setting.name, "expected a string", "expected_text")
     if kind == "choice":
         value = raw.strip()
         if value not in setting.choices:
             raise SettingError(setting.name, "must be one of " + ", ".join(
-                repr(c) for c in setting.choices))
+                repr(c) for c in setting.choices), "not_a_choice",
+                choices=" / ".join(setting.choices))
         return value
     return raw if setting.multiline else raw.strip()
 
 
 def _parse_number(setting: Setting, raw: Any, *, integer: bool) -> float | int:
     if isinstance(raw, bool):
-        raise SettingError(setting.name, "expected a number")
+        raise SettingError(setting.name, "expected a number", "expected_number")
     if isinstance(raw, str):
         try:
             raw = int(raw.strip()) if integer else float(raw.strip())
         except ValueError:
-            raise SettingError(setting.name, "expected a number") from None
+            raise SettingError(setting.name, "expected a number", "expected_number") from None
     if integer:
         if isinstance(raw, float) and raw.is_integer():
             raw = int(raw)
         if not isinstance(raw, int):
-            raise SettingError(setting.name, "expected a whole number")
+            raise SettingError(setting.name, "expected a whole number", "expected_integer")
         return raw
     if not isinstance(raw, (int, float)) or not math.isfinite(raw):
-        raise SettingError(setting.name, "expected a number")
+        raise SettingError(setting.name, "expected a number", "expected_number")
     return float(raw)
 
 
@@ -313,7 +319,7 @@ class Settings(Mapping[str, Any]):
     def __init__(self, values: Mapping[str, Any]) -> None:
         unknown = set(values) - set(BY_NAME)
         if unknown:
-            raise SettingError(sorted(unknown)[0], "unknown setting")
+            raise SettingError(sorted(unknown)[0], "unknown setting", "unknown")
         self._values = {s.name: values.get(s.name, s.default) for s in SETTINGS}
 
     @classmethod

@@ -201,15 +201,15 @@ async def test_usage_page_chart_and_tables(dash: Any) -> None:
     assert len(bars) == 30
     today_bar = html.select_one(f"g[data-day='{today.date().isoformat()}']")
     assert today_bar["data-total"] == "400"
-    kinds = [r["class"][0] for r in today_bar.select("rect")]
-    assert kinds == ["bar-chat", "bar-extract"]
-    heights = [float(r["height"]) for r in today_bar.select("rect")]
-    assert heights == [120.0, 40.0]  # the tallest day fills the 160-unit chart
+    kinds = [r["data-kind"] for r in today_bar.select("rect[data-kind]")]
+    assert kinds == ["chat", "extract"]
+    heights = [float(r["height"]) for r in today_bar.select("rect[data-kind]")]
+    assert heights[0] == 3 * heights[1]
     days = html.select("table[data-table='days'] tbody tr")
-    assert [tr.td.get_text() for tr in days] == [
+    assert [tr["data-day"] for tr in days] == [
         today.date().isoformat(), (today - timedelta(days=1)).date().isoformat()]
     sessions = html.select("table[data-table='sessions'] tbody tr")
-    cells = [td.get_text(strip=True) for td in sessions[0].select("td")]
+    cells = [td.get_text(strip=True) for td in sessions[0].select("th, td")]
     assert cells[:6] == ["kyoto", "300", "50", "100", "20", "470"]
 
 

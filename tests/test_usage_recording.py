@@ -100,10 +100,10 @@ async def test_partition_summaries_are_booked_and_shown_on_the_usage_page(
 
     await login(client)
     page = BeautifulSoup(await (await client.get("/dashboard/usage")).text(), "html.parser")
-    table = page.select_one("table[data-table=days]")
-    headers = [th.get_text(strip=True) for th in table.select("thead th")]
-    cells = [td.get_text(strip=True) for td in table.select("tbody tr")[0].select("td")]
-    assert cells[headers.index("摘要")] == "1,000"
+    today = page.select("svg.usage-chart g.day")[-1]  # the chart's last day is today
+    summary = today.select_one("rect[data-kind=summary]")
+    assert summary is not None and summary["data-tokens"] == "1000"
+    assert "摘要: 1,000" in today.title.get_text()
 
 
 async def test_a_summary_cut_at_the_output_limit_is_booked(gateway: Any, upstream: Any) -> None:

@@ -277,11 +277,6 @@ async def export_conversations(app: web.Application) -> list[dict[str, Any]]:
     return [{"session_id": sid, "messages": messages} for sid, messages in sessions.items()]
 
 
-async def usage_by_day(app: web.Application, since: datetime) -> list[dict[str, Any]]:
-    """Token sums per UTC day and usage type since ``since``."""
-    return await db.usage_by_day(_pool(app), since)
-
-
 async def usage_by_session(app: web.Application, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""

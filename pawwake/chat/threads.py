@@ -102,7 +102,7 @@ async def create(app: web.Application, thread_id: str, inherit_from: str | None
     async with transaction(_pool(app)) as cur:
         await _lock(cur, thread_id, *([inherit_from] if inherit_from else []))
         if await db.state_exists(cur, thread_id) or await db.any_message_count(cur, thread_id):
-            raise Conflict(f"thread {thread_id} already exists")
+            raise Conflict(f"thread {thread_id} already exists", "thread_exists", thread=thread_id)
         parts: list[str] = []
         if inherit_from is not None:
             if not await db.state_exists(cur, inherit_from) \
@@ -121,7 +121,7 @@ async def rename(app: web.Application, old_id: str, new_id: str) -> dict[str, An
     async with transaction(_pool(app)) as cur:
         await _lock(cur, old_id, new_id)
         if await db.state_exists(cur, new_id) or await db.any_message_count(cur, new_id):
-            raise Conflict(f"thread {new_id} already exists")
+            raise Conflict(f"thread {new_id} already exists", "thread_exists", thread=new_id)
         counts = await db.rename_thread(cur, old_id, new_id)
         if counts["messages"] == 0 and counts["state_rows"] == 0:
             raise NotFound(f"thread {old_id}")
@@ -134,7 +134,8 @@ async def rename(app: web.Application, old_id: str, new_id: str) -> dict[str, An
 async def delete(app: web.Application, thread_id: str) -> dict[str, Any]:
     """Drop the thread's state; its messages go to the conversation trash (restorable)."""
     if thread_id == await _active(app):
-        raise Conflict("the active thread cannot be deleted; switch to another one first")
+        raise Conflict("the active thread cannot be deleted; switch to another one first",
+                       "active_thread")
     async with transaction(_pool(app)) as cur:
         await _lock(cur, thread_id)
         state_rows = await db.delete_state(cur, thread_id)

@@ -299,7 +299,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
                     cur, session_id=turn.session_id, model=model,
                     prompt_tokens=reply.usage.prompt, completion_tokens=reply.usage.completion,
                     total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
-                    usage_type="chat")
+                    usage_type="chat", cost=reply.usage.cost)
     except psycopg2.errors.UniqueViolation:
         log.info("a concurrent write of the same turn won; nothing added")
         return False

@@ -9,10 +9,11 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake import __version__
+from pawwake import __version__, keys
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translator
 from pawwake.dashboard.nav import nav_for
+from pawwake.local_time import local_iso, local_minute, zone_of
 
 # htmx swaps our error fragments too (they are written for it), without eval or inline styles.
 HTMX_CONFIG = json.dumps({
@@ -38,6 +39,8 @@ def base_context(request: web.Request) -> dict[str, Any]:
     """What every template may use: language, strings, navigation, login state."""
     lang = request_language(request)
     authenticated = request.get(dkeys.AUTHENTICATED, False)
+    config = request.config_dict.get(keys.CONFIG)
+    zone = zone_of(config.current() if config is not None else {"TIMEZONE_HOURS": 0})
     return {
         "lang": lang,
         "html_lang": "zh-CN" if lang == "zh" else "en",
@@ -49,6 +52,9 @@ def base_context(request: web.Request) -> dict[str, Any]:
         "htmx_config": HTMX_CONFIG,
         "static_url": request.config_dict[dkeys.STATIC_URL],
         "current_path": request.path_qs,
+        # every shown time goes through these: TIMEZONE_HOURS, one format
+        "local_time": lambda moment: local_minute(moment, zone),
+        "local_iso": lambda moment: local_iso(moment, zone),
     }
 
 

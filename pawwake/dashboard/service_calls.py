@@ -10,7 +10,9 @@ from aiohttp import web
 
 from pawwake.chat.conversations import Invalid
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import conflict_reason, invalid_text
 from pawwake.dashboard.render import render_error
+from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.settings import SettingError
 
@@ -38,9 +40,11 @@ def refusals_as_pages(catalog_prefix: str) -> Callable[[Handler], Handler]:
                                     translate(lang, f"{catalog_prefix}.error_missing"))
             except Conflict as exc:
                 return render_error(request, 409, translate(
-                    lang, f"{catalog_prefix}.error_conflict", reason=str(exc)))
-            except (Invalid, SettingError) as exc:
-                return render_error(request, 400, str(exc))
+                    lang, f"{catalog_prefix}.error_conflict", reason=conflict_reason(lang, exc)))
+            except Invalid as exc:
+                return render_error(request, 400, invalid_text(lang, exc))
+            except SettingError as exc:
+                return render_error(request, 400, setting_error_text(lang, exc))
 
         return wrapper
 

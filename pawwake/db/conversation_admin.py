@@ -8,7 +8,6 @@ brings back exactly those and leaves messages deleted one by one before in the t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import aiopg
@@ -120,7 +119,7 @@ async def edit_message(cur: Any, message_id: int, content: str) -> dict[str, Any
     if found is None:
         raise NotFound(f"message {message_id}")
     if found[1] is not None:
-        raise Conflict("restore the message before editing it")
+        raise Conflict("restore the message before editing it", "message_deleted")
     await cur.execute(f"UPDATE conversations SET content = %s WHERE id = %s"
                       f" RETURNING {_MESSAGE_COLUMNS}", (content, message_id))
     return rows_as_dicts(cur, [await cur.fetchone()])[0]
@@ -163,7 +162,7 @@ async def restore_session(cur: Any, session_id: str) -> int:
     if total == 0:
         raise NotFound(f"session {session_id}")
     if live:
-        raise Conflict("the session is not in the trash")
+        raise Conflict("the session is not in the trash", "not_in_trash")
     await cur.execute(
         "UPDATE conversations SET deleted_at = NULL WHERE session_id = %(s)s AND deleted_at ="
         " (SELECT max(deleted_at) FROM conversations WHERE session_id = %(s)s)",
@@ -178,7 +177,8 @@ async def purge_session(cur: Any, session_id: str) -> dict[str, int]:
     if total == 0:
         raise NotFound(f"session {session_id}")
     if live:
-        raise Conflict("only a session in the trash can be deleted permanently")
+        raise Conflict("only a session in the trash can be deleted permanently",
+                       "purge_needs_trash")
     await cur.execute("DELETE FROM conversations WHERE session_id = %s", (session_id,))
     messages = cur.rowcount
     await cur.execute("DELETE FROM token_usage WHERE session_id = %s", (session_id,))
@@ -204,7 +204,7 @@ async def merge_sessions(cur: Any, source_ids: Sequence[str], target_id: str) ->
         " WHERE a.session_id = ANY(%s) AND b.session_id = ANY(%s) LIMIT 1",
         (list(source_ids), [*source_ids, target_id]))
     if await cur.fetchone():
-        raise Conflict("two of these sessions hold the same sidecar turn id")
+        raise Conflict("two of these sessions hold the same sidecar turn id", "same_turn_id")
     await cur.execute("UPDATE conversations SET session_id = %s WHERE session_id = ANY(%s)",
                       (target_id, list(source_ids)))
     messages = cur.rowcount
@@ -261,16 +261,6 @@ async def export_messages(pool: aiopg.Pool, *, include_deleted: bool = False
     return await fetch_all(
         pool, "SELECT session_id, role, content, model, created_at, metadata FROM conversations"
               f"{live} ORDER BY session_id, created_at, id")
-
-
-async def usage_by_day(pool: aiopg.Pool, since: datetime) -> list[dict[str, Any]]:
-    """Token sums per UTC day and usage type since ``since``."""
-    return await fetch_all(
-        pool, "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, usage_type,"
-              " sum(prompt_tokens)::bigint AS prompt_tokens,"
-              " sum(completion_tokens)::bigint AS completion_tokens,"
-              " sum(total_tokens)::bigint AS total_tokens, count(*) AS calls"
-              " FROM token_usage WHERE created_at >= %s GROUP BY 1, 2 ORDER BY 1, 2", (since,))
 
 
 async def usage_by_session(pool: aiopg.Pool, limit: int, offset: int

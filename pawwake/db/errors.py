@@ -6,7 +6,13 @@ class NotFound(LookupError):
 
 
 class Conflict(RuntimeError):
-    """The write clashes with what is stored (409)."""
+    """The write clashes with what is stored (409). The message is English (API, logs); the
+    optional ``code`` and ``values`` let the dashboard word it in the reader's language."""
+
+    def __init__(self, message: str, code: str | None = None, **values: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values
 
 
 class DatabaseUnavailable(RuntimeError):

@@ -228,23 +228,24 @@ async def retry_now(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
             raise NotFound(f"job {job_id}")
         status, kind, dedupe_key = row
         if status in ("running", "done"):
-            raise Conflict(f"job {job_id} is {status}")
+            raise Conflict(f"job {job_id} is {status}", "job_state", status=status)
         if status != "pending" and dedupe_key is not None:
             await cur.execute("SELECT id FROM jobs WHERE kind = %s AND dedupe_key = %s"
                               " AND status IN ('pending', 'running') AND id <> %s",
                               (kind, dedupe_key, job_id))
             twin = await cur.fetchone()
             if twin is not None:
-                raise Conflict(f"job {twin[0]} already does the same work")
+                raise Conflict(f"job {twin[0]} already does the same work", "job_twin",
+                               job=twin[0])
         try:
             await cur.execute(
                 "UPDATE jobs SET status = 'pending', attempts = 0, run_after = now(),"
                 " claimed_until = NULL, updated_at = now()"
                 " WHERE id = %s AND status = %s", (job_id, status))
         except psycopg2.IntegrityError:  # an equal job was queued since the check above
-            raise Conflict("an equal job is already queued") from None
+            raise Conflict("an equal job is already queued", "job_queued") from None
         if cur.rowcount != 1:
-            raise Conflict(f"job {job_id} changed meanwhile")
+            raise Conflict(f"job {job_id} changed meanwhile", "job_changed")
     found = await listed_job(pool, job_id)
     assert found is not None
     return found
@@ -263,7 +264,7 @@ async def discard(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
             row = await cur.fetchone()
             if row is None:
                 raise NotFound(f"job {job_id}")
-            raise Conflict(f"job {job_id} is {row[0]}")
+            raise Conflict(f"job {job_id} is {row[0]}", "job_state", status=row[0])
     found = await listed_job(pool, job_id)
     assert found is not None
     return found

@@ -36,10 +36,12 @@ async def migrate(pool: aiopg.Pool) -> dict[str, bool]:
                 " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
             await cur.execute("SELECT name FROM schema_migrations")
             applied = {row[0] for row in await cur.fetchall()}
-            for path in migration_files():
-                if path.name in applied:
-                    continue
-                log.info("applying migration %s", path.name)
+            pending = [path for path in migration_files() if path.name not in applied]
+            if pending:  # one line at INFO; the files themselves at DEBUG
+                log.info("applying %d database migration(s): %s .. %s", len(pending),
+                         pending[0].name, pending[-1].name)
+            for path in pending:
+                log.debug("applying migration %s", path.name)
                 await cur.execute(path.read_text(encoding="utf-8"))
                 await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)",
                                   (path.name,))

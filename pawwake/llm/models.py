@@ -25,7 +25,13 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 class ModelsUnavailable(RuntimeError):
-    """The provider did not give a usable model list; the message is safe to show."""
+    """The provider did not give a usable model list; the message is safe to show. ``code``
+    and ``values`` let the dashboard say it in the reader's language."""
+
+    def __init__(self, message: str, code: str = "no_list", **values: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.values = values
 
 
 @dataclass(frozen=True)
@@ -181,19 +187,22 @@ async def _fetch(http: aiohttp.ClientSession, url: str, api_key: str) -> list[di
         async with http.get(url, headers=headers, timeout=FETCH_TIMEOUT) as response:
             if response.status != 200:
                 log.warning("model list from %s answered HTTP %s", host, response.status)
-                raise ModelsUnavailable(f"{host} answered HTTP {response.status}")
+                raise ModelsUnavailable(f"{host} answered HTTP {response.status}", "http_status",
+                                        host=host, status=response.status)
             body = bytearray()
             async for chunk in response.content.iter_chunked(64 * 1024):
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
-                    raise ModelsUnavailable(f"{host} sent a model list that is too large")
+                    raise ModelsUnavailable(f"{host} sent a model list that is too large",
+                                            "too_large", host=host)
     except TimeoutError:
-        raise ModelsUnavailable(f"{host} did not answer in time") from None
+        raise ModelsUnavailable(f"{host} did not answer in time", "timeout", host=host) from None
     except aiohttp.ClientError as exc:
         log.warning("model list from %s failed: %s", host, type(exc).__name__)
-        raise ModelsUnavailable(f"could not reach {host}") from None
+        raise ModelsUnavailable(f"could not reach {host}", "unreachable", host=host) from None
     try:
         payload = json.loads(body)
     except ValueError:
-        raise ModelsUnavailable(f"{host} did not answer with JSON") from None
+        raise ModelsUnavailable(f"{host} did not answer with JSON", "not_json",
+                                host=host) from None
     return parse_models(payload)

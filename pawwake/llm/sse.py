@@ -22,12 +22,14 @@ _DONE_EVENT = re.compile(rb"data: ?\[DONE\]")
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Token counts as reported by the provider; ``cached`` only when the provider says."""
+    """Token counts as reported by the provider; ``cached`` and ``cost`` only when the provider
+    says (OpenRouter puts the call's price, in credits/USD, in ``usage.cost``)."""
 
     prompt: int = 0
     completion: int = 0
     total: int = 0
     cached: int | None = None
+    cost: float | None = None
 
     @classmethod
     def from_openai(cls, usage: Any) -> TokenUsage | None:
@@ -43,11 +45,19 @@ class TokenUsage:
             cached = _count(details.get("cached_tokens"))
         elif usage.get("cache_read_input_tokens") is not None:
             cached = _count(usage.get("cache_read_input_tokens"))
-        return cls(prompt=prompt, completion=completion, total=total, cached=cached)
+        return cls(prompt=prompt, completion=completion, total=total, cached=cached,
+                   cost=_cost(usage.get("cost")))
 
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _cost(value: Any) -> float | None:
+    """A reported price: a finite non-negative number, else unknown."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
 
 
 @dataclass

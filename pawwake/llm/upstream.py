@@ -191,7 +191,7 @@ async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: s
         await record_usage(booking.pool, session_id=booking.session_id, model=model,
                            prompt_tokens=usage.prompt, completion_tokens=usage.completion,
                            total_tokens=usage.total, cached_tokens=usage.cached,
-                           usage_type=booking.usage_type)
+                           usage_type=booking.usage_type, cost=usage.cost)
     except (psycopg2.Error, OSError) as exc:  # the call itself succeeded: keep its answer
         log.warning("could not record %s token usage: %s", booking.usage_type,
                     type(exc).__name__)

@@ -78,50 +78,68 @@ def scoring_messages(lines: list[str]) -> list[dict[str, str]]:
             {"role": "user", "content": numbered}]
 
 
+# Why a batch fell back to the default importance: the code travels to the dashboard (which
+# words it in the reader's language), the English text to the API and the log.
+SCORING_PROBLEMS = {
+    "scoring_unavailable": "the scoring model could not be used ({error}, {status})",
+    "scoring_truncated": "the scoring answer was cut off at the output limit",
+    "scoring_not_array": "the scoring answer was not a JSON array of {count} integers",
+}
+
+
 async def score_lines(app: web.Application, lines: list[str]
-                      ) -> tuple[list[int], list[bool], list[str]]:
-    """Score per line, whether the model gave it, and warnings for batches that fell back."""
+                      ) -> tuple[list[int], list[bool], list[dict[str, Any]]]:
+    """Score per line, whether the model gave it, and a notice for each batch that fell back
+    (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
     settings = await app[keys.CONFIG].fresh()
     model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
     scores: list[int] = []
     by_model: list[bool] = []
-    warnings: list[str] = []
+    notices: list[dict[str, Any]] = []
     for start in range(0, len(lines), SCORE_BATCH):
         batch = lines[start:start + SCORE_BATCH]
-        span = f"lines {start + 1}-{start + len(batch)}"
         result, problem = await _score_batch(app, settings, model, batch)
         if result is None:
-            warnings.append(f"{span}: {problem}; importance {DEFAULT_IMPORTANCE} used.")
-            log.warning("importance scoring failed for %s: %s", span, problem)
+            notice = {**problem, "first": start + 1, "last": start + len(batch),
+                      "importance": DEFAULT_IMPORTANCE}
+            notices.append(notice)
+            log.warning("importance scoring failed: %s", english_warning(notice))
             scores.extend([DEFAULT_IMPORTANCE] * len(batch))
             by_model.extend([False] * len(batch))
         else:
             scores.extend(result)
             by_model.extend([True] * len(batch))
-    return scores, by_model, warnings
+    return scores, by_model, notices
+
+
+def english_warning(notice: dict[str, Any]) -> str:
+    problem = SCORING_PROBLEMS[notice["code"]].format(**notice)
+    return (f"lines {notice['first']}-{notice['last']}: {problem};"
+            f" importance {notice['importance']} used.")
 
 
 async def _score_batch(app: web.Application, settings: Any, model: str, batch: list[str]
-                       ) -> tuple[list[int] | None, str]:
+                       ) -> tuple[list[int] | None, dict[str, Any]]:
     try:
         reply = await upstream.complete(app[keys.HTTP], settings, scoring_messages(batch),
                                         model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
                                         temperature=0,
                                         usage=upstream.UsageBooking(pool_of(app), "extract"))
     except upstream.UpstreamFailure as exc:
-        return None, f"the scoring model could not be used ({exc.code}, {exc.status})"
+        return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:
-        return None, "the scoring answer was cut off at the output limit"
+        return None, {"code": "scoring_truncated"}
     result = parse_scores(reply.text, len(batch))
     if result is None:
         log.warning("import scoring: model %s did not answer %s integers: %r", model,
                     len(batch), answer_excerpt(reply.text))
-        return None, f"the scoring answer was not a JSON array of {len(batch)} integers"
-    return result, ""
+        return None, {"code": "scoring_not_array", "count": len(batch)}
+    return result, {}
 
 
 async def import_text(app: web.Application, text: str, *, skip_scoring: bool) -> dict[str, Any]:
-    """Import each new line as a fragment; report ``{imported, skipped, scored, warnings}``."""
+    """Import each new line as a fragment; report ``{imported, skipped, scored, warnings,
+    notices}``: ``warnings`` in English, ``notices`` the same as codes with their values."""
     lines = split_lines(storable_text(text))
     if len(lines) > MAX_LINES:
         raise FieldError("text", f"At most {MAX_LINES} lines per import; split the file.",
@@ -133,9 +151,9 @@ async def import_text(app: web.Application, text: str, *, skip_scoring: bool) ->
     async with cursor(pool) as cur:
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
     if skip_scoring or not fresh:
-        scores, by_model, warnings = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
+        scores, by_model, notices = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
     else:
-        scores, by_model, warnings = await score_lines(app, fresh)
+        scores, by_model, notices = await score_lines(app, fresh)
     terms = await terms_for(app, fresh)
     async with transaction(pool) as cur:
         await db.lock_memory_imports(cur)
@@ -154,7 +172,8 @@ async def import_text(app: web.Application, text: str, *, skip_scoring: bool) ->
         await request_embedding(app)
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))
     return {"imported": len(inserted), "skipped": len(lines) - len(inserted),
-            "scored": scored, "warnings": warnings}
+            "scored": scored, "warnings": [english_warning(n) for n in notices],
+            "notices": notices}
 
 
 def _new_lines(lines: list[str], matches: list[tuple[str, int | None]]) -> list[str]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
+from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.db.errors import NotFound
+from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.service_errors import guarded, json_body, read_json, read_object
 
 
@@ -143,7 +144,7 @@ async def import_conversations(request: web.Request) -> web.StreamResponse:
 @guarded("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
     sessions = await service.export_conversations(request.app)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
     response = json_body(sessions)
     response.headers["Content-Disposition"] = (
         f'attachment; filename="pawwake-conversations-{stamp}.json"')

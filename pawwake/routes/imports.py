@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from pawwake import keys
+from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, seed, text_import
 from pawwake.memory.fields import (
     FieldError,
@@ -75,7 +76,7 @@ async def import_text(request: web.Request) -> web.Response:
 @memory_errors
 async def export(request: web.Request) -> web.Response:
     document = await backup.export_backup(request.app)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
     return web.json_response(document, dumps=_dumps, headers={
         "Content-Disposition": f'attachment; filename="pawwake-memories-{stamp}.json"'})
 

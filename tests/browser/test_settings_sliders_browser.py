@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 
 from pawwake.app import create_app
+from pawwake.settings import BY_NAME
 from tests.dashboard_support import PASSWORD, SECRET
 
 pytestmark = pytest.mark.browser
@@ -51,14 +52,16 @@ async def test_weights_are_keyboard_sliders_with_their_value_shown(
         output = page.locator(f"output#o-{name}")
         assert await output.get_attribute("for") == f"f-{name}"
         assert await output.inner_text() == await slider.input_value()
-    assert await page.inner_text("#o-MEMORY_HW_KEYWORD") == "0.35"
+    start = BY_NAME["MEMORY_HW_KEYWORD"].default
+    assert await page.inner_text("#o-MEMORY_HW_KEYWORD") == f"{start:g}"
+    moved = f"{start + 0.03:.2f}"
 
     # Keyboard only: focus the slider, three steps up.
     await page.focus("#f-MEMORY_HW_KEYWORD")
     for _ in range(3):
         await page.keyboard.press("ArrowRight")
-    assert await page.input_value("#f-MEMORY_HW_KEYWORD") == "0.38"
-    assert await page.inner_text("#o-MEMORY_HW_KEYWORD") == "0.38"
+    assert await page.input_value("#f-MEMORY_HW_KEYWORD") == moved
+    assert await page.inner_text("#o-MEMORY_HW_KEYWORD") == moved
     await page.focus("#f-MEMORY_HW_RECENCY")
     await page.keyboard.press("Home")
     assert await page.inner_text("#o-MEMORY_HW_RECENCY") == "0"
@@ -66,13 +69,13 @@ async def test_weights_are_keyboard_sliders_with_their_value_shown(
     await page.click("#group-vector button[type=submit]")
     await page.wait_for_selector('#group-vector [data-result="saved"]')
     saved = await saved_settings(base)
-    assert saved["MEMORY_HW_KEYWORD"]["value"] == 0.38
+    assert saved["MEMORY_HW_KEYWORD"]["value"] == float(moved)
     assert saved["MEMORY_HW_RECENCY"]["value"] == 0
     assert saved["MEMORY_HW_SEMANTIC"]["saved"] is False  # untouched: not pinned
 
     # The group came back from the server (htmx swap): still sliders, showing saved values.
     assert await page.get_attribute("#f-MEMORY_HW_KEYWORD", "type") == "range"
-    assert await page.inner_text("#o-MEMORY_HW_KEYWORD") == "0.38"
+    assert await page.inner_text("#o-MEMORY_HW_KEYWORD") == moved
     assert await page.locator("#group-vector output.slider-value").count() == 4
     assert errors == []
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
+from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, store
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ async def download(request: web.Request) -> web.StreamResponse:
     except DatabaseUnavailable:
         return render(request, PAGE, {"export": _panel(error=translate(
             lang, "memories.no_database"))}, fragment=PANEL, status=503)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
     body = json.dumps(document, ensure_ascii=False, indent=1)
     log.info("backup exported from the dashboard: %s memories", len(document["memories"]))
     return web.Response(text=body, content_type="application/json", charset="utf-8",

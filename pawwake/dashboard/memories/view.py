@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 from pawwake.dashboard.service_calls import gateway as gateway  # shared by the memory pages
+from pawwake.local_time import local_minute as local_minute  # one formatter for every page
+from pawwake.local_time import zone_of as zone_of
 
 PAGE_SIZE = 30
 SEARCH_LIMIT = 50
@@ -100,10 +102,6 @@ def page_count(total: int) -> int:
     return max(1, -(-total // PAGE_SIZE))
 
 
-def zone_of(settings: Mapping[str, Any]) -> timezone:
-    return timezone(timedelta(hours=float(settings["TIMEZONE_HOURS"])))
-
-
 def _as_date(value: Any) -> date | None:
     """A date from a row (a ``date``, or ISO text as the API's JSON shapes carry it)."""
     if isinstance(value, str) and value:
@@ -126,11 +124,6 @@ def local_day(memory: Mapping[str, Any], zone: timezone) -> tuple[str, str]:
     if created is not None:
         return created.astimezone(zone).date().isoformat(), "created"
     return "", "created"
-
-
-def local_minute(moment: Any, zone: timezone) -> str:
-    when = _as_moment(moment)
-    return when.astimezone(zone).strftime("%Y-%m-%d %H:%M") if when is not None else ""
 
 
 def local_today(zone: timezone) -> str:

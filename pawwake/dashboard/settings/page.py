@@ -10,6 +10,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.settings import GROUPS, SettingError
@@ -50,7 +51,7 @@ async def save_settings(request: web.Request) -> web.Response:
     group_id = form.get("_group")
     if group_id not in GROUPS:
         return render_error(request, 400, translate(lang, "settings.error",
-                                                    message="unknown settings group"))
+                                                    message=translate(lang, "settings.bad_group")))
     config = request.config_dict[keys.CONFIG]
     current = await config.fresh()
     submitted = submitted_values(form)
@@ -60,8 +61,8 @@ async def save_settings(request: web.Request) -> web.Response:
         applied = sorted(config.validate(changes))
         await config.update(changes)
     except SettingError as exc:
-        errors[exc.name] = exc.message
-        message = translate(lang, "settings.error", message=str(exc))
+        errors[exc.name] = setting_error_text(lang, exc)
+        message = translate(lang, "settings.error", message=f"{exc.name}: {errors[exc.name]}")
     else:
         if applied:
             log.info("settings saved in the dashboard: %s", ", ".join(applied))
@@ -88,7 +89,8 @@ async def models(request: web.Request) -> web.Response:
     try:
         found = await catalog.list_for(request.config_dict[keys.HTTP], settings)
     except ModelsUnavailable as exc:
-        context["error"] = str(exc)
+        context["error"] = translate(request_language(request), f"models_error.{exc.code}",
+                                     **exc.values)
         status = 502
     else:
         context.update(models=found.models, source=found.source)

@@ -1,87 +1,72 @@
-"""The token usage page: tokens per day by kind of call (a server-drawn SVG bar chart and a
-table) and per session."""
+"""The token usage page: a 7/30/90-day chart of tokens per local day stacked by kind of call,
+input/output/cached sums, a per-model table with reported cost, per-session totals and a CSV
+download of the same range."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat import conversations as service
+from pawwake.chat.usage_report import RANGES, parse_range, usage_csv, usage_report
 from pawwake.dashboard.render import render
+from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
+from pawwake.local_time import file_stamp, zone_of
 
-DAYS = 30
 SESSION_PAGE = 20
-CHART_WIDTH, CHART_HEIGHT, BAR_GAP = 600, 160, 4
-CHART_TYPES = ("chat", "summary", "extract", "consolidate")
-TYPE_KEYS = {"chat": "usage.type_chat", "summary": "usage.type_summary",
-             "extract": "usage.type_extract", "consolidate": "usage.type_consolidate"}
+TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
+SESSION_TYPES = ("chat", "summary", "extract", "consolidate")  # the per-session sums
 
 
-def _empty_day(day: date) -> dict[str, Any]:
-    return {"day": day, "total": 0, "calls": 0, **{kind: 0 for kind in USAGE_TYPES}}
+def money(cost: float) -> str:
+    """A reported price in USD: enough decimals that a cheap call does not show as $0.00."""
+    if cost >= 1:
+        return f"${cost:,.2f}"
+    return f"${cost:.4f}" if cost == 0 or cost >= 0.001 else f"${cost:.6f}"
 
 
-def daily_totals(rows: list[dict[str, Any]], today: date, days: int = DAYS
-                 ) -> list[dict[str, Any]]:
-    """One entry per day (gaps filled with zeros), tokens split by usage type."""
-    first = today - timedelta(days=days - 1)
-    by_day = {first + timedelta(days=i): _empty_day(first + timedelta(days=i))
-              for i in range(days)}
-    for row in rows:
-        entry = by_day.get(row["day"])
-        if entry is None:
-            continue
-        entry[row["usage_type"]] += int(row["total_tokens"] or 0)
-        entry["total"] += int(row["total_tokens"] or 0)
-        entry["calls"] += int(row["calls"])
-    return list(by_day.values())
-
-
-def chart_bars(days: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stacked bar geometry for the SVG: one column a day, one rect per usage type."""
-    peak = max((d["total"] for d in days), default=0) or 1
-    width = CHART_WIDTH / max(1, len(days))
-    columns = []
-    for index, entry in enumerate(days):
-        bottom = float(CHART_HEIGHT)
-        rects = []
-        for kind in (*CHART_TYPES, "embed"):
-            height = entry[kind] / peak * CHART_HEIGHT
-            if height <= 0:
-                continue
-            bottom -= height
-            rects.append({"kind": kind, "y": round(bottom, 2), "height": round(height, 2),
-                          "tokens": entry[kind]})
-        columns.append({"x": round(index * width + BAR_GAP / 2, 2),
-                        "width": round(max(1.0, width - BAR_GAP), 2),
-                        "day": entry["day"], "total": entry["total"], "rects": rects})
-    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "columns": columns, "peak": peak}
+def _page_number(text: str) -> int:
+    return int(text) if text.isdigit() and 0 < len(text) < 7 and int(text) > 0 else 1
 
 
 async def usage(request: web.Request) -> web.Response:
     app = request.match_info.apps[0]
-    page = request.query.get("page", "1")
-    page_number = int(page) if page.isdigit() and 0 < len(page) < 7 and int(page) > 0 else 1
-    days: list[dict[str, Any]] = []
-    sessions: list[dict[str, Any]] = []
-    total_sessions = 0
+    days = parse_range(request.query.get("days"))
+    page_number = _page_number(request.query.get("page", "1"))
+    context: dict[str, Any] = {
+        "days_shown": days, "ranges": RANGES, "types": USAGE_TYPES, "type_keys": TYPE_KEYS,
+        "session_types": SESSION_TYPES,
+        "money": money, "page": page_number, "pages": 1, "sessions": [], "report": None,
+        "has_usage": False}
     if app[keys.DATABASE] is not None:
-        today = datetime.now(UTC).date()
-        since = datetime.combine(today - timedelta(days=DAYS - 1), datetime.min.time(), UTC)
-        days = daily_totals(await service.usage_by_day(app, since), today)
+        report = await usage_report(app, days)
         total_sessions, sessions = await service.usage_by_session(
             app, SESSION_PAGE, (page_number - 1) * SESSION_PAGE)
-    return render(request, "dashboard/usage.html", {
-        "days": days, "chart": chart_bars(days), "types": CHART_TYPES, "type_keys": TYPE_KEYS,
-        "recent_days": [d for d in reversed(days) if d["calls"]],
-        "sessions": sessions, "page": page_number,
-        "pages": max(1, -(-total_sessions // SESSION_PAGE)), "days_shown": DAYS,
-        "has_usage": any(d["calls"] for d in days) or bool(sessions)})
+        context.update(
+            report=report, sessions=sessions,
+            chart=chart([(day, totals.by_kind) for day, totals in report.days], USAGE_TYPES),
+            recent_days=[(d, t) for d, t in reversed(report.days) if t.calls],
+            pages=max(1, -(-total_sessions // SESSION_PAGE)),
+            has_usage=bool(report.total.calls) or bool(sessions))
+    return render(request, "dashboard/usage.html", context)
+
+
+async def usage_csv_download(request: web.Request) -> web.Response:
+    """The shown range as CSV, one line per local day, model and kind of call."""
+    app = request.match_info.apps[0]
+    days = parse_range(request.query.get("days"))
+    if app[keys.DATABASE] is None:
+        raise web.HTTPNotFound()
+    report = await usage_report(app, days)
+    stamp = file_stamp(zone_of(app[keys.CONFIG].current()))
+    return web.Response(text=usage_csv(report), content_type="text/csv", charset="utf-8",
+                        headers={"Content-Disposition":
+                                 f'attachment; filename="pawwake-usage-{days}d-{stamp}.csv"'})
 
 
 def setup(dashboard: web.Application) -> None:
     dashboard.router.add_get("/usage", usage, name="usage")
+    dashboard.router.add_get("/usage.csv", usage_csv_download, name="usage_csv")

@@ -1,0 +1,51 @@
+"""Local time for people: every page, usage grouping and export file name shifts UTC by
+TIMEZONE_HOURS through these helpers, so no screen shows a second time zone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Any
+
+MINUTE_FORMAT = "%Y-%m-%d %H:%M"
+FILE_STAMP_FORMAT = "%Y%m%d-%H%M%S"
+
+
+def zone_of(settings: Mapping[str, Any]) -> timezone:
+    """The fixed offset the user chose (TIMEZONE_HOURS may be fractional, e.g. 5.5)."""
+    return timezone(timedelta(hours=float(settings["TIMEZONE_HOURS"])))
+
+
+def as_moment(value: Any) -> datetime | None:
+    """A timezone-aware datetime from a row value or ISO text; naive values count as UTC."""
+    if isinstance(value, str) and value:
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def local_minute(moment: Any, zone: timezone) -> str:
+    """``YYYY-MM-DD HH:MM`` in the local zone; empty for no time."""
+    when = as_moment(moment)
+    return when.astimezone(zone).strftime(MINUTE_FORMAT) if when is not None else ""
+
+
+def local_iso(moment: Any, zone: timezone) -> str:
+    """ISO 8601 with the local offset, for ``<time datetime=...>``."""
+    when = as_moment(moment)
+    return when.astimezone(zone).isoformat(timespec="seconds") if when is not None else ""
+
+
+def local_today(zone: timezone, now: datetime | None = None) -> date:
+    return (now or datetime.now(UTC)).astimezone(zone).date()
+
+
+def day_start_utc(day: date, zone: timezone) -> datetime:
+    """The UTC instant at which a local day begins."""
+    return datetime.combine(day, datetime.min.time(), zone).astimezone(UTC)
+
+
+def file_stamp(zone: timezone, now: datetime | None = None) -> str:
+    """A local ``YYYYMMDD-HHMMSS`` for download file names."""
+    return (now or datetime.now(UTC)).astimezone(zone).strftime(FILE_STAMP_FORMAT)
