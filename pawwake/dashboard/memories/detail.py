@@ -3,24 +3,20 @@ that carried it), the conversation turns it was learnt from, and its version cha
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.dashboard.memories.view import LAYER_KEYS, zone_of
+from pawwake.dashboard.memories.view import LAYER_KEYS
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_usage
+from pawwake.local_time import local_minute, zone_of
 
 TEMPLATE = "dashboard/memory.html"
-
-
-def _local(moment: datetime | None, zone: timezone) -> str:
-    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M") if moment else ""
 
 
 async def _sources(cur: Any, memory_id: int) -> list[dict[str, Any]]:
@@ -49,13 +45,13 @@ async def memory_detail(request: web.Request) -> web.Response:
     usage = await memory_usage(database.pool, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
-        "created": _local(memory["created_at"], zone),
-        "usage": {**usage, "last": _local(usage["last_at"], zone),
-                  "turns": [{**turn, "when": _local(turn["created_at"], zone)}
+        "created": local_minute(memory["created_at"], zone),
+        "usage": {**usage, "last": local_minute(usage["last_at"], zone),
+                  "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
                             for turn in usage["turns"]]},
-        "sources": [{**row, "when": _local(row["created_at"], zone),
+        "sources": [{**row, "when": local_minute(row["created_at"], zone),
                      "role_key": f"conv.role_{row['role']}"} for row in sources],
-        "chain": [{**row, "when": _local(row["created_at"], zone)} for row in chain]
+        "chain": [{**row, "when": local_minute(row["created_at"], zone)} for row in chain]
         if len(chain) > 1 else [],
     })
 

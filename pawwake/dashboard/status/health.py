@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import timezone
 from typing import Any
 
 import psycopg2
@@ -13,13 +13,10 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.local_time import local_minute, zone_of
 from pawwake.memory.backfill import backfill_status
 
 log = logging.getLogger(__name__)
-
-
-def _local(moment: datetime | None, zone: timezone) -> str:
-    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M") if moment else ""
 
 
 def database_line(database: Any, state: str) -> dict[str, Any]:
@@ -35,7 +32,7 @@ def upstream_line(app: web.Application, zone: timezone) -> dict[str, Any]:
     error = health.last_error
     return {"name": "upstream", "state": health.state(),
             "error": None if error is None else {
-                "at": _local(error.at, zone), "status": error.status, "model": error.model,
+                "at": local_minute(error.at, zone), "status": error.status, "model": error.model,
                 "code": error.code}}
 
 
@@ -67,10 +64,6 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
     return {"name": "jobs", "state": level, "total": jobs["total"]}
 
 
-def zone_of(settings: Any) -> timezone:
-    return timezone(timedelta(hours=float(settings["TIMEZONE_HOURS"])))
-
-
 async def health_lines(app: web.Application, settings: Any, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card; the jobs card's newest problems get local times."""
@@ -79,7 +72,7 @@ async def health_lines(app: web.Application, settings: Any, state: str,
     for row in (jobs or {}).get("overview", ()):
         problem = row["problem"]
         if problem is not None:
-            problem["when"] = _local(problem["updated_at"], zone)
+            problem["when"] = local_minute(problem["updated_at"], zone)
     lines = [database_line(database, state), upstream_line(app, zone)]
     if database is not None and state == "ready":
         try:
