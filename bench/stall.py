@@ -49,6 +49,9 @@ sys.path.insert(0, str(BENCH))
 
 import overhead  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+from pawwake.memory.fields import MAX_CONTENT_CHARS  # noqa: E402
+
 KEY = overhead.GATEWAY_KEY
 HEADERS = {"X-Gateway-Key": KEY, "Content-Type": "application/json"}
 WORDS = ("今天 我们 公园 散步 火锅 电影 回家 睡觉 明天 上班 小猫 咖啡 朋友 周末 旅行 下雨 "
@@ -170,16 +173,19 @@ async def post_json(session: aiohttp.ClientSession, url: str, payload: Any
         return resp.status, time.perf_counter() - started, text[:200]
 
 
-async def largest_accepted(send: Any, size: int, floor: int, label: str) -> str:
-    """Send at ``size``; on 413 halve until accepted. Returns a line for the report."""
+async def largest_accepted(send: Any, size: int, floor: int, label: str, *,
+                           limit: int | None = None) -> str:
+    """Send at ``size``; when refused as too large (413, or 400 for a field over its limit)
+    try ``limit`` (the largest size the gateway documents), else halve until accepted.
+    Returns a line for the report."""
     refused = []
     while True:
         status, seconds, text = await send(size)
-        if status != 413 or size <= floor:
+        if status not in (400, 413) or size <= floor:
             break
-        refused.append(size)
-        size //= 2
-    note = f" (413 for {', '.join(map(str, refused))})" if refused else ""
+        refused.append(f"{size}: {status}")
+        size = limit if limit is not None and size > limit else size // 2
+    note = f" (refused {', '.join(refused)})" if refused else ""
     return f"{label}: size {size} -> HTTP {status} in {seconds:.2f} s{note}" + (
         "" if status < 400 else f" {text}")
 
@@ -209,7 +215,8 @@ async def heavy_inputs(session: aiohttp.ClientSession, base: str, inputs: list[s
             "source": "bench", "messages": messages, "extract_memories": False})
 
     sends = {
-        "memory": largest_accepted(memory, MEMORY_BYTES, 1000, "1 MB memory"),
+        "memory": largest_accepted(memory, MEMORY_BYTES, 1000, "1 MB memory",
+                                   limit=MAX_CONTENT_CHARS * 3),
         "chat": largest_accepted(chat, CHAT_CHARS, 1000, "1M-character chat (TTFT)"),
         "sidecar": largest_accepted(sidecar, SIDECAR_MESSAGE_CHARS, 100,
                                     f"sidecar turn, {SIDECAR_MESSAGES} messages of"),

@@ -14,9 +14,9 @@ from pawwake.config import RuntimeConfig
 from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx, stop_connecting
+from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import JobRunner, jobs_ctx
 from pawwake.llm.http import http_client_ctx
-from pawwake.memory.extract import setup_extraction
 from pawwake.memory.inject import memory_step
 from pawwake.memory.runtime import embedder_ctx
 from pawwake.middlewares import error_middleware
@@ -47,7 +47,7 @@ def create_app(settings: Settings) -> web.Application:
     warn_if_open(settings["GATEWAY_SECRET"])
     setup_cors(app)
     setup_routes(app)
-    setup_extraction(app)
+    register_job_handlers(app)
     app[keys.CHAT].steps.insert(0, partition_step(app))
     app[keys.CHAT].steps.append(memory_step(app))
     app[keys.CHAT].steps.append(recall_step(app))

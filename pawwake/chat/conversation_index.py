@@ -154,6 +154,3 @@ async def index_status(app: web.Application) -> dict[str, Any]:
             "updated_at": job["updated_at"].isoformat() if job["updated_at"] else None},
     }
 
-
-def register(app: web.Application) -> None:
-    app[keys.JOBS].register(EMBED_KIND, embed_missing_messages)

@@ -381,6 +381,3 @@ async def run_draft_job(job: Job) -> dict[str, Any] | None:
         await db.fail_job(pool, job.id, job.attempts, {"code": exc.code, "message": exc.message})
         return None
 
-
-def setup_consolidation(app: web.Application) -> None:
-    app[keys.JOBS].register(CONSOLIDATE_KIND, run_draft_job)

@@ -16,7 +16,6 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
-from pawwake.memory.embedding_jobs import EMBED_KIND
 from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,3 @@ async def embed_missing_memories(job: Job) -> dict[str, Any]:
                              store=partial(store.store, database))
     return await embed_missing(job, provenance, target, batch)
 
-
-def register(app: Any) -> None:
-    app[keys.JOBS].register(EMBED_KIND, embed_missing_memories)

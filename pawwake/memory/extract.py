@@ -228,6 +228,3 @@ async def _apply_item(cur: Any, item: ExtractedItem, session_id: str, candidate_
         counts["refused_supersede"] += 1
         log.info("refused an automatic supersede (candidate not a replaceable fragment)")
 
-
-def setup_extraction(app: web.Application) -> None:
-    app[keys.JOBS].register(EXTRACT_KIND, run_extraction)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from aiohttp import web
-
 from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
@@ -52,6 +50,3 @@ async def reindex_job(job: Job) -> dict[str, Any]:
     return {"memories": progress.get("memories_done", 0),
             "conversations": progress.get("conversations_done", 0)}
 
-
-def register(app: web.Application) -> None:
-    app[keys.JOBS].register(KIND, reindex_job)

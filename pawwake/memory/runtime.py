@@ -17,7 +17,6 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.llm.embeddings import Embedder
-from pawwake.memory import embedding_worker, reindex
 from pawwake.memory.term_stats import TermStats
 from pawwake.memory.vectors import VectorStore
 from pawwake.text import offload, tokens
@@ -65,8 +64,6 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
     app[keys.VECTORS] = VectorStore()
     app[keys.TERM_STATS] = TermStats()
     if database is not None:
-        embedding_worker.register(app)
-        reindex.register(app)
         if settings["MEMORY_ENABLED"] or settings["CONVERSATION_RECALL_ENABLED"]:
             await ensure_tokenizer(app)
     warming = asyncio.create_task(_when_database(app), name="warm-vector-index")

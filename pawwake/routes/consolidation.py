@@ -158,7 +158,6 @@ async def core_candidates(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    consolidate.setup_consolidation(app)  # the draft job's handler, before workers start
     add = app.router
     add.add_post("/api/memories/consolidate", start, name="api_consolidate")
     add.add_get("/api/memories/consolidate/status", status, name="api_consolidate_status")

@@ -169,7 +169,6 @@ async def rebuild_search(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    conversation_index.register(app)
     app.router.add_post("/api/conversations/turn", post_turn, name="conversation_turn")
     app.router.add_get("/api/chat/search-fragments", search, name="search_fragments")
     app.router.add_post("/api/chat/search-fragments", search, name="search_fragments_post")

@@ -1,0 +1,28 @@
+"""Every kind of durable background job and the handler that runs it, in one place.
+
+Registered once when the app is built, so whether a job ever runs never depends on which
+route modules or resources happened to be set up.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat import conversation_index
+from pawwake.memory import consolidate, embedding_jobs, embedding_worker, extract, reindex
+from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND
+
+HANDLERS = {
+    extract.EXTRACT_KIND: extract.run_extraction,  # learn memories from stored turns
+    CONSOLIDATE_KIND: consolidate.run_draft_job,  # group memories into event drafts
+    embedding_jobs.EMBED_KIND: embedding_worker.embed_missing_memories,  # memory vectors
+    conversation_index.EMBED_KIND: conversation_index.embed_missing_messages,  # message vectors
+    reindex.KIND: reindex.reindex_job,  # re-tokenise stored rows after a keyword-rule change
+}
+
+
+def register_job_handlers(app: web.Application) -> None:
+    runner = app[keys.JOBS]
+    for kind, handler in HANDLERS.items():
+        runner.register(kind, handler)
