@@ -81,7 +81,12 @@ async def health(app: web.Application) -> dict[str, Any]:
     for row in rows:
         totals[row["status"]] = totals.get(row["status"], 0) + row["jobs"]
         kinds.setdefault(row["kind"], dict.fromkeys(totals, 0))[row["status"]] = row["jobs"]
+    overview = await jobs_db.kind_overview(_pool(app))
+    for row in overview:
+        row["state"] = ("error" if row["dead"] or row["failed"]
+                        else "warning" if row["retrying"] else "ok")
     return {**totals, "total": sum(totals.values()),
             "kinds": [{"kind": kind, **counts} for kind, counts in sorted(kinds.items())],
+            "overview": overview,
             "memory_failing": any(kind in MEMORY_KINDS for kind in kinds),
             "latest": max((row["latest"] for row in rows), default=None)}

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pawwake.jobs import JobRunner
     from pawwake.llm.embeddings import Embedder
     from pawwake.llm.models import ModelCatalog
+    from pawwake.llm.upstream_health import UpstreamHealth
     from pawwake.memory.term_stats import TermStats
     from pawwake.memory.vectors import VectorStore
     from pawwake.tasks import BackgroundTasks
@@ -32,4 +33,5 @@ EMBEDDER: web.AppKey[Embedder] = web.AppKey("embedder")  # embedding provider + 
 VECTORS: web.AppKey[VectorStore] = web.AppKey("vectors")  # memory vector search (pgvector/numpy)
 TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF statistics
 RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # message vectors
+UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")  # last failure
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database

@@ -72,6 +72,9 @@ async def test_no_english_on_any_chinese_page(dash: Any) -> None:
     paths += ["/dashboard/conversations/view?session=kyoto", "/dashboard/usage?days=90",
               "/dashboard/conversations?trash=1", "/dashboard/memories/organise",
               "/dashboard/memories/backfill", "/dashboard/jobs?status=failed"]
+    memory = (await fetch_all(dash.server.app[keys.DATABASE].pool,
+                              "SELECT id FROM memories LIMIT 1"))[0]["id"]
+    paths.append(f"/dashboard/memories/{memory}")
     found = {}
     for path in paths:
         response = await dash.get(path)

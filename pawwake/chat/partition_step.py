@@ -176,6 +176,27 @@ async def _rotations(state: PartitionState, history: list[Round], settings: Any,
     return state, history
 
 
+def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where the cache breakpoints sit: message index and role, in order."""
+    found = []
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        parts = content if isinstance(content, list) else []
+        marked = sum(1 for part in parts if isinstance(part, dict) and "cache_control" in part)
+        found.extend({"message": index, "role": message.get("role")} for _ in range(marked))
+    return found
+
+
+def partition_record(thread: str, state: PartitionState, layout: Any,
+                     messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The partition layout of one request, for the injected record."""
+    summary = [part for part in state.summary_parts if part.strip()]
+    return {"kind": "partition", "thread": thread, "summary_parts": len(summary),
+            "zone_a_rounds": layout.zone_a_rounds, "zone_b_rounds": layout.zone_b_rounds,
+            "messages": len(messages), "breakpoints": breakpoints(messages),
+            "text": "\n\n".join(summary)}
+
+
 def active_thread(settings: Any) -> str:
     """The thread every client continues in partition mode: PARTITION_SESSION_ID. Session ids
     sent by clients are ignored here, so switching client continues the same conversation."""
@@ -229,10 +250,11 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
             raise _unavailable() from exc
         persona = "\n\n".join(prepared.system_parts)
         prepared.system_parts.clear()
-        messages, _ = assemble(persona=persona, summary_parts=state.summary_parts,
-                               history=history, current=current, x=x,
-                               ttl=settings["CACHE_TTL"], note=time_note(now))
+        messages, layout = assemble(persona=persona, summary_parts=state.summary_parts,
+                                    history=history, current=current, x=x,
+                                    ttl=settings["CACHE_TTL"], note=time_note(now))
         prepared.body["messages"] = messages
+        prepared.injected.append(partition_record(thread, state, layout, messages))
         prepared.client_messages = compared
 
     return step

@@ -91,6 +91,9 @@ class PreparedChat:
     system_parts: list[str] = field(default_factory=list)
     turn_blocks: list[str] = field(default_factory=list)  # context for the current user turn
     memory_count: int = 0
+    # What the gateway added, one entry per item ({"kind": "persona" | "memory" | "reminder" |
+    # "fragment" | "partition", ...}); read by the try-it page and kept with the stored turn.
+    injected: list[dict[str, Any]] = field(default_factory=list)
     payload: bytes = b""
     after_success: list[SuccessHook] = field(default_factory=list)
     after_failure: list[FailureHook] = field(default_factory=list)
@@ -202,6 +205,9 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     persona = resolve_persona(settings, resources.persona)
     if persona:
         prepared.system_parts.append(persona)
+        prepared.injected.append({"kind": "persona", "text": persona,
+                                  "source": "setting" if settings["SYSTEM_PROMPT"]
+                                  and settings["SYSTEM_PROMPT"].strip() else "file"})
     if prepared.persist:
         prepared.after_success.append(turn_writer(app))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)

@@ -102,6 +102,11 @@ def recall_step(app: Any) -> Any:
         if not block:
             return
         prepared.turn_blocks.append(block)
+        prepared.injected.extend(
+            {"kind": "fragment", "id": f["fragment_id"], "session_id": f["session_id"],
+             "score": round(float(f["score"]), 4),
+             "text": "\n".join(f"{m['role']}: {m['content']}" for m in f["messages"])}
+            for f in outcome.fragments)
         ids = [f["fragment_id"] for f in outcome.fragments]
 
         async def mark(_prepared: Any, _reply: Any) -> None:

@@ -25,6 +25,7 @@ from pawwake.chat.conversation_index import reindex_messages
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
+from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
 from pawwake.memory.extract import schedule_extraction
 
@@ -283,6 +284,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
             await conversations.clear_incomplete(cur, plan.unflag_ids)
             ids = await conversations.insert_messages(cur, turn.session_id, plan.insert,
                                                       source=SOURCE)
+            await record_injection(cur, turn, ids, plan.insert)
             if settings["CONVERSATION_RECALL_ENABLED"]:
                 indexed = [(message_id, message.content) for message_id, message in zip(
                     ids, plan.insert, strict=True) if message.role in ("user", "assistant")

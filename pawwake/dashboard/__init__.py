@@ -20,6 +20,7 @@ from pawwake.dashboard import (
     memories,
     status,
     threads,
+    tryit,
     usage,
 )
 from pawwake.dashboard import dashboard_keys as dkeys
@@ -48,7 +49,7 @@ STATIC_DIR = ROOT / "static"
 
 # Each page module registers its routes; a new page adds itself here and to nav.NAV.
 PAGES = (login, language, status, settings_page, memories, import_page, export_page, conversations,
-         usage, threads, jobs)
+         usage, threads, jobs, tryit)
 
 
 PROBLEM_SETTINGS = {"unavailable.password": "DASHBOARD_PASSWORD",

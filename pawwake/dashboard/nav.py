@@ -16,6 +16,7 @@ class NavItem:
 
 NAV: tuple[NavItem, ...] = (
     NavItem("status", "nav.status", "gauge"),
+    NavItem("tryit", "nav.tryit", "sparkle"),
     NavItem("memories", "nav.memories", "memory"),
     NavItem("memories_import", "nav.import", "upload"),
     NavItem("memories_export", "nav.export", "download"),

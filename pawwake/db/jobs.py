@@ -197,6 +197,26 @@ async def attention_counts(pool: aiopg.Pool) -> list[dict[str, Any]]:
               " GROUP BY 1, 2 ORDER BY 1, 2")
 
 
+async def kind_overview(pool: aiopg.Pool) -> list[dict[str, Any]]:
+    """Per kind with open or problem jobs: pending, running, retrying, dead and failed counts,
+    and the newest job needing attention (id, status, last error, time)."""
+    counts = await fetch_all(
+        pool, "SELECT kind,"
+              " count(*) FILTER (WHERE status = 'pending' AND last_error IS NULL)::integer"
+              "   AS pending,"
+              " count(*) FILTER (WHERE status = 'running')::integer AS running,"
+              f" count(*) FILTER (WHERE {RETRYING})::integer AS retrying,"
+              " count(*) FILTER (WHERE status = 'dead')::integer AS dead,"
+              f" count(*) FILTER (WHERE status = 'failed' AND {ATTENTION})::integer AS failed"
+              " FROM jobs WHERE status IN ('pending', 'running', 'failed', 'dead')"
+              " GROUP BY kind ORDER BY kind")
+    latest = await fetch_all(
+        pool, f"SELECT DISTINCT ON (kind) kind, id, {SHOWN_STATUS} AS status, last_error,"
+              f" updated_at FROM jobs WHERE {ATTENTION} ORDER BY kind, updated_at DESC, id DESC")
+    problems = {row["kind"]: row for row in latest}
+    return [{**row, "problem": problems.get(row["kind"])} for row in counts]
+
+
 async def retry_now(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
     """Queue a waiting, dead, failed or discarded job to run now with a fresh set of
     attempts. NotFound for an unknown id; Conflict when it runs, is done, or an equal job

@@ -141,6 +141,12 @@ def memory_step(app: web.Application) -> Step:
                 await touch_results(app, results)
 
             prepared.after_success.append(touch)
+        prepared.injected.extend(
+            {"kind": "reminder", "id": int(r["id"]), "remind_at": r["remind_at"].isoformat(),
+             "text": str(r["content"])} for r in due)
+        prepared.injected.extend(
+            {"kind": "memory", "id": r.id, "score": round(float(r.score), 4),
+             "text": str(r.memory["content"])} for r in results)
         block = memory_block(memories, due, settings)
         if partition:
             prepared.turn_blocks.append(block)

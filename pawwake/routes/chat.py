@@ -38,6 +38,7 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class ChatTurn:
                                                datetime.now(UTC))
             relayed = await relay(self, settings, self.prepared)
             self.status = relayed.status
+            note_upstream(app, self.prepared, relayed)
             await self.conclude(relayed)
             return relayed.response
         except ChatRejected as exc:
@@ -163,6 +165,8 @@ class ChatTurn:
                                 else "api_error")
         except UpstreamFailure as exc:
             self.status = exc.status
+            app[keys.UPSTREAM_HEALTH].failed(
+                exc.status, self.prepared.model if self.prepared else "", exc.code)
             if self.prepared is not None:
                 after_failure(app[keys.TASKS], self.prepared, exc.code)
             return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
@@ -243,6 +247,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                  prepared.model if prepared else "-", prepared.stream if prepared else "-",
                  prepared.memory_count if prepared else 0, turn.status,
                  (time.perf_counter() - started) * 1000)
+
+
+def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed) -> None:
+    """Remember the provider's last failure (a client that left is not the provider's)."""
+    health = app[keys.UPSTREAM_HEALTH]
+    if relayed.reply is not None:
+        health.succeeded()
+    elif relayed.failure not in (None, "client_gone"):
+        health.failed(relayed.status, prepared.model, relayed.failure or "failed")
 
 
 async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relayed:
@@ -387,5 +400,6 @@ async def list_models(request: web.Request) -> web.Response:
 
 def setup(app: web.Application) -> None:
     app[keys.CHAT] = ChatResources()
+    app[keys.UPSTREAM_HEALTH] = UpstreamHealth()
     app.router.add_post("/v1/chat/completions", chat_completions, name="chat_completions")
     app.router.add_get("/v1/models", list_models, name="models")

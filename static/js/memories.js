@@ -29,6 +29,13 @@
 
   document.addEventListener("change", function (event) {
     var element = event.target;
+    if (element.matches("[data-select-all], input[data-row-select]")) {
+      var result = document.getElementById("bulk-result");
+      if (result) {  // an answer about the last selection
+        result.textContent = "";
+        result.removeAttribute("data-bulk-result");
+      }
+    }
     if (element.matches("[data-select-all]")) {
       rowBoxes().forEach(function (box) { box.checked = element.checked; });
       updateBulkBar();

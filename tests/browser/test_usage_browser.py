@@ -77,8 +77,10 @@ async def seed(pool: Any) -> None:
 
 @pytest.fixture
 async def dashboard(aiohttp_server: Any, make_settings: Any, upstream: Any) -> str:
+    # Partition mode on: the threads page lists threads (with it off, it only explains).
     app = create_app(make_settings(DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET,
-                                   TIMEZONE_HOURS=8, JOB_WORKERS=0))
+                                   TIMEZONE_HOURS=8, JOB_WORKERS=0,
+                                   CACHE_PARTITION_ENABLED=True))
     server = await aiohttp_server(app)
     await app[keys.DATABASE].wait_ready()
     await seed(app[keys.DATABASE].pool)

@@ -13,12 +13,14 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
+from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
+from pawwake.db.turn_injections import injections_of
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +90,11 @@ async def view_session(request: web.Request) -> web.Response:
     lang = request_language(request)
     session_id = service.session_id_of(request.query.get("session"), "session")
     rows = await service.session_messages(gateway(request), session_id, include_deleted=True)
-    messages = [{**row, "number": number, "role_key": ROLE_KEYS[row["role"]]}
+    database = gateway(request)[keys.DATABASE]
+    replies = [row["id"] for row in rows if row["role"] == "assistant"]
+    injected = await injections_of(database.pool, replies) if database else {}
+    messages = [{**row, "number": number, "role_key": ROLE_KEYS[row["role"]],
+                 "injected": injected.get(row["id"])}
                 for number, row in enumerate(rows, start=1)]
     in_trash = all(row["deleted_at"] is not None for row in rows)
     return render(request, DETAIL, {"session_id": session_id, "messages": messages,

@@ -59,6 +59,10 @@ async def job_action(request: web.Request) -> web.StreamResponse:
         return render_error(request, 503, translate(lang, "jobs.no_database"))
     act, outcome = ACTIONS[action]
     job = await act(gateway(request), int(raw_id))
+    if form.get("back") == "status":  # from the status page's jobs card: back to that card
+        query = {"job_done": outcome, "job": str(job["id"])}
+        raise web.HTTPSeeOther(str(request.app.router["status"].url_for().with_query(query))
+                               + "#status-jobs")
     if is_htmx(request):
         notice = translate(lang, f"jobs_done.{outcome}", id=job["id"])
         return render(request, REGION, await _region(request, status, notice))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pawwake.dashboard.memories import actions, backfill, consolidation, merge, page
+from pawwake.dashboard.memories import actions, backfill, consolidation, detail, merge, page
 
 
 def setup(dashboard: web.Application) -> None:
@@ -15,3 +15,4 @@ def setup(dashboard: web.Application) -> None:
     backfill.setup(dashboard)
     consolidation.setup(dashboard)
     merge.setup(dashboard)
+    detail.setup(dashboard)

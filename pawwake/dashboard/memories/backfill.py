@@ -43,7 +43,7 @@ async def backfill_context(request: web.Request, *, problem: str | None = None
         "running": status["status"] in RUNNING,
         "done": done,
         "total": total,
-        "percent": 100 if total == 0 else min(100, done * 100 // total),
+        "percent": 0 if total == 0 else min(100, done * 100 // total),
         "complete": done >= total,
         "vectors_enabled": status["vectors_enabled"],
         "needs_rebuild": status["needs_rebuild"],

@@ -37,6 +37,8 @@ from pawwake.memory.merge import DetailedConflict, MergeRequest
 
 log = logging.getLogger(__name__)
 
+BULK_RESULT = "partials/_memory_bulk_result.html"
+
 # Refusals of a start, each explained in the catalog as "organise.refused_<code>".
 START_REFUSALS = ("memory_archived", "memory_has_reminder", "invalid_range", "range_too_long",
                   "nothing_to_consolidate", "too_many_memories", "too_few_memories",
@@ -78,6 +80,9 @@ async def start(request: web.Request) -> web.Response:
     app = gateway(request)
     form = await request.post()
     view = parse_view(form)
+    # From the selection bar (htmx): the answer goes next to the bar, the panel updates too.
+    from_bar = is_htmx(request) and form.get("from_bar") == "1"
+    ids: list[int] = []
     try:
         ids = selected_ids(form)
         if ids:
@@ -91,14 +96,30 @@ async def start(request: web.Request) -> web.Response:
                 raise FieldError("date_from", "dates needed", "missing_dates")
             await consolidate.start_range(app, date_from, date_to)
     except DetailedConflict as exc:
+        if from_bar:
+            return await _bar_result(request, view, 409, message(
+                "alert", start_refusal(lang, exc.code)))
         return await _panel(request, view, status=409, problem=start_refusal(lang, exc.code))
     except FieldError as exc:
         text = (translate(lang, "organise.bad_dates") if exc.field in ("date_from", "date_to")
                 and exc.code not in START_REFUSALS else start_refusal(lang, exc.code))
+        if from_bar:
+            return await _bar_result(request, view, 400, message("alert", text))
         return await _panel(request, view, status=400, problem=text)
+    if from_bar:
+        return await _bar_result(request, view, 200, message(
+            "notice", translate(lang, "organise.bar_started", count=len(ids))))
     if not is_htmx(request):
         raise _to_panel(request)
     return await _panel(request, view, oob=("region",))
+
+
+async def _bar_result(request: web.Request, view: View, status: int,
+                      result: dict[str, str]) -> web.Response:
+    # The list is left as it is: the selection (and so the bar with this answer) stays.
+    oob = ("consolidation",) if status == 200 else ()
+    return await respond(request, view, fragment=BULK_RESULT, oob=oob, status=status,
+                         bulk_result=result)
 
 
 @memory_errors

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
+from aiohttp_session import get_session
 
 from pawwake import keys
 from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
@@ -71,6 +72,18 @@ def _percent(progress: Mapping[str, Any]) -> int:
     return 0 if total == 0 else min(100, done * 100 // total)
 
 
+FAILURE_SEEN = "organise_failure_seen"
+
+
+async def first_sight_of_failure(request: web.Request, state: Mapping[str, Any]) -> bool:
+    """A failed run is explained once per browser session; later visits start clean."""
+    session = await get_session(request)
+    if session.get(FAILURE_SEEN) == state["job_id"]:
+        return False
+    session[FAILURE_SEEN] = state["job_id"]
+    return True
+
+
 async def consolidation_context(request: web.Request, *,
                                 submitted: Mapping[str, Any] | None = None,
                                 outcomes: Mapping[int, Mapping[str, Any]] | None = None,
@@ -88,6 +101,8 @@ async def consolidation_context(request: web.Request, *,
               for n, d in enumerate(state.get("drafts") or [], 1)]
     progress = state.get("progress") or {}
     error = state.get("error") or {}
+    if state["status"] == "failed" and not await first_sight_of_failure(request, state):
+        error, state = {}, {**state, "status": "none"}  # seen once already: not stale news
     code = error.get("code")
     request_shown = state.get("request") or {}
     return {

@@ -258,7 +258,8 @@ async def respond(request: web.Request, view: View, *, fragment: str = REGION,
                                      **region_extra)
         return render(request, PAGE, context, status=status)
     parts = set(oob)
-    context: dict[str, Any] = {"main_fragment": fragment, "oob": parts}
+    context: dict[str, Any] = {"main_fragment": fragment, "oob": parts,
+                               "bulk_result": region_extra.pop("bulk_result", None)}
     if fragment == REGION or "region" in parts:
         context.update(await region_context(request, view, **region_extra))
     else:

@@ -18,11 +18,25 @@ from pawwake.settings import GROUPS, SettingError
 log = logging.getLogger(__name__)
 
 
+def with_persona_placeholder(groups: list[dict[str, Any]], persona: str | None) -> None:
+    """An empty SYSTEM_PROMPT box shows the persona in force (system_prompt.txt) as its
+    placeholder, so the user sees what the gateway sends today."""
+    for group in groups:
+        for row in group["fields"]:
+            if row["name"] == "SYSTEM_PROMPT" and persona:
+                row["placeholder"] = persona
+
+
+def _persona_file(request: web.Request) -> str | None:
+    return request.config_dict[keys.CHAT].persona.read()
+
+
 async def settings_page(request: web.Request) -> web.Response:
     config = request.config_dict[keys.CONFIG]
     await config.fresh()
     lang = request_language(request)
     groups = groups_view(config.public_view(), lang)
+    with_persona_placeholder(groups, _persona_file(request))
     saved = request.query.get("saved")
     for group in groups:
         if group["id"] == saved:
@@ -59,6 +73,7 @@ async def save_settings(request: web.Request) -> web.Response:
     # On an error the form shows what was typed, so nothing is lost.
     groups = groups_view(config.public_view(), lang,
                          submitted=submitted if errors else None, errors=errors)
+    with_persona_placeholder(groups, _persona_file(request))
     group = next(g for g in groups if g["id"] == group_id)
     group["error" if errors else "message"] = message
     return render(request, "dashboard/settings.html", {"groups": groups, "group": group},

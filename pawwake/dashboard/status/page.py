@@ -7,8 +7,10 @@ from yarl import URL
 
 from pawwake import __version__, job_admin, keys
 from pawwake.chat.turn_spool import spool_status
+from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
+from pawwake.dashboard.status.health import health_lines
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
 
@@ -46,7 +48,18 @@ async def status(request: web.Request) -> web.Response:
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
+    context["health"] = await health_lines(gateway(request), settings, context["database_state"],
+                                           context["jobs"])
+    context["jobs_notice"] = _jobs_notice(request)
     return render(request, "dashboard/status.html", context)
+
+
+def _jobs_notice(request: web.Request) -> str | None:
+    """After retry/discard from the jobs card: what happened, shown in that card."""
+    done, job = request.query.get("job_done", ""), request.query.get("job", "")
+    if done in ("retried", "discarded") and job.isdigit():
+        return translate(request_language(request), f"jobs_done.{done}", id=job)
+    return None
 
 
 async def to_status(request: web.Request) -> web.Response:

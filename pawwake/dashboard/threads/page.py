@@ -38,6 +38,11 @@ async def threads_page(request: web.Request) -> web.Response:
     app = gateway(request)
     lang = request_language(request)
     status = await service.status(app)
+    if not status["enabled"]:
+        # Off: no thread is continued, so there is nothing to switch, delete or edit; every
+        # stored session would show up as a "thread". The page explains instead.
+        return render(request, TEMPLATE, {"status": status, "threads": [], "summary": None,
+                                          "progress": 0, "progress_max": 0, "notice": None})
     threads = await service.list_threads(app)
     wanted = request.query.get("summary") or status["active_thread"]
     summary = await service.get_summary(app, session_id_of(wanted, "summary"))

@@ -1,0 +1,116 @@
+"""One chat turn sent from the dashboard's try-it page through the gateway's own pipeline.
+
+The same ``prepare_chat`` and ``forward`` as /v1/chat/completions, called in process: the
+gateway secret never leaves the server. Events are yielded as they happen - ``prepared``
+(what was injected), ``chunk`` (provider bytes, unchanged), then ``done`` or ``failed``.
+The turn is stored and learnt from like any other chat; ``done`` comes once it is stored,
+so the next message sees it. A page that leaves mid-reply keeps the turn as incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
+from pawwake.chat.sessions import SESSION_HEADER
+from pawwake.chat.turns import mark_pending, release_pending, wait_stored
+from pawwake.llm.sse import CapturedReply, new_capture
+from pawwake.llm.upstream import UpstreamFailure, forward, read_body
+from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 300
+
+
+def provider_message(data: bytes, settings: Any) -> str:
+    """The provider's own error message, secrets masked and shortened."""
+    try:
+        parsed = json.loads(data)
+        message = parsed.get("error", {}).get("message") if isinstance(parsed, dict) else None
+    except (ValueError, AttributeError):
+        message = None
+    text = error_body_text(str(message).encode() if message else data, settings)
+    return text[:MAX_ERROR_CHARS]
+
+
+async def trial_chat(app: web.Application, session_id: str, model: str,
+                     messages: list[dict[str, Any]]) -> AsyncIterator[tuple[str, Any]]:
+    """Run one streamed turn; see the module docstring for the events.
+
+    Raises ChatRejected before anything is yielded when the pipeline refuses the request.
+    Leaving the generator early (the page went away) releases the turn's claims."""
+    settings = await app[keys.CONFIG].fresh()
+    body: dict[str, Any] = {"messages": messages, "stream": True}
+    if model:
+        body["model"] = model
+    raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    prepared = await prepare_chat(app, settings, {SESSION_HEADER: session_id}, body, raw,
+                                  datetime.now(UTC))
+    tasks, health = app[keys.TASKS], app[keys.UPSTREAM_HEALTH]
+    settled = False
+    capture = None
+    forwarded = False
+    try:
+        yield "prepared", prepared
+        forwarded = True
+        try:
+            async with forward(app[keys.HTTP], settings, prepared.payload) as upstream:
+                if upstream.status != 200:
+                    data = await read_body(upstream)
+                    log_upstream_error(upstream.status, data, prepared.body, settings)
+                    health.failed(upstream.status, prepared.model, "upstream_status")
+                    settled = True
+                    after_failure(tasks, prepared, "upstream_status")
+                    yield "failed", {"status": upstream.status,
+                                     "message": provider_message(data, settings)}
+                    return
+                capture = new_capture(upstream.headers.get("Content-Type")
+                                      or "text/event-stream")
+                cut = False
+                while True:
+                    try:
+                        chunk = await upstream.content.readany()
+                    except (aiohttp.ClientError, TimeoutError):
+                        cut = True
+                        break
+                    if not chunk:
+                        break
+                    capture.feed(chunk)
+                    if capture.finished or capture.done:
+                        mark_pending(app, prepared)
+                    yield "chunk", chunk
+                reply = capture.finish()
+        except UpstreamFailure as exc:
+            health.failed(exc.status, prepared.model, exc.code)
+            settled = True
+            after_failure(tasks, prepared, exc.code)
+            yield "failed", {"status": exc.status, "message": str(exc)}
+            return
+        settled = True
+        if cut or not reply.complete:
+            health.failed(200, prepared.model, "upstream_cut" if cut else "upstream_incomplete")
+            after_failure(tasks, prepared, "upstream_incomplete")
+            yield "failed", {"status": 502, "message": "The reply ended early.",
+                             "text": reply.content}
+            return
+        health.succeeded()
+        after_reply(tasks, prepared, reply)
+        await wait_stored(prepared)
+        yield "done", {"text": reply.content, "model": reply.model or prepared.model,
+                       "usage": reply.raw_usage}
+    finally:
+        if not settled and forwarded:  # the page left: keep what was typed, as chat does
+            partial = capture.finish() if capture is not None else CapturedReply()
+            after_incomplete(app, prepared, partial, "client_gone")
+        elif not settled:
+            after_failure(tasks, prepared, "client_gone")
+        release_pending(app, prepared)

@@ -1,0 +1,61 @@
+"""One memory's own page: what it says, how often and when it was injected (with the replies
+that carried it), the conversation turns it was learnt from, and its version chain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.dashboard.memories.view import LAYER_KEYS
+from pawwake.dashboard.render import render
+from pawwake.dashboard.service_calls import gateway
+from pawwake.db import memories as db
+from pawwake.db.pool import cursor
+from pawwake.db.turn_injections import memory_usage
+from pawwake.local_time import local_minute, zone_of
+
+TEMPLATE = "dashboard/memory.html"
+
+
+async def _sources(cur: Any, memory_id: int) -> list[dict[str, Any]]:
+    """The stored messages the memory was extracted from (deleted ones still listed)."""
+    await cur.execute(
+        "SELECT c.id, c.session_id, c.role, c.content, c.created_at, c.deleted_at"
+        " FROM memories m JOIN conversations c ON c.id = ANY (m.source_message_ids)"
+        " WHERE m.id = %s ORDER BY c.created_at, c.id", (memory_id,))
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
+
+
+async def memory_detail(request: web.Request) -> web.Response:
+    app = gateway(request)
+    database = app[keys.DATABASE]
+    if database is None:
+        raise web.HTTPNotFound()
+    memory_id = int(request.match_info["memory_id"])
+    zone = zone_of(await app[keys.CONFIG].fresh())
+    async with cursor(database.pool) as cur:
+        memory = await db.get_memory(cur, memory_id)
+        if memory is None:
+            raise web.HTTPNotFound()
+        chain = await db.version_chain(cur, memory_id)
+        sources = await _sources(cur, memory_id)
+    usage = await memory_usage(database.pool, memory_id)
+    return render(request, TEMPLATE, {
+        "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
+        "created": local_minute(memory["created_at"], zone),
+        "usage": {**usage, "last": local_minute(usage["last_at"], zone),
+                  "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
+                            for turn in usage["turns"]]},
+        "sources": [{**row, "when": local_minute(row["created_at"], zone),
+                     "role_key": f"conv.role_{row['role']}"} for row in sources],
+        "chain": [{**row, "when": local_minute(row["created_at"], zone)} for row in chain]
+        if len(chain) > 1 else [],
+    })
+
+
+def setup(dashboard: web.Application) -> None:
+    dashboard.router.add_get(r"/memories/{memory_id:\d{1,18}}", memory_detail,
+                             name="memory_detail")

@@ -1,0 +1,57 @@
+"""The status page's health in a real browser at 1366 and 390 px: a failing memory extraction
+shows as an error line with its message, and retrying it from the jobs card answers in that
+card and queues the job again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.db import jobs as jobs_db
+from pawwake.jobs import Job
+from tests.browser.test_tryit_browser import overflow, signed_in
+from tests.dashboard_support import dashboard_client
+
+pytestmark = pytest.mark.browser
+
+
+async def failing(job: Job) -> None:
+    raise ValueError("the memory model answered nonsense")
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+async def test_failing_extraction_shown_and_retried_from_status(browser: Any, make_client: Any,
+                                                                tmp_path: Path, width: int
+                                                                ) -> None:
+    client = await dashboard_client(make_client, JOB_WORKERS=0, MEMORY_ENABLED=True,
+                                    MEMORY_VECTOR_ENABLED=False)
+    app = client.server.app
+    pool = app[keys.DATABASE].pool
+    app[keys.JOBS].register("memory_extract", failing)
+    dead = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=1)
+    await app[keys.JOBS].run_until_idle()
+    base = str(client.make_url("/")).rstrip("/")
+    context, page, errors = await signed_in(browser, base, width, "/dashboard")
+
+    assert await page.get_attribute("[data-health=jobs]", "data-state") == "error"
+    assert await page.get_attribute("[data-health=database]", "data-state") == "ok"
+    kind = page.locator("[data-jobs-kind=memory_extract]")
+    assert await kind.get_attribute("data-state") == "error"
+    assert "记忆提取" in await kind.inner_text()
+    assert "nonsense" in await kind.locator("[data-field=error]").inner_text()
+    assert await overflow(page) <= 0
+    await page.screenshot(path=str(tmp_path / f"status-{width}.png"), full_page=True)
+
+    await kind.locator("[data-action=retry]").click()
+    notice = page.locator("#status-jobs [data-notice]")
+    await notice.wait_for()
+    assert f"任务 {dead} 已重新排队" in await notice.inner_text()
+    assert page.url == base + "/dashboard"  # swapped in place, the page did not move away
+    assert (await jobs_db.get_job(pool, dead))["attempts"] == 0
+    assert await page.get_attribute("[data-jobs-kind=memory_extract]",
+                                    "data-state") == "warning"
+    assert errors == []
+    await context.close()

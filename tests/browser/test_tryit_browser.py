@@ -1,0 +1,97 @@
+"""The try-it page in a real browser at 1366 and 390 px: a reply streams in beside the panel of
+what was injected, a second message carries the first exchange, and the memories carried then
+show in the conversation view and on the memory's own page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.db.pool import transaction
+from tests.dashboard_support import PASSWORD, SECRET
+from tests.test_memory_injection import MEMORY_ON, add_memory
+
+pytestmark = pytest.mark.browser
+
+
+async def signed_in(browser: Any, base: str, width: int, path: str) -> tuple[Any, Any, list]:
+    context = await browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(10_000)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    await page.goto(base + path)
+    await page.fill("#password", PASSWORD)
+    await page.click("form.login-form button[type=submit]")
+    await page.wait_for_url(base + path)
+    return context, page, errors
+
+
+async def overflow(page: Any) -> int:
+    return await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+async def test_try_it_streams_with_its_injection_panel(browser: Any, gateway: Any,
+                                                       upstream: Any, tmp_path: Path,
+                                                       width: int) -> None:
+    client = await gateway(persona="你是小爪。", DASHBOARD_PASSWORD=PASSWORD,
+                           SESSION_SECRET=SECRET, **MEMORY_ON)
+    memory = await add_memory(client, "用户的猫叫小橘", event_date="2026-02-17")
+    async with transaction(client.server.app[keys.DATABASE].pool) as cur:
+        await cur.execute("INSERT INTO conversations (session_id, role, content)"
+                          " VALUES ('origin', 'user', '我家猫叫小橘') RETURNING id")
+        source = (await cur.fetchone())[0]
+        await cur.execute("UPDATE memories SET source_message_ids = %s WHERE id = %s",
+                          ([source], memory))
+    base = str(client.make_url("/")).rstrip("/")
+    context, page, errors = await signed_in(browser, base, width, "/dashboard/try")
+    assert await page.inner_text("h1") == "试聊"
+    assert await page.locator("#tryit-injected [data-injection]").count() == 0
+
+    upstream.reply_text("小橘可能是换季了，多喝水。", pieces=5)
+    await page.fill("input[name=session]", f"try-{width}")
+    await page.fill("textarea[name=message]", "小橘最近胃口不好怎么办")
+    await page.click("[data-tryit-send]")
+    await page.wait_for_selector("[data-tryit-reply=done]")
+    assert page.url == base + "/dashboard/try"  # the script read the stream; no navigation
+    assert "小橘可能是换季了，多喝水。" in await page.inner_text("[data-tryit-reply=done]")
+    item = page.locator(f"#tryit-injected [data-memory='{memory}']")
+    assert "用户的猫叫小橘" in await item.inner_text()
+    assert float(await item.locator("[data-score]").inner_text()) > 0
+    assert await page.locator("#tryit-injected [data-injection-kind=persona]").count() == 1
+    assert await page.input_value("textarea[name=message]") == ""
+    assert not await page.is_visible("[data-tryit-error]")
+    assert await overflow(page) <= 0
+    await page.screenshot(path=str(tmp_path / f"tryit-{width}.png"), full_page=True)
+
+    # The second message carries the first exchange (plain mode: the client sends history).
+    upstream.reply_text("不客气。")
+    await page.fill("textarea[name=message]", "谢谢")
+    await page.click("[data-tryit-send]")
+    await page.wait_for_selector("li[data-tryit-reply=done] >> nth=1")
+    sent = [m["content"] for m in upstream.requests[-1].body["messages"]
+            if m["role"] != "system"]
+    assert sent == ["小橘最近胃口不好怎么办", "小橘可能是换季了，多喝水。", "谢谢"]
+
+    # The conversation view shows what the first reply carried, linking to the memory ...
+    await page.goto(base + f"/dashboard/conversations/view?session=try-{width}")
+    carried = page.locator("[data-turn-injected]").first
+    assert "本轮带入的记忆" in await carried.inner_text()
+    await carried.locator(f"[data-injected-memory='{memory}'] a").click()
+    await page.wait_for_url(base + f"/dashboard/memories/{memory}")
+    # ... and the memory's page says how often it was used and where it came from.
+    assert await page.get_attribute("[data-memory-usage]", "data-memory-usage") == "1"
+    assert await page.locator(f"[data-source-message='{source}']").count() == 1
+    assert await overflow(page) <= 0
+    await page.screenshot(path=str(tmp_path / f"memory-{width}.png"), full_page=True)
+
+    await page.goto(base + "/dashboard/try")
+    await page.click("button[name=lang][value=en]")
+    await page.wait_for_selector("html[lang=en]")
+    assert await page.inner_text("h1") == "Try it"
+    assert errors == []
+    await context.close()
