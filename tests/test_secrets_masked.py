@@ -197,7 +197,7 @@ async def test_dashboard_refuses_restart_only_secrets_even_when_guessed_right(
                                      data={"_group": "basic", name: guess})
         assert response.status == 400, guess
         text = await response.text()
-        assert name in text and "environment" in text
+        assert name in text and "只能在环境变量里修改" in text  # the page's language
         assert_nothing_of(text, guess)
     assert stored_settings(database_url) == {}
 
