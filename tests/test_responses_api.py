@@ -3,7 +3,9 @@ gateway to a fake Responses-format provider, with the embedded database."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -11,10 +13,24 @@ import pytest
 from openai import APIStatusError, AsyncOpenAI
 
 from pawwake import keys
+from pawwake.chat.turn_spool import decode, encode
 from pawwake.db.pool import fetch_one
-from pawwake.protocols.responses.capture import CUT_EVENT, chat_usage, hold_start
+from pawwake.protocols.responses.capture import (
+    CUT_EVENT,
+    capture_response_body,
+    chat_usage,
+    hold_start,
+)
 from pawwake.settings import Settings
-from tests.fake_responses import FakeResponses, call_events, call_item, event, text_events
+from tests.fake_responses import (
+    FakeResponses,
+    call_events,
+    call_item,
+    event,
+    message_item,
+    response_object,
+    text_events,
+)
 from tests.fake_upstream import Reply
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter, settle, stored_messages, usage_rows
 from tests.test_memory_injection import MEMORY_ON, add_memory
@@ -208,7 +224,7 @@ async def test_the_terminal_event_arrives_only_once_the_turn_is_stored_and_a_cli
 async def test_a_client_leaving_mid_reply_keeps_an_incomplete_turn(
         gateway: GatewayStarter, fake: FakeResponses) -> None:
     client = await start(gateway, fake)
-    gate = __import__("asyncio").Event()
+    gate = asyncio.Event()
     fake.replies.append(Reply(chunks=text_events("半句话就走了", pieces=3), gate=gate,
                               gate_after=4))
     body = {"model": "test/model-a", "stream": True, "input": "讲个故事", "user": "left"}
@@ -261,3 +277,26 @@ def test_terminal_event_start_and_usage_shape() -> None:
         "prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7,
         "prompt_tokens_details": {"cached_tokens": 1}}
     assert json.loads(CUT_EVENT.split(b"data: ")[1])["type"] == "error"
+
+
+async def test_a_due_reminder_goes_into_instructions_and_is_delivered_after_the_reply(
+        gateway: GatewayStarter, fake: FakeResponses) -> None:
+    client = await start(gateway, fake, **MEMORY_ON)
+    reminder = await add_memory(client, "提醒用户给妈妈打电话", remind_in_minutes=-1)
+    async with sdk(client) as oai:
+        await oai.responses.create(model="test/model-a", input="早上好", user="remind-1")
+    assert "[提醒 " in fake.requests[-1].body["instructions"]
+    await settle(client)
+    row = await fetch_one(client.server.app[keys.DATABASE].pool,
+                          "SELECT reminder_delivered_at FROM memories WHERE id = %s",
+                          (reminder,))
+    assert row["reminder_delivered_at"] is not None
+
+
+def test_a_spooled_turn_keeps_its_protocol() -> None:
+    turn = SimpleNamespace(session_id="s", model="m", turn_key="k", protocol="responses",
+                           client_messages=[{"role": "user", "content": "hi"}])
+    reply = capture_response_body(json.dumps(response_object([message_item("yo")])).encode())
+    restored, again, incomplete = decode(encode(turn, reply, incomplete=False))
+    assert restored.protocol == "responses" and not incomplete
+    assert again.content == "yo" and again.usage is not None and again.usage.cached == 24
