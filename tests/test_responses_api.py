@@ -203,9 +203,14 @@ async def test_a_cut_stream_ends_with_a_responses_error_event(gateway: GatewaySt
 async def test_the_terminal_event_arrives_only_once_the_turn_is_stored_and_a_client_may_leave(
         gateway: GatewayStarter, fake: FakeResponses) -> None:
     """Read your writes: when response.completed reaches the client, the turn is in the
-    database; the client then leaves without reading the end of the stream."""
+    database; the client then leaves without reading the end of the stream. The provider
+    keeps its connection open a while after response.completed, so a gateway that passed
+    the event on at once would show it before the turn could be stored."""
     client = await start(gateway, fake)
-    fake.reply_text("记住了", pieces=2)
+    chunks = [*text_events("记住了", pieces=2), b": provider still open\n\n"]
+    gate = asyncio.Event()
+    fake.replies.append(Reply(chunks=chunks, gate=gate, gate_after=len(chunks) - 1))
+    asyncio.get_running_loop().call_later(0.5, gate.set)
     body = {"model": "test/model-a", "stream": True, "input": "记住我的生日", "user": "ryw"}
     received = b""
     async with aiohttp.ClientSession() as http:
@@ -300,3 +305,22 @@ def test_a_spooled_turn_keeps_its_protocol() -> None:
     restored, again, incomplete = decode(encode(turn, reply, incomplete=False))
     assert restored.protocol == "responses" and not incomplete
     assert again.content == "yo" and again.usage is not None and again.usage.cached == 24
+
+
+async def test_partition_mode_leaves_responses_input_alone_and_injects_plainly(
+        gateway: GatewayStarter, fake: FakeResponses) -> None:
+    """The partition cache rebuilds chat histories from the database; a Responses client's
+    items (or the provider's stored history) are never replaced, and memories still come."""
+    client = await start(gateway, fake, CACHE_PARTITION_ENABLED=True, **MEMORY_ON)
+    await add_memory(client, "用户的猫叫小橘")
+    items = [{"role": "user", "content": "早"}, {"role": "assistant", "content": "早呀"},
+             {"role": "user", "content": "小橘今天怎么样"}]
+    async with sdk(client) as oai:
+        await oai.responses.create(model="test/model-a", input=items,
+                                   extra_headers={"session-id": "codex-p"})
+    sent = fake.requests[-1].body
+    assert sent["input"] == items
+    assert "用户的猫叫小橘" in sent["instructions"]
+    await settle(client)
+    assert [r["content"] for r in await stored_messages(client, "codex-p")] == [
+        "小橘今天怎么样", fake.default_text]
