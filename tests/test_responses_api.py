@@ -324,3 +324,18 @@ async def test_partition_mode_leaves_responses_input_alone_and_injects_plainly(
     await settle(client)
     assert [r["content"] for r in await stored_messages(client, "codex-p")] == [
         "小橘今天怎么样", fake.default_text]
+
+
+async def test_an_error_event_from_the_provider_is_relayed_and_nothing_is_stored(
+        gateway: GatewayStarter, fake: FakeResponses) -> None:
+    client = await start(gateway, fake)
+    failure = {"type": "error", "sequence_number": 1, "code": "rate_limit_exceeded",
+               "message": "slow down", "param": None}
+    fake.replies.append(Reply(chunks=[*text_events("x")[:1], event(failure)]))
+    async with sdk(client) as oai:
+        stream = await oai.responses.create(model="test/model-a", stream=True, input="hi",
+                                            user="err-2")
+        events = [item async for item in stream]
+    assert events[-1].type == "error" and events[-1].code == "rate_limit_exceeded"
+    await settle(client)
+    assert await stored_messages(client, "err-2") == []
