@@ -1,6 +1,7 @@
 """What the gateway costs: direct vs through Pawwake, against the same fake provider, same run.
 
     python bench/overhead.py [--samples 300] [--duration 6] [--modes floor,pure,persist]
+                             [--protocol chat|responses]
 
 A fake provider (a subprocess of this script) answers every chat request with a fixed time to
 first token and a fixed chunk cadence. The gateway runs as ``python pawwake.py --port N`` in a
@@ -9,7 +10,8 @@ persistence (the embedded PostgreSQL in a temporary data dir); mode ``floor`` ru
 aiohttp relay instead, the least any Python hop costs on this machine. Reported: time-to-first-token
 overhead (p50/p95, sequential requests, direct and gateway interleaved), completed streams per
 second at 1, 20 and 100 concurrent streams, and the gateway's resident memory (VmRSS) idle and
-under load. Never run by the test suite.
+under load. ``--protocol responses`` measures ``POST /v1/responses`` (OpenAI's Responses API,
+typed SSE events) the same way instead of chat completions. Never run by the test suite.
 """
 
 from __future__ import annotations
@@ -66,8 +68,46 @@ def reply_chunks(count: int) -> list[bytes]:
     return chunks
 
 
+def responses_event(payload: dict[str, Any]) -> bytes:
+    return (f"event: {payload['type']}\n".encode()
+            + b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n")
+
+
+def responses_chunks(count: int) -> list[bytes]:
+    """The same reply as typed Responses events, ``response.completed`` (with the whole
+    output and the usage) last."""
+    pieces = [TEXT] + [f"{TEXT}{n} " for n in range(1, count)]
+    item = {"type": "message", "id": "msg_bench", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "".join(pieces), "annotations": []}]}
+    response = {"id": "resp_bench", "object": "response", "model": "bench/model",
+                "status": "in_progress", "output": []}
+    chunks = [responses_event({"type": "response.created", "sequence_number": 0,
+                               "response": response})
+              + responses_event({"type": "response.output_item.added", "sequence_number": 1,
+                                 "output_index": 0, "item": {**item, "content": []}})]
+    chunks[0] += responses_event({"type": "response.output_text.delta", "sequence_number": 2,
+                                  "item_id": "msg_bench", "output_index": 0,
+                                  "content_index": 0, "delta": pieces[0]})
+    chunks += [responses_event({"type": "response.output_text.delta", "sequence_number": 2 + n,
+                                "item_id": "msg_bench", "output_index": 0, "content_index": 0,
+                                "delta": piece}) for n, piece in enumerate(pieces[1:], 1)]
+    chunks[-1] += (responses_event({"type": "response.output_item.done",
+                                    "sequence_number": count + 2, "output_index": 0,
+                                    "item": item})
+                   + responses_event({"type": "response.completed",
+                                      "sequence_number": count + 3, "response": {
+                                          **response, "status": "completed", "output": [item],
+                                          "usage": {"input_tokens": 40, "output_tokens": count,
+                                                    "total_tokens": 40 + count}}}))
+    return chunks
+
+
+RESPONSES_END = b"}}}\n\n"  # usage, response and event closed: response.completed is whole
+
+
 def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
     chunks = reply_chunks(count)
+    typed_chunks = responses_chunks(count)
 
     async def chat(request: web.Request) -> web.StreamResponse:
         await request.read()
@@ -81,11 +121,24 @@ def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
         await response.write_eof()
         return response
 
+    async def responses(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        await asyncio.sleep(ttft)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for number, data in enumerate(typed_chunks):
+            if number:
+                await asyncio.sleep(cadence)
+            await response.write(data)
+        await response.write_eof()
+        return response
+
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "bench/model"}]})
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/responses", responses)
     app.router.add_get("/v1/models", models)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -93,7 +146,7 @@ def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
 def serve_floor(port: int, upstream_port: int) -> None:
     """The least a Python relay can do (read, forward, copy chunks back): the floor that the
     gateway's overhead is compared with."""
-    url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
+    base = f"http://127.0.0.1:{upstream_port}"
 
     async def session_ctx(app: web.Application) -> Any:
         app[SESSION] = aiohttp.ClientSession(auto_decompress=False)
@@ -103,7 +156,8 @@ def serve_floor(port: int, upstream_port: int) -> None:
     async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         async with request.app[SESSION].post(
-                url, data=body, headers={"Content-Type": "application/json"}) as upstream:
+                base + request.path, data=body,
+                headers={"Content-Type": "application/json"}) as upstream:
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             while chunk := await upstream.content.readany():
@@ -117,6 +171,7 @@ def serve_floor(port: int, upstream_port: int) -> None:
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
     app.router.add_post("/v1/chat/completions", relay)
+    app.router.add_post("/v1/responses", relay)
     app.router.add_get("/", health)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -175,6 +230,9 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
 class Payloads:
     """Request bodies, each opening a new conversation (so persistence stores every turn)."""
 
+    path = "/v1/chat/completions"
+    end = b"data: [DONE]\n\n"  # how a whole stream ends
+
     def __init__(self) -> None:
         self._count = 0
         self._template = json.dumps({"model": "bench/model", "stream": True, "messages": [
@@ -185,6 +243,24 @@ class Payloads:
     def next(self) -> bytes:
         self._count += 1
         return self._template.replace(b"#N#", str(self._count).encode())
+
+
+class ResponsesPayloads(Payloads):
+    """The same conversations as Responses API bodies (instructions plus an input item)."""
+
+    path = "/v1/responses"
+    end = RESPONSES_END
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._template = json.dumps({
+            "model": "bench/model", "stream": True, "instructions": "You are a cat.",
+            "input": [{"role": "user", "content": [{"type": "input_text", "text":
+                       "第 #N# 个故事：" + "讲一个关于爪迹的故事。" * 20}]}]},
+            ensure_ascii=False).encode()
+
+
+PAYLOADS: dict[str, type[Payloads]] = {"chat": Payloads, "responses": ResponsesPayloads}
 
 
 async def one_stream(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
@@ -200,7 +276,7 @@ async def one_stream(session: aiohttp.ClientSession, url: str, headers: dict[str
         tail = first
         while chunk := await response.content.readany():
             tail = chunk
-        if not tail.endswith(b"data: [DONE]\n\n"):
+        if not tail.endswith(payloads.end):
             raise RuntimeError("stream ended early")
     return ttft
 
@@ -277,9 +353,9 @@ def start_gateway(mode: str, port: int, upstream_port: int, data_dir: Path
 async def measure(mode: str, pid: int, port: int, upstream_port: int,
                   args: argparse.Namespace) -> dict[str, Any]:
     await wait_until_up(f"http://127.0.0.1:{port}/")
-    gateway_url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    direct_url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
-    payloads = Payloads()
+    payloads = PAYLOADS[args.protocol]()
+    gateway_url = f"http://127.0.0.1:{port}{payloads.path}"
+    direct_url = f"http://127.0.0.1:{upstream_port}{payloads.path}"
     json_headers = {"Content-Type": "application/json"}
     targets = {"direct": (direct_url, json_headers),
                "gateway": (gateway_url, {**json_headers, "X-Gateway-Key": GATEWAY_KEY})}
@@ -311,7 +387,7 @@ async def measure(mode: str, pid: int, port: int, upstream_port: int,
 
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     sys.stdout.write(
-        f"\nfake provider: TTFT {args.ttft * 1000:.0f} ms, {args.chunks} chunks every "
+        f"\nprotocol: {args.protocol}; fake provider: TTFT {args.ttft * 1000:.0f} ms, {args.chunks} chunks every "
         f"{args.cadence * 1000:.0f} ms; {args.samples} sequential samples; "
         f"{args.duration:.0f} s per throughput run; {os.cpu_count()} CPUs\n\n")
     header = ("mode", "TTFT p50 direct/gw", "TTFT p95 direct/gw", "overhead p50", "overhead p95",
@@ -368,6 +444,8 @@ if __name__ == "__main__":
     parser.add_argument("--modes", type=lambda v: v.split(","),
                         default=["floor", "pure", "persist"],
                         help="floor (a bare aiohttp relay, for reference), pure, persist")
+    parser.add_argument("--protocol", choices=sorted(PAYLOADS), default="chat",
+                        help="chat (/v1/chat/completions) or responses (/v1/responses)")
     parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--upstream-port", type=int, default=None, help=argparse.SUPPRESS)

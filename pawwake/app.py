@@ -20,6 +20,7 @@ from pawwake.llm.http import http_client_ctx
 from pawwake.memory.inject import memory_step
 from pawwake.memory.runtime import embedder_ctx
 from pawwake.middlewares import error_middleware
+from pawwake.protocols.responses import route as responses_route
 from pawwake.routes import setup_routes
 from pawwake.settings import Settings
 from pawwake.tasks import tasks_ctx
@@ -47,6 +48,7 @@ def create_app(settings: Settings) -> web.Application:
     warn_if_open(settings["GATEWAY_SECRET"])
     setup_cors(app)
     setup_routes(app)
+    responses_route.setup(app)
     register_job_handlers(app)
     app[keys.CHAT].steps.insert(0, partition_step(app))
     app[keys.CHAT].steps.append(memory_step(app))

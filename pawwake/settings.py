@@ -53,6 +53,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("API_BASE_URL", "str", "https://openrouter.ai/api/v1/chat/completions", "basic",
        "LLM API 地址（可填 …/v1 或完整的 …/chat/completions）",
        "LLM API address (either …/v1 or the full …/chat/completions URL)"),
+    _s("RESPONSES_BASE_URL", "str", "", "basic",
+       "OpenAI Responses API 地址（/v1/responses 转发到这里）；留空则由 API_BASE_URL 推出 …/v1/responses",
+       "OpenAI Responses API address (/v1/responses goes there); empty: API_BASE_URL's "
+       "…/v1/responses"),
     _s("DEFAULT_MODEL", "str", "anthropic/claude-sonnet-4.5", "basic",
        "默认模型（请求未指定 model 时使用）", "Default model when a request names none",
        model_picker=True),
@@ -353,6 +357,13 @@ class Settings(Mapping[str, Any]):
         if base.endswith("/chat/completions"):
             return base
         return base + "/chat/completions"
+
+    @property
+    def responses_url(self) -> str:
+        """RESPONSES_BASE_URL (a base or the full endpoint), else the chat provider's base +
+        ``/responses`` (OpenRouter: ``…/api/v1/responses``, OpenAI: ``…/v1/responses``)."""
+        base = self["RESPONSES_BASE_URL"].strip().rstrip("/") or self.api_base
+        return base if base.endswith("/responses") else base + "/responses"
 
     @property
     def api_base(self) -> str:

@@ -43,6 +43,7 @@ class SpooledTurn:
     model: str
     client_messages: list[Any]
     turn_key: str
+    protocol: str | None = None  # None: chat completions
 
 
 def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
@@ -56,6 +57,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
         "session_id": turn.session_id,
         "model": turn.model,
         "turn_key": turn.turn_key,
+        "protocol": getattr(turn, "protocol", None),
         "incomplete": incomplete,
         "client_messages": messages[max(0, last_user - 1):],
         "reply": {
@@ -71,7 +73,8 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
 def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
     record = json.loads(data.decode("utf-8", "surrogatepass"))
     turn = SpooledTurn(session_id=record["session_id"], model=record["model"],
-                       client_messages=record["client_messages"], turn_key=record["turn_key"])
+                       client_messages=record["client_messages"], turn_key=record["turn_key"],
+                       protocol=record.get("protocol"))
     saved = record["reply"]
     reply = CapturedReply(
         content=saved["content"], reasoning_content=saved["reasoning_content"],

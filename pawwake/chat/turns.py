@@ -280,6 +280,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
             if not plan.insert:
                 return False
             plan.insert[-1] = _with_key(plan.insert[-1], turn.turn_key)
+            _label_protocol(plan.insert, turn, reply, reply_row)
             await conversations.delete_messages(cur, plan.replace_ids)
             await conversations.clear_incomplete(cur, plan.unflag_ids)
             ids = await conversations.insert_messages(cur, turn.session_id, plan.insert,
@@ -308,6 +309,21 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
     log.debug("stored %d messages (%d replaced%s) for a session", len(plan.insert),
               len(plan.replace_ids), ", incomplete" if incomplete else "")
     return True
+
+
+def _label_protocol(rows: list[NewMessage], turn: TurnSource, reply: CapturedReply,
+                    reply_row: NewMessage | None) -> None:
+    """Rows of a turn that came through another protocol than chat completions say which
+    (``metadata.protocol``); its reply row keeps the provider's reasoning token count."""
+    protocol = getattr(turn, "protocol", None)
+    if not protocol:
+        return
+    for row in rows:
+        row.metadata["protocol"] = protocol
+    details = (reply.raw_usage or {}).get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if reply_row is not None and rows and isinstance(reasoning, int) and reasoning > 0:
+        rows[-1].metadata["reasoning_tokens"] = reasoning
 
 
 def _with_key(message: NewMessage, turn_key: str) -> NewMessage:

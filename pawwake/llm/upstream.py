@@ -101,12 +101,13 @@ def _describe(exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def forward(http: aiohttp.ClientSession, settings: Any, payload: bytes
-                  ) -> AsyncIterator[aiohttp.ClientResponse]:
-    """POST ``payload`` to the chat completions endpoint; yield the response once its headers
-    arrived. On leaving, a fully read response goes back to the pool; anything else (client
-    gone, stream cut) closes the connection so the provider stops generating."""
-    url = settings.chat_completions_url
+async def forward(http: aiohttp.ClientSession, settings: Any, payload: bytes,
+                  *, url: str | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
+    """POST ``payload`` to the chat completions endpoint (or ``url``, another protocol's);
+    yield the response once its headers arrived. On leaving, a fully read response goes back
+    to the pool; anything else (client gone, stream cut) closes the connection so the
+    provider stops generating."""
+    url = url or settings.chat_completions_url
     # Long histories are sent in slices (aiohttp yields to the loop between them).
     data = payload if len(payload) <= LARGE_BODY else io.BytesIO(payload)
     try:

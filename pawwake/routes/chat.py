@@ -113,7 +113,14 @@ class Relayed:
 class ChatTurn:
     """One chat request served in a task of its own, so that a client leaving after the
     reply finished (aiohttp's test server cancels the handler; production gets
-    ConnectionResetError) never stops the upstream read or the store."""
+    ConnectionResetError) never stops the upstream read or the store.
+
+    Other protocols subclass it and override the protocol hooks below (how the request is
+    prepared, where it goes, how its reply is read, which event is held back, how a cut
+    stream ends); the relay, the read-on and the store are shared.
+    """
+
+    cut_event = _CUT_EVENT
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
@@ -142,6 +149,23 @@ class ChatTurn:
         elif not self.concluding:
             asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._drain_expired)
 
+    async def prepare(self, settings: Any, body: dict[str, Any], raw: bytes) -> PreparedChat:
+        return await prepare_chat(self.app, settings, self.request.headers, body, raw,
+                                  datetime.now(UTC))
+
+    def upstream_url(self, settings: Any) -> str:
+        return str(settings.chat_completions_url)
+
+    def new_capture(self, content_type: str) -> SseCapture | JsonCapture:
+        return new_capture(content_type)
+
+    def hold_start(self, chunk: bytes) -> int:
+        """Where the event held back until the turn is stored starts in ``chunk``."""
+        return done_event_start(chunk)
+
+    def capture_body(self, data: bytes) -> CapturedReply:
+        return capture_completion(data)
+
     def _drain_expired(self) -> None:
         if self.task is not None and not self.task.done() and not self.concluding:
             self.drain_expired = True
@@ -151,8 +175,7 @@ class ChatTurn:
                   ) -> web.StreamResponse:
         app = self.app
         try:
-            self.prepared = await prepare_chat(app, settings, self.request.headers, body, raw,
-                                               datetime.now(UTC))
+            self.prepared = await self.prepare(settings, body, raw)
             relayed = await relay(self, settings, self.prepared)
             self.status = relayed.status
             note_upstream(app, self.prepared, relayed)
@@ -261,7 +284,8 @@ def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed
 async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relayed:
     """Forward the prepared body and send the provider's answer to the client."""
     turn.forwarded = True  # from here on, a client that leaves keeps what it typed
-    async with forward(turn.app[keys.HTTP], settings, prepared.payload) as upstream:
+    async with forward(turn.app[keys.HTTP], settings, prepared.payload,
+                       url=turn.upstream_url(settings)) as upstream:
         if upstream.status != 200:
             data = await read_body(upstream)
             log_upstream_error(upstream.status, data, prepared.body, settings)
@@ -288,7 +312,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
     headers["Cache-Control"] = "no-cache"
     headers["X-Accel-Buffering"] = "no"
     response = _RelayResponse(status=200, headers=headers)
-    capture = turn.capture = new_capture(content_type or "text/event-stream")
+    capture = turn.capture = turn.new_capture(content_type or "text/event-stream")
     content = upstream.content
     received = 0
     cut: str | None = None
@@ -319,7 +343,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         if gone:
             continue
         if held or capture.done:
-            split = len(chunk) if held else done_event_start(chunk)
+            split = len(chunk) if held else turn.hold_start(chunk)
             held += chunk[split:]
             chunk = chunk[:split]
             if not chunk:
@@ -340,7 +364,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
                  received)
     if cut is not None and not capture.finished:
         if capture.at_event_boundary:
-            await _write_quietly(response, _CUT_EVENT)
+            await _write_quietly(response, turn.cut_event)
         await _write_quietly(response, b"", eof=True)
         log.warning("upstream broke off the stream after %d bytes (%s); reply not stored",
                     received, cut)
@@ -374,7 +398,7 @@ async def relay_body(turn: ChatTurn, upstream: aiohttp.ClientResponse) -> Relaye
     the body is sent, so the next request sees this turn."""
     data = await read_body(upstream)
     response = web.Response(status=200, body=data, headers=relay_headers(upstream.headers))
-    reply = capture_completion(data)
+    reply = turn.capture_body(data)
     if not reply.complete:
         log.warning("upstream answered 200 without a usable completion; reply not stored")
         return Relayed(response, None, "upstream_incomplete")

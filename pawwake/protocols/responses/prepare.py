@@ -1,0 +1,105 @@
+"""A Responses request through the chat pipeline: persona, reminders and memories go into
+``instructions``; the client's ``input`` items are forwarded as sent.
+
+Partition mode is not applied here: it rebuilds the history from the database, while a
+Responses client either resends its own items (Codex: reasoning items with encrypted content,
+tool calls of its own kinds) or lets the provider keep the history (``previous_response_id``).
+Neither can be replaced by stored chat rows, so memory is injected the plain way, and the
+steps run with partition mode off (recall of past conversations, a partition feature, too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.auxiliary import is_title_request, skip_requested
+from pawwake.chat.persona import resolve_persona
+from pawwake.chat.pipeline import (
+    ChatContext,
+    ChatRejected,
+    PreparedChat,
+    after_failure,
+    drop_gateway_fields,
+)
+from pawwake.chat.turns import PENDING_WAIT_SECONDS, turn_writer, wait_pending
+from pawwake.database import connected_database
+from pawwake.protocols.responses.items import input_messages, with_instructions
+from pawwake.protocols.responses.request import responses_session_id
+
+PROTOCOL = "responses"
+
+
+@dataclass
+class PreparedResponses(PreparedChat):
+    """A PreparedChat whose added text goes into ``instructions``; stored rows say
+    ``metadata.protocol = "responses"``."""
+
+    protocol: str = PROTOCOL
+
+    def finalize(self, untouched: bytes | None = None) -> None:
+        if untouched is not None:
+            self.payload = untouched
+            return
+        added = self.system_parts + self.turn_blocks
+        if added:
+            self.body["instructions"] = with_instructions(self.body.get("instructions"),
+                                                          "\n\n".join(added))
+        self.payload = json.dumps(self.body, ensure_ascii=False,
+                                  separators=(",", ":")).encode("utf-8")
+
+
+def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
+    """REASONING_EFFORT in the Responses shape (``reasoning.effort``)."""
+    if settings["REASONING_EFFORT"]:
+        reasoning = body.get("reasoning")
+        body["reasoning"] = {**(reasoning if isinstance(reasoning, dict) else {}),
+                             "effort": settings["REASONING_EFFORT"]}
+
+
+async def prepare_responses(app: web.Application, settings: Any, headers: Mapping[str, str],
+                            body: dict[str, Any], raw: bytes, received_at: datetime
+                            ) -> PreparedResponses:
+    """Turn a validated Responses body into what goes upstream and what happens afterwards."""
+    model = body.get("model") or settings["DEFAULT_MODEL"]
+    if not model:
+        raise ChatRejected(400, "missing_model",
+                           "No model given and DEFAULT_MODEL is not set.", param="model")
+    messages = input_messages(body.get("input"))
+    auxiliary = skip_requested(headers) or is_title_request(messages)
+    prepared = PreparedResponses(
+        body={**body, "model": model}, client_messages=messages,
+        session_id=responses_session_id(headers, body, messages), model=model,
+        stream=bool(body.get("stream")), auxiliary=auxiliary,
+        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
+    prepared.client_session_id = prepared.session_id
+    if auxiliary:
+        prepared.finalize(untouched=raw if body.get("model") else None)
+        return prepared
+    apply_rewrites(prepared.body, settings)
+    drop_gateway_fields(prepared.body)
+    resources = app[keys.CHAT]
+    persona = resolve_persona(settings, resources.persona)
+    if persona:
+        prepared.system_parts.append(persona)
+    if prepared.persist:
+        prepared.after_success.append(turn_writer(app))
+        await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
+    plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
+        if settings["CACHE_PARTITION_ENABLED"] else settings
+    context = ChatContext(settings=plain, database=connected_database(app),
+                          http=app[keys.HTTP])
+    try:
+        for step in resources.steps:
+            await step(context, prepared)
+    except BaseException:
+        after_failure(app[keys.TASKS], prepared, "not_forwarded")
+        raise
+    prepared.finalize()
+    return prepared
