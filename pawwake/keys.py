@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pawwake.llm.models import ModelCatalog
     from pawwake.memory.term_stats import TermStats
     from pawwake.memory.vectors import VectorStore
+    from pawwake.protocols.anthropic.pipeline import MessagesResources
     from pawwake.tasks import BackgroundTasks
 
 SETTINGS = web.AppKey("settings", object)  # the start-up Settings snapshot (env + defaults)
@@ -33,3 +34,4 @@ VECTORS: web.AppKey[VectorStore] = web.AppKey("vectors")  # memory vector search
 TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF statistics
 RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # message vectors
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database
+MESSAGES: web.AppKey[MessagesResources] = web.AppKey("messages")  # Messages steps

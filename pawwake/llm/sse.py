@@ -28,6 +28,7 @@ class TokenUsage:
     completion: int = 0
     total: int = 0
     cached: int | None = None
+    cache_creation: int | None = None  # tokens written to the prompt cache (Anthropic)
 
     @classmethod
     def from_openai(cls, usage: Any) -> TokenUsage | None:
@@ -43,7 +44,9 @@ class TokenUsage:
             cached = _count(details.get("cached_tokens"))
         elif usage.get("cache_read_input_tokens") is not None:
             cached = _count(usage.get("cache_read_input_tokens"))
-        return cls(prompt=prompt, completion=completion, total=total, cached=cached)
+        creation = usage.get("cache_creation_input_tokens")
+        return cls(prompt=prompt, completion=completion, total=total, cached=cached,
+                   cache_creation=None if creation is None else _count(creation))
 
 
 def _count(value: Any) -> int:
@@ -64,6 +67,7 @@ class CapturedReply:
     done: bool = False  # "[DONE]" seen (stream) or a complete body parsed (JSON)
     model: str | None = None
     error: Any = None  # an error object the provider sent inside a 200 response
+    metadata: dict[str, Any] = field(default_factory=dict)  # stored with the reply as is
 
     @property
     def complete(self) -> bool:

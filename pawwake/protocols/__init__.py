@@ -1,0 +1,1 @@
+"""Client protocols besides OpenAI chat completions, each in a package of its own."""
