@@ -297,3 +297,19 @@ async def test_upstream_url_and_key_settings_are_hot(
     sent = anthropic_upstream.requests[-1].headers
     assert sent["x-api-key"] == "sk-messages-only-0123456789"
     assert "Authorization" not in sent
+
+
+async def test_session_from_claude_code_header_then_metadata(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream)
+    user_id = json.dumps({"device_id": "d", "session_id": "from-metadata-0001"})
+    async with sdk(client) as api:
+        await api.messages.create(model="claude-test-1", max_tokens=5,
+                                  metadata={"user_id": user_id}, extra_headers=HEADERS,
+                                  messages=[{"role": "user", "content": "one"}])
+        await api.messages.create(model="claude-test-1", max_tokens=5,
+                                  metadata={"user_id": user_id},
+                                  messages=[{"role": "user", "content": "two"}])
+    first = await stored_messages(client, SESSION)
+    second = await stored_messages(client, "from-metadata-0001")
+    assert (first[0]["content"], second[0]["content"]) == ("one", "two")

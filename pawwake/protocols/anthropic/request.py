@@ -81,12 +81,26 @@ def messages_session_id(headers: Mapping[str, str], body: Mapping[str, Any],
         found = _clean(metadata.get("session_id"))
         if found:
             return found
-        user_id = metadata.get("user_id")
-        if isinstance(user_id, str):
-            match = _USER_ID_SESSION.search(user_id.strip())
-            if match:
-                return match.group(1)[:MAX_SESSION_ID]
+        found = _user_id_session(metadata.get("user_id"))
+        if found:
+            return found
     return derived_session_id(view)
+
+
+def _user_id_session(user_id: Any) -> str | None:
+    """The session Claude Code names in ``metadata.user_id``: a JSON object with
+    ``session_id`` (current versions) or a string ending in ``_session_<uuid>`` (older)."""
+    if not isinstance(user_id, str):
+        return None
+    user_id = user_id.strip()
+    if user_id.startswith("{"):
+        try:
+            parsed = json.loads(user_id)
+        except ValueError:
+            return None
+        return _clean(parsed.get("session_id")) if isinstance(parsed, dict) else None
+    match = _USER_ID_SESSION.search(user_id)
+    return match.group(1)[:MAX_SESSION_ID] if match else None
 
 
 def stored_block(block: Any) -> Any:
