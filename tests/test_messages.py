@@ -313,3 +313,35 @@ async def test_session_from_claude_code_header_then_metadata(
     first = await stored_messages(client, SESSION)
     second = await stored_messages(client, "from-metadata-0001")
     assert (first[0]["content"], second[0]["content"]) == ("one", "two")
+
+
+async def test_partition_mode_keeps_the_cached_prefix_byte_identical(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream, persona="你是小爪。",
+                                 CACHE_PARTITION_ENABLED=True, **MEMORY_ON)
+    await add_memory(client, "用户的猫叫小橘")
+    system = [{"type": "text", "text": "Tools manual.", "cache_control": {"type": "ephemeral"}}]
+    first = {"role": "user", "content": [{"type": "text", "text": "小橘今天吃了吗",
+                                          "cache_control": {"type": "ephemeral"}}]}
+    async with sdk(client) as api:
+        answer = await api.messages.create(model="claude-test-1", max_tokens=10, system=system,
+                                           extra_headers=HEADERS, messages=[first])
+        await settle(client)
+        second = [{"role": "user", "content": [{"type": "text", "text": "小橘今天吃了吗"}]},
+                  {"role": "assistant", "content": [{"type": "text",
+                                                     "text": answer.content[0].text}]},
+                  {"role": "user", "content": [{"type": "text", "text": "小橘还好吗",
+                                                "cache_control": {"type": "ephemeral"}}]}]
+        second[0]["content"][0]["cache_control"] = {"type": "ephemeral"}
+        await api.messages.create(model="claude-test-1", max_tokens=10, system=system,
+                                  extra_headers=HEADERS, messages=second)
+    one, two = anthropic_upstream.requests[-2:]
+    turn = one.body["messages"][0]["content"]
+    assert turn[0] == first["content"][0]  # the breakpoint block first, untouched
+    assert "用户的猫叫小橘" in turn[1]["text"]  # the memory after the last breakpoint
+    assert one.body["system"][0] == system[0]
+    assert one.body["system"][1]["text"] == "你是小爪。"  # the persona: stable, cached
+    marker = b'"cache_control":{"type":"ephemeral"}}'
+    cached_end = one.raw.index(marker, one.raw.index(b'"messages"')) + len(marker)
+    assert two.raw[:cached_end] == one.raw[:cached_end]
+    assert "用户的猫叫小橘" not in str(two.body)  # seen within MEMORY_SEEN_TTL_HOURS
