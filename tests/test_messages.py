@@ -9,8 +9,10 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic import AsyncAnthropic
+from bs4 import BeautifulSoup
 
 from pawwake import keys
+from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_anthropic import FakeAnthropic, Reply, message_stream
 from tests.gateway_support import GATEWAY_KEY, settle, stored_messages
 from tests.messages_support import (
@@ -345,3 +347,26 @@ async def test_partition_mode_keeps_the_cached_prefix_byte_identical(
     cached_end = one.raw.index(marker, one.raw.index(b'"messages"')) + len(marker)
     assert two.raw[:cached_end] == one.raw[:cached_end]
     assert "用户的猫叫小橘" not in str(two.body)  # seen within MEMORY_SEEN_TTL_HOURS
+
+
+async def test_dashboard_labels_the_protocol_and_shows_cache_tokens(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream, DASHBOARD_PASSWORD=PASSWORD,
+                                 SESSION_SECRET=SECRET)
+    async with sdk(client) as api:
+        await api.messages.create(model="claude-test-1", max_tokens=5, extra_headers=HEADERS,
+                                  messages=[{"role": "user", "content": "hi"}])
+    await settle(client)
+    assert (await login(client)).status == 303
+    english = {"Cookie": "pawwake_lang=en"}
+    response = await client.get("/dashboard/conversations/view",
+                                params={"session": SESSION}, headers=english)
+    html = BeautifulSoup(await response.text(), "html.parser")
+    labels = [pill.get_text() for pill in html.select("[data-protocol='messages']")]
+    assert labels == ["via Anthropic Messages"] * 2
+    response = await client.get("/dashboard/usage", headers=english)
+    html = BeautifulSoup(await response.text(), "html.parser")
+    heads = [th.get_text() for th in html.select("table[data-table='sessions'] th")]
+    row = html.select("table[data-table='sessions'] tbody tr")[0].select("td")
+    assert row[heads.index("Cache read")].get_text() == "200"
+    assert row[heads.index("Cache written")].get_text() == "30"
