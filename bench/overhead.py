@@ -1,6 +1,7 @@
 """What the gateway costs: direct vs through Pawwake, against the same fake provider, same run.
 
     python bench/overhead.py [--samples 300] [--duration 6] [--modes floor,pure,persist]
+                             [--protocols chat,messages]
 
 A fake provider (a subprocess of this script) answers every chat request with a fixed time to
 first token and a fixed chunk cadence. The gateway runs as ``python pawwake.py --port N`` in a
@@ -9,7 +10,9 @@ persistence (the embedded PostgreSQL in a temporary data dir); mode ``floor`` ru
 aiohttp relay instead, the least any Python hop costs on this machine. Reported: time-to-first-token
 overhead (p50/p95, sequential requests, direct and gateway interleaved), completed streams per
 second at 1, 20 and 100 concurrent streams, and the gateway's resident memory (VmRSS) idle and
-under load. Never run by the test suite.
+under load. Each protocol (``chat``: /v1/chat/completions, ``messages``: Anthropic's
+/v1/messages) is measured against the same fake provider speaking that protocol. Never run by
+the test suite.
 """
 
 from __future__ import annotations
@@ -66,11 +69,43 @@ def reply_chunks(count: int) -> list[bytes]:
     return chunks
 
 
+def event(name: str, payload: Any) -> bytes:
+    return (f"event: {name}\n".encode() + b"data: "
+            + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n")
+
+
+def message_chunks(count: int) -> list[bytes]:
+    """The same reply as ``reply_chunks`` in Anthropic's Messages events."""
+    def delta(text: str) -> bytes:
+        return event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                              "delta": {"type": "text_delta", "text": text}})
+
+    start = event("message_start", {"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "bench/model",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 40, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 1}}})
+    chunks = [start + event("content_block_start", {
+        "type": "content_block_start", "index": 0, "content_block": {"type": "text",
+                                                                     "text": ""}})
+        + delta(TEXT)]
+    chunks += [delta(f"{TEXT}{n} ") for n in range(1, count)]
+    chunks[-1] += (event("content_block_stop", {"type": "content_block_stop", "index": 0})
+                   + event("message_delta", {"type": "message_delta",
+                                             "delta": {"stop_reason": "end_turn",
+                                                       "stop_sequence": None},
+                                             "usage": {"output_tokens": count}})
+                   + event("message_stop", {"type": "message_stop"}))
+    return chunks
+
+
 def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
-    chunks = reply_chunks(count)
+    replies = {"/v1/chat/completions": reply_chunks(count),
+               "/v1/messages": message_chunks(count)}
 
     async def chat(request: web.Request) -> web.StreamResponse:
         await request.read()
+        chunks = replies[request.path]
         await asyncio.sleep(ttft)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -86,6 +121,7 @@ def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/messages", chat)
     app.router.add_get("/v1/models", models)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -93,7 +129,7 @@ def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
 def serve_floor(port: int, upstream_port: int) -> None:
     """The least a Python relay can do (read, forward, copy chunks back): the floor that the
     gateway's overhead is compared with."""
-    url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
+    base = f"http://127.0.0.1:{upstream_port}"
 
     async def session_ctx(app: web.Application) -> Any:
         app[SESSION] = aiohttp.ClientSession(auto_decompress=False)
@@ -103,7 +139,7 @@ def serve_floor(port: int, upstream_port: int) -> None:
     async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         async with request.app[SESSION].post(
-                url, data=body, headers={"Content-Type": "application/json"}) as upstream:
+                base + request.path, data=body, headers={"Content-Type": "application/json"}) as upstream:
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             while chunk := await upstream.content.readany():
@@ -117,6 +153,7 @@ def serve_floor(port: int, upstream_port: int) -> None:
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
     app.router.add_post("/v1/chat/completions", relay)
+    app.router.add_post("/v1/messages", relay)
     app.router.add_get("/", health)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -153,6 +190,7 @@ def gateway_env(upstream_port: int, mode: str, data_dir: Path) -> dict[str, str]
     env = {k: v for k, v in os.environ.items() if k not in {s.name for s in SETTINGS}}
     env.update({
         "API_BASE_URL": f"http://127.0.0.1:{upstream_port}/v1", "API_KEY": "sk-bench-upstream",
+        "MESSAGES_BASE_URL": f"http://127.0.0.1:{upstream_port}/v1",
         "DEFAULT_MODEL": "bench/model", "GATEWAY_SECRET": GATEWAY_KEY, "LOG_LEVEL": "INFO",
         "MEMORY_ENABLED": "false", "PAWWAKE_DATA_DIR": str(data_dir),
     })
@@ -172,15 +210,24 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
 
 # ---- load ------------------------------------------------------------------------------
 
+PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages"}
+STREAM_ENDS = {"chat": b"data: [DONE]\n\n", "messages": b'{"type": "message_stop"}\n\n'}
+
+
 class Payloads:
     """Request bodies, each opening a new conversation (so persistence stores every turn)."""
 
-    def __init__(self) -> None:
+    def __init__(self, protocol: str = "chat") -> None:
         self._count = 0
-        self._template = json.dumps({"model": "bench/model", "stream": True, "messages": [
-            {"role": "system", "content": "You are a cat."},
-            {"role": "user", "content": "第 #N# 个故事：" + "讲一个关于爪迹的故事。" * 20}]},
-            ensure_ascii=False).encode()
+        question = {"role": "user", "content": "第 #N# 个故事：" + "讲一个关于爪迹的故事。" * 20}
+        if protocol == "messages":
+            body: dict[str, Any] = {"model": "bench/model", "stream": True, "max_tokens": 1024,
+                                    "system": "You are a cat.", "messages": [question]}
+        else:
+            body = {"model": "bench/model", "stream": True, "messages": [
+                {"role": "system", "content": "You are a cat."}, question]}
+        self._template = json.dumps(body, ensure_ascii=False).encode()
+        self.end = STREAM_ENDS[protocol]
 
     def next(self) -> bytes:
         self._count += 1
@@ -200,7 +247,7 @@ async def one_stream(session: aiohttp.ClientSession, url: str, headers: dict[str
         tail = first
         while chunk := await response.content.readany():
             tail = chunk
-        if not tail.endswith(b"data: [DONE]\n\n"):
+        if not tail.endswith(payloads.end):
             raise RuntimeError("stream ended early")
     return ttft
 
@@ -275,11 +322,11 @@ def start_gateway(mode: str, port: int, upstream_port: int, data_dir: Path
 
 
 async def measure(mode: str, pid: int, port: int, upstream_port: int,
-                  args: argparse.Namespace) -> dict[str, Any]:
+                  args: argparse.Namespace, protocol: str = "chat") -> dict[str, Any]:
     await wait_until_up(f"http://127.0.0.1:{port}/")
-    gateway_url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    direct_url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
-    payloads = Payloads()
+    gateway_url = f"http://127.0.0.1:{port}{PATHS[protocol]}"
+    direct_url = f"http://127.0.0.1:{upstream_port}{PATHS[protocol]}"
+    payloads = Payloads(protocol)
     json_headers = {"Content-Type": "application/json"}
     targets = {"direct": (direct_url, json_headers),
                "gateway": (gateway_url, {**json_headers, "X-Gateway-Key": GATEWAY_KEY})}
@@ -300,7 +347,7 @@ async def measure(mode: str, pid: int, port: int, upstream_port: int,
                 await sampler
                 await asyncio.sleep(0.3)
     direct, gateway = times["direct"], times["gateway"]
-    return {"mode": mode, "idle_rss": idle_rss, "loaded_rss": peak[0], "rates": rates,
+    return {"mode": mode if protocol == "chat" else f"{mode} {protocol}", "idle_rss": idle_rss, "loaded_rss": peak[0], "rates": rates,
             "ttft": {name: (statistics.median(v) * 1000, percentile(v, 0.95) * 1000)
                      for name, v in times.items()},
             "overhead": ((statistics.median(gateway) - statistics.median(direct)) * 1000,
@@ -346,10 +393,12 @@ def main(args: argparse.Namespace) -> None:
             data_dir = Path(tempfile.mkdtemp(prefix=f"pawwake-bench-{mode}-"))
             gateway = start_gateway(mode, port, upstream_port, data_dir)
             try:
-                result = asyncio.run(measure(mode, gateway.pid, port, upstream_port, args))
-                time.sleep(1.0)  # after-reply writes of the last streams
-                result["stored"] = stored_counts(data_dir)
-                results.append(result)
+                for protocol in args.protocols:
+                    result = asyncio.run(measure(mode, gateway.pid, port, upstream_port, args,
+                                                 protocol))
+                    time.sleep(1.0)  # after-reply writes of the last streams
+                    result["stored"] = stored_counts(data_dir)
+                    results.append(result)
             finally:
                 stop(gateway)
                 shutil.rmtree(data_dir, ignore_errors=True)
@@ -368,6 +417,9 @@ if __name__ == "__main__":
     parser.add_argument("--modes", type=lambda v: v.split(","),
                         default=["floor", "pure", "persist"],
                         help="floor (a bare aiohttp relay, for reference), pure, persist")
+    parser.add_argument("--protocols", type=lambda v: v.split(","),
+                        default=["chat", "messages"],
+                        help="chat (/v1/chat/completions), messages (/v1/messages)")
     parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--upstream-port", type=int, default=None, help=argparse.SUPPRESS)

@@ -34,6 +34,8 @@ class Reply:
     body: Any = None  # the message for non-stream requests
     cut_after: int | None = None  # drop the connection after this many chunks
     delay: float = 0.0
+    gate: asyncio.Event | None = None  # waited for before chunk number ``gate_after``
+    gate_after: int = 0
 
 
 def event(name: str, data: dict[str, Any]) -> bytes:
@@ -149,6 +151,11 @@ class FakeAnthropic:
                 return response
             if reply.delay:
                 await asyncio.sleep(reply.delay)
-            await response.write(chunk)
+            if reply.gate is not None and number == reply.gate_after:
+                await reply.gate.wait()
+            try:
+                await response.write(chunk)
+            except ConnectionResetError:
+                return response
         await response.write_eof()
         return response

@@ -3,6 +3,7 @@ a fake Anthropic-format provider: relay, storage, memory, usage, errors and auth
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -12,6 +13,8 @@ from anthropic import AsyncAnthropic
 from bs4 import BeautifulSoup
 
 from pawwake import keys
+from pawwake.chat.turn_spool import SpooledTurn, decode, encode
+from pawwake.llm.sse import CapturedReply
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_anthropic import FakeAnthropic, Reply, message_stream
 from tests.gateway_support import GATEWAY_KEY, settle, stored_messages
@@ -22,6 +25,7 @@ from tests.messages_support import (
     usage_with_cache,
 )
 from tests.test_memory_injection import add_memory
+from tests.turn_support import read_until
 
 SESSION = "cc-session-0001"
 HEADERS = {"X-Claude-Code-Session-Id": SESSION}
@@ -370,3 +374,46 @@ async def test_dashboard_labels_the_protocol_and_shows_cache_tokens(
     row = html.select("table[data-table='sessions'] tbody tr")[0].select("td")
     assert row[heads.index("Cache read")].get_text() == "200"
     assert row[heads.index("Cache written")].get_text() == "30"
+
+
+async def test_leaving_mid_stream_keeps_an_incomplete_turn(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream)
+    gate = asyncio.Event()
+    chunks = message_stream([{"type": "text", "text": "first part, second part"}])
+    anthropic_upstream.queue(Reply(chunks=chunks, gate=gate, gate_after=4))
+    response = await client.post("/v1/messages", json={
+        "model": "claude-test-1", "max_tokens": 10, "stream": True,
+        "messages": [{"role": "user", "content": "我的猫叫团子"}]},
+        headers={"x-api-key": GATEWAY_KEY, **HEADERS})
+    await read_until(response, b"first part")
+    response.close()
+    await asyncio.sleep(0.2)
+    await settle(client)
+    gate.set()
+    rows = await stored_messages(client, SESSION)
+    assert [(r["role"], r["content"], r["metadata"].get("incomplete")) for r in rows] == [
+        ("user", "我的猫叫团子", True), ("assistant", "first part,", True)]
+
+
+async def test_the_turn_is_stored_before_message_stop_reaches_the_client(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream)
+    async with sdk(client) as api:
+        async with api.messages.stream(model="claude-test-1", max_tokens=10,
+                                       messages=[{"role": "user", "content": "记得我吗"}],
+                                       extra_headers=HEADERS) as stream:
+            await stream.get_final_message()
+        rows = await stored_messages(client, SESSION)  # no settle: read your writes
+    assert [r["content"] for r in rows] == ["记得我吗", "fake reply"]
+
+
+def test_spooled_turns_keep_the_content_blocks() -> None:
+    reply = CapturedReply(content="hi", metadata={"protocol": "messages", "content_blocks": [
+        {"type": "thinking", "thinking": "t", "signature": "s"}]}, done=True)
+    turn = SpooledTurn(session_id="s", model="m", client_messages=[
+        {"role": "user", "content": "q", "_pawwake_metadata": {"protocol": "messages"}}],
+        turn_key="k")
+    back_turn, back_reply, _ = decode(encode(turn, reply, incomplete=False))
+    assert back_reply.metadata == reply.metadata
+    assert back_turn.client_messages == turn.client_messages
