@@ -417,3 +417,17 @@ def test_spooled_turns_keep_the_content_blocks() -> None:
     back_turn, back_reply, _ = decode(encode(turn, reply, incomplete=False))
     assert back_reply.metadata == reply.metadata
     assert back_turn.client_messages == turn.client_messages
+
+
+async def test_a_title_request_is_forwarded_untouched_and_not_stored(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream, persona="你是小爪。")
+    async with sdk(client) as api:
+        await api.messages.create(
+            model="claude-test-1", max_tokens=20, extra_headers=HEADERS,
+            system="Generate a concise title (max 5 words) for this conversation.",
+            messages=[{"role": "user", "content": "帮我看看这个 Python 报错"}])
+    await settle(client)
+    assert anthropic_upstream.requests[-1].body["system"] == (
+        "Generate a concise title (max 5 words) for this conversation.")
+    assert await stored_messages(client, SESSION) == []

@@ -76,7 +76,10 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
         raise ChatRejected(400, "missing_model",
                            "model: no model given and DEFAULT_MODEL is not set.")
     view = chat_view(body["messages"])
-    auxiliary = is_auxiliary(headers, {"messages": view})
+    system = body.get("system")
+    # Title requests are told apart as in chat, the system prompt counting as a system message.
+    seen = [{"role": "system", "content": system}, *view] if system else view
+    auxiliary = is_auxiliary(headers, {"messages": seen})
     upstream = {**body, "model": model}
     prepared = PreparedMessages(
         body=upstream, client_messages=view,
