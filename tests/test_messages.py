@@ -15,6 +15,8 @@ from bs4 import BeautifulSoup
 from pawwake import keys
 from pawwake.chat.turn_spool import SpooledTurn, decode, encode
 from pawwake.llm.sse import CapturedReply
+from pawwake.protocols.anthropic.upstream import messages_headers, messages_url
+from pawwake.settings import Settings
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_anthropic import FakeAnthropic, Reply, message_stream
 from tests.gateway_support import GATEWAY_KEY, settle, stored_messages
@@ -431,3 +433,22 @@ async def test_a_title_request_is_forwarded_untouched_and_not_stored(
     assert anthropic_upstream.requests[-1].body["system"] == (
         "Generate a concise title (max 5 words) for this conversation.")
     assert await stored_messages(client, SESSION) == []
+
+
+@pytest.mark.parametrize("base,expected", [
+    ("https://openrouter.ai/api/v1/chat/completions", "https://openrouter.ai/api/v1/messages"),
+    ("https://api.deepseek.com/v1", "https://api.deepseek.com/anthropic/v1/messages"),
+    ("https://open.bigmodel.cn/api/paas/v4",
+     "https://open.bigmodel.cn/api/anthropic/v1/messages"),
+    ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/messages"),
+])
+def test_messages_url_is_derived_from_the_provider(base: str, expected: str) -> None:
+    settings = Settings.from_env({}, API_BASE_URL=base)
+    assert messages_url(settings) == expected
+    assert messages_url(settings.with_values({"MESSAGES_BASE_URL": "https://x.test/v1"})
+                        ) == "https://x.test/v1/messages"
+    key_header = messages_headers(settings.with_values({"API_KEY": "k"}), expected, {})
+    assert key_header["Authorization"] == "Bearer k"
+    anthropic_direct = messages_headers(settings.with_values({"API_KEY": "k"}),
+                                        "https://api.anthropic.com/v1/messages", {})
+    assert anthropic_direct["x-api-key"] == "k" and "Authorization" not in anthropic_direct
