@@ -2,8 +2,9 @@
 and after-reply work, with the gateway's text placed the Messages way.
 
 The steps read the request's chat view (``chat_view``) for the question and session; the
-turn writer stores that view, whose messages carry their original content blocks. The
-partition step is not run: the client's history goes upstream as sent (see ``placement``).
+turn writer stores that view, whose messages carry their original content blocks. In
+partition mode the history comes from the thread (``partition``); otherwise the client's
+history goes upstream as sent (see ``placement``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pawwake.chat.recall_inject import recall_step
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, turn_writer, wait_pending
 from pawwake.database import connected_database
 from pawwake.memory.inject import memory_step
+from pawwake.protocols.anthropic.partition import messages_partition_step
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
 
@@ -43,7 +45,8 @@ class MessagesResources:
 
 
 def setup_messages_steps(app: web.Application) -> None:
-    app[keys.MESSAGES] = MessagesResources(steps=[memory_step(app), recall_step(app)])
+    app[keys.MESSAGES] = MessagesResources(steps=[messages_partition_step(app),
+                                                  memory_step(app), recall_step(app)])
 
 
 @dataclass

@@ -105,7 +105,10 @@ def _user_id_session(user_id: Any) -> str | None:
 
 def stored_block(block: Any) -> Any:
     """A content block as kept in message metadata: images and documents become a
-    placeholder naming their type (their data is never stored); the rest is kept whole."""
+    placeholder naming their type (their data is never stored); the rest is kept whole but
+    for ``cache_control`` (a request's breakpoint, not part of the content)."""
+    if isinstance(block, dict) and "cache_control" in block:
+        block = {k: v for k, v in block.items() if k != "cache_control"}
     if isinstance(block, dict) and block.get("type") in _MEDIA:
         source = block.get("source") if isinstance(block.get("source"), dict) else {}
         kept = {"type": block["type"], "omitted": True}
