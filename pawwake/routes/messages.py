@@ -18,10 +18,10 @@ from pawwake.chat.pipeline import ChatRejected
 from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
 from pawwake.protocols.anthropic.pipeline import setup_messages_steps
-from pawwake.protocols.anthropic.relay import MessagesTurn, upstream_url
 from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages
 from pawwake.routes.chat import CLIENT_GONE
+from pawwake.routes.messages_relay import MessagesTurn, upstream_url
 
 log = logging.getLogger(__name__)
 
