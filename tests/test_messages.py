@@ -14,6 +14,7 @@ from bs4 import BeautifulSoup
 
 from pawwake import keys
 from pawwake.chat.turn_spool import SpooledTurn, decode, encode
+from pawwake.db.pool import fetch_one
 from pawwake.llm.sse import CapturedReply
 from pawwake.protocols.anthropic.upstream import messages_headers, messages_url
 from pawwake.settings import Settings
@@ -400,6 +401,30 @@ async def test_partition_mode_tool_results_continue_the_stored_round(
     assert messages[2]["content"][-1]["text"].startswith("[Current time:")
     rows = await stored_messages(client, "default")
     assert [r["role"] for r in rows] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_due_reminder_is_delivered_once_and_released_on_failure(
+        gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
+    client = await start_gateway(gateway, anthropic_upstream, **MEMORY_ON)
+    reminder = await add_memory(client, "提醒用户给妈妈打电话", remind_in_minutes=-1)
+    pool = client.server.app[keys.DATABASE].pool
+    sql = ("SELECT reminder_delivered_at, reminder_claim_token FROM memories WHERE id = %s")
+    anthropic_upstream.reply_error(529, "overloaded_error", "busy")
+    body = {"model": "claude-test-1", "max_tokens": 5,
+            "messages": [{"role": "user", "content": "早上好"}]}
+    async with sdk(client) as api:
+        with pytest.raises(anthropic.APIStatusError):
+            await api.messages.create(**body)
+        await settle(client)
+        row = await fetch_one(pool, sql, (reminder,))
+        assert row["reminder_delivered_at"] is None and row["reminder_claim_token"] is None
+        await api.messages.create(**body)
+        await settle(client)
+        assert "[提醒 " in str(anthropic_upstream.requests[-1].body["system"])
+        row = await fetch_one(pool, sql, (reminder,))
+        assert row["reminder_delivered_at"] is not None
+        await api.messages.create(**body)
+    assert "提醒用户给妈妈打电话" not in str(anthropic_upstream.requests[-1].body)
 
 
 async def test_dashboard_labels_the_protocol_and_shows_cache_tokens(
