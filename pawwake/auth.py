@@ -19,9 +19,13 @@ PROTECTED_PREFIXES = ("/v1/", "/api/", "/import/", "/mcp")
 
 
 def presented_key(request: web.Request) -> str | None:
-    """The key a program sent: ``X-Gateway-Key`` or ``Authorization: Bearer``. Never a URL."""
+    """The key a program sent: ``X-Gateway-Key``, ``Authorization: Bearer`` or (as Anthropic
+    clients send it) ``x-api-key``. Never a URL."""
     key = request.headers.get("X-Gateway-Key")
     if key:
+        return key.strip()
+    key = request.headers.get("x-api-key")
+    if key and key.strip():
         return key.strip()
     auth = request.headers.get("Authorization", "")
     scheme, _, token = auth.partition(" ")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pawwake.llm.upstream_health import UpstreamHealth
     from pawwake.memory.term_stats import TermStats
     from pawwake.memory.vectors import VectorStore
+    from pawwake.protocols.anthropic.pipeline import MessagesResources
     from pawwake.tasks import BackgroundTasks
 
 SETTINGS = web.AppKey("settings", object)  # the start-up Settings snapshot (env + defaults)
@@ -35,3 +36,4 @@ TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF stat
 RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # message vectors
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")  # last failure
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database
+MESSAGES: web.AppKey[MessagesResources] = web.AppKey("messages")  # Messages steps

@@ -193,6 +193,19 @@ SETTINGS: tuple[Setting, ...] = (
     # advanced
     _s("FORCE_STREAM", "bool", False, "advanced", "强制所有请求走流式传输",
        "Force every request to stream"),
+    _s("MESSAGES_BASE_URL", "str", "", "advanced",
+       "Anthropic Messages 上游地址（/v1/messages 用）；留空按 API_BASE_URL 的服务商推出，"
+       "如 OpenRouter 为 https://openrouter.ai/api/v1/messages",
+       "Upstream for Anthropic Messages (/v1/messages); empty: derived from API_BASE_URL's "
+       "provider, e.g. https://openrouter.ai/api/v1/messages for OpenRouter"),
+    _s("MESSAGES_API_KEY", "str", "", "advanced",
+       "Messages 上游的 API Key；留空使用 API_KEY", "API key for the Messages upstream; "
+       "empty uses API_KEY", secret=True),
+    _s("MESSAGES_AUTH_HEADER", "choice", "auto", "advanced",
+       "Messages 上游的鉴权方式：auto（api.anthropic.com 用 x-api-key，其余用 Bearer）、"
+       "bearer、x-api-key",
+       "How the Messages key is sent: auto (x-api-key for api.anthropic.com, Bearer "
+       "elsewhere), bearer, x-api-key", choices=("auto", "bearer", "x-api-key")),
     _s("REASONING_EFFORT", "choice", "", "advanced",
        "推理强度（low/medium/high），留空不注入", "Reasoning effort (low/medium/high); empty: none",
        choices=("", "low", "medium", "high")),
@@ -292,7 +305,7 @@ TAIL_MIN_LENGTH = 12  # shorter keys show no character at all
 # Provider keys may show their last four characters, so a user can tell which key is in force.
 # Every other secret (passwords, session and gateway secrets, DATABASE_URL) shows only whether
 # it is set: a new secret setting is presence-only unless it is added here.
-TAIL_SECRETS = frozenset({"API_KEY", "EMBEDDING_API_KEY"})
+TAIL_SECRETS = frozenset({"API_KEY", "EMBEDDING_API_KEY", "MESSAGES_API_KEY"})
 
 
 def mask_secret(value: str, *, show_tail: bool = False) -> str:

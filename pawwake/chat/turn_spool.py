@@ -64,7 +64,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
             "content": reply.content, "reasoning_content": reply.reasoning_content,
             "tool_calls": reply.tool_calls, "extras": reply.extras,
             "raw_usage": reply.raw_usage, "finish_reason": reply.finish_reason,
-            "model": reply.model, "done": reply.done,
+            "model": reply.model, "done": reply.done, "metadata": reply.metadata,
         },
     }
     return json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -80,7 +80,7 @@ def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
         content=saved["content"], reasoning_content=saved["reasoning_content"],
         tool_calls=saved["tool_calls"], extras=saved["extras"], raw_usage=saved["raw_usage"],
         usage=TokenUsage.from_openai(saved["raw_usage"]), finish_reason=saved["finish_reason"],
-        model=saved["model"], done=saved["done"])
+        model=saved["model"], done=saved["done"], metadata=saved.get("metadata") or {})
     return turn, reply, bool(record["incomplete"])
 
 

@@ -50,8 +50,11 @@ class TurnSource(Protocol):
     client_messages: list[Any]
     turn_key: str
 
+# A message of another protocol, seen as a chat message, carries what to keep of its original
+# form (its protocol, its content blocks) under this key; it is stored in the row's metadata.
+GATEWAY_METADATA = "_pawwake_metadata"
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "reasoning_content", "name",
-                           "tool_call_id"})
+                           "tool_call_id", GATEWAY_METADATA})
 _MAX_NOTED_URL = 2048
 _TEXT_PARTS = ("text", "input_text", "output_text")
 
@@ -90,7 +93,13 @@ def user_message(message: dict[str, Any], model: str, *, incomplete: bool = Fals
         metadata["attachments"] = attachments
     if isinstance(message.get("name"), str):
         metadata["name"] = message["name"]
+    metadata.update(_gateway_metadata(message))
     return NewMessage(role="user", content=text, model=model, metadata=metadata)
+
+
+def _gateway_metadata(message: dict[str, Any]) -> dict[str, Any]:
+    kept = message.get(GATEWAY_METADATA)
+    return kept if isinstance(kept, dict) else {}
 
 
 def client_assistant_message(message: dict[str, Any], model: str) -> NewMessage:
@@ -102,6 +111,7 @@ def client_assistant_message(message: dict[str, Any], model: str) -> NewMessage:
     extras = {k: v for k, v in message.items() if k not in _MESSAGE_KEYS and v is not None}
     if extras:
         metadata["extras"] = extras
+    metadata.update(_gateway_metadata(message))
     return NewMessage(role="assistant", content=text, model=model, metadata=metadata)
 
 
@@ -110,6 +120,7 @@ def tool_message(message: dict[str, Any], model: str) -> NewMessage:
     metadata: dict[str, Any] = {"tool_call_id": message.get("tool_call_id")}
     if isinstance(message.get("name"), str):
         metadata["name"] = message["name"]
+    metadata.update(_gateway_metadata(message))
     return NewMessage(role="tool", content=text, model=model, metadata=metadata)
 
 
@@ -125,6 +136,7 @@ def reply_message(reply: CapturedReply, model: str, *, incomplete: bool = False
         metadata["extras"] = reply.extras
     if reply.finish_reason:
         metadata["finish_reason"] = reply.finish_reason
+    metadata.update(reply.metadata)
     return NewMessage(role="assistant", content=reply.content, model=model, metadata=metadata)
 
 
@@ -300,7 +312,8 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
                     cur, session_id=turn.session_id, model=model,
                     prompt_tokens=reply.usage.prompt, completion_tokens=reply.usage.completion,
                     total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
-                    usage_type="chat", cost=reply.usage.cost)
+                    cache_creation_tokens=reply.usage.cache_creation, usage_type="chat",
+                    cost=reply.usage.cost)
     except psycopg2.errors.UniqueViolation:
         log.info("a concurrent write of the same turn won; nothing added")
         return False

@@ -267,10 +267,13 @@ async def usage_by_session(pool: aiopg.Pool, limit: int, offset: int
             " sum(total_tokens) FILTER (WHERE usage_type = 'summary')::bigint AS summary,"
             " sum(total_tokens) FILTER (WHERE usage_type = 'extract')::bigint AS extract,"
             " sum(total_tokens) FILTER (WHERE usage_type = 'consolidate')::bigint AS consolidate,"
+            " sum(cached_tokens)::bigint AS cache_read,"
+            " sum(cache_creation_tokens)::bigint AS cache_write,"
             " max(created_at) AS last_used FROM token_usage GROUP BY session_id"
             " ORDER BY 2 DESC, session_id NULLS LAST LIMIT %s OFFSET %s", (limit, offset))
         rows = rows_as_dicts(cur, await cur.fetchall())
     for row in rows:
-        for name in ("total_tokens", "chat", "summary", "extract", "consolidate"):
+        for name in ("total_tokens", "chat", "summary", "extract", "consolidate",
+                     "cache_read", "cache_write"):
             row[name] = int(row[name] or 0)
     return total, rows

@@ -13,19 +13,22 @@ USAGE_TYPES = ("chat", "summary", "extract", "consolidate", "embed")
 
 _INSERT = (
     "INSERT INTO token_usage (session_id, model, prompt_tokens, completion_tokens,"
-    " total_tokens, cached_tokens, usage_type, cost) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+    " total_tokens, cached_tokens, cache_creation_tokens, usage_type, cost)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 async def insert_usage(cur: Any, *, session_id: str | None, model: str | None,
                        prompt_tokens: int, completion_tokens: int, total_tokens: int,
                        cached_tokens: int | None = None, usage_type: str = "chat",
+                       cache_creation_tokens: int | None = None,
                        cost: float | None = None) -> None:
     """Record one call inside the caller's transaction; ``cost`` only when the provider
     reported a price."""
     if usage_type not in USAGE_TYPES:
         raise ValueError(f"unknown usage type {usage_type!r}")
     await cur.execute(_INSERT, (session_id, model, prompt_tokens, completion_tokens,
-                                total_tokens, cached_tokens, usage_type, cost))
+                                total_tokens, cached_tokens, cache_creation_tokens,
+                                usage_type, cost))
 
 
 async def record_usage(pool: aiopg.Pool, **fields: Any) -> None:

@@ -30,6 +30,7 @@ class TokenUsage:
     total: int = 0
     cached: int | None = None
     cost: float | None = None
+    cache_creation: int | None = None  # tokens written to the prompt cache (Anthropic)
 
     @classmethod
     def from_openai(cls, usage: Any) -> TokenUsage | None:
@@ -45,8 +46,10 @@ class TokenUsage:
             cached = _count(details.get("cached_tokens"))
         elif usage.get("cache_read_input_tokens") is not None:
             cached = _count(usage.get("cache_read_input_tokens"))
+        creation = usage.get("cache_creation_input_tokens")
         return cls(prompt=prompt, completion=completion, total=total, cached=cached,
-                   cost=_cost(usage.get("cost")))
+                   cost=_cost(usage.get("cost")),
+                   cache_creation=None if creation is None else _count(creation))
 
 
 def _count(value: Any) -> int:
@@ -74,6 +77,7 @@ class CapturedReply:
     done: bool = False  # "[DONE]" seen (stream) or a complete body parsed (JSON)
     model: str | None = None
     error: Any = None  # an error object the provider sent inside a 200 response
+    metadata: dict[str, Any] = field(default_factory=dict)  # stored with the reply as is
 
     @property
     def complete(self) -> bool:

@@ -1,1 +1,2 @@
-"""Client protocols other than OpenAI chat completions, each served by the same chat pipeline."""
+"""Client protocols besides OpenAI chat completions, each in a package of its own, served by
+the same chat pipeline."""

@@ -13,6 +13,7 @@ from pawwake.routes import (
     mcp,
     memories,
     memory_search,
+    messages,
     recall,
     settings,
     threads,
@@ -23,6 +24,7 @@ def setup_routes(app: web.Application) -> None:
     health.setup(app)
     settings.setup(app)
     chat.setup(app)
+    messages.setup(app)
     memory_search.setup(app)
     memories.setup(app)
     consolidation.setup(app)

@@ -1,0 +1,117 @@
+"""A Messages request through the chat pipeline: the same persona, memory steps, turn writer
+and after-reply work, with the gateway's text placed the Messages way.
+
+The steps read the request's chat view (``chat_view``) for the question and session; the
+turn writer stores that view, whose messages carry their original content blocks. In
+partition mode the history comes from the thread (``partition``); otherwise the client's
+history goes upstream as sent (see ``placement``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.chat.auxiliary import is_auxiliary
+from pawwake.chat.persona import resolve_persona
+from pawwake.chat.pipeline import (
+    ChatContext,
+    ChatRejected,
+    ChatStep,
+    PreparedChat,
+    after_failure,
+    drop_gateway_fields,
+)
+from pawwake.chat.recall_inject import recall_step
+from pawwake.chat.turns import PENDING_WAIT_SECONDS, turn_writer, wait_pending
+from pawwake.database import connected_database
+from pawwake.memory.inject import memory_step
+from pawwake.protocols.anthropic.partition import messages_partition_step
+from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
+from pawwake.protocols.anthropic.request import chat_view, messages_session_id
+
+
+@dataclass
+class MessagesResources:
+    """Per-app state: the steps Messages requests run (memories, then recalled talk)."""
+
+    steps: list[ChatStep] = field(default_factory=list)
+
+
+def setup_messages_steps(app: web.Application) -> None:
+    app[keys.MESSAGES] = MessagesResources(steps=[messages_partition_step(app),
+                                                  memory_step(app), recall_step(app)])
+
+
+@dataclass
+class PreparedMessages(PreparedChat):
+    """A PreparedChat whose upstream body is a Messages body."""
+
+    client_headers: Mapping[str, str] = field(default_factory=dict)
+    query: str = ""
+
+    def finalize(self, untouched: bytes | None = None) -> None:
+        if untouched is not None:
+            self.payload = untouched
+            return
+        if self.system_parts:
+            self.body["system"] = with_system_after(self.body.get("system"),
+                                                    "\n\n".join(self.system_parts))
+        if self.turn_blocks:
+            self.body["messages"] = with_turn_context(self.body["messages"],
+                                                      "\n\n".join(self.turn_blocks))
+        self.payload = json.dumps(self.body, ensure_ascii=False,
+                                  separators=(",", ":")).encode("utf-8")
+
+
+async def prepare_messages(app: web.Application, settings: Any, headers: Mapping[str, str],
+                           body: dict[str, Any], raw: bytes, received_at: datetime
+                           ) -> PreparedMessages:
+    """Turn a validated Messages body into what goes upstream and what happens afterwards."""
+    model = body.get("model") or settings["DEFAULT_MODEL"]
+    if not model:
+        raise ChatRejected(400, "missing_model",
+                           "model: no model given and DEFAULT_MODEL is not set.")
+    view = chat_view(body["messages"])
+    system = body.get("system")
+    # Title requests are told apart as in chat, the system prompt counting as a system message.
+    seen = [{"role": "system", "content": system}, *view] if system else view
+    auxiliary = is_auxiliary(headers, {"messages": seen})
+    upstream = {**body, "model": model}
+    prepared = PreparedMessages(
+        body=upstream, client_messages=view,
+        session_id=messages_session_id(headers, body, view), model=model,
+        stream=bool(body.get("stream")), auxiliary=auxiliary,
+        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at,
+        client_headers=headers)
+    prepared.client_session_id = prepared.session_id
+    if auxiliary:
+        prepared.finalize(untouched=raw if body.get("model") else None)
+        return prepared
+    drop_gateway_fields(upstream)
+    persona = resolve_persona(settings, app[keys.CHAT].persona)
+    if persona:
+        prepared.system_parts.append(persona)
+    if prepared.persist:
+        prepared.after_success.append(turn_writer(app))
+        await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
+    context = ChatContext(settings=settings, database=connected_database(app),
+                          http=app[keys.HTTP])
+    try:
+        for step in app[keys.MESSAGES].steps:
+            await step(context, prepared)
+    except BaseException:
+        after_failure(app[keys.TASKS], prepared, "not_forwarded")
+        raise
+    if not prepared.system_parts and not prepared.turn_blocks \
+            and upstream.keys() == body.keys():
+        prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on
+    else:
+        prepared.finalize()
+    return prepared

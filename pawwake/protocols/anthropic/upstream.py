@@ -1,0 +1,105 @@
+"""Where Messages requests go: the provider's Messages endpoint, its key and auth header.
+
+``MESSAGES_BASE_URL`` empty: derived from ``API_BASE_URL``'s provider (OpenRouter serves
+Messages at ``/api/v1/messages``; DeepSeek, Kimi and GLM under an ``/anthropic`` path).
+``MESSAGES_API_KEY`` empty: ``API_KEY``. The key goes as ``x-api-key`` to Anthropic itself and
+as Bearer elsewhere, unless ``MESSAGES_AUTH_HEADER`` says otherwise. The client's own key is
+never forwarded; its ``anthropic-version`` and ``anthropic-beta`` headers are.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from pawwake.llm.http import upstream_timeout
+from pawwake.llm.upstream import (
+    ATTRIBUTION_TITLE,
+    ATTRIBUTION_URL,
+    LARGE_BODY,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    is_openrouter,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_VERSION = "2023-06-01"
+PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+# Providers whose Messages endpoint is not simply ``<API base>/messages``.
+_KNOWN = {
+    "api.deepseek.com": "https://api.deepseek.com/anthropic/v1/messages",
+    "api.moonshot.cn": "https://api.moonshot.cn/anthropic/v1/messages",
+    "api.moonshot.ai": "https://api.moonshot.ai/anthropic/v1/messages",
+    "open.bigmodel.cn": "https://open.bigmodel.cn/api/anthropic/v1/messages",
+    "api.z.ai": "https://api.z.ai/api/anthropic/v1/messages",
+    "api.anthropic.com": "https://api.anthropic.com/v1/messages",
+}
+
+
+def messages_url(settings: Any) -> str:
+    """The provider's Messages endpoint (a base ``…/v1`` is completed with ``/messages``)."""
+    configured = str(settings["MESSAGES_BASE_URL"] or "").strip().rstrip("/")
+    if configured:
+        return configured if configured.endswith("/messages") else configured + "/messages"
+    host = URL(settings.api_base).host or ""
+    return _KNOWN.get(host) or settings.api_base.rstrip("/") + "/messages"
+
+
+def uses_x_api_key(settings: Any, url: str) -> bool:
+    choice = settings["MESSAGES_AUTH_HEADER"]
+    if choice == "auto":
+        host = URL(url).host or ""
+        return host == "api.anthropic.com"
+    return bool(choice == "x-api-key")
+
+
+def messages_headers(settings: Any, url: str, client: Mapping[str, str]) -> dict[str, str]:
+    """Headers for a Messages call: our key, the client's Anthropic headers, plain JSON."""
+    headers = {"Content-Type": "application/json", "Accept-Encoding": "identity",
+               "anthropic-version": client.get("anthropic-version") or DEFAULT_VERSION}
+    beta = client.get("anthropic-beta")
+    if beta:
+        headers["anthropic-beta"] = beta
+    key = settings["MESSAGES_API_KEY"] or settings["API_KEY"]
+    if key:
+        if uses_x_api_key(settings, url):
+            headers["x-api-key"] = key
+        else:
+            headers["Authorization"] = f"Bearer {key}"
+    if is_openrouter(url):
+        headers["HTTP-Referer"] = ATTRIBUTION_URL
+        headers["X-Title"] = ATTRIBUTION_TITLE
+    return headers
+
+
+@asynccontextmanager
+async def forward_messages(http: aiohttp.ClientSession, settings: Any, url: str,
+                           payload: bytes, client_headers: Mapping[str, str]
+                           ) -> AsyncIterator[aiohttp.ClientResponse]:
+    """POST ``payload`` to ``url``; yield the response once its headers arrived. A response
+    not read to its end (client gone, stream cut) closes the connection."""
+    data = payload if len(payload) <= LARGE_BODY else io.BytesIO(payload)
+    try:
+        response = await http.post(url, data=data,
+                                   headers=messages_headers(settings, url, client_headers),
+                                   timeout=upstream_timeout(settings))
+    except TimeoutError as exc:
+        log.warning("messages upstream timed out before answering (%s)", type(exc).__name__)
+        raise UpstreamTimeout("The upstream API did not answer in time.") from exc
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        log.warning("messages upstream unreachable: %s", type(exc).__name__)
+        raise UpstreamUnreachable("Could not reach the upstream API.") from exc
+    try:
+        yield response
+    finally:
+        if response.content.is_eof():
+            response.release()
+        else:
+            response.close()

@@ -1,0 +1,38 @@
+"""Shared set-up for Messages tests: the fake Anthropic provider and a gateway pointed at it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from pawwake import keys
+from pawwake.db.pool import fetch_all
+from tests.fake_anthropic import FakeAnthropic
+from tests.gateway_support import GATEWAY_KEY, GatewayStarter
+
+MEMORY_ON = {"MEMORY_ENABLED": True, "MEMORY_VECTOR_ENABLED": False, "JOB_WORKERS": 0,
+             "MEMORY_EXTRACT_INTERVAL": 0}
+
+
+@pytest.fixture
+async def anthropic_upstream(aiohttp_server: Any) -> FakeAnthropic:
+    fake = FakeAnthropic()
+    fake.server = await aiohttp_server(fake.build_app())
+    return fake
+
+
+async def start_gateway(gateway: GatewayStarter, fake: FakeAnthropic, **overrides: Any
+                        ) -> TestClient:
+    values: dict[str, Any] = {"MESSAGES_BASE_URL": fake.base_url,
+                              "GATEWAY_SECRET": GATEWAY_KEY}
+    values.update(overrides)
+    return await gateway(**values)
+
+
+async def usage_with_cache(client: TestClient) -> list[dict[str, Any]]:
+    return await fetch_all(client.server.app[keys.DATABASE].pool,
+                           "SELECT session_id, model, prompt_tokens, completion_tokens,"
+                           " total_tokens, cached_tokens, cache_creation_tokens"
+                           " FROM token_usage ORDER BY id")
