@@ -444,8 +444,8 @@ async def test_dashboard_labels_the_protocol_and_shows_cache_tokens(
     assert labels == ["via Anthropic Messages"] * 2
     response = await client.get("/dashboard/usage", headers=english)
     html = BeautifulSoup(await response.text(), "html.parser")
-    heads = [th.get_text() for th in html.select("table[data-table='sessions'] th")]
-    row = html.select("table[data-table='sessions'] tbody tr")[0].select("td")
+    heads = [th.get_text() for th in html.select("table[data-table='sessions'] thead th")]
+    row = html.select("table[data-table='sessions'] tbody tr")[0].find_all(["th", "td"])
     assert row[heads.index("Cache read")].get_text() == "200"
     assert row[heads.index("Cache written")].get_text() == "30"
 
