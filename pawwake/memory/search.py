@@ -12,6 +12,7 @@ keyword-only, said in ``warning`` and the log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
@@ -20,6 +21,7 @@ from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
 import numpy as np
+import psycopg2
 from aiohttp import web
 
 from pawwake import keys
@@ -40,6 +42,7 @@ from pawwake.text.query import embedding_text, nothing_to_search
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_STATE_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 MAX_LIMIT = 100
 TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
@@ -234,18 +237,29 @@ async def _query_vector(app: web.Application, settings: Mapping[str, Any], query
         return None, None
     database = app[keys.DATABASE]
     assert database is not None
+    embedder = app[keys.EMBEDDER]
+    # The stored vectors' provenance is read while the query is embedded, not after it.
+    expected = embedder.configured_provenance(settings)
+    checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
     try:
-        vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query,
-                                                                  timings=timings)
-    except QueryEmbeddingTimeout as exc:
-        log.warning("memory search ran on keywords only: the query's vector missed its"
-                    " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
-        return None, (f"The query's vector took longer than {exc.seconds:g} s"
-                      " (QUERY_EMBEDDING_TIMEOUT); keywords only.")
+        vector, provenance = await embedder.embed_query(settings, query, timings=timings)
     except EmbeddingError as exc:
+        checking.cancel()
+        with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
+            await checking
+        if isinstance(exc, QueryEmbeddingTimeout):
+            log.warning("memory search ran on keywords only: the query's vector missed its"
+                        " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
+            return None, (f"The query's vector took longer than {exc.seconds:g} s"
+                          " (QUERY_EMBEDDING_TIMEOUT); keywords only.")
         log.warning("query embedding failed: %s", exc)
         return None, f"Query embedding failed ({exc}); keywords only."
-    state = await vectors.provenance_state(database, provenance)
+    except BaseException:
+        checking.cancel()
+        raise
+    state = await checking
+    if provenance != expected:  # the API answered with another dimension than configured
+        state = await vectors.provenance_state(database, provenance)
     if state.needs_rebuild:
         stored = state.stored or {}
         return None, (
