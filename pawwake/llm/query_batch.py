@@ -147,7 +147,9 @@ class QueryBatcher:
         for request, outcome in zip(members, outcomes, strict=True):
             if request.future.done():
                 continue
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, asyncio.CancelledError):
+                request.future.cancel()
+            elif isinstance(outcome, BaseException):
                 request.future.set_exception(outcome)
             else:
                 request.future.set_result(outcome)
