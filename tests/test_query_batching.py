@@ -190,3 +190,5 @@ async def test_trivial_messages_skip_the_embedding(make_client: Any) -> None:
     outcome = await search_memories(app, "小橘喜欢什么", settings=settings)
     assert len(embedder._queries) == 1  # a real question is embedded
     assert outcome.timings["embed_compute"] > 0 and outcome.timings["embed_batch"] == 1
+    assert {"tokenise", "keyword_fetch", "embed_wait", "retrieve", "scoring"} <= set(
+        outcome.timings)
