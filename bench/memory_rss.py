@@ -1,6 +1,6 @@
 """Resident memory of the gateway with memory on: idle, after one search, after many searches.
 
-    python bench/memory_rss.py [--runs 3] [--searches 100] [--env NAME=VALUE ...]
+    python bench/memory_rss.py [--runs 3] [--searches 100] [--chats 1000] [--env NAME=VALUE ...]
     python bench/memory_rss.py --speed      # hot-path timings in this process instead
 
 The gateway runs as ``python pawwake.py --port N`` in a subprocess (like bench/overhead.py),
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import overhead  # noqa: E402
 from overhead import free_port, stop  # noqa: E402
 
 from pawwake.settings import SETTINGS  # noqa: E402
@@ -64,10 +66,12 @@ def memory_mb(pid: int) -> dict[str, float]:
     return values
 
 
-def gateway_env(data_dir: Path, extra: dict[str, str]) -> dict[str, str]:
+def gateway_env(data_dir: Path, extra: dict[str, str], upstream_port: int | None = None
+                ) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {s.name for s in SETTINGS}}
     env.update({
-        "API_BASE_URL": f"http://127.0.0.1:{free_port()}/v1", "API_KEY": "sk-bench-unused",
+        "API_BASE_URL": f"http://127.0.0.1:{upstream_port or free_port()}/v1",
+        "API_KEY": "sk-bench-unused",
         "DEFAULT_MODEL": "bench/model", "GATEWAY_SECRET": GATEWAY_KEY, "LOG_LEVEL": "INFO",
         "PAWWAKE_DATA_DIR": str(data_dir), "DATABASE_ENABLED": "true", "MEMORY_ENABLED": "true",
         "MEMORY_VECTOR_ENABLED": "true", "EMBEDDING_PROVIDER": "local",
@@ -97,8 +101,39 @@ async def search(session: aiohttp.ClientSession, base: str, query: str) -> float
     return time.perf_counter() - started
 
 
-async def measure(pid: int, port: int, process: subprocess.Popen[bytes], searches: int
-                  ) -> dict[str, Any]:
+class ChatPayloads:
+    """Streaming chat bodies, each a new conversation with a different short user message."""
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def next(self) -> bytes:
+        self._count += 1
+        words = [QUERY_WORDS[(self._count * 3 + k) % len(QUERY_WORDS)] for k in range(4)]
+        return json.dumps({"model": "bench/model", "stream": True, "messages": [
+            {"role": "user", "content": f"{' '.join(words)} 怎么样？第{self._count}次"}]},
+            ensure_ascii=False).encode()
+
+
+async def chat_many(base: str, count: int, concurrency: int = 10) -> None:
+    """``count`` streamed chats through the gateway (memory recall on each), 10 at a time."""
+    payloads = ChatPayloads()
+    headers = {"Content-Type": "application/json", "X-Gateway-Key": GATEWAY_KEY}
+    remaining = count
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await overhead.one_stream(session, f"{base}/v1/chat/completions", headers,
+                                      payloads)
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(client(session) for _ in range(concurrency)))
+
+
+async def measure(pid: int, port: int, process: subprocess.Popen[bytes], searches: int,
+                  chats: int = 0) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     await wait_until_up(f"{base}/", process)
     await asyncio.sleep(3.0)  # start-up work running in the background settles
@@ -120,25 +155,37 @@ async def measure(pid: int, port: int, process: subprocess.Popen[bytes], searche
             times.append(await search(session, base, f"{' '.join(words)} 第{number}次"))
         await asyncio.sleep(0.5)
         result["searches"] = memory_mb(pid)
+    if chats:
+        await chat_many(base, chats)
+        await asyncio.sleep(3.0)  # after-reply writes and turn storing settle
+        result["chats"] = memory_mb(pid)
     result["first_ms"] = first * 1000
     result["median_ms"] = statistics.median(times[1:] or times) * 1000
     return result
 
 
-def run_once(extra: dict[str, str], searches: int) -> dict[str, Any]:
+def run_once(extra: dict[str, str], searches: int, chats: int = 0) -> dict[str, Any]:
     data_dir = Path(tempfile.mkdtemp(prefix="pawwake-bench-rss-"))
     port = free_port()
+    upstream = None
+    upstream_port = None
+    if chats:  # the fake provider of bench/overhead.py answers the chats
+        upstream_port = free_port()
+        upstream = subprocess.Popen([sys.executable, overhead.__file__, "--serve-upstream",
+                                     str(upstream_port)])
     try:
         with (data_dir / "gateway.log").open("wb") as log_file:
             gateway = subprocess.Popen(
                 [sys.executable, "pawwake.py", "--host", "127.0.0.1", "--port", str(port)],
                 cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                env=gateway_env(data_dir, extra))
+                env=gateway_env(data_dir, extra, upstream_port))
         try:
-            return asyncio.run(measure(gateway.pid, port, gateway, searches))
+            return asyncio.run(measure(gateway.pid, port, gateway, searches, chats))
         finally:
             stop(gateway)
     finally:
+        if upstream is not None:
+            stop(upstream)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
@@ -155,8 +202,9 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"       after {len(MEMORIES)} memories  {cell(r['memories'])}\n"
             f"       after 1st search  {cell(r['first_search'])}  ({r['first_ms']:.0f} ms)\n"
             f"       after {args.searches} searches {cell(r['searches'])}  "
-            f"(median {r['median_ms']:.1f} ms)\n")
-    for stage in ("idle", "first_search", "searches"):
+            f"(median {r['median_ms']:.1f} ms)\n"
+            + (f"       after {args.chats} chats   {cell(r['chats'])}\n" if "chats" in r else ""))
+    for stage in ("idle", "first_search", "searches", "chats")[:4 if args.chats else 3]:
         values = [r[stage]["VmRSS"] for r in results]
         sys.stdout.write(f"{stage:<14} VmRSS median {statistics.median(values):6.1f} MB "
                          f"(min {min(values):.1f}, max {max(values):.1f})\n")
@@ -210,6 +258,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--searches", type=int, default=100)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--chats", type=int, default=0,
+                        help="then this many streamed chats (fake provider), 10 at a time")
     parser.add_argument("--speed", action="store_true", help="time the hot path in-process")
     parser.add_argument("--rounds", type=int, default=200, help="rounds for --speed")
     args = parser.parse_args()
@@ -217,7 +267,7 @@ def main() -> None:
         speed(args.rounds)
         return
     extra = dict(item.split("=", 1) for item in args.env)
-    results = [run_once(extra, args.searches) for _ in range(args.runs)]
+    results = [run_once(extra, args.searches, args.chats) for _ in range(args.runs)]
     report(results, args)
 
 

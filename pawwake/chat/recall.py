@@ -32,7 +32,7 @@ from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.memory import fusion
 from pawwake.memory.scoring import keyword_score
 from pawwake.text import offload, tokens
-from pawwake.text.query import embedding_text
+from pawwake.text.query import embedding_text, nothing_to_search
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,8 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
     ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
     database = app[keys.DATABASE]
     assert database is not None
+    if nothing_to_search(query):  # not worth a model call
+        return False, None, None, None
     try:
         vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
     except EmbeddingError as exc:

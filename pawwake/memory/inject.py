@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timedelta, timezone
@@ -73,7 +74,8 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
 
 
 async def recall_for_request(app: web.Application, settings: Any, session_id: str,
-                             query: str, *, partition: bool, touch: bool = True
+                             query: str, *, partition: bool, touch: bool = True,
+                             timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
     (excluded before the limit, so the next candidates move up). In hybrid mode only results
@@ -90,6 +92,8 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
                                                   settings["MEMORY_SEEN_TTL_HOURS"])
     outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
+    if timings is not None:
+        timings.update(outcome.timings)
     if outcome.mode != "hybrid":  # keywords alone admit only rows sharing a query word
         return outcome.results, outcome.mode
     floor = float(settings["MEMORY_INJECT_MIN_RELEVANCE"])
@@ -111,13 +115,16 @@ def memory_step(app: web.Application) -> Step:
         partition = bool(settings["CACHE_PARTITION_ENABLED"])
         pool = database.pool
         token = uuid.uuid4().hex
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
         # Both are on the time-to-first-token path: run them side by side.
         due, found = await asyncio.gather(
             reminders.claim_due(pool, token, REMINDERS_PER_REQUEST),
             recall_for_request(app, settings, prepared.session_id,
                                last_user_text(prepared.client_messages),
-                               partition=partition, touch=False),
+                               partition=partition, touch=False, timings=timings),
             return_exceptions=True)
+        searched = time.perf_counter()
         failure = next((r for r in (due, found) if isinstance(r, BaseException)), None)
         if failure is not None:
             if isinstance(due, list) and due:
@@ -134,6 +141,7 @@ def memory_step(app: web.Application) -> Step:
         if due:
             _hold_reminders(app, prepared, pool, token)
         if not memories and not due:
+            _log_steps(timings, started, searched)
             return
         if results:
 
@@ -159,8 +167,19 @@ def memory_step(app: web.Application) -> Step:
                 await memory_seen.mark_seen(pool, prepared.session_id, ids)
 
             prepared.after_success.append(mark_seen)
+        _log_steps(timings, started, searched)
 
     return inject
+
+
+def _log_steps(timings: dict[str, float], started: float, searched: float) -> None:
+    """The memory step's time per part, at DEBUG (search steps, then the injection)."""
+    if log.isEnabledFor(logging.DEBUG):
+        now = time.perf_counter()
+        timings["injection"] = (now - searched) * 1000.0
+        timings["total"] = (now - started) * 1000.0
+        log.debug("memory step (ms): %s",
+                  " ".join(f"{name}={value:.1f}" for name, value in timings.items()))
 
 
 def _hold_reminders(app: web.Application, prepared: Any, pool: Any, token: str) -> None:

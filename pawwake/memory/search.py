@@ -12,14 +12,16 @@ keyword-only, said in ``warning`` and the log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+import psycopg2
 from aiohttp import web
 
 from pawwake import keys
@@ -35,9 +37,12 @@ from pawwake.llm.embeddings import (
 from pawwake.memory import fusion, scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
 from pawwake.text import offload, tokens
-from pawwake.text.query import embedding_text
+from pawwake.text.query import embedding_text, nothing_to_search
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_STATE_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 MAX_LIMIT = 100
 TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
@@ -94,6 +99,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     await ensure_tokenizer(app)
     clock = _Clock()
     keywords = await offload.query_keywords(query)
+    clock.lap("tokenise")
     now = datetime.now(UTC)
     today = scoring.local_today(now, float(settings["TIMEZONE_HOURS"]))
     # The keyword pool is ranked before we know whether a vector will come; only the pool's
@@ -101,9 +107,9 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     expected = (scoring.hybrid_weights(settings) if settings["MEMORY_VECTOR_ENABLED"]
                 else scoring.KEYWORD_ONLY)
     (semantic, warning), (rows, term_weights) = await asyncio.gather(
-        _query_vector(app, settings, embedding_text(query, keywords)),
-        _keyword_candidates(app, database, keywords, exclude, max(100, 4 * limit), expected,
-                            now, today))
+        _query_vector(app, settings, embedding_text(query, keywords), clock.laps),
+        clock.timed("keyword_fetch", _keyword_candidates(
+            app, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
     clock.lap("retrieve")
 
     cosines: dict[int, float] = {}
@@ -122,14 +128,16 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
             cosines.update(neighbours)
             rows, normalised = await _semantic_candidates(database, rows, neighbours, cosines,
                                                           semantic.threshold, exclude)
-        clock.lap("semantic")
+        clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     results = _score(rows, term_weights, normalised, cosines, weights, now, today,
                      floor=float(settings["MIN_SCORE_THRESHOLD"]))[:limit]
+    clock.lap("scoring")
     if touch:
         await touch_results(app, results)
-    clock.lap("finish")
+        clock.lap("touch")
+    log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
         results=results, mode="hybrid" if semantic else "keyword", keywords=keywords,
         warning=warning, threshold=semantic.threshold if semantic else None,
@@ -218,24 +226,40 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
     return results
 
 
-async def _query_vector(app: web.Application, settings: Mapping[str, Any], query: str
+async def _query_vector(app: web.Application, settings: Mapping[str, Any], query: str,
+                        timings: dict[str, float] | None = None
                         ) -> tuple[_Semantic | None, str | None]:
-    """The query's vector when semantic search is possible, else the reason it is not."""
+    """The query's vector when semantic search is possible, else the reason it is not (no
+    reason for a message with nothing to search, which is not embedded at all)."""
     if not settings["MEMORY_VECTOR_ENABLED"]:
         return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
+    if nothing_to_search(query):
+        return None, None
     database = app[keys.DATABASE]
     assert database is not None
+    embedder = app[keys.EMBEDDER]
+    # The stored vectors' provenance is read while the query is embedded, not after it.
+    expected = embedder.configured_provenance(settings)
+    checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
     try:
-        vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
-    except QueryEmbeddingTimeout as exc:
-        log.warning("memory search ran on keywords only: the query's vector missed its"
-                    " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
-        return None, (f"The query's vector took longer than {exc.seconds:g} s"
-                      " (QUERY_EMBEDDING_TIMEOUT); keywords only.")
+        vector, provenance = await embedder.embed_query(settings, query, timings=timings)
     except EmbeddingError as exc:
+        checking.cancel()
+        with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
+            await checking
+        if isinstance(exc, QueryEmbeddingTimeout):
+            log.warning("memory search ran on keywords only: the query's vector missed its"
+                        " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
+            return None, (f"The query's vector took longer than {exc.seconds:g} s"
+                          " (QUERY_EMBEDDING_TIMEOUT); keywords only.")
         log.warning("query embedding failed: %s", exc)
         return None, f"Query embedding failed ({exc}); keywords only."
-    state = await vectors.provenance_state(database, provenance)
+    except BaseException:
+        checking.cancel()
+        raise
+    state = await checking
+    if provenance != expected:  # the API answered with another dimension than configured
+        state = await vectors.provenance_state(database, provenance)
     if state.needs_rebuild:
         stored = state.stored or {}
         return None, (
@@ -248,7 +272,8 @@ async def _query_vector(app: web.Application, settings: Mapping[str, Any], query
 
 
 class _Clock:
-    """Milliseconds spent per step, for the benchmark and debug logs."""
+    """Milliseconds spent per step, for the benchmark and debug logs. Sequential steps are
+    laps; ``keyword_fetch`` and the ``embed_*`` parts run side by side within ``retrieve``."""
 
     def __init__(self) -> None:
         self.laps: dict[str, float] = {}
@@ -258,3 +283,13 @@ class _Clock:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + (now - self._last) * 1000.0
         self._last = now
+
+    async def timed(self, name: str, step: Awaitable[T]) -> T:
+        start = time.perf_counter()
+        try:
+            return await step
+        finally:
+            self.laps[name] = (time.perf_counter() - start) * 1000.0
+
+    def __str__(self) -> str:
+        return " ".join(f"{name}={ms:.1f}" for name, ms in self.laps.items())

@@ -9,10 +9,37 @@ its last ``TAIL_CHARS`` characters (usually what it asks). Short messages are em
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Sequence
 
 EMBED_MAX_CHARS = 96
 TAIL_CHARS = 48
+
+
+# Replies that carry nothing to search for: acknowledgements, fillers, laughter. Compared after
+# dropping punctuation, symbols and emoji, lower-cased, with repeated characters squeezed.
+FILLERS = frozenset({
+    "嗯", "嗯呢", "哦", "噢", "喔", "啊", "呀", "哎", "唉", "诶", "欸", "嘛", "呢", "吧",
+    "好", "好的", "好吧", "行", "可以", "对", "对的", "是", "是的", "没错", "收到", "知道了",
+    "谢谢", "多谢", "继续", "然后呢", "ok", "okay", "k", "yes", "yep", "yeah", "yup", "no",
+    "nope", "sure", "thanks", "thank you", "thx", "ty", "hmm", "hm", "mm", "uh", "um", "oh",
+    "ah", "cool", "nice", "great", "go on", "continue", "right", "got it",
+})
+_LAUGHTER = re.compile(r"(?:ha|he|hi|ho|lo?l|xd|哈|嘿|呵|嘻|嗯|哼)+")
+_REPEATS = re.compile(r"(.)\1+")
+
+
+def nothing_to_search(text: str) -> bool:
+    """True for a message with nothing to look up ("嗯", "ok", "哈哈哈", an emoji, punctuation):
+    its vector would only pull in whatever sits nearest to small talk, for a model call."""
+    kept = "".join(ch if unicodedata.category(ch)[0] in "LN" else " " for ch in text)
+    core = " ".join(kept.lower().split())
+    if not core:
+        return True
+    squeezed = _REPEATS.sub(r"\1", core)
+    return (core in FILLERS or squeezed in FILLERS
+            or _LAUGHTER.fullmatch(core.replace(" ", "")) is not None)
 
 
 def embedding_text(text: str, keywords: Sequence[str]) -> str:
