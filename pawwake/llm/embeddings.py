@@ -362,7 +362,7 @@ class Embedder:
 
     async def _record_usage(self, model: str, payload: Any) -> None:
         usage = payload.get("usage") if isinstance(payload, dict) else None
-        if record_usage is None or self._pool is None or not isinstance(usage, dict):
+        if self._pool is None or not isinstance(usage, dict):
             return
         prompt = int(usage.get("prompt_tokens") or 0)
         try:
