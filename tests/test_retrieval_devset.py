@@ -25,7 +25,7 @@ HYBRID = {
     "literal": (0.978, 0.952), "paraphrase": (0.793, 0.652), "cross_from_en": (0.895, 0.710),
     "cross_from_zh": (0.048, 0.017), "short": (0.983, 0.900), "temporal": (1.0, 0.821),
 }
-KEYWORD_ONLY = {"literal": (0.944, 0.852), "short": (0.864, 0.752)}
+KEYWORD_ONLY = {"literal": (0.967, 0.863), "short": (0.864, 0.752)}
 NONE_INJECTED_AT_MOST = 1.0
 
 

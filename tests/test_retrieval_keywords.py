@@ -20,6 +20,7 @@ KEYWORDS = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0, "MEMORY_VECTOR_ENAB
 @pytest.mark.parametrize(("query_word", "stored_word"), [
     ("dog's", "dog"), ("dog", "dogs'"), ("name", "named"), ("peanut", "peanuts"),
     ("Allergies", "allergies"), ("running", "runs"), ("dog\u2019s", "dog"),
+    ("grow", "grew"), ("eat", "ate"), ("written", "writes"), ("bought", "buy"),
 ])
 def test_english_forms_meet(query_word: str, stored_word: str) -> None:
     assert english.terms(query_word) == english.terms(stored_word) != []
@@ -29,6 +30,11 @@ def test_english_forms_meet(query_word: str, stored_word: str) -> None:
                                   "they'll", "we'd", "can't", "won't", "the", "is"])
 def test_contractions_and_stopwords_are_not_keywords(text: str) -> None:
     assert english.terms(text) == []
+
+
+def test_ambiguous_and_light_irregular_forms_stay_themselves() -> None:
+    assert english.terms("left") == ["left"]  # the side, not "leave"
+    assert english.terms("went") != english.terms("go")  # a light verb, little meaning
 
 
 def test_query_and_index_sides_use_the_same_rules() -> None:
@@ -121,3 +127,27 @@ async def test_reindex_migration_rewrites_rows_stored_with_the_old_rules(
     assert "狗" in messages["我的狗叫旺财"]
     assert messages["not indexed yet"] is None  # left to the pending indexer
     assert result["memories"] == 2 and result["conversations"] == 1
+
+
+def test_a_pronoun_is_not_glued_to_its_verb() -> None:
+    # jieba's HMM made "我开" and "我想养" one unknown word, so "车" and "狗" were dropped.
+    assert "车" in tokens.query_keywords("我开什么车")
+    assert {"养", "狗"} <= set(tokens.query_keywords("我想养什么狗"))
+    assert "做后" not in tokens.index_terms("用户在杭州的一家游戏公司做后端开发")
+
+
+async def test_rules_v3_reindex_drops_guessed_words(make_client: Any) -> None:
+    client = await make_client(**KEYWORDS)
+    app = client.server.app
+    car = (await create(client, "用户的车是一辆白色的比亚迪汉"))["id"]
+    await create(client, "用户买了一本书")
+    await sql(client, "UPDATE memories SET search_terms = %s WHERE id = %s",
+              (["一辆", "白色", "比亚迪"], car))  # stored by rules without single characters
+    assert car not in await keyword_ids(app, "我开什么车")
+
+    migration = MIGRATIONS_DIR / "0017_keyword_rules_v3.sql"
+    await sql(client, "DELETE FROM jobs WHERE kind = 'keyword_reindex'")
+    await sql(client, migration.read_text(encoding="utf-8"))
+    await app[keys.JOBS].run_until_idle()
+
+    assert (await keyword_ids(app, "我开什么车"))[0] == car

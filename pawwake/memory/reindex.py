@@ -1,4 +1,5 @@
-"""Re-tokenising stored rows after the keyword rules change (the job migration 0013 enqueues).
+"""Re-tokenising stored rows after the keyword rules change (the job that migrations 0013 and
+0017 enqueue).
 
 Memories, then conversation messages that have terms (messages without terms are left to
 ``conversation_index.index_pending``), are read in id order in batches, cut in a worker

@@ -2,7 +2,8 @@
 
 A word is lower-cased, its possessive or contraction ending dropped ("dog's" -> dog,
 "what's" -> what, then dropped as a stopword), split at hyphens, and reduced to its Snowball
-(Porter 2) stem, so "named" meets "name" and "peanuts" meets "peanut". Stopwords are checked on
+(Porter 2) stem, so "named" meets "name" and "peanuts" meets "peanut"; an irregular past form
+is first replaced by its verb ("grew" -> grow, from ``data/irregular_en.txt``). Stopwords are checked on
 the surface form and on the form without its ending, so every contraction of a stopword goes.
 
 The stemmer is ``snowballstemmer``, the Snowball project's own pure-Python build: it installs
@@ -31,6 +32,15 @@ def _stopwords() -> frozenset[str]:
 STOPWORDS = _stopwords()
 
 
+def _irregular() -> dict[str, str]:
+    lines = (_DATA / "irregular_en.txt").read_text(encoding="utf-8").splitlines()
+    pairs = (line.split() for line in lines if line.strip() and not line.startswith("#"))
+    return {form.lower(): verb.lower() for form, verb in pairs}
+
+
+IRREGULAR = _irregular()  # "grew" -> "grow": Snowball only strips suffixes
+
+
 def _base(word: str) -> str:
     """``word`` without a possessive or contraction ending; other apostrophes removed."""
     for ending in _ENDINGS:
@@ -49,7 +59,7 @@ def normalise(word: str) -> str | None:
     base = _base(word)
     if len(base) < 2 or base in STOPWORDS:
         return None
-    return _stemmer().stemWord(base)
+    return _stemmer().stemWord(IRREGULAR.get(base, base))
 
 
 @lru_cache(maxsize=1)

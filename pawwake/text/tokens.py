@@ -7,6 +7,11 @@ table as numpy arrays (see ``load`` and ``IdfTable``); cuts and weights are unch
 weights come from jieba's bundled idf table, read by our own code so no file handle is left
 open. ``bench/memory_rss.py`` measures the gateway's resident memory.
 
+jieba's HMM guessing of unknown words is off on both sides (``HMM=False``): on short chat
+text it glued a pronoun to its verb ("我开", "我想养") and cut "做后端" as "做后" + "端", so the
+noun a query was about never became a keyword. Names it would have guessed are still found
+through the single characters stored with every word.
+
 Input is bounded: cutting takes about 10 microseconds per character, so a pasted book would hold
 a thread for seconds. A long text is indexed from its first ``INDEX_HEAD_CHARS`` and last
 ``INDEX_TAIL_CHARS`` characters (about 80 ms at most), a query's keywords come from its first
@@ -281,7 +286,7 @@ def _segments(text: str) -> list[str]:
     import jieba
 
     load()
-    return jieba.lcut(text, cut_all=False)
+    return jieba.lcut(text, cut_all=False, HMM=False)
 
 
 def _clean(token: str) -> str:
@@ -322,7 +327,7 @@ def index_terms(text: str) -> list[str]:
 
     body = strip_timestamp(bounded(text, INDEX_HEAD_CHARS, INDEX_TAIL_CHARS))
     load()
-    tokens = jieba.lcut(body, cut_all=False) + jieba.lcut_for_search(body)
+    tokens = jieba.lcut(body, cut_all=False, HMM=False) + jieba.lcut_for_search(body, HMM=False)
     han = _han_terms(tokens)
     terms = han + han_characters(han) + latin_terms(body)
     return list(dict.fromkeys(terms))
@@ -348,7 +353,7 @@ def _sub_words(body: str, words: list[str]) -> list[str]:
     import jieba
 
     chosen = set(words)
-    inner = [w for w in _han_terms(jieba.lcut_for_search(body)) if len(w) >= 2]
+    inner = [w for w in _han_terms(jieba.lcut_for_search(body, HMM=False)) if len(w) >= 2]
     return [w for w in inner if w not in chosen and any(w in word for word in chosen)]
 
 
