@@ -81,6 +81,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fusion", choices=("sum", "rrf"), default="sum",
                         help="calibrated sum (the product's) or reciprocal-rank fusion")
+    parser.add_argument("--no-literal-first", action="store_true",
+                        help="switch off the flat-top literal rule (fusion.literal_first)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every mode, e.g. MIN_SCORE_THRESHOLD=0.2")
     args = parser.parse_args()
@@ -88,6 +90,7 @@ if __name__ == "__main__":
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     fusion.METHOD = args.fusion
+    fusion.LITERAL_FIRST = not args.no_literal_first
     values = {}
     for item in args.set:
         name, _, raw = item.partition("=")

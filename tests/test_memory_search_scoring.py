@@ -47,6 +47,33 @@ def test_admission_is_by_rank_margin_and_floor() -> None:
     assert fusion.Neighbourhood.of([], 0.78) is None
 
 
+def test_a_full_keyword_match_is_not_outranked_in_a_flat_top_but_a_clear_best_still_wins(
+) -> None:
+    # Five same-language neighbours at nearly one cosine, the literal memory further down.
+    flat_pool = [0.851, 0.849, 0.848, 0.846, 0.845] + [0.80 - 0.001 * i for i in range(35)]
+    flat = fusion.Neighbourhood.of(flat_pool, 0.78)
+    assert flat.flat
+    keyword = {1: 0.0, 2: 0.0, 3: 0.0, 9: 1.0}  # 9 holds every query keyword
+    semantic = {1: flat.score(0.851), 2: flat.score(0.849), 3: flat.score(0.848),
+                9: flat.score(0.77)}
+    held = fusion.literal_first(keyword, semantic, flat, 0.25, 0.65)
+
+    def rel(parts: dict[int, float], i: int) -> float:
+        return fusion.relevance(keyword[i], parts[i], 0.25, 0.65)
+
+    assert max(rel(semantic, i) for i in (1, 2, 3)) > rel(semantic, 9)  # the miss, unheld
+    assert max(rel(held, i) for i in (1, 2, 3)) <= rel(held, 9) + 1e-9
+    assert held[1] >= held[2] >= held[3] > 0.0  # scaled: the model's order stays
+    assert held[9] == semantic[9]
+    # A neighbour that stands out is the model's answer: nothing is held back.
+    clear = fusion.Neighbourhood.of(spread(0.86), 0.78)
+    assert not clear.flat
+    standing = {1: clear.score(0.86), 9: clear.score(0.77)}
+    assert fusion.literal_first({1: 0.0, 9: 1.0}, standing, clear, 0.25, 0.65) == standing
+    # Without a full keyword match (a near-miss only) a flat top is left as it is.
+    assert fusion.literal_first({1: 0.0, 9: 0.6}, semantic, flat, 0.25, 0.65) == semantic
+
+
 def test_relevance_leaves_the_tie_breakers_out() -> None:
     assert fusion.relevance(1.0, 0.0, 0.25, 0.65) == pytest.approx(0.25 / 0.9)
     assert fusion.relevance(0.5, 0.5, 0.25, 0.65) == pytest.approx(0.5)

@@ -7,7 +7,9 @@ by rank (among the ``ADMIT_TOP_K`` nearest) and by margin (within ``ADMIT_MARGIN
 deviations of the best), with the per-provider threshold kept only as a floor against noise.
 Its semantic part is its place in that neighbourhood,
 ``(cos - mean) / (max(best, mean + ANCHOR_SD * sd) - mean)`` clipped to 0..1: a best match that
-does not stand out clearly is not stretched to 1.0.
+does not stand out clearly is not stretched to 1.0. When the top is flat (the best within
+``FLAT_SD`` deviations of the ``FLAT_RANK``-th) and a memory holds every query keyword,
+``literal_first`` keeps semantic-only candidates from passing it.
 
 Fusion is a calibrated weighted sum (``scoring.combine``): keyword share and neighbourhood
 score carry the relevance, importance and recency only break ties. On the dev set
@@ -28,9 +30,12 @@ NEIGHBOURHOOD = 40  # nearest neighbours fetched per query: the spread is measur
 ADMIT_TOP_K = 20  # a semantic candidate must be among the query's nearest this many
 ADMIT_MARGIN_SD = 4.0  # ... and within this many standard deviations of the best
 ANCHOR_SD = 4.0  # the best counts as 1.0 only when it stands this far above the mean
+FLAT_RANK = 5  # the top is flat when the best is barely above this neighbour (1-based rank)
+FLAT_SD = 1.5  # ... "barely": within this many standard deviations of the spread
 RRF_K = 2  # reciprocal-rank constant, used only when comparing fusions
 
 METHOD = "sum"  # "sum" (calibrated) or "rrf"; the benchmark switches it to compare
+LITERAL_FIRST = True  # the benchmark can switch the literal rule off to compare
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Neighbourhood:
     mean: float
     sd: float
     floor: float
+    kth: float = -math.inf  # the FLAT_RANK-th best cosine (-inf with fewer neighbours)
 
     @classmethod
     def of(cls, cosines: Sequence[float], floor: float) -> Neighbourhood | None:
@@ -49,7 +55,14 @@ class Neighbourhood:
             return None
         mean = sum(values) / len(values)
         sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-        return cls(max(values), mean, sd, floor)
+        ordered = sorted(values, reverse=True)
+        kth = ordered[FLAT_RANK - 1] if len(ordered) >= FLAT_RANK else -math.inf
+        return cls(ordered[0], mean, sd, floor, kth)
+
+    @property
+    def flat(self) -> bool:
+        """No clear best: the best is within ``FLAT_SD`` deviations of the ``FLAT_RANK``-th."""
+        return self.best - self.kth <= FLAT_SD * self.sd
 
     def admits(self, rank: int, cosine: float) -> bool:
         """A neighbour (0-based ``rank`` in cosine order) enters the candidate pool."""
@@ -71,6 +84,34 @@ def admitted(neighbours: Sequence[tuple[int, float]], hood: Neighbourhood) -> li
     """Ids of the neighbours (best first) admitted to the pool."""
     ranked = sorted(neighbours, key=lambda item: -item[1])
     return [i for rank, (i, cosine) in enumerate(ranked) if hood.admits(rank, cosine)]
+
+
+def literal_first(keyword: Mapping[int, float], semantic: Mapping[int, float],
+                  hood: Neighbourhood | None, keyword_weight: float,
+                  semantic_weight: float) -> dict[int, float]:
+    """Semantic parts after the literal rule: when the query's neighbourhood has a flat top,
+    a candidate with no keyword match is held to the relevance of the best full keyword match.
+
+    Why: a flat top (several neighbours at nearly the same cosine, none standing out) says the
+    model does not know which memory is meant; its scores there are near-miss noise of the
+    same topic or language. A memory containing every query keyword is then the better
+    evidence, so semantic-only candidates are scaled down (keeping their order) to tie it at
+    most (importance and recency decide a tie).
+    With a clear best the parts are untouched: the model's answer beats keyword near-misses.
+    """
+    parts = dict(semantic)
+    if hood is None or not hood.flat or semantic_weight <= 0:
+        return parts
+    full = [parts.get(i, 0.0) for i, k in keyword.items() if k >= 1.0]
+    if not full:
+        return parts
+    cap = max(full) + keyword_weight / semantic_weight
+    alone = [i for i in parts if keyword.get(i, 0.0) <= 0.0]
+    top = max((parts[i] for i in alone), default=0.0)
+    if top > cap:  # scaled, not clipped, so the model's own order among them stays
+        for i in alone:
+            parts[i] *= cap / top
+    return parts
 
 
 def relevance(keyword: float, semantic: float, keyword_weight: float,

@@ -114,6 +114,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
 
     cosines: dict[int, float] = {}
     normalised: dict[int, float] = {}
+    hood: fusion.Neighbourhood | None = None
     if semantic is not None:
         store = app[keys.VECTORS]
         neighbours, cosines = await asyncio.gather(
@@ -126,12 +127,12 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
             cosines.update(neighbours)
-            rows, normalised = await _semantic_candidates(database, rows, neighbours, cosines,
+            rows, normalised, hood = await _semantic_candidates(database, rows, neighbours, cosines,
                                                           semantic.threshold, exclude)
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
-    results = _score(rows, term_weights, normalised, cosines, weights, now, today,
+    results = _score(rows, term_weights, normalised, cosines, weights, now, today, hood,
                      floor=float(settings["MIN_SCORE_THRESHOLD"]))[:limit]
     clock.lap("scoring")
     if touch:
@@ -148,17 +149,18 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                                neighbours: Sequence[tuple[int, float]],
                                cosines: Mapping[int, float], floor: float,
                                exclude: list[int]
-                               ) -> tuple[list[dict[str, Any]], dict[int, float]]:
+                               ) -> tuple[list[dict[str, Any]], dict[int, float],
+                                          fusion.Neighbourhood | None]:
     """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
     every row's semantic part: its place in the query's neighbourhood."""
     hood = fusion.Neighbourhood.of([c for _, c in neighbours], floor)
     if hood is None:
-        return rows, {}
+        return rows, {}, None
     known = {row["id"] for row in rows}
     similar = [i for i in fusion.admitted(neighbours, hood) if i not in known]
     rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
     return rows, {row["id"]: hood.score(cosines[row["id"]])
-                  for row in rows if row["id"] in cosines}
+                  for row in rows if row["id"] in cosines}, hood
 
 
 async def touch_results(app: web.Application, results: Sequence[SearchResult]) -> None:
@@ -193,8 +195,8 @@ async def _keyword_candidates(app: web.Application, database: Database, keywords
 
 def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
-           weights: scoring.Weights, now: datetime, today: date, *, floor: float
-           ) -> list[SearchResult]:
+           weights: scoring.Weights, now: datetime, today: date,
+           hood: fusion.Neighbourhood | None, *, floor: float) -> list[SearchResult]:
     """Final scores, best first, without rows below ``floor``."""
     total = sum(term_weights.values())
     keyword: dict[int, float] = {}
@@ -203,6 +205,9 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
         row.pop("term_weights", None)
         hit = sum(w for term, w in term_weights.items() if term in present)
         keyword[row["id"]] = scoring.keyword_score(hit, total)
+    if fusion.LITERAL_FIRST:
+        normalised = fusion.literal_first(keyword, normalised, hood, weights.keyword,
+                                          weights.semantic)
     fused = {i: (keyword[i], normalised.get(i, 0.0)) for i in keyword}
     if fusion.METHOD == "rrf":
         fused = fusion.reciprocal_ranks(keyword, normalised)
