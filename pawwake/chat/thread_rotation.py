@@ -53,8 +53,9 @@ LEASE_SECONDS = 30.0  # renewed every third of it while the summary model works
 _SAVE_ATTEMPTS = 4  # compare-and-set races lost in a row before answering unrotated
 _POLL_FIRST, _POLL_MAX = 0.05, 1.0  # waiting for another request's rotation
 
-# Waiters for a rotation of (event loop, thread) in this process, woken when it ends.
-_ROTATED: dict[tuple[int, str], asyncio.Event] = {}
+# Waiters for a rotation of a thread in this process (with their event loop), woken when it
+# ends; one entry per thread at most.
+_ROTATED: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
 
 # The client's turn against the rounds read: (history rounds, current turn, compared).
 Split = Callable[[list[Round]], tuple[list[Round], list[dict[str, Any]], list[dict[str, Any]]]]
@@ -140,16 +141,18 @@ async def _rotate(read: ThreadRead, settings: Any, summarise: Summariser, fold: 
 
 async def _wait_for_rotation(thread: str, seconds: float) -> None:
     """Until a rotation of ``thread`` ends in this process, or ``seconds`` pass."""
-    key = (id(asyncio.get_running_loop()), thread)
-    event = _ROTATED.setdefault(key, asyncio.Event())
+    loop = asyncio.get_running_loop()
+    held = _ROTATED.get(thread)
+    if held is None or held[0] is not loop:
+        held = _ROTATED[thread] = (loop, asyncio.Event())
     with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)
+        await asyncio.wait_for(held[1].wait(), seconds)
 
 
 def _rotation_ended(thread: str) -> None:
-    event = _ROTATED.pop((id(asyncio.get_running_loop()), thread), None)
-    if event is not None:
-        event.set()
+    held = _ROTATED.pop(thread, None)
+    if held is not None and held[0] is asyncio.get_running_loop():
+        held[1].set()
 
 
 async def _keep_lease(pool: aiopg.Pool, thread: str, version: int) -> None:
