@@ -99,3 +99,31 @@ async def test_a_slow_messages_summary_holds_no_lock_either(
     assert row["rotations"] == 1 and row["summary_parts"] == ["摘要一"]
     system_sent = anthropic_upstream.requests[-1].body["system"]
     assert system_sent[-1]["text"].endswith("摘要一")
+
+
+async def test_a_summary_edited_while_the_model_works_is_kept(gateway: Any, upstream: Any
+                                                             ) -> None:
+    """The rotation's save is a compare-and-set: an edit made meanwhile wins, and the
+    rotation is made again on the edited state instead of overwriting it."""
+    client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL=SUMMARY, **PARTITION)
+    for n in range(1, 5):
+        await say(client, upstream, f"问{n}", f"答{n}")
+    held = asyncio.Event()
+    upstream.queue(Reply(body=completion_body("过时的摘要"), gate=held))
+    upstream.queue(Reply(body=completion_body("摘要一")))
+    upstream.reply_text("好")
+    pending = asyncio.create_task(client.post("/v1/chat/completions", json={
+        "model": CLAUDE, "messages": [{"role": "user", "content": "问5"}]}))
+    try:
+        await _summary_requested(upstream)
+        edited = await client.put("/api/partition/summary",
+                                  json={"thread_id": "default", "summary": "用户写的摘要"})
+        assert edited.status == 200, await edited.text()
+    finally:
+        held.set()
+    response = await pending
+    assert response.status == 200, await response.text()
+    await settle(client)
+    row = await state_row(client)
+    assert row["rotations"] == 1 and row["summary_parts"] == ["用户写的摘要", "摘要一"]
+    assert len([r for r in upstream.requests if r.body.get("model") == SUMMARY]) == 2
