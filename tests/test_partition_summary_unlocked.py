@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from pawwake import keys
-from pawwake.db.pool import fetch_one
+from pawwake.db.pool import execute, fetch_one
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import GATEWAY_KEY, settle
@@ -127,3 +127,17 @@ async def test_a_summary_edited_while_the_model_works_is_kept(gateway: Any, upst
     row = await state_row(client)
     assert row["rotations"] == 1 and row["summary_parts"] == ["用户写的摘要", "摘要一"]
     assert len([r for r in upstream.requests if r.body.get("model") == SUMMARY]) == 2
+
+
+async def test_a_lease_left_by_a_dead_request_ends(gateway: Any, upstream: Any) -> None:
+    """A request that died while summarising leaves its lease; once it runs out, the next
+    request rotates (a live lease makes others wait for its holder's save instead)."""
+    client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL=SUMMARY, **PARTITION)
+    for n in range(1, 5):
+        await say(client, upstream, f"问{n}", f"答{n}")
+    await execute(client.server.app[keys.DATABASE].pool,
+                  "INSERT INTO partition_state (thread_id, version, rotating_until)"
+                  " VALUES ('default', 3, now() - interval '1 second')")
+    await say(client, upstream, "问5", "好", summary="摘要一")
+    row = await state_row(client)
+    assert row["rotations"] == 1 and row["summary_parts"] == ["摘要一"]
