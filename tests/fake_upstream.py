@@ -202,6 +202,8 @@ class FakeUpstream:
             await asyncio.sleep(reply.head_delay)
         plain = reply.raw_body is not None or not (body.get("stream") or reply.stream_anyway)
         if reply.status != 200 or plain:
+            if reply.gate is not None:  # a plain answer held until the test releases it
+                await reply.gate.wait()
             if reply.delay:
                 await asyncio.sleep(reply.delay)
             if reply.raw_body is not None:

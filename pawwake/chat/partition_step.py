@@ -2,8 +2,8 @@
 
 Only the client's trailing user block (or tool results answering the thread's last stored tool
 call) is taken; history, summary parts and zones come from the active thread. Rotation is
-decided and written under the thread's advisory lock in one transaction, so concurrent
-requests (in any process) rotate once. An unreachable database is a 503, never a reply built
+decided on a short read and saved with a compare-and-set, the summary model called with no
+connection held (``thread_rotation``), so concurrent requests (in any process) rotate once. An unreachable database is a 503, never a reply built
 from partial history. A request reads at most ``live_round_limit`` rounds; a thread with more
 live rounds (stored before partition mode, or imported) catches up once.
 
@@ -13,56 +13,28 @@ round: it becomes the current turn, and the turn writer replaces its stored repl
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg2
 from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.partition import assemble, replay, time_note
 from pawwake.chat.pipeline import ChatRejected, ChatStep
-from pawwake.chat.rotation import (
-    Folder,
-    Summariser,
-    catch_up,
-    live_round_limit,
-    model_folder,
-    model_summariser,
-    rotate,
-    rotations_allowed,
-)
-from pawwake.chat.rounds import Round, group_rounds, tool_call_id_of
+from pawwake.chat.rotation import model_folder, model_summariser
+from pawwake.chat.rounds import Round, tool_call_id_of
+from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.chat.turns import (
     PENDING_WAIT_SECONDS,
     message_text,
     repeats_stored_reply,
     wait_pending,
 )
-from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.partition_state import (
-    PartitionState,
-    load_state,
-    lock_thread,
-    recent_thread_messages,
-    save_state,
-)
-from pawwake.db.pool import transaction
+from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
 from pawwake.memory.inject import local_zone
-
-log = logging.getLogger(__name__)
-
-_DB_ERRORS = (psycopg2.Error, OSError, asyncio.TimeoutError, DatabaseUnavailable)
-
-
-def _unavailable() -> ChatRejected:
-    return ChatRejected(503, "partition_database_unavailable",
-                        "The conversation database is unavailable; partition mode cannot "
-                        "build the context. Try again shortly.")
 
 
 def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
@@ -151,31 +123,6 @@ def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[s
     return [replay(row) for row in last.messages[:positions[-1] + 1]]
 
 
-def _live(history: list[Round], start_id: int | None) -> list[Round]:
-    if start_id is None:
-        return history
-    for index, round_ in enumerate(history):
-        if round_.messages[0]["id"] == start_id:
-            return history[index:]
-    return history
-
-
-async def _rotations(state: PartitionState, history: list[Round], settings: Any,
-                     summarise: Summariser, fold: Folder, now: datetime
-                     ) -> tuple[PartitionState, list[Round]]:
-    """Rotate as often as allowed and due; the final state and the live history."""
-    for _ in range(rotations_allowed(settings)):
-        rotated = await rotate(state, history, settings, summarise, now, fold)
-        if rotated is None:
-            break
-        moved = rotated.zone_start_message_id != state.zone_start_message_id
-        state = rotated
-        history = _live(history, state.zone_start_message_id)
-        if not moved:
-            break
-    return state, history
-
-
 def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where the cache breakpoints sit: message index and role, in order."""
     found = []
@@ -203,6 +150,50 @@ def active_thread(settings: Any) -> str:
     return settings["PARTITION_SESSION_ID"] or "default"
 
 
+@dataclass
+class ThreadTurn:
+    """The request's turn in the active thread: what both partition layouts build from."""
+
+    thread: str
+    role: str  # "user" or "tool": what the client's trailing block holds
+    now: datetime  # local time: decides time-window rotations and the time note
+    x: int
+    read: ThreadRead
+
+    @property
+    def state(self) -> PartitionState:
+        return self.read.state
+
+
+async def thread_turn(app: web.Application, context: Any, prepared: Any,
+                      now_utc: Callable[[], datetime]) -> ThreadTurn | None:
+    """Read (and rotate when due) the active thread for this request; None when partition
+    mode does not apply to it. Moves the request to the active thread and keeps the state
+    on ``prepared.partition_state`` for the later steps (read once per request)."""
+    settings = context.settings
+    # DATABASE_ENABLED=false is plain forwarding: the partition cache is off with it.
+    if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary:
+        return None
+    if context.database is None:
+        if app[keys.DATABASE] is not None:  # configured, not connected yet
+            raise unavailable()
+        return None
+    thread = active_thread(settings)
+    prepared.session_id = thread
+    role, tail = client_tail(prepared.client_messages)
+    earlier = prepared.client_messages[:len(prepared.client_messages) - len(tail)]
+    booking = UsageBooking(context.database.pool, "summary", thread)
+    now = now_utc().astimezone(local_zone(settings))
+    await wait_pending(app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
+    read = await read_thread(
+        context.database.pool, thread, settings,
+        lambda rounds: current_turn(rounds, role, tail, earlier),
+        model_summariser(context.http, settings, booking),
+        model_folder(context.http, settings, booking), now)
+    prepared.partition_state = read.state
+    return ThreadTurn(thread, role, now, max(1, int(settings["CACHE_PARTITION_X"])), read)
+
+
 def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None = None
                    ) -> ChatStep:
     """Build the step; registered first so later steps' turn blocks land in the current turn.
@@ -210,51 +201,17 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
     now_utc = clock or (lambda: datetime.now(UTC))
 
     async def step(context: Any, prepared: Any) -> None:
-        settings = context.settings
-        # DATABASE_ENABLED=false is plain forwarding: the partition cache is off with it.
-        if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary:
+        turn = await thread_turn(app, context, prepared, now_utc)
+        if turn is None:
             return
-        if context.database is None:
-            if app[keys.DATABASE] is not None:  # configured, not connected yet
-                raise _unavailable()
-            return
-        thread = active_thread(settings)
-        prepared.session_id = thread
-        role, tail = client_tail(prepared.client_messages)
-        booking = UsageBooking(context.database.pool, "summary", thread)
-        summarise = model_summariser(context.http, settings, booking)
-        fold = model_folder(context.http, settings, booking)
-        now = now_utc().astimezone(local_zone(settings))
-        x = max(1, int(settings["CACHE_PARTITION_X"]))
-        await wait_pending(app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
-        try:
-            async with transaction(context.database.pool) as cur:
-                await lock_thread(cur, thread)
-                state = await load_state(cur, thread)
-                rows, over = await recent_thread_messages(
-                    cur, thread, state.zone_start_message_id, live_round_limit(x))
-                earlier = prepared.client_messages[:len(prepared.client_messages) - len(tail)]
-                history, current, compared = current_turn(group_rounds(rows), role, tail,
-                                                          earlier)
-                rotated = state
-                if over:
-                    rotated, history = await catch_up(state, history, settings, summarise,
-                                                      now, fold)
-                rotated, history = await _rotations(rotated, history, settings, summarise,
-                                                    fold, now)
-                if rotated is not state:
-                    await save_state(cur, rotated)  # once, whatever the number of rotations
-                    state = rotated
-        except _DB_ERRORS as exc:
-            log.warning("partition context unavailable: %s", type(exc).__name__)
-            raise _unavailable() from exc
+        settings, read = context.settings, turn.read
         persona = "\n\n".join(prepared.system_parts)
         prepared.system_parts.clear()
-        messages, layout = assemble(persona=persona, summary_parts=state.summary_parts,
-                                    history=history, current=current, x=x,
-                                    ttl=settings["CACHE_TTL"], note=time_note(now))
+        messages, layout = assemble(persona=persona, summary_parts=read.state.summary_parts,
+                                    history=read.history, current=read.current, x=turn.x,
+                                    ttl=settings["CACHE_TTL"], note=time_note(turn.now))
         prepared.body["messages"] = messages
-        prepared.injected.append(partition_record(thread, state, layout, messages))
-        prepared.client_messages = compared
+        prepared.injected.append(partition_record(turn.thread, read.state, layout, messages))
+        prepared.client_messages = read.compared
 
     return step

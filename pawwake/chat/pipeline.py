@@ -28,6 +28,7 @@ from pawwake.chat.persona import PersonaFile, resolve_persona
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
+from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
 from pawwake.tasks import BackgroundTasks
 
@@ -102,6 +103,9 @@ class PreparedChat:
     stored: asyncio.Event = field(default_factory=asyncio.Event)  # set once the store ended
     store_scheduled: bool = False
     client_session_id: str = ""  # the session as the client named it (steps may move it)
+    # The active thread's partition state as the partition step read or saved it (read once
+    # per request; later steps use it instead of reading it again).
+    partition_state: PartitionState | None = None
 
     def finalize(self, untouched: bytes | None = None) -> None:
         """Freeze the upstream bytes: the client's own bytes when nothing changed, else the

@@ -90,8 +90,10 @@ def recall_step(app: Any) -> Any:
         pool = context.database.pool
         ttl = settings["CONVERSATION_SEEN_TTL_HOURS"]
         seen = await fragments_to_exclude(pool, prepared.session_id, ttl)
-        async with cursor(pool) as cur:
-            state = await load_state(cur, prepared.session_id)
+        state = prepared.partition_state  # read by the partition step for this thread
+        if state is None or state.thread_id != prepared.session_id:
+            async with cursor(pool) as cur:
+                state = await load_state(cur, prepared.session_id)
         # Messages before the zone start row in the thread's (created_at, id) order slid out
         # of zones A/B (imported ids need not follow dates); without a zone start, none did.
         outcome = await search_fragments(

@@ -1,4 +1,10 @@
-"""SQL for partition_state: one row per thread (summary parts, zone start, summary failures)."""
+"""SQL for partition_state: one row per thread (summary parts, zone start, summary failures).
+
+Every write bumps ``version``: a rotation reads the row, summarises with no connection held,
+and saves only if the version is still the one it read (compare-and-set). A request about to
+call the summary model first claims the row for ``lease`` seconds (``rotating_until``), so a
+concurrent request waits for that result instead of summarising the same rounds again.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ class PartitionState:
     rotations: int = 0
     last_summary_error: str | None = None
     summary_retry_after: datetime | None = None
+    version: int = 0  # 0: no row yet, or a row never written since it was created
+    rotating: bool = False  # another request holds a live rotation lease
 
 
 async def lock_thread(cur: Any, thread_id: str) -> None:
@@ -33,7 +41,8 @@ async def lock_thread(cur: Any, thread_id: str) -> None:
 async def load_state(cur: Any, thread_id: str) -> PartitionState:
     await cur.execute(
         "SELECT summary_parts, zone_start_message_id, rotations, last_summary_error,"
-        " summary_retry_after FROM partition_state WHERE thread_id = %s", (thread_id,))
+        " summary_retry_after, version, COALESCE(rotating_until > now(), false) AS rotating"
+        " FROM partition_state WHERE thread_id = %s", (thread_id,))
     rows = rows_as_dicts(cur, await cur.fetchall())
     if not rows:
         return PartitionState(thread_id=thread_id)
@@ -43,22 +52,66 @@ async def load_state(cur: Any, thread_id: str) -> PartitionState:
                           zone_start_message_id=row["zone_start_message_id"],
                           rotations=row["rotations"],
                           last_summary_error=row["last_summary_error"],
-                          summary_retry_after=row["summary_retry_after"])
+                          summary_retry_after=row["summary_retry_after"],
+                          version=row["version"], rotating=row["rotating"])
 
 
-async def save_state(cur: Any, state: PartitionState) -> None:
-    """Insert or replace the thread's row (one statement)."""
-    await cur.execute(
-        "INSERT INTO partition_state (thread_id, summary_parts, zone_start_message_id,"
-        " rotations, last_summary_error, summary_retry_after, updated_at)"
-        " VALUES (%s, %s::jsonb, %s, %s, %s, %s, now())"
-        " ON CONFLICT (thread_id) DO UPDATE SET summary_parts = EXCLUDED.summary_parts,"
-        " zone_start_message_id = EXCLUDED.zone_start_message_id,"
-        " rotations = EXCLUDED.rotations, last_summary_error = EXCLUDED.last_summary_error,"
-        " summary_retry_after = EXCLUDED.summary_retry_after, updated_at = now()",
-        (state.thread_id, storable_json(state.summary_parts),
-         state.zone_start_message_id, state.rotations, state.last_summary_error,
-         state.summary_retry_after))
+# Version 0 may mean no row yet: insert, or update a row still at version 0. A later version
+# is only ever updated, so a row deleted or renamed meanwhile is not brought back.
+_WRITE_NEW = ("INSERT INTO partition_state AS s (thread_id, {columns}, version, updated_at)"
+              " VALUES (%(thread)s, {values}, 1, now())"
+              " ON CONFLICT (thread_id) DO UPDATE SET {updates}, version = s.version + 1,"
+              " updated_at = now() WHERE s.version = 0{claim_free} RETURNING version")
+_WRITE_SEEN = ("UPDATE partition_state AS s SET {updates}, version = s.version + 1,"
+               " updated_at = now() WHERE s.thread_id = %(thread)s"
+               " AND s.version = %(expected)s{claim_free} RETURNING version")
+_CLAIM_FREE = " AND (s.rotating_until IS NULL OR s.rotating_until <= now())"
+
+
+async def _write_if(cur: Any, thread_id: str, expected: int, values: dict[str, str],
+                    params: dict[str, Any], claim_free: str = "") -> int | None:
+    """Write ``values`` (column -> SQL expression) if the row is still at ``expected``;
+    the new version, or None when another write came first."""
+    updates = ", ".join(f"{column} = {sql}" for column, sql in values.items())
+    if expected == 0:
+        sql = _WRITE_NEW.format(columns=", ".join(values), values=", ".join(values.values()),
+                                updates=updates, claim_free=claim_free)
+    else:
+        sql = _WRITE_SEEN.format(updates=updates, claim_free=claim_free)
+    await cur.execute(sql, {"thread": thread_id, "expected": expected, **params})
+    row = await cur.fetchone()
+    return int(row[0]) if row is not None else None
+
+
+async def claim_rotation(cur: Any, state: PartitionState, lease_seconds: float) -> int | None:
+    """Take the thread's rotation lease if the row is as ``state`` read it and nobody holds
+    a live lease; the version to save against, or None."""
+    return await _write_if(cur, state.thread_id, state.version,
+                           {"rotating_until": "now() + %(lease)s * interval '1 second'"},
+                           {"lease": lease_seconds}, _CLAIM_FREE)
+
+
+async def renew_rotation(cur: Any, thread_id: str, version: int, lease_seconds: float) -> None:
+    """Extend a lease still held (the version is unchanged: the save still compares to it)."""
+    await cur.execute("UPDATE partition_state SET rotating_until = now() + %s * interval"
+                      " '1 second' WHERE thread_id = %s AND version = %s",
+                      (lease_seconds, thread_id, version))
+
+
+async def release_rotation(cur: Any, thread_id: str, version: int) -> None:
+    """Give a lease back unused (the rotation was abandoned)."""
+    await _write_if(cur, thread_id, version, {"rotating_until": "NULL"}, {})
+
+
+async def save_state_if(cur: Any, state: PartitionState, expected: int) -> bool:
+    """Save ``state`` (and end any lease) if the row is still at version ``expected``."""
+    values = {"summary_parts": "%(parts)s::jsonb", "zone_start_message_id": "%(zone)s",
+              "rotations": "%(rotations)s", "last_summary_error": "%(error)s",
+              "summary_retry_after": "%(retry)s", "rotating_until": "NULL"}
+    params = {"parts": storable_json(state.summary_parts), "zone": state.zone_start_message_id,
+              "rotations": state.rotations, "error": state.last_summary_error,
+              "retry": state.summary_retry_after}
+    return await _write_if(cur, state.thread_id, expected, values, params) is not None
 
 
 # Where the zone start row sits in the thread's order; a vanished start row (never expected:

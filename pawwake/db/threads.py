@@ -56,8 +56,8 @@ async def any_message_count(cur: Any, thread_id: str) -> int:
 
 
 async def create_state(cur: Any, thread_id: str, summary_parts: list[str]) -> None:
-    await cur.execute("INSERT INTO partition_state (thread_id, summary_parts)"
-                      " VALUES (%s, %s::jsonb)",
+    await cur.execute("INSERT INTO partition_state (thread_id, summary_parts, version)"
+                      " VALUES (%s, %s::jsonb, 1)",
                       (thread_id, storable_json(summary_parts)))
 
 
@@ -70,7 +70,8 @@ async def rename_thread(cur: Any, old_id: str, new_id: str) -> dict[str, int]:
     await cur.execute("UPDATE token_usage SET session_id = %s WHERE session_id = %s",
                       (new_id, old_id))
     counts["usage_rows"] = cur.rowcount
-    await cur.execute("UPDATE partition_state SET thread_id = %s, updated_at = now()"
+    await cur.execute("UPDATE partition_state SET thread_id = %s, version = version + 1,"
+                      " updated_at = now()"
                       " WHERE thread_id = %s", (new_id, old_id))
     counts["state_rows"] = cur.rowcount
     return counts
@@ -84,8 +85,11 @@ async def delete_state(cur: Any, thread_id: str) -> int:
 async def set_summary(cur: Any, thread_id: str, parts: list[str]) -> None:
     """Replace the summary parts (creating the row if needed); clears a summary error."""
     await cur.execute(
-        "INSERT INTO partition_state (thread_id, summary_parts) VALUES (%s, %s::jsonb)"
+        "INSERT INTO partition_state AS s (thread_id, summary_parts, version)"
+        " VALUES (%s, %s::jsonb, 1)"
         " ON CONFLICT (thread_id) DO UPDATE SET summary_parts = EXCLUDED.summary_parts,"
-        " last_summary_error = NULL, summary_retry_after = NULL, updated_at = now()",
+        " last_summary_error = NULL, summary_retry_after = NULL, rotating_until = NULL,"
+        " version = s.version + 1,"
+        " updated_at = now()",
         (thread_id, storable_json(parts)))
 

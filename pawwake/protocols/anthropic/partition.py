@@ -10,36 +10,16 @@ everything cached. The client's own breakpoints are removed (Anthropic allows fo
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
-from pawwake.chat.partition_step import (
-    _DB_ERRORS,
-    _rotations,
-    _unavailable,
-    active_thread,
-    client_tail,
-    current_turn,
-)
+from pawwake.chat.partition_step import thread_turn
 from pawwake.chat.pipeline import ChatStep
-from pawwake.chat.rotation import catch_up, live_round_limit, model_folder, model_summariser
-from pawwake.chat.rounds import Round, group_rounds
-from pawwake.chat.turns import PENDING_WAIT_SECONDS, wait_pending
-from pawwake.db.partition_state import (
-    load_state,
-    lock_thread,
-    recent_thread_messages,
-    save_state,
-)
-from pawwake.db.pool import transaction
-from pawwake.llm.upstream import UsageBooking
-from pawwake.memory.inject import local_zone
+from pawwake.chat.rounds import Round
 from pawwake.protocols.anthropic.replay import (
     as_messages,
     mark_last,
@@ -47,8 +27,6 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
-
-log = logging.getLogger(__name__)
 
 
 def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
@@ -104,58 +82,25 @@ def messages_partition_step(app: web.Application, *,
     now_utc = clock or (lambda: datetime.now(UTC))
 
     async def step(context: Any, prepared: Any) -> None:
-        settings = context.settings
-        if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary:
+        turn = await thread_turn(app, context, prepared, now_utc)
+        if turn is None:
             return
-        if context.database is None:
-            if app[keys.DATABASE] is not None:
-                raise _unavailable()
-            return
-        thread = active_thread(settings)
-        prepared.session_id = thread
-        role, tail = client_tail(prepared.client_messages)
-        booking = UsageBooking(context.database.pool, "summary", thread)
-        summarise = model_summariser(context.http, settings, booking)
-        fold = model_folder(context.http, settings, booking)
-        now = now_utc().astimezone(local_zone(settings))
-        x = max(1, int(settings["CACHE_PARTITION_X"]))
-        await wait_pending(app, thread, PENDING_WAIT_SECONDS)
-        try:
-            async with transaction(context.database.pool) as cur:
-                await lock_thread(cur, thread)
-                state = await load_state(cur, thread)
-                rows, over = await recent_thread_messages(
-                    cur, thread, state.zone_start_message_id, live_round_limit(x))
-                earlier = prepared.client_messages[:len(prepared.client_messages) - len(tail)]
-                rounds = group_rounds(rows)
-                history, _current, compared = current_turn(rounds, role, tail, earlier)
-                consumed = len(history) < len(rounds)
-                rotated = state
-                if over:
-                    rotated, history = await catch_up(state, history, settings, summarise,
-                                                      now, fold)
-                rotated, history = await _rotations(rotated, history, settings, summarise,
-                                                    fold, now)
-                if rotated is not state:
-                    await save_state(cur, rotated)
-                    state = rotated
-        except _DB_ERRORS as exc:
-            log.warning("partition context unavailable: %s", type(exc).__name__)
-            raise _unavailable() from exc
+        settings, read = context.settings, turn.read
         marker = breakpoint_marker(settings["CACHE_TTL"])
         body = prepared.body
         persona = "\n\n".join(prepared.system_parts)
         prepared.system_parts.clear()
-        system = system_blocks(body.get("system"), persona, state.summary_parts, marker)
+        system = system_blocks(body.get("system"), persona, read.state.summary_parts, marker)
         if system:
             body["system"] = system
         else:
             body.pop("system", None)
         if isinstance(body.get("tools"), list):
             body["tools"] = without_cache_control(body["tools"])
-        current = current_messages(rounds, consumed, role, compared, body["messages"][-1])
-        body["messages"] = assemble_messages(history, current, x, marker)
-        prepared.turn_blocks.insert(0, time_note(now))
-        prepared.client_messages = compared
+        current = current_messages(read.rounds, read.consumed, turn.role, read.compared,
+                                   body["messages"][-1])
+        body["messages"] = assemble_messages(read.history, current, turn.x, marker)
+        prepared.turn_blocks.insert(0, time_note(turn.now))
+        prepared.client_messages = read.compared
 
     return step
