@@ -27,6 +27,7 @@ from pawwake.chat.pipeline import (
     after_reply,
     prepare_chat,
 )
+from pawwake.chat.request_body import json_object_body
 from pawwake.chat.turns import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
 from pawwake.llm.sse import (
@@ -40,7 +41,6 @@ from pawwake.llm.sse import (
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
-from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +56,7 @@ _CUT_EVENT = (b'data: {"error":{"message":"The upstream API broke off the stream
 
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or ChatRejected(400) saying what is wrong with it."""
-    try:
-        body = parse_chat_json(raw)
-    except JsonTooDeep as exc:
-        raise ChatRejected(400, "json_too_deep", str(exc)) from None
-    except (ValueError, UnicodeDecodeError):
-        raise ChatRejected(400, "invalid_json", "Request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ChatRejected(400, "invalid_body", "Request body must be a JSON object.")
+    body = json_object_body(raw)
     messages = body.get("messages")
     if messages is None:
         raise ChatRejected(400, "missing_messages", "'messages' is required.", param="messages")
