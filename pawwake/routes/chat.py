@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from pawwake.llm.upstream_health import UpstreamHealth
 log = logging.getLogger(__name__)
 
 MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CLIENT_GONE = 499  # only ever logged: nobody is left to receive it
 DRAIN_SECONDS = 5.0  # how long a finished reply is read on for its usage once the client left
 
@@ -262,38 +264,42 @@ class ChatTurn:
                 log.debug("client went away before the end of a stored stream")
 
 
-async def serve_turn(turn: ChatTurn) -> web.StreamResponse:
-    """Read and check the request, then serve it in the turn's own task (see ChatTurn);
-    shared by every protocol, which differ only in their turn's hooks."""
-    started = time.perf_counter()
-    app = turn.app
-    try:
-        settings = await app[keys.CONFIG].fresh()
-        raw = await turn.request.read()
-        body = turn.parse_body(raw)
-        turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw),
-                                          name=f"{turn.kind}-turn")
-        return await asyncio.shield(turn.task)
-    except ChatRejected as exc:
-        turn.status = exc.status
-        return turn.rejected(exc, "invalid_request_error")
-    except asyncio.CancelledError:
-        turn.status = CLIENT_GONE
-        turn.client_left()
-        raise
-    except web.HTTPException as exc:
-        turn.status = exc.status
-        raise
-    finally:
-        prepared = turn.prepared
-        log.info("%s model=%s stream=%s memories=%d status=%d latency_ms=%.0f", turn.kind,
-                 prepared.model if prepared else "-", prepared.stream if prepared else "-",
-                 prepared.memory_count if prepared else 0, turn.status,
-                 (time.perf_counter() - started) * 1000)
+def turn_handler(turn_class: type[ChatTurn]) -> Handler:
+    """The request handler of a protocol, which differs from chat's only in its turn's hooks:
+    read and check the request, then serve it in the turn's own task (see ChatTurn)."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        app = request.app
+        turn = turn_class(request)
+        try:
+            settings = await app[keys.CONFIG].fresh()
+            raw = await request.read()
+            body = turn.parse_body(raw)
+            turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw),
+                                              name=f"{turn.kind}-turn")
+            return await asyncio.shield(turn.task)
+        except ChatRejected as exc:
+            turn.status = exc.status
+            return turn.rejected(exc, "invalid_request_error")
+        except asyncio.CancelledError:
+            turn.status = CLIENT_GONE
+            turn.client_left()
+            raise
+        except web.HTTPException as exc:
+            turn.status = exc.status
+            raise
+        finally:
+            prepared = turn.prepared
+            log.info("%s model=%s stream=%s memories=%d status=%d latency_ms=%.0f", turn.kind,
+                     prepared.model if prepared else "-", prepared.stream if prepared else "-",
+                     prepared.memory_count if prepared else 0, turn.status,
+                     (time.perf_counter() - started) * 1000)
+
+    return handler
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await serve_turn(ChatTurn(request))
+chat_completions = turn_handler(ChatTurn)
 
 
 def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed) -> None:
@@ -361,15 +367,14 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         if not chunk:
             break
         received += len(chunk)
-        was_done = capture.done
+        was_done = turn.hold_rest_once_done and capture.done
         capture.feed(chunk)
         if capture.finished or capture.done:
             mark_pending(turn.app, prepared)
         if gone:
             continue
         if held or capture.done:
-            split = len(chunk) if held or (was_done and turn.hold_rest_once_done) \
-                else turn.hold_start(chunk)
+            split = len(chunk) if held or was_done else turn.hold_start(chunk)
             held += chunk[split:]
             chunk = chunk[:split]
             if not chunk:

@@ -14,12 +14,10 @@ from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
 from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.protocols.anthropic.upstream import forward_messages
-from pawwake.routes.chat import serve_turn
+from pawwake.routes.chat import turn_handler
 from pawwake.routes.messages_relay import MessagesTurn, upstream_url
 
-
-async def messages(request: web.Request) -> web.StreamResponse:
-    return await serve_turn(MessagesTurn(request))
+messages = turn_handler(MessagesTurn)  # POST /v1/messages
 
 
 async def count_tokens(request: web.Request) -> web.Response:

@@ -18,7 +18,7 @@ from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture
 from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
 from pawwake.protocols.responses.request import parse_responses_body
-from pawwake.routes.chat import ChatTurn, serve_turn
+from pawwake.routes.chat import ChatTurn, turn_handler
 
 
 class ResponsesTurn(ChatTurn):
@@ -48,8 +48,7 @@ class ResponsesTurn(ChatTurn):
         return capture.capture_response_body(data)
 
 
-async def create_response(request: web.Request) -> web.StreamResponse:
-    return await serve_turn(ResponsesTurn(request))
+create_response = turn_handler(ResponsesTurn)
 
 
 def setup(app: web.Application) -> None:
