@@ -11,7 +11,8 @@ SESSION_HEADER = "X-Session-Id"
 MAX_SESSION_ID = 200
 
 
-def _clean(value: Any) -> str | None:
+def clean_session_id(value: Any) -> str | None:
+    """A usable session id from a client's value (trimmed, bounded), or None."""
     if isinstance(value, str) and value.strip():
         return value.strip()[:MAX_SESSION_ID]
     return None
@@ -44,12 +45,14 @@ def derived_session_id(messages: Any) -> str:
 
 def resolve_session_id(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
     """``X-Session-Id``, else body ``user``, else ``metadata.session_id``, else derived."""
-    found = _clean(headers.get(SESSION_HEADER)) or _clean(body.get("user"))
+    found = (clean_session_id(headers.get(SESSION_HEADER))
+             or clean_session_id(body.get("user")) or metadata_session_id(body))
     if found:
         return found
-    metadata = body.get("metadata")
-    if isinstance(metadata, dict):
-        found = _clean(metadata.get("session_id"))
-        if found:
-            return found
     return derived_session_id(body.get("messages"))
+
+
+def metadata_session_id(body: Mapping[str, Any]) -> str | None:
+    """The session a client names in ``metadata.session_id``, if any."""
+    metadata = body.get("metadata")
+    return clean_session_id(metadata.get("session_id")) if isinstance(metadata, dict) else None

@@ -284,24 +284,31 @@ class SseCapture:
                 if data:
                     payload = b"\n".join(data) if len(data) > 1 else data[0]
                     data.clear()
-                    if payload.strip() == b"[DONE]":
-                        self._done = True
-                    else:
-                        self._events.append(payload)
-                        if not self.finished and b"finish_reason" in payload \
-                                and _FINISH_SET.search(payload):
-                            self.finished = True
+                    self._event(payload)
             elif line.startswith(b"data:"):
                 data.append(line[6:] if line[5:6] == b" " else line[5:])
             # comments (":") and the event/id/retry fields carry nothing we keep
 
-    def finish(self) -> CapturedReply:
+    def _event(self, payload: bytes) -> None:
+        """One whole event's data; protocols other than chat read other events."""
+        if payload.strip() == b"[DONE]":
+            self._done = True
+        else:
+            self._events.append(payload)
+            if not self.finished and b"finish_reason" in payload \
+                    and _FINISH_SET.search(payload):
+                self.finished = True
+
+    def _flush(self) -> None:
         """End of stream: a last unterminated line or event still counts."""
         if self._buffer:
             tail = self._buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             self._buffer = b""
             self._lines([*tail.split(b"\n"), b""])
         self._lines([b""])
+
+    def finish(self) -> CapturedReply:
+        self._flush()
         builder = _ReplyBuilder()
         for chunk in self._decode():
             builder.add_chunk(chunk)

@@ -102,22 +102,29 @@ def _describe(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def forward(http: aiohttp.ClientSession, settings: Any, payload: bytes,
-                  *, url: str | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
-    """POST ``payload`` to the chat completions endpoint (or ``url``, another protocol's);
-    yield the response once its headers arrived. On leaving, a fully read response goes back
-    to the pool; anything else (client gone, stream cut) closes the connection so the
-    provider stops generating."""
+                  *, url: str | None = None, headers: Mapping[str, str] | None = None,
+                  name: str = "upstream", detailed: bool = True
+                  ) -> AsyncIterator[aiohttp.ClientResponse]:
+    """POST ``payload`` to the chat completions endpoint (or ``url``, another protocol's,
+    with its ``headers``); yield the response once its headers arrived. On leaving, a fully
+    read response goes back to the pool; anything else (client gone, stream cut) closes the
+    connection so the provider stops generating. ``name`` starts the log lines; ``detailed``
+    says why a connection failed in the error too, not only in the log."""
     url = url or settings.chat_completions_url
     # Long histories are sent in slices (aiohttp yields to the loop between them).
     data = payload if len(payload) <= LARGE_BODY else io.BytesIO(payload)
     try:
-        response = await http.post(url, data=data, headers=upstream_headers(settings, url),
+        response = await http.post(url, data=data,
+                                   headers=headers or upstream_headers(settings, url),
                                    timeout=upstream_timeout(settings))
     except TimeoutError as exc:
-        log.warning("upstream timed out before answering (%s)", type(exc).__name__)
+        log.warning("%s timed out before answering (%s)", name, type(exc).__name__)
         raise UpstreamTimeout("The upstream API did not answer in time.") from exc
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        log.warning("upstream unreachable: %s", _describe(exc))
+        if not detailed:
+            log.warning("%s unreachable: %s", name, type(exc).__name__)
+            raise UpstreamUnreachable("Could not reach the upstream API.") from exc
+        log.warning("%s unreachable: %s", name, _describe(exc))
         raise UpstreamUnreachable(
             f"Could not reach the upstream API ({_describe(exc)}).") from exc
     try:

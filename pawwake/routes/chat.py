@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +28,7 @@ from pawwake.chat.pipeline import (
     after_reply,
     prepare_chat,
 )
+from pawwake.chat.request_body import json_object_body
 from pawwake.chat.turns import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
 from pawwake.llm.sse import (
@@ -39,11 +42,11 @@ from pawwake.llm.sse import (
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
-from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 log = logging.getLogger(__name__)
 
 MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CLIENT_GONE = 499  # only ever logged: nobody is left to receive it
 DRAIN_SECONDS = 5.0  # how long a finished reply is read on for its usage once the client left
 
@@ -55,14 +58,7 @@ _CUT_EVENT = (b'data: {"error":{"message":"The upstream API broke off the stream
 
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or ChatRejected(400) saying what is wrong with it."""
-    try:
-        body = parse_chat_json(raw)
-    except JsonTooDeep as exc:
-        raise ChatRejected(400, "json_too_deep", str(exc)) from None
-    except (ValueError, UnicodeDecodeError):
-        raise ChatRejected(400, "invalid_json", "Request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ChatRejected(400, "invalid_body", "Request body must be a JSON object.")
+    body = json_object_body(raw)
     messages = body.get("messages")
     if messages is None:
         raise ChatRejected(400, "missing_messages", "'messages' is required.", param="messages")
@@ -120,7 +116,11 @@ class ChatTurn:
     stream ends); the relay, the read-on and the store are shared.
     """
 
+    kind = "chat"  # names the log line and the task
     cut_event = _CUT_EVENT
+    track_health = True  # the provider's failures count towards the dashboard's health
+    hold_rest_once_done = False  # everything after the held event is held too
+    cut_when_incomplete = False  # a stream ending without its stop also gets ``cut_event``
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
@@ -148,6 +148,26 @@ class ChatTurn:
             self.task.cancel()
         elif not self.concluding:
             asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._drain_expired)
+
+    @staticmethod
+    def parse_body(raw: bytes) -> dict[str, Any]:
+        return parse_chat_body(raw)
+
+    def rejected(self, exc: ChatRejected, error_type: str) -> web.Response:
+        """The gateway's own refusal, in the protocol's error shape."""
+        return openai_error(exc.status, exc.message, code=exc.code, param=exc.param,
+                            error_type=error_type)
+
+    def upstream_failed(self, exc: UpstreamFailure) -> web.Response:
+        return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
+
+    def forward(self, settings: Any, prepared: PreparedChat
+                ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
+        return forward(self.app[keys.HTTP], settings, prepared.payload,
+                       url=self.upstream_url(settings))
+
+    def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
+        return prepared.stream or "text/event-stream" in content_type.lower()
 
     async def prepare(self, settings: Any, body: dict[str, Any], raw: bytes) -> PreparedChat:
         return await prepare_chat(self.app, settings, self.request.headers, body, raw,
@@ -178,21 +198,22 @@ class ChatTurn:
             self.prepared = await self.prepare(settings, body, raw)
             relayed = await relay(self, settings, self.prepared)
             self.status = relayed.status
-            note_upstream(app, self.prepared, relayed)
+            if self.track_health:
+                note_upstream(app, self.prepared, relayed)
             await self.conclude(relayed)
             return relayed.response
         except ChatRejected as exc:
             self.status = exc.status
-            return openai_error(exc.status, exc.message, code=exc.code, param=exc.param,
-                                error_type="invalid_request_error" if exc.status < 500
-                                else "api_error")
+            return self.rejected(exc, "invalid_request_error" if exc.status < 500
+                                 else "api_error")
         except UpstreamFailure as exc:
             self.status = exc.status
-            app[keys.UPSTREAM_HEALTH].failed(
-                exc.status, self.prepared.model if self.prepared else "", exc.code)
+            if self.track_health:
+                app[keys.UPSTREAM_HEALTH].failed(
+                    exc.status, self.prepared.model if self.prepared else "", exc.code)
             if self.prepared is not None:
                 after_failure(app[keys.TASKS], self.prepared, exc.code)
-            return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
+            return self.upstream_failed(exc)
         except asyncio.CancelledError:
             self.status = CLIENT_GONE
             if self.prepared is not None and not self.concluding and self.capture is not None \
@@ -243,33 +264,42 @@ class ChatTurn:
                 log.debug("client went away before the end of a stored stream")
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    started = time.perf_counter()
-    app = request.app
-    turn = ChatTurn(request)
-    try:
-        settings = await app[keys.CONFIG].fresh()
-        raw = await request.read()
-        body = parse_chat_body(raw)
-        turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw), name="chat-turn")
-        return await asyncio.shield(turn.task)
-    except ChatRejected as exc:
-        turn.status = exc.status
-        return openai_error(exc.status, exc.message, code=exc.code, param=exc.param,
-                            error_type="invalid_request_error")
-    except asyncio.CancelledError:
-        turn.status = CLIENT_GONE
-        turn.client_left()
-        raise
-    except web.HTTPException as exc:
-        turn.status = exc.status
-        raise
-    finally:
-        prepared = turn.prepared
-        log.info("chat model=%s stream=%s memories=%d status=%d latency_ms=%.0f",
-                 prepared.model if prepared else "-", prepared.stream if prepared else "-",
-                 prepared.memory_count if prepared else 0, turn.status,
-                 (time.perf_counter() - started) * 1000)
+def turn_handler(turn_class: type[ChatTurn]) -> Handler:
+    """The request handler of a protocol, which differs from chat's only in its turn's hooks:
+    read and check the request, then serve it in the turn's own task (see ChatTurn)."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        app = request.app
+        turn = turn_class(request)
+        try:
+            settings = await app[keys.CONFIG].fresh()
+            raw = await request.read()
+            body = turn.parse_body(raw)
+            turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw),
+                                              name=f"{turn.kind}-turn")
+            return await asyncio.shield(turn.task)
+        except ChatRejected as exc:
+            turn.status = exc.status
+            return turn.rejected(exc, "invalid_request_error")
+        except asyncio.CancelledError:
+            turn.status = CLIENT_GONE
+            turn.client_left()
+            raise
+        except web.HTTPException as exc:
+            turn.status = exc.status
+            raise
+        finally:
+            prepared = turn.prepared
+            log.info("%s model=%s stream=%s memories=%d status=%d latency_ms=%.0f", turn.kind,
+                     prepared.model if prepared else "-", prepared.stream if prepared else "-",
+                     prepared.memory_count if prepared else 0, turn.status,
+                     (time.perf_counter() - started) * 1000)
+
+    return handler
+
+
+chat_completions = turn_handler(ChatTurn)
 
 
 def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed) -> None:
@@ -284,8 +314,7 @@ def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed
 async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relayed:
     """Forward the prepared body and send the provider's answer to the client."""
     turn.forwarded = True  # from here on, a client that leaves keeps what it typed
-    async with forward(turn.app[keys.HTTP], settings, prepared.payload,
-                       url=turn.upstream_url(settings)) as upstream:
+    async with turn.forward(settings, prepared) as upstream:
         if upstream.status != 200:
             data = await read_body(upstream)
             log_upstream_error(upstream.status, data, prepared.body, settings)
@@ -293,7 +322,7 @@ async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relaye
                                     headers=relay_headers(upstream.headers))
             return Relayed(response, None, "upstream_status", upstream.status)
         content_type = upstream.headers.get("Content-Type", "")
-        if prepared.stream or "text/event-stream" in content_type.lower():
+        if turn.is_stream(prepared, content_type):
             return await relay_stream(turn, upstream, content_type)
         return await relay_body(turn, upstream)
 
@@ -324,6 +353,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         await response.prepare(turn.request)
     except ConnectionResetError:
         gone = True
+        drain_until = loop.time() + DRAIN_SECONDS
     while not gone or capture.finished:
         try:
             if gone:
@@ -337,13 +367,14 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         if not chunk:
             break
         received += len(chunk)
+        was_done = turn.hold_rest_once_done and capture.done
         capture.feed(chunk)
         if capture.finished or capture.done:
             mark_pending(turn.app, prepared)
         if gone:
             continue
         if held or capture.done:
-            split = len(chunk) if held else turn.hold_start(chunk)
+            split = len(chunk) if held or was_done else turn.hold_start(chunk)
             held += chunk[split:]
             chunk = chunk[:split]
             if not chunk:
@@ -372,6 +403,9 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
     if cut is not None:
         log.info("upstream stream ended early (%s) after the finish_reason; reply stored", cut)
     if not reply.complete:
+        if turn.cut_when_incomplete and not capture.finished and reply.error is None \
+                and capture.at_event_boundary:
+            await _write_quietly(response, turn.cut_event)
         await _write_quietly(response, held, eof=True)
         log.warning("upstream stream ended without [DONE] or finish_reason%s; reply not stored",
                     " (error event)" if reply.error is not None else "")

@@ -7,51 +7,17 @@ status and body unchanged.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.pipeline import ChatRejected
 from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
 from pawwake.protocols.anthropic.pipeline import setup_messages_steps
-from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages
-from pawwake.routes.chat import CLIENT_GONE
+from pawwake.routes.chat import turn_handler
 from pawwake.routes.messages_relay import MessagesTurn, upstream_url
 
-log = logging.getLogger(__name__)
-
-
-async def messages(request: web.Request) -> web.StreamResponse:
-    started = time.perf_counter()
-    app = request.app
-    turn = MessagesTurn(request)
-    try:
-        settings = await app[keys.CONFIG].fresh()
-        raw = await request.read()
-        body = parse_messages_body(raw)
-        turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw), name="messages-turn")
-        return await asyncio.shield(turn.task)
-    except ChatRejected as exc:
-        turn.status = exc.status
-        return anthropic_error(exc.status, exc.message)
-    except asyncio.CancelledError:
-        turn.status = CLIENT_GONE
-        turn.client_left()
-        raise
-    except web.HTTPException as exc:
-        turn.status = exc.status
-        raise
-    finally:
-        prepared = turn.prepared
-        log.info("messages model=%s stream=%s memories=%d status=%d latency_ms=%.0f",
-                 prepared.model if prepared else "-", prepared.stream if prepared else "-",
-                 prepared.memory_count if prepared else 0, turn.status,
-                 (time.perf_counter() - started) * 1000)
+messages = turn_handler(MessagesTurn)  # POST /v1/messages
 
 
 async def count_tokens(request: web.Request) -> web.Response:

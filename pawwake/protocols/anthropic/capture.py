@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from pawwake.llm.sse import CapturedReply, TokenUsage
+from pawwake.llm.sse import CapturedReply, SseCapture, TokenUsage
 from pawwake.protocols.anthropic.request import (
     PROTOCOL,
     blocks_text,
@@ -145,49 +145,12 @@ def _index(event: dict[str, Any]) -> int:
     return index if isinstance(index, int) and not isinstance(index, bool) else 0
 
 
-class MessagesSseCapture:
-    """Incremental SSE reader for Messages events; feed raw chunks split anywhere.
+class MessagesSseCapture(SseCapture):
+    """Incremental SSE reader for Messages events (chat's framing, see SseCapture).
 
     ``finished``: a ``message_delta`` with a stop reason arrived (the reply is whole);
     ``done``: ``message_stop`` arrived. Payloads are decoded once, at the end.
     """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._data: list[bytes] = []
-        self._events: list[bytes] = []
-        self.finished = False
-        self.done = False
-        self.malformed = 0
-
-    @property
-    def at_event_boundary(self) -> bool:
-        return not self._buffer and not self._data
-
-    def feed(self, chunk: bytes) -> None:
-        buffer = self._buffer + chunk if self._buffer else chunk
-        if b"\r" in buffer:
-            if buffer.endswith(b"\r"):
-                self._buffer = buffer
-                return
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        end = buffer.rfind(b"\n")
-        if end < 0:
-            self._buffer = buffer
-            return
-        self._buffer = buffer[end + 1:]
-        self._lines(buffer[:end].split(b"\n"))
-
-    def _lines(self, lines: list[bytes]) -> None:
-        data = self._data
-        for line in lines:
-            if not line:
-                if data:
-                    payload = b"\n".join(data)
-                    data.clear()
-                    self._event(payload)
-            elif line.startswith(b"data:"):
-                data.append(line[6:] if line[5:6] == b" " else line[5:])
 
     def _event(self, payload: bytes) -> None:
         found = _EVENT_TYPE.match(payload)
@@ -198,36 +161,15 @@ class MessagesSseCapture:
         if kind == b"message_delta" and _STOP_REASON_SET.search(payload):
             self.finished = True
         elif kind == b"message_stop":
-            self.done = True
+            self._done = True
             self.finished = True
 
     def finish(self) -> CapturedReply:
-        if self._buffer:
-            tail = self._buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            self._buffer = b""
-            self._lines([*tail.split(b"\n"), b""])
-        self._lines([b""])
+        self._flush()
         builder = MessageBuilder()
         for event in self._decode():
             builder.add(event)
         return builder.reply()
-
-    def _decode(self) -> list[Any]:
-        if not self._events:
-            return []
-        try:
-            decoded = json.loads(b"[" + b",".join(self._events) + b"]")
-            if len(decoded) == len(self._events):
-                return decoded
-        except ValueError:
-            pass
-        events = []
-        for payload in self._events:
-            try:
-                events.append(json.loads(payload))
-            except ValueError:
-                self.malformed += 1
-        return events
 
 
 def capture_message(body: bytes) -> CapturedReply:

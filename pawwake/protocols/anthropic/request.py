@@ -14,9 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from pawwake.chat.pipeline import ChatRejected
-from pawwake.chat.sessions import MAX_SESSION_ID, SESSION_HEADER, derived_session_id
+from pawwake.chat.request_body import json_object_body
+from pawwake.chat.sessions import (
+    MAX_SESSION_ID,
+    SESSION_HEADER,
+    clean_session_id,
+    derived_session_id,
+    metadata_session_id,
+)
 from pawwake.chat.turns import GATEWAY_METADATA
-from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 PROTOCOL = "messages"
 CLAUDE_CODE_SESSION_HEADER = "X-Claude-Code-Session-Id"
@@ -28,14 +34,7 @@ _USER_ID_SESSION = re.compile(r"session_([0-9A-Za-z-]{8,})$")
 
 def parse_messages_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or ChatRejected(400) saying what is wrong with it."""
-    try:
-        body = parse_chat_json(raw)
-    except JsonTooDeep as exc:
-        raise ChatRejected(400, "json_too_deep", str(exc)) from None
-    except (ValueError, UnicodeDecodeError):
-        raise ChatRejected(400, "invalid_json", "Request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ChatRejected(400, "invalid_body", "Request body must be a JSON object.")
+    body = json_object_body(raw)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ChatRejected(400, "invalid_messages",
@@ -62,25 +61,19 @@ def parse_messages_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _clean(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value.strip()[:MAX_SESSION_ID]
-    return None
-
-
 def messages_session_id(headers: Mapping[str, str], body: Mapping[str, Any],
                         view: list[dict[str, Any]]) -> str:
     """Claude Code's own session header, else ``X-Session-Id``, else ``metadata.session_id``
     or the session named in ``metadata.user_id``, else derived from the first user text."""
-    found = _clean(headers.get(CLAUDE_CODE_SESSION_HEADER)) or _clean(
-        headers.get(SESSION_HEADER))
+    found = (clean_session_id(headers.get(CLAUDE_CODE_SESSION_HEADER))
+             or clean_session_id(headers.get(SESSION_HEADER)))
+    if found:
+        return found
+    found = metadata_session_id(body)
     if found:
         return found
     metadata = body.get("metadata")
     if isinstance(metadata, dict):
-        found = _clean(metadata.get("session_id"))
-        if found:
-            return found
         found = _user_id_session(metadata.get("user_id"))
         if found:
             return found
@@ -98,7 +91,8 @@ def _user_id_session(user_id: Any) -> str | None:
             parsed = json.loads(user_id)
         except ValueError:
             return None
-        return _clean(parsed.get("session_id")) if isinstance(parsed, dict) else None
+        return (clean_session_id(parsed.get("session_id")) if isinstance(parsed, dict)
+                else None)
     match = _USER_ID_SESSION.search(user_id)
     return match.group(1)[:MAX_SESSION_ID] if match else None
 

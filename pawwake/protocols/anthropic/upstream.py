@@ -9,26 +9,14 @@ never forwarded; its ``anthropic-version`` and ``anthropic-beta`` headers are.
 
 from __future__ import annotations
 
-import io
-import logging
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
-from pawwake.llm.http import upstream_timeout
-from pawwake.llm.upstream import (
-    ATTRIBUTION_TITLE,
-    ATTRIBUTION_URL,
-    LARGE_BODY,
-    UpstreamTimeout,
-    UpstreamUnreachable,
-    is_openrouter,
-)
-
-log = logging.getLogger(__name__)
+from pawwake.llm.upstream import ATTRIBUTION_TITLE, ATTRIBUTION_URL, forward, is_openrouter
 
 DEFAULT_VERSION = "2023-06-01"
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -79,27 +67,10 @@ def messages_headers(settings: Any, url: str, client: Mapping[str, str]) -> dict
     return headers
 
 
-@asynccontextmanager
-async def forward_messages(http: aiohttp.ClientSession, settings: Any, url: str,
-                           payload: bytes, client_headers: Mapping[str, str]
-                           ) -> AsyncIterator[aiohttp.ClientResponse]:
-    """POST ``payload`` to ``url``; yield the response once its headers arrived. A response
-    not read to its end (client gone, stream cut) closes the connection."""
-    data = payload if len(payload) <= LARGE_BODY else io.BytesIO(payload)
-    try:
-        response = await http.post(url, data=data,
-                                   headers=messages_headers(settings, url, client_headers),
-                                   timeout=upstream_timeout(settings))
-    except TimeoutError as exc:
-        log.warning("messages upstream timed out before answering (%s)", type(exc).__name__)
-        raise UpstreamTimeout("The upstream API did not answer in time.") from exc
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        log.warning("messages upstream unreachable: %s", type(exc).__name__)
-        raise UpstreamUnreachable("Could not reach the upstream API.") from exc
-    try:
-        yield response
-    finally:
-        if response.content.is_eof():
-            response.release()
-        else:
-            response.close()
+def forward_messages(http: aiohttp.ClientSession, settings: Any, url: str, payload: bytes,
+                     client_headers: Mapping[str, str]
+                     ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
+    """POST ``payload`` to ``url`` with the Messages headers (see ``forward``)."""
+    return forward(http, settings, payload, url=url,
+                   headers=messages_headers(settings, url, client_headers),
+                   name="messages upstream", detailed=False)

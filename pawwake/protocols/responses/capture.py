@@ -156,11 +156,7 @@ class ResponsesCapture(SseCapture):
                     self._done = True
 
     def finish(self) -> CapturedReply:
-        if self._buffer:
-            tail = self._buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            self._buffer = b""
-            self._lines([*tail.split(b"\n"), b""])
-        self._lines([b""])
+        self._flush()
         reply = CapturedReply()
         deltas: list[str] = []
         for event in self._decode():

@@ -6,25 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from pawwake.chat.pipeline import ChatRejected
-from pawwake.chat.sessions import SESSION_HEADER, resolve_session_id
-from pawwake.text.json_input import JsonTooDeep, parse_chat_json
+from pawwake.chat.request_body import json_object_body
+from pawwake.chat.sessions import SESSION_HEADER, clean_session_id, resolve_session_id
 
 CODEX_SESSION_HEADER = "session-id"
-MAX_SESSION_ID = 200
 
 
 def parse_responses_body(raw: bytes) -> dict[str, Any]:
     """The request body as a dict, or ChatRejected(400) saying what is wrong with it. Fields
     the gateway does not read (``previous_response_id``, ``store``, tools...) are the
     provider's to judge and pass through untouched."""
-    try:
-        body = parse_chat_json(raw)
-    except JsonTooDeep as exc:
-        raise ChatRejected(400, "json_too_deep", str(exc)) from None
-    except (ValueError, UnicodeDecodeError):
-        raise ChatRejected(400, "invalid_json", "Request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ChatRejected(400, "invalid_body", "Request body must be a JSON object.")
+    body = json_object_body(raw)
     value = body.get("input")
     if value is not None and not isinstance(value, (str, list)):
         raise ChatRejected(400, "invalid_input", "'input' must be a string or an array.",
@@ -41,19 +33,14 @@ def parse_responses_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _clean(value: Any) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value.strip()[:MAX_SESSION_ID]
-    return None
-
-
 def responses_session_id(headers: Mapping[str, str], body: Mapping[str, Any],
                          messages: list[dict[str, Any]]) -> str:
     """``X-Session-Id``, else Codex's ``session-id`` header, else ``prompt_cache_key`` (one
     per conversation), else chat's rules (``user``, ``metadata.session_id``, the opening
     message)."""
-    found = (_clean(headers.get(SESSION_HEADER)) or _clean(headers.get(CODEX_SESSION_HEADER))
-             or _clean(body.get("prompt_cache_key")))
+    found = (clean_session_id(headers.get(SESSION_HEADER))
+             or clean_session_id(headers.get(CODEX_SESSION_HEADER))
+             or clean_session_id(body.get("prompt_cache_key")))
     if found:
         return found
     return resolve_session_id(headers, {**body, "messages": messages})

@@ -8,30 +8,28 @@ cut stream ends.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
-from pawwake.chat.pipeline import ChatRejected, PreparedChat
-from pawwake.errors import openai_error
+from pawwake.chat.pipeline import PreparedChat
 from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture
 from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
 from pawwake.protocols.responses.request import parse_responses_body
-from pawwake.routes.chat import CLIENT_GONE, ChatTurn
-
-log = logging.getLogger(__name__)
+from pawwake.routes.chat import ChatTurn, turn_handler
 
 
 class ResponsesTurn(ChatTurn):
     """One Responses request: chat's turn with the Responses protocol hooks."""
 
+    kind = "responses"
     cut_event = capture.CUT_EVENT
+
+    @staticmethod
+    def parse_body(raw: bytes) -> dict[str, Any]:
+        return parse_responses_body(raw)
 
     async def prepare(self, settings: Any, body: dict[str, Any], raw: bytes) -> PreparedChat:
         return await prepare_responses(self.app, settings, self.request.headers, body, raw,
@@ -50,33 +48,7 @@ class ResponsesTurn(ChatTurn):
         return capture.capture_response_body(data)
 
 
-async def create_response(request: web.Request) -> web.StreamResponse:
-    started = time.perf_counter()
-    app = request.app
-    turn = ResponsesTurn(request)
-    try:
-        settings = await app[keys.CONFIG].fresh()
-        raw = await request.read()
-        body = parse_responses_body(raw)
-        turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw), name="responses-turn")
-        return await asyncio.shield(turn.task)
-    except ChatRejected as exc:
-        turn.status = exc.status
-        return openai_error(exc.status, exc.message, code=exc.code, param=exc.param,
-                            error_type="invalid_request_error")
-    except asyncio.CancelledError:
-        turn.status = CLIENT_GONE
-        turn.client_left()
-        raise
-    except web.HTTPException as exc:
-        turn.status = exc.status
-        raise
-    finally:
-        prepared = turn.prepared
-        log.info("responses model=%s stream=%s memories=%d status=%d latency_ms=%.0f",
-                 prepared.model if prepared else "-", prepared.stream if prepared else "-",
-                 prepared.memory_count if prepared else 0, turn.status,
-                 (time.perf_counter() - started) * 1000)
+create_response = turn_handler(ResponsesTurn)
 
 
 def setup(app: web.Application) -> None:
