@@ -1,7 +1,7 @@
 """What the gateway costs: direct vs through Pawwake, against the same fake provider, same run.
 
     python bench/overhead.py [--samples 300] [--duration 6] [--modes floor,pure,persist]
-                             [--protocol chat|responses]
+                             [--protocols chat,messages,responses]
 
 A fake provider (a subprocess of this script) answers every chat request with a fixed time to
 first token and a fixed chunk cadence. The gateway runs as ``python pawwake.py --port N`` in a
@@ -10,8 +10,10 @@ persistence (the embedded PostgreSQL in a temporary data dir); mode ``floor`` ru
 aiohttp relay instead, the least any Python hop costs on this machine. Reported: time-to-first-token
 overhead (p50/p95, sequential requests, direct and gateway interleaved), completed streams per
 second at 1, 20 and 100 concurrent streams, and the gateway's resident memory (VmRSS) idle and
-under load. ``--protocol responses`` measures ``POST /v1/responses`` (OpenAI's Responses API,
-typed SSE events) the same way instead of chat completions. Never run by the test suite.
+under load. Each protocol in ``--protocols`` (``chat``: /v1/chat/completions, ``messages``:
+Anthropic's /v1/messages, ``responses``: OpenAI's /v1/responses; default ``chat``) is measured
+against the same fake provider speaking that protocol, with a fresh gateway per mode and
+protocol, and gets its own table. Never run by the test suite.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +72,31 @@ def reply_chunks(count: int) -> list[bytes]:
     return chunks
 
 
-def responses_event(payload: dict[str, Any]) -> bytes:
-    return (f"event: {payload['type']}\n".encode()
-            + b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n")
+def event(payload: dict[str, Any]) -> bytes:
+    """A typed SSE event (Messages and Responses name each event after its ``type``)."""
+    return f"event: {payload['type']}\n".encode() + sse(payload)
+
+
+def message_chunks(count: int) -> list[bytes]:
+    """The same reply as ``reply_chunks`` in Anthropic's Messages events."""
+    def delta(text: str) -> bytes:
+        return event({"type": "content_block_delta", "index": 0,
+                      "delta": {"type": "text_delta", "text": text}})
+
+    start = event({"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant", "model": "bench/model",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 40, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 1}}})
+    chunks = [start + event({"type": "content_block_start", "index": 0,
+                             "content_block": {"type": "text", "text": ""}}) + delta(TEXT)]
+    chunks += [delta(f"{TEXT}{n} ") for n in range(1, count)]
+    chunks[-1] += (event({"type": "content_block_stop", "index": 0})
+                   + event({"type": "message_delta",
+                            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "usage": {"output_tokens": count}})
+                   + event({"type": "message_stop"}))
+    return chunks
 
 
 def responses_chunks(count: int) -> list[bytes]:
@@ -81,20 +107,20 @@ def responses_chunks(count: int) -> list[bytes]:
             "content": [{"type": "output_text", "text": "".join(pieces), "annotations": []}]}
     response = {"id": "resp_bench", "object": "response", "model": "bench/model",
                 "status": "in_progress", "output": []}
-    chunks = [responses_event({"type": "response.created", "sequence_number": 0,
+    chunks = [event({"type": "response.created", "sequence_number": 0,
                                "response": response})
-              + responses_event({"type": "response.output_item.added", "sequence_number": 1,
+              + event({"type": "response.output_item.added", "sequence_number": 1,
                                  "output_index": 0, "item": {**item, "content": []}})]
-    chunks[0] += responses_event({"type": "response.output_text.delta", "sequence_number": 2,
+    chunks[0] += event({"type": "response.output_text.delta", "sequence_number": 2,
                                   "item_id": "msg_bench", "output_index": 0,
                                   "content_index": 0, "delta": pieces[0]})
-    chunks += [responses_event({"type": "response.output_text.delta", "sequence_number": 2 + n,
+    chunks += [event({"type": "response.output_text.delta", "sequence_number": 2 + n,
                                 "item_id": "msg_bench", "output_index": 0, "content_index": 0,
                                 "delta": piece}) for n, piece in enumerate(pieces[1:], 1)]
-    chunks[-1] += (responses_event({"type": "response.output_item.done",
+    chunks[-1] += (event({"type": "response.output_item.done",
                                     "sequence_number": count + 2, "output_index": 0,
                                     "item": item})
-                   + responses_event({"type": "response.completed",
+                   + event({"type": "response.completed",
                                       "sequence_number": count + 3, "response": {
                                           **response, "status": "completed", "output": [item],
                                           "usage": {"input_tokens": 40, "output_tokens": count,
@@ -103,14 +129,46 @@ def responses_chunks(count: int) -> list[bytes]:
 
 
 RESPONSES_END = b"}}}\n\n"  # usage, response and event closed: response.completed is whole
+QUESTION = "第 #N# 个故事：" + "讲一个关于爪迹的故事。" * 20  # #N#: the conversation's number
+SYSTEM = "You are a cat."
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What one client API changes in the measurement: where it is served, the request body,
+    the provider's reply as chunks and how a whole stream ends. All else is shared."""
+
+    name: str
+    path: str
+    body: dict[str, Any]
+    chunks: Callable[[int], list[bytes]]
+    end: bytes
+
+
+PROTOCOLS = {protocol.name: protocol for protocol in (
+    Protocol("chat", "/v1/chat/completions",
+             {"model": "bench/model", "stream": True, "messages": [
+                 {"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]},
+             reply_chunks, b"data: [DONE]\n\n"),
+    Protocol("messages", "/v1/messages",
+             {"model": "bench/model", "stream": True, "max_tokens": 1024, "system": SYSTEM,
+              "messages": [{"role": "user", "content": QUESTION}]},
+             message_chunks, b'{"type": "message_stop"}\n\n'),
+    Protocol("responses", "/v1/responses",
+             {"model": "bench/model", "stream": True, "instructions": SYSTEM,
+              "input": [{"role": "user", "content": [{"type": "input_text",
+                                                      "text": QUESTION}]}]},
+             responses_chunks, RESPONSES_END),
+)}
+CHAT = PROTOCOLS["chat"]
 
 
 def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
-    chunks = reply_chunks(count)
-    typed_chunks = responses_chunks(count)
+    replies = {protocol.path: protocol.chunks(count) for protocol in PROTOCOLS.values()}
 
-    async def chat(request: web.Request) -> web.StreamResponse:
+    async def reply(request: web.Request) -> web.StreamResponse:
         await request.read()
+        chunks = replies[request.path]
         await asyncio.sleep(ttft)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -121,24 +179,12 @@ def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
         await response.write_eof()
         return response
 
-    async def responses(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        await asyncio.sleep(ttft)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for number, data in enumerate(typed_chunks):
-            if number:
-                await asyncio.sleep(cadence)
-            await response.write(data)
-        await response.write_eof()
-        return response
-
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "bench/model"}]})
 
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/v1/responses", responses)
+    for path in replies:
+        app.router.add_post(path, reply)
     app.router.add_get("/v1/models", models)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -170,8 +216,8 @@ def serve_floor(port: int, upstream_port: int) -> None:
 
     app = web.Application()
     app.cleanup_ctx.append(session_ctx)
-    app.router.add_post("/v1/chat/completions", relay)
-    app.router.add_post("/v1/responses", relay)
+    for protocol in PROTOCOLS.values():
+        app.router.add_post(protocol.path, relay)
     app.router.add_get("/", health)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
@@ -208,6 +254,7 @@ def gateway_env(upstream_port: int, mode: str, data_dir: Path) -> dict[str, str]
     env = {k: v for k, v in os.environ.items() if k not in {s.name for s in SETTINGS}}
     env.update({
         "API_BASE_URL": f"http://127.0.0.1:{upstream_port}/v1", "API_KEY": "sk-bench-upstream",
+        "MESSAGES_BASE_URL": f"http://127.0.0.1:{upstream_port}/v1",
         "DEFAULT_MODEL": "bench/model", "GATEWAY_SECRET": GATEWAY_KEY, "LOG_LEVEL": "INFO",
         "MEMORY_ENABLED": "false", "PAWWAKE_DATA_DIR": str(data_dir),
     })
@@ -230,41 +277,17 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
 class Payloads:
     """Request bodies, each opening a new conversation (so persistence stores every turn)."""
 
-    path = "/v1/chat/completions"
-    end = b"data: [DONE]\n\n"  # how a whole stream ends
-
-    def __init__(self) -> None:
+    def __init__(self, protocol: Protocol = CHAT) -> None:
         self._count = 0
-        self._template = json.dumps({"model": "bench/model", "stream": True, "messages": [
-            {"role": "system", "content": "You are a cat."},
-            {"role": "user", "content": "第 #N# 个故事：" + "讲一个关于爪迹的故事。" * 20}]},
-            ensure_ascii=False).encode()
+        self._template = json.dumps(protocol.body, ensure_ascii=False).encode()
 
     def next(self) -> bytes:
         self._count += 1
         return self._template.replace(b"#N#", str(self._count).encode())
 
 
-class ResponsesPayloads(Payloads):
-    """The same conversations as Responses API bodies (instructions plus an input item)."""
-
-    path = "/v1/responses"
-    end = RESPONSES_END
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._template = json.dumps({
-            "model": "bench/model", "stream": True, "instructions": "You are a cat.",
-            "input": [{"role": "user", "content": [{"type": "input_text", "text":
-                       "第 #N# 个故事：" + "讲一个关于爪迹的故事。" * 20}]}]},
-            ensure_ascii=False).encode()
-
-
-PAYLOADS: dict[str, type[Payloads]] = {"chat": Payloads, "responses": ResponsesPayloads}
-
-
 async def one_stream(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                     payloads: Payloads) -> float:
+                     payloads: Any, end: bytes = CHAT.end) -> float:
     """Send one streaming request; return its time to first token; read it to the end."""
     payload = payloads.next()
     started = time.perf_counter()
@@ -276,31 +299,33 @@ async def one_stream(session: aiohttp.ClientSession, url: str, headers: dict[str
         tail = first
         while chunk := await response.content.readany():
             tail = chunk
-        if not tail.endswith(payloads.end):
+        if not tail.endswith(end):
             raise RuntimeError("stream ended early")
     return ttft
 
 
 async def ttft_pairs(session: aiohttp.ClientSession, targets: dict[str, tuple[str, dict]],
-                     payloads: Payloads, samples: int) -> dict[str, list[float]]:
-    """Sequential requests, direct and gateway interleaved so both see the same conditions."""
+                     payloads: Any, samples: int, end: bytes = CHAT.end
+                     ) -> dict[str, list[float]]:
+    """Sequential requests, direct and gateway interleaved so both see the same conditions.
+    ``payloads`` is anything with ``next() -> bytes``; ``end`` is how its streams end."""
     times: dict[str, list[float]] = {name: [] for name in targets}
     for _ in range(samples):
         for name, (url, headers) in targets.items():
-            times[name].append(await one_stream(session, url, headers, payloads))
+            times[name].append(await one_stream(session, url, headers, payloads, end))
     return times
 
 
 async def streams_per_second(session: aiohttp.ClientSession, url: str,
-                             headers: dict[str, str], payloads: Payloads, concurrency: int,
-                             duration: float) -> float:
+                             headers: dict[str, str], payloads: Any, concurrency: int,
+                             duration: float, end: bytes = CHAT.end) -> float:
     done = 0
     deadline = time.perf_counter() + duration
 
     async def worker() -> None:
         nonlocal done
         while time.perf_counter() < deadline:
-            await one_stream(session, url, headers, payloads)
+            await one_stream(session, url, headers, payloads, end)
             done += 1
 
     started = time.perf_counter()
@@ -351,19 +376,21 @@ def start_gateway(mode: str, port: int, upstream_port: int, data_dir: Path
 
 
 async def measure(mode: str, pid: int, port: int, upstream_port: int,
-                  args: argparse.Namespace) -> dict[str, Any]:
+                  args: argparse.Namespace, protocol: Protocol = CHAT) -> dict[str, Any]:
     await wait_until_up(f"http://127.0.0.1:{port}/")
-    payloads = PAYLOADS[args.protocol]()
-    gateway_url = f"http://127.0.0.1:{port}{payloads.path}"
-    direct_url = f"http://127.0.0.1:{upstream_port}{payloads.path}"
+    load = os.getloadavg()[0]
+    payloads = Payloads(protocol)
+    end = protocol.end
+    gateway_url = f"http://127.0.0.1:{port}{protocol.path}"
+    direct_url = f"http://127.0.0.1:{upstream_port}{protocol.path}"
     json_headers = {"Content-Type": "application/json"}
     targets = {"direct": (direct_url, json_headers),
                "gateway": (gateway_url, {**json_headers, "X-Gateway-Key": GATEWAY_KEY})}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        await ttft_pairs(session, targets, payloads, 10)  # warm up both paths
+        await ttft_pairs(session, targets, payloads, 10, end)  # warm up both paths
         await asyncio.sleep(0.5)
         idle_rss = rss_mb(pid)
-        times = await ttft_pairs(session, targets, payloads, args.samples)
+        times = await ttft_pairs(session, targets, payloads, args.samples, end)
         rates: dict[tuple[str, int], float] = {}
         peak = [0.0]
         for concurrency in CONCURRENCY:
@@ -371,12 +398,12 @@ async def measure(mode: str, pid: int, port: int, upstream_port: int,
                 stop_event = asyncio.Event()
                 sampler = asyncio.create_task(sample_rss(pid, peak, stop_event))
                 rates[name, concurrency] = await streams_per_second(
-                    session, url, headers, payloads, concurrency, args.duration)
+                    session, url, headers, payloads, concurrency, args.duration, end)
                 stop_event.set()
                 await sampler
                 await asyncio.sleep(0.3)
     direct, gateway = times["direct"], times["gateway"]
-    return {"mode": mode, "idle_rss": idle_rss, "loaded_rss": peak[0], "rates": rates,
+    return {"mode": mode, "protocol": protocol.name, "load": load, "idle_rss": idle_rss, "loaded_rss": peak[0], "rates": rates,
             "ttft": {name: (statistics.median(v) * 1000, percentile(v, 0.95) * 1000)
                      for name, v in times.items()},
             "overhead": ((statistics.median(gateway) - statistics.median(direct)) * 1000,
@@ -385,14 +412,16 @@ async def measure(mode: str, pid: int, port: int, upstream_port: int,
                 g - d for g, d in zip(gateway, direct, strict=True)) * 1000}
 
 
-def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def print_table(results: list[dict[str, Any]], args: argparse.Namespace,
+                protocol: Protocol = CHAT) -> None:
+    """One protocol's table: a column per mode."""
     sys.stdout.write(
-        f"\nprotocol: {args.protocol}; fake provider: TTFT {args.ttft * 1000:.0f} ms, {args.chunks} chunks every "
-        f"{args.cadence * 1000:.0f} ms; {args.samples} sequential samples; "
-        f"{args.duration:.0f} s per throughput run; {os.cpu_count()} CPUs\n\n")
+        f"\nprotocol: {protocol.name}; fake provider: TTFT {args.ttft * 1000:.0f} ms, "
+        f"{args.chunks} chunks every {args.cadence * 1000:.0f} ms; {args.samples} sequential "
+        f"samples; {args.duration:.0f} s per throughput run; {os.cpu_count()} CPUs\n\n")
     header = ("mode", "TTFT p50 direct/gw", "TTFT p95 direct/gw", "overhead p50", "overhead p95",
               "paired p50", *(f"streams/s @{c} direct/gw (ratio)" for c in CONCURRENCY),
-              "RSS idle", "RSS loaded", "stored")
+              "RSS idle", "RSS loaded", "stored", "load average at start")
     rows = []
     for r in results:
         rows.append((
@@ -404,9 +433,27 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None
             *(f"{r['rates']['direct', c]:.1f} / {r['rates']['gateway', c]:.1f} "
               f"({r['rates']['gateway', c] / r['rates']['direct', c]:.0%})"
               for c in CONCURRENCY),
-            f"{r['idle_rss']:.0f} MB", f"{r['loaded_rss']:.0f} MB", r["stored"]))
+            f"{r['idle_rss']:.0f} MB", f"{r['loaded_rss']:.0f} MB", r["stored"],
+            f"{r['load']:.2f}"))
     for number, name in enumerate(header):
         sys.stdout.write(f"{name:<36}" + "".join(f"{row[number]:<28}" for row in rows) + "\n")
+    sys.stdout.flush()
+
+
+def measure_mode(mode: str, upstream_port: int, args: argparse.Namespace,
+                 protocol: Protocol) -> dict[str, Any]:
+    """One mode for one protocol, with a fresh gateway (so RSS and stored rows are its own)."""
+    port = free_port()
+    data_dir = Path(tempfile.mkdtemp(prefix=f"pawwake-bench-{mode}-"))
+    gateway = start_gateway(mode, port, upstream_port, data_dir)
+    try:
+        result = asyncio.run(measure(mode, gateway.pid, port, upstream_port, args, protocol))
+        time.sleep(1.0)  # after-reply writes of the last streams
+        result["stored"] = stored_counts(data_dir)
+        return result
+    finally:
+        stop(gateway)
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def main(args: argparse.Namespace) -> None:
@@ -414,24 +461,21 @@ def main(args: argparse.Namespace) -> None:
     upstream = subprocess.Popen([sys.executable, __file__, "--serve-upstream",
                                  str(upstream_port), "--ttft", str(args.ttft), "--chunks",
                                  str(args.chunks), "--cadence", str(args.cadence)])
-    results = []
     try:
         asyncio.run(wait_until_up(f"http://127.0.0.1:{upstream_port}/v1/models"))
-        for mode in args.modes:
-            port = free_port()
-            data_dir = Path(tempfile.mkdtemp(prefix=f"pawwake-bench-{mode}-"))
-            gateway = start_gateway(mode, port, upstream_port, data_dir)
-            try:
-                result = asyncio.run(measure(mode, gateway.pid, port, upstream_port, args))
-                time.sleep(1.0)  # after-reply writes of the last streams
-                result["stored"] = stored_counts(data_dir)
-                results.append(result)
-            finally:
-                stop(gateway)
-                shutil.rmtree(data_dir, ignore_errors=True)
+        for protocol in args.protocols:
+            print_table([measure_mode(mode, upstream_port, args, protocol)
+                         for mode in args.modes], args, protocol)
     finally:
         stop(upstream)
-    print_table(results, args)
+
+
+def protocol_list(value: str) -> list[Protocol]:
+    try:
+        return [PROTOCOLS[name.strip()] for name in value.split(",")]
+    except KeyError as error:
+        raise argparse.ArgumentTypeError(
+            f"unknown protocol {error}; choose from {', '.join(PROTOCOLS)}") from None
 
 
 if __name__ == "__main__":
@@ -444,8 +488,10 @@ if __name__ == "__main__":
     parser.add_argument("--modes", type=lambda v: v.split(","),
                         default=["floor", "pure", "persist"],
                         help="floor (a bare aiohttp relay, for reference), pure, persist")
-    parser.add_argument("--protocol", choices=sorted(PAYLOADS), default="chat",
-                        help="chat (/v1/chat/completions) or responses (/v1/responses)")
+    parser.add_argument("--protocols", type=protocol_list, default=[CHAT],
+                        help="comma-separated, each measured in turn: chat "
+                             "(/v1/chat/completions), messages (/v1/messages), responses "
+                             "(/v1/responses); default chat")
     parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--upstream-port", type=int, default=None, help=argparse.SUPPRESS)
