@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from typing import Any
 
 import pytest
@@ -221,3 +223,22 @@ async def test_replace_reply_without_a_final_reply_is_refused(client: Any) -> No
     bad = {**turn(), "replace_reply": "yes"}
     resp = await client.post("/api/conversations/turn", json=bad, headers=HEADERS)
     assert (await resp.json())["error"]["code"] == "invalid_replace_reply"
+
+
+async def test_a_turn_larger_than_one_insert_is_stored_whole_and_in_order(
+        client: Any) -> None:
+    """Huge turns are written in several bounded statements (each is built on the event
+    loop); every message still lands, in order, in the one transaction."""
+    from pawwake.db.conversations import INSERT_BATCH_CHARS
+
+    size = INSERT_BATCH_CHARS // 2 + 1  # two messages never share a statement
+    messages = [{"role": "user" if n % 2 == 0 else "assistant",
+                 "content": f"第{n}段" + "长" * size} for n in range(5)]
+    body = json.dumps(turn(messages=messages, extract_memories=False)).encode()
+    resp = await client.post("/api/conversations/turn", data=io.BytesIO(body),
+                             headers={**HEADERS, "Content-Type": "application/json"})
+    assert resp.status == 201
+    stored = await rows(client, "SELECT role, left(content, 4) AS head, length(content) AS n"
+                                " FROM conversations ORDER BY created_at, id")
+    assert [r["head"][:3] for r in stored] == [f"第{n}段" for n in range(5)]
+    assert all(r["n"] == size + 3 for r in stored)

@@ -101,24 +101,43 @@ async def stored_tool_call_ids(cur: Any, session_id: str, call_ids: Sequence[str
     return found
 
 
+# Text per INSERT statement: building (quoting) one statement runs on the event loop, so a
+# huge sidecar turn is written in several statements of bounded size, in order.
+INSERT_BATCH_CHARS = 256_000
+
+
 async def insert_messages(cur: Any, session_id: str, messages: Sequence[NewMessage],
                           *, source: str = "gateway") -> list[int]:
-    """Insert messages in order with one statement; return their ids."""
-    if not messages:
-        return []
-    rows = []
-    params: list[Any] = []
+    """Insert messages in order (one statement per bounded batch); return their ids."""
+    ids: list[int] = []
+    for batch in _batches(messages):
+        rows = []
+        params: list[Any] = []
+        for message in batch:
+            # clock_timestamp(), not now(): rows sort in the order writers got the session
+            # lock, even when an earlier transaction was still waiting for it.
+            rows.append("(%s, %s, %s, %s, %s::jsonb, COALESCE(%s, clock_timestamp()), %s, %s)")
+            params += [session_id, message.role, message.content, message.model,
+                       storable_json(message.metadata), message.created_at, source,
+                       message.turn_id]
+        await cur.execute(
+            "INSERT INTO conversations (session_id, role, content, model, metadata, created_at,"
+            " source, turn_id) VALUES " + ", ".join(rows) + " RETURNING id", params)
+        ids += [row[0] for row in await cur.fetchall()]
+    return ids
+
+
+def _batches(messages: Sequence[NewMessage]) -> list[list[NewMessage]]:
+    batches: list[list[NewMessage]] = []
+    size = 0
     for message in messages:
-        # clock_timestamp(), not now(): rows sort in the order writers got the session lock,
-        # even when an earlier transaction was still waiting for it.
-        rows.append("(%s, %s, %s, %s, %s::jsonb, COALESCE(%s, clock_timestamp()), %s, %s)")
-        params += [session_id, message.role, message.content, message.model,
-                   storable_json(message.metadata), message.created_at, source,
-                   message.turn_id]
-    await cur.execute(
-        "INSERT INTO conversations (session_id, role, content, model, metadata, created_at,"
-        " source, turn_id) VALUES " + ", ".join(rows) + " RETURNING id", params)
-    return [row[0] for row in await cur.fetchall()]
+        length = len(message.content or "")
+        if not batches or (size + length > INSERT_BATCH_CHARS and batches[-1]):
+            batches.append([])
+            size = 0
+        batches[-1].append(message)
+        size += length
+    return batches
 
 
 async def delete_messages(cur: Any, ids: Sequence[int]) -> int:
