@@ -242,3 +242,16 @@ async def test_a_turn_larger_than_one_insert_is_stored_whole_and_in_order(
                                 " FROM conversations ORDER BY created_at, id")
     assert [r["head"][:3] for r in stored] == [f"第{n}段" for n in range(5)]
     assert all(r["n"] == size + 3 for r in stored)
+
+
+async def test_a_turn_body_over_its_limit_is_413_before_it_is_read(client: Any) -> None:
+    from pawwake.routes.recall import MAX_TURN_BODY_BYTES
+
+    messages = [{"role": "user", "content": "长" * 150_000} for _ in range(12)]
+    body = json.dumps(turn(messages=messages), ensure_ascii=False).encode()
+    assert len(body) > MAX_TURN_BODY_BYTES
+    resp = await client.post("/api/conversations/turn", data=io.BytesIO(body),
+                             headers={**HEADERS, "Content-Type": "application/json"})
+    assert resp.status == 413
+    assert (await resp.json())["error"]["code"] == "turn_too_large"
+    assert await rows(client, "SELECT id FROM conversations") == []

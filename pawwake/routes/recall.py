@@ -31,8 +31,22 @@ def _no_database() -> web.Response:
                      "Conversations need the database (DATABASE_ENABLED=false).")
 
 
+# A sidecar turn is user text and final replies; parsing JSON holds the event loop, so a body
+# is bounded before it is read (a 4 MB body is over a million characters of text).
+MAX_TURN_BODY_BYTES = 4 * 1024 * 1024
+
+
+class TurnTooLarge(Exception):
+    """The body is over MAX_TURN_BODY_BYTES (413, not read)."""
+
+
 async def _read_json(request: web.Request) -> Any:
+    declared = request.content_length
+    if declared is not None and declared > MAX_TURN_BODY_BYTES:
+        raise TurnTooLarge()
     raw = await request.read()
+    if len(raw) > MAX_TURN_BODY_BYTES:
+        raise TurnTooLarge()
     try:
         return parse_json(raw)
     except JsonTooDeep as exc:
@@ -47,6 +61,9 @@ async def post_turn(request: web.Request) -> web.Response:
         return _no_database()
     try:
         turn = parse_turn(await _read_json(request))
+    except TurnTooLarge:
+        return api_error(413, "turn_too_large", "A turn's body is limited to "
+                         f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
     except TurnInvalid as exc:
         return api_error(400, exc.code, str(exc))
     result = await ingest_turn(app, turn)
@@ -132,6 +149,9 @@ async def search(request: web.Request) -> web.Response:
             options = parse_search(body, text=False)
         else:
             options = parse_search(dict(request.query), text=True)
+    except TurnTooLarge:
+        return api_error(413, "request_too_large", "A search body is limited to "
+                         f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
     except (BadSearch, TurnInvalid) as exc:
         return api_error(400, exc.code, str(exc))
     query = options.pop("query")
