@@ -71,10 +71,12 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
         return []
     columns = "id, importance, created_at, event_date, search_terms"
     sources = []
-    if gather:
-        sources.append(f"(SELECT {columns} FROM memories"
-                       " WHERE is_active AND search_terms && %(gather)s::text[]"
-                       " LIMIT %(gather_cap)s)")
+    if gather:  # one GIN probe per term: ``&&`` over many terms tempts a sequential scan
+        sources.append(f"(SELECT DISTINCT ON (p.id) p.* FROM unnest(%(gather)s::text[])"
+                       " AS q (term) CROSS JOIN LATERAL"
+                       f" (SELECT {columns} FROM memories"
+                       "  WHERE is_active AND search_terms @> ARRAY[q.term]"
+                       "  LIMIT %(gather_cap)s) AS p LIMIT %(gather_cap)s)")
     if windowed:  # rows already gathered are left out, so no de-duplication is needed
         sources.append(f"SELECT {columns} FROM (SELECT {columns} FROM memories"
                        " WHERE is_active ORDER BY created_at DESC LIMIT %(window)s) AS recent"
