@@ -11,6 +11,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.db import memory_search as search_db
+from pawwake.memory.term_stats import TermStats
 from tests.memory_fixtures import insert_memory
 
 TEXTS = ("猫咪喜欢晒太阳和吃鱼", "周末带猫咪去看医生", "医生说要多晒太阳", "今天的鱼很新鲜",
@@ -58,3 +59,36 @@ async def test_the_cap_bounds_gathered_rows(app: Any) -> None:
     rows = await candidates(pool, 2)
     assert 0 < len(rows) <= 2
     assert len({row["id"] for row in rows}) == len(rows)
+
+
+async def test_small_collections_weigh_by_the_count_of_the_statement_itself(app: Any) -> None:
+    pool = app[keys.DATABASE].pool
+    stats = TermStats()
+    await insert_memory(pool, TEXTS[0])
+    assert (await stats.plan(pool, TERMS)).collection == 1  # cached from here on
+    for text in TEXTS[1:]:
+        await insert_memory(pool, text)
+    plan = await stats.plan(pool, TERMS)
+    assert plan.exact_size and plan.collection == 1
+    now = datetime.now(UTC)
+    rows = await search_db.ranked_candidates(
+        pool, collection=None, gather=plan.gather, windowed=[], estimates={}, window=1000,
+        gather_cap=None, exclude=[], limit=100, rank_weights=(0.6, 0.2, 0.2), now=now,
+        today=now.date())
+    with_cat = sum("猫咪" in text for text in TEXTS)
+    assert rows[0]["term_weights"]["猫咪"] == pytest.approx(
+        math.log((len(TEXTS) + 1) / (with_cat + 1)) + 1)
+
+
+async def test_expired_statistics_are_refreshed_without_making_the_search_wait(app: Any
+                                                                               ) -> None:
+    pool = app[keys.DATABASE].pool
+    stats = TermStats(ttl=0.0)
+    await insert_memory(pool, TEXTS[0])
+    assert (await stats.plan(pool, TERMS)).collection == 1
+    await insert_memory(pool, TEXTS[1])
+    assert (await stats.plan(pool, TERMS)).collection == 1  # answered from the cache
+    assert stats._reloading is not None
+    await stats._reloading
+    assert stats._reloading.exception() is None
+    assert (await stats.plan(pool, TERMS)).collection == 2
