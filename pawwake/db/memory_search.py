@@ -49,7 +49,8 @@ async def frequent_terms(pool: aiopg.Pool, table: str = "memories") -> dict[str,
     return dict(zip(row[0], row[1], strict=False))  # the last three shares are summaries
 
 
-async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequence[str],
+async def ranked_candidates(pool: aiopg.Pool, *, collection: int | None,
+                            gather: Sequence[str],
                             windowed: Sequence[str], estimates: Mapping[str, int],
                             window: int, gather_cap: int | None, exclude: Sequence[int],
                             limit: int,
@@ -57,7 +58,8 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
                             today: date) -> list[dict[str, Any]]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
-    ``term_weights`` (term -> IDF weight, the same on every row).
+    ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
+    the active memories counted by this statement (small collections, no extra round-trip).
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -71,15 +73,19 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
         return []
     columns = "id, importance, created_at, event_date, search_terms"
     sources = []
-    if gather:
-        sources.append(f"(SELECT {columns} FROM memories"
-                       " WHERE is_active AND search_terms && %(gather)s::text[]"
-                       " LIMIT %(gather_cap)s)")
+    if gather:  # one GIN probe per term: ``&&`` over many terms tempts a sequential scan
+        sources.append(f"(SELECT DISTINCT ON (p.id) p.* FROM unnest(%(gather)s::text[])"
+                       " AS q (term) CROSS JOIN LATERAL"
+                       f" (SELECT {columns} FROM memories"
+                       "  WHERE is_active AND search_terms @> ARRAY[q.term]"
+                       "  LIMIT %(gather_cap)s) AS p LIMIT %(gather_cap)s)")
     if windowed:  # rows already gathered are left out, so no de-duplication is needed
         sources.append(f"SELECT {columns} FROM (SELECT {columns} FROM memories"
                        " WHERE is_active ORDER BY created_at DESC LIMIT %(window)s) AS recent"
                        " WHERE search_terms && %(windowed)s::text[]"
                        " AND NOT (search_terms && %(gather)s::text[])")
+    size = ("%(collection)s" if collection is not None
+            else "(SELECT count(*) FROM memories WHERE is_active)")
     score = (f"%(wk)s::float8 * s.hit / (SELECT weight FROM total)"
              " + %(wi)s::float8 * g.importance / 10.0"
              f" + %(wr)s::float8 * {_RECENCY}")
@@ -89,7 +95,7 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int, gather: Sequen
         " hits AS MATERIALIZED (SELECT g.id, q.term FROM gathered g"
         "   JOIN unnest(%(terms)s::text[]) AS q (term) ON q.term = ANY(g.search_terms)),"
         " counts AS (SELECT term, count(*) AS n FROM hits GROUP BY term),"
-        " weights AS MATERIALIZED (SELECT q.term, ln((%(collection)s + 1.0)"
+        f" weights AS MATERIALIZED (SELECT q.term, ln(({size} + 1.0)"
         "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"
         "   FROM unnest(%(terms)s::text[], %(estimates)s::bigint[]) AS q (term, estimate)"
         "   LEFT JOIN counts c ON c.term = q.term),"

@@ -180,7 +180,8 @@ async def _keyword_candidates(app: web.Application, database: Database, keywords
         return [], {}
     plan = await app[keys.TERM_STATS].plan(database.pool, keywords)
     rows = await search_db.ranked_candidates(
-        database.pool, collection=plan.collection, gather=plan.gather,
+        database.pool, collection=None if plan.exact_size else plan.collection,
+        gather=plan.gather,
         windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
         gather_cap=plan.gather_cap,
         exclude=exclude, limit=pool_size, now=now, today=today,

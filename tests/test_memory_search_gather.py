@@ -1,0 +1,94 @@
+"""Gathering keyword candidates term by term on the GIN index: every row containing a gathered
+term comes once, document frequencies stay exact, and the cap still bounds the rows."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from pawwake import keys
+from pawwake.db import memory_search as search_db
+from pawwake.memory.term_stats import TermStats
+from tests.memory_fixtures import insert_memory
+
+TEXTS = ("猫咪喜欢晒太阳和吃鱼", "周末带猫咪去看医生", "医生说要多晒太阳", "今天的鱼很新鲜",
+         "和朋友去爬山", "猫咪 太阳 医生 鱼 都在一句里")
+TERMS = ["猫咪", "太阳", "医生"]
+
+
+@pytest.fixture
+async def app(make_client: Any) -> Any:
+    client = await make_client(JOB_WORKERS=0, MEMORY_VECTOR_ENABLED=False)
+    return client.server.app
+
+
+async def candidates(pool: Any, gather_cap: int | None, windowed: list[str] | None = None
+                     ) -> list[dict[str, Any]]:
+    now = datetime.now(UTC)
+    return await search_db.ranked_candidates(
+        pool, collection=len(TEXTS), gather=TERMS, windowed=windowed or [], estimates={},
+        window=1000, gather_cap=gather_cap, exclude=[], limit=100,
+        rank_weights=(0.6, 0.2, 0.2), now=now, today=now.date())
+
+
+async def test_rows_with_several_gathered_terms_come_once_with_exact_frequencies(app: Any
+                                                                                ) -> None:
+    pool = app[keys.DATABASE].pool
+    ids = [await insert_memory(pool, text, created_days_ago=n) for n, text in enumerate(TEXTS)]
+    containing = {t: {i for i, text in zip(ids, TEXTS, strict=True) if t in text}
+                  for t in TERMS}
+    for cap in (None, 5000):  # small collections (no cap) and planned ones gather alike
+        rows = await candidates(pool, cap)
+        got = [row["id"] for row in rows]
+        assert len(got) == len(set(got))
+        assert set(got) == set().union(*containing.values())
+        weights = rows[0]["term_weights"]
+        for term in TERMS:
+            expected = math.log((len(TEXTS) + 1) / (len(containing[term]) + 1)) + 1
+            assert weights[term] == pytest.approx(expected)
+        assert got[0] == ids[-1]  # the row with every term ranks first
+
+
+async def test_the_cap_bounds_gathered_rows(app: Any) -> None:
+    pool = app[keys.DATABASE].pool
+    for text in TEXTS:
+        await insert_memory(pool, text)
+    rows = await candidates(pool, 2)
+    assert 0 < len(rows) <= 2
+    assert len({row["id"] for row in rows}) == len(rows)
+
+
+async def test_small_collections_weigh_by_the_count_of_the_statement_itself(app: Any) -> None:
+    pool = app[keys.DATABASE].pool
+    stats = TermStats()
+    await insert_memory(pool, TEXTS[0])
+    assert (await stats.plan(pool, TERMS)).collection == 1  # cached from here on
+    for text in TEXTS[1:]:
+        await insert_memory(pool, text)
+    plan = await stats.plan(pool, TERMS)
+    assert plan.exact_size and plan.collection == 1
+    now = datetime.now(UTC)
+    rows = await search_db.ranked_candidates(
+        pool, collection=None, gather=plan.gather, windowed=[], estimates={}, window=1000,
+        gather_cap=None, exclude=[], limit=100, rank_weights=(0.6, 0.2, 0.2), now=now,
+        today=now.date())
+    with_cat = sum("猫咪" in text for text in TEXTS)
+    assert rows[0]["term_weights"]["猫咪"] == pytest.approx(
+        math.log((len(TEXTS) + 1) / (with_cat + 1)) + 1)
+
+
+async def test_expired_statistics_are_refreshed_without_making_the_search_wait(app: Any
+                                                                               ) -> None:
+    pool = app[keys.DATABASE].pool
+    stats = TermStats(ttl=0.0)
+    await insert_memory(pool, TEXTS[0])
+    assert (await stats.plan(pool, TERMS)).collection == 1
+    await insert_memory(pool, TEXTS[1])
+    assert (await stats.plan(pool, TERMS)).collection == 1  # answered from the cache
+    assert stats._reloading is not None
+    await stats._reloading
+    assert stats._reloading.exception() is None
+    assert (await stats.plan(pool, TERMS)).collection == 2
