@@ -182,7 +182,7 @@ def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "bench/model"}]})
 
-    app = web.Application()
+    app = web.Application(client_max_size=1024 ** 3)  # stall.py relays bodies of many MB
     for path in replies:
         app.router.add_post(path, reply)
     app.router.add_get("/v1/models", models)

@@ -2,7 +2,7 @@
 
     python bench/stall.py [--streams 20] [--before 8] [--settle 4] [--ttft 0.05]
 
-A fake provider (a subprocess of this script, chunks as in ``bench/overhead.py``) answers every
+The fake provider of ``bench/overhead.py`` (run as a subprocess) answers every
 chat with a fixed time to first token and accepts bodies of any size. The gateway runs as ``python pawwake.py`` with the embedded PostgreSQL in a
 temporary data dir, memory on (local embedding model, extraction off: the fake provider is no
 memory model) and conversation recall on. ``--streams`` clients stream chats back to back, each
@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -61,30 +60,6 @@ SIDECAR_MESSAGE_CHARS = 45_000  # 200 of these are about 27 MB, under the defaul
 MEMORY_BYTES = 1024 * 1024
 STATIC = "/static/css/dashboard.css"
 CHAT_CHARS = 1_000_000
-
-
-def serve_upstream(port: int, ttft: float, count: int, cadence: float) -> None:
-    chunks = overhead.reply_chunks(count)
-
-    async def chat(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        await asyncio.sleep(ttft)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for number, data in enumerate(chunks):
-            if number:
-                await asyncio.sleep(cadence)
-            await response.write(data)
-        await response.write_eof()
-        return response
-
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "bench/model"}]})
-
-    app = web.Application(client_max_size=1024 ** 3)
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/v1/models", models)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
 def chinese(chars: int, seed: int) -> str:
@@ -321,7 +296,7 @@ def report(result: dict[str, Any], exit_seconds: float, exit_code: int | None,
 
 def main(args: argparse.Namespace) -> None:
     upstream_port, port = overhead.free_port(), overhead.free_port()
-    upstream = subprocess.Popen([sys.executable, __file__, "--serve-upstream",
+    upstream = subprocess.Popen([sys.executable, overhead.__file__, "--serve-upstream",
                                  str(upstream_port), "--ttft", str(args.ttft), "--chunks",
                                  str(args.chunks), "--cadence", str(args.cadence)])
     data_dir = Path(tempfile.mkdtemp(prefix="pawwake-bench-stall-"))
@@ -365,10 +340,4 @@ if __name__ == "__main__":
                         help="run the gateway under cProfile, writing the stats here")
     parser.add_argument("--keep-log", type=Path, default=None,
                         help="copy the gateway's log here")
-    parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
-    arguments = parser.parse_args()
-    if arguments.serve_upstream:
-        serve_upstream(arguments.serve_upstream, arguments.ttft, arguments.chunks,
-                       arguments.cadence)
-    else:
-        main(arguments)
+    main(parser.parse_args())
