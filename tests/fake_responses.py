@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fake_upstream import Recorded, Reply
+from tests.fake_upstream import Recorded, Reply, stream_reply
 
 MODEL = "test/model-a"
 USAGE = {"input_tokens": 40, "input_tokens_details": {"cached_tokens": 24},
@@ -123,24 +123,4 @@ class FakeResponses:
                           body=response_object([message_item(self.default_text)]))
         if reply.status != 200 or not body.get("stream"):
             return web.json_response(reply.body, status=reply.status, headers=reply.headers)
-        response = web.StreamResponse(headers={"Content-Type": reply.content_type,
-                                               "Cache-Control": "no-cache", **reply.headers})
-        await response.prepare(request)
-        try:
-            for number, chunk in enumerate(reply.chunks):
-                if reply.cut_after is not None and number >= reply.cut_after:
-                    assert request.transport is not None
-                    request.transport.close()
-                    return response
-                if reply.gate is not None and number == reply.gate_after:
-                    await reply.gate.wait()
-                if reply.delay:
-                    await asyncio.sleep(reply.delay)
-                await response.write(chunk)
-            await response.write_eof()
-        except asyncio.CancelledError:
-            self.disconnected.set()
-            raise
-        except ConnectionResetError:
-            self.disconnected.set()
-        return response
+        return await stream_reply(request, reply, self.disconnected.set)

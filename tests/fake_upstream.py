@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,33 @@ class Reply:
     stream_anyway: bool = False  # answer with SSE even when the request did not ask to stream
     content_type: str = "text/event-stream"
     headers: dict[str, str] = field(default_factory=dict)
+
+
+async def stream_reply(request: web.Request, reply: Reply,
+                       on_disconnect: Callable[[], None]) -> web.StreamResponse:
+    """Send ``reply.chunks`` as a stream, honouring its cut, gate and delay: the scripting
+    every fake provider shares. ``on_disconnect`` runs when the client goes away."""
+    response = web.StreamResponse(headers={"Content-Type": reply.content_type,
+                                           "Cache-Control": "no-cache", **reply.headers})
+    await response.prepare(request)
+    try:
+        for number, chunk in enumerate(reply.chunks):
+            if reply.cut_after is not None and number >= reply.cut_after:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            if reply.gate is not None and number == reply.gate_after:
+                await reply.gate.wait()
+            if reply.delay:
+                await asyncio.sleep(reply.delay)
+            await response.write(chunk)
+        await response.write_eof()
+    except asyncio.CancelledError:
+        on_disconnect()
+        raise
+    except ConnectionResetError:
+        on_disconnect()
+    return response
 
 
 def sse(data: Any) -> bytes:
@@ -211,29 +239,10 @@ class FakeUpstream:
                                     headers={"Content-Type": reply.content_type,
                                              **reply.headers})
             return web.json_response(reply.body, status=reply.status, headers=reply.headers)
-        response = web.StreamResponse(headers={"Content-Type": reply.content_type,
-                                               "Cache-Control": "no-cache", **reply.headers})
-        await response.prepare(request)
         try:
-            for number, chunk in enumerate(reply.chunks):
-                if reply.cut_after is not None and number >= reply.cut_after:
-                    assert request.transport is not None
-                    request.transport.close()
-                    return response
-                if reply.gate is not None and number == reply.gate_after:
-                    await reply.gate.wait()
-                if reply.delay:
-                    await asyncio.sleep(reply.delay)
-                await response.write(chunk)
-            await response.write_eof()
-        except asyncio.CancelledError:
-            self._saw_disconnect()
-            raise
-        except ConnectionResetError:
-            self._saw_disconnect()
+            return await stream_reply(request, reply, self._saw_disconnect)
         finally:
             self.stream_closed.set()
-        return response
 
     def _saw_disconnect(self) -> None:
         self.disconnects += 1
