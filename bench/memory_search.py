@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -157,7 +159,10 @@ async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[fl
     return pct(times, 50), pct(times, 95), found // runs
 
 
-async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
+@contextlib.asynccontextmanager
+async def memory_app(keep: Path | None = None) -> AsyncIterator[web.Application]:
+    """A set-up gateway app (not serving) on a fresh embedded PostgreSQL with local
+    embeddings: the ground the memory benches stand on."""
     workdir = keep or Path(tempfile.mkdtemp(prefix="pawwake-bench-"))
     (workdir / "run").mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
@@ -170,13 +175,18 @@ async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
         runner = web.AppRunner(app)
         await runner.setup()
         try:
-            await run_sizes(app, sizes, runs)
+            yield app
         finally:
             await runner.cleanup()
     finally:
         stop_embedded(server)
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
+    async with memory_app(keep) as app:
+        await run_sizes(app, sizes, runs)
 
 
 async def run_sizes(app, sizes: list[int], runs: int) -> None:

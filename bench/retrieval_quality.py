@@ -14,21 +14,17 @@ import argparse
 import asyncio
 import json
 import logging
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from memory_search import memory_app
+
 from pawwake import keys
-from pawwake.app import create_app
-from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.memory import fusion
-from pawwake.settings import Settings
 from tests import retrieval_devset as devset_mod
 
 log = logging.getLogger("bench")
@@ -38,24 +34,8 @@ async def main(overrides: dict[str, object]) -> None:
     devset = devset_mod.load()
     log.info("dev set: %d memories, %d queries, %d none-queries", len(devset.memories),
              len(devset.queries), len(devset.none))
-    workdir = Path(tempfile.mkdtemp(prefix="pawwake-quality-"))
-    (workdir / "run").mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
-    server = start_embedded(workdir)
-    try:
-        settings = Settings.from_env({}, DATABASE_URL=server.get_uri(), JOB_WORKERS=0,
-                                     PAWWAKE_DATA_DIR=str(workdir / "data"),
-                                     EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True)
-        app = create_app(settings)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        try:
-            await run(app, devset, overrides)
-        finally:
-            await runner.cleanup()
-    finally:
-        stop_embedded(server)
-        shutil.rmtree(workdir, ignore_errors=True)
+    async with memory_app() as app:
+        await run(app, devset, overrides)
 
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
