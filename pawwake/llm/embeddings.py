@@ -36,6 +36,7 @@ from pawwake.db.usage import record_usage
 from pawwake.llm.local_engine import LOCAL_DIM, LOCAL_MODEL, load_e5, query_lanes
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
+from pawwake.text.tokens import bounded
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,7 @@ def passage_text(text: str, provider: str) -> str:
         head, tail = LOCAL_PASSAGE_HEAD, LOCAL_PASSAGE_TAIL
     else:
         head, tail = API_PASSAGE_HEAD, API_PASSAGE_TAIL
-    if len(text) <= head + tail:
-        return text
-    return text[:head] + "\n" + text[len(text) - tail:]
+    return bounded(text, head, tail)
 
 
 def local_calls(texts: Sequence[str]) -> list[list[str]]:
