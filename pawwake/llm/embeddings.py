@@ -272,14 +272,14 @@ class Embedder:
         text is embedded from its bounded part (``passage_text``); local calls are small and
         queued behind any chat's query."""
         provider = provider_for(settings)
-        bounded = [passage_text(text, provider) for text in texts]
+        kept = [passage_text(text, provider) for text in texts]
         parts = []
         if provider == "local":
-            for call in local_calls(bounded):
+            for call in local_calls(kept):
                 parts.append(await self._local_passages(call))
         else:
-            for start in range(0, len(bounded), API_BATCH):
-                parts.append(await self._api_embed(settings, bounded[start:start + API_BATCH]))
+            for start in range(0, len(kept), API_BATCH):
+                parts.append(await self._api_embed(settings, kept[start:start + API_BATCH]))
         provenance = self.configured_provenance(settings)
         if not parts:
             return np.zeros((0, provenance.dim), dtype=np.float32), provenance
