@@ -215,7 +215,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def speed(rounds: int) -> None:
     """Median time of jieba cutting (index terms, query keywords) and of one local query
     embedding, in this process, so changes to how they are held can be checked for cost."""
-    from pawwake.llm.embeddings import _load_e5
+    from pawwake.llm.local_engine import load_e5
     from pawwake.text import tokens
 
     data_dir = tempfile.mkdtemp(prefix="pawwake-bench-speed-")
@@ -234,7 +234,7 @@ def speed(rounds: int) -> None:
             started = time.perf_counter()
             tokens.query_keywords(f"{text[:300]} {number}")  # a new text: no cache hit
             keywords.append(time.perf_counter() - started)
-        model = _load_e5()
+        model = load_e5()
         model.query("预热")
         embed: list[float] = []
         for number in range(rounds):

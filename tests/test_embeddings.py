@@ -18,11 +18,10 @@ from pawwake.llm.embeddings import (
     Embedder,
     EmbeddingError,
     Provenance,
-    cpu_quota,
-    local_model_threads,
     provider_for,
     semantic_threshold,
 )
+from pawwake.llm.local_engine import cpu_quota, local_model_threads
 from pawwake.settings import Settings
 from tests.embedding_server import FakeEmbeddings
 

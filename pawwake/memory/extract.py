@@ -172,9 +172,12 @@ async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
     assert database is not None
     counts = {"added": 0, "duplicates": 0, "superseded": 0, "refused_supersede": 0,
               "reminders_moved": 0}
+    # Cut before the transaction opens: one trip to the tokenizer thread, no row locks held
+    # while it serves other work.
+    item_terms = await offload.index_terms([item.content for item in items])
     async with transaction(database.pool) as cur:
-        for item in items:
-            await _apply_item(cur, item, session_id, candidate_ids, message_ids, counts)
+        for item, terms in zip(items, item_terms, strict=True):
+            await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)
@@ -182,8 +185,9 @@ async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
     return counts
 
 
-async def _apply_item(cur: Any, item: ExtractedItem, session_id: str, candidate_ids: set[int],
-                      message_ids: list[int], counts: dict[str, int]) -> None:
+async def _apply_item(cur: Any, item: ExtractedItem, terms: list[str], session_id: str,
+                      candidate_ids: set[int], message_ids: list[int],
+                      counts: dict[str, int]) -> None:
     candidate = None
     if item.candidate_id is not None and item.candidate_id in candidate_ids:
         candidate = await db.lock_memory(cur, item.candidate_id)
@@ -196,7 +200,7 @@ async def _apply_item(cur: Any, item: ExtractedItem, session_id: str, candidate_
         return
     new_id = await db.insert_extracted(
         cur, content=item.content, importance=item.importance,
-        terms=await offload.index_terms_of(item.content), session_id=session_id,
+        terms=terms, session_id=session_id,
         message_ids=message_ids, remind_at=item.remind_at)
     counts["added"] += 1
     if item.action != "supersede":

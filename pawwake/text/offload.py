@@ -62,11 +62,6 @@ async def index_terms(texts: Sequence[str], *, priority: int = BACKGROUND,
     return terms
 
 
-async def index_terms_of(text: str, *, priority: int = BACKGROUND) -> list[str]:
-    [terms] = await index_terms([text], priority=priority)
-    return terms
-
-
 async def query_keywords(text: str, top_k: int = 10, *, priority: int = CHAT) -> list[str]:
     """A search query's keywords (see ``tokens.query_keywords``), ahead of background cutting."""
     return await _worker.run(priority, tokens.query_keywords, text, top_k)
