@@ -189,7 +189,6 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     if not model:
         raise ChatRejected(400, "missing_model",
                            "No model given and DEFAULT_MODEL is not set.", param="model")
-    database = connected_database(app)  # None: steps that read the database skip
     auxiliary = is_auxiliary(headers, body)
     upstream = {**body, "model": model}
     prepared = PreparedChat(
@@ -205,8 +204,16 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     apply_rewrites(upstream, settings)
     drop_gateway_fields(upstream)
     prepared.stream = bool(upstream.get("stream"))
-    resources = app[keys.CHAT]
-    persona = resolve_persona(settings, resources.persona)
+    await run_steps(app, settings, prepared, app[keys.CHAT].steps)
+    prepared.finalize()
+    return prepared
+
+
+async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
+                    steps: list[ChatStep], *, step_settings: Any = None) -> None:
+    """What every protocol adds before forwarding: the persona, the turn writer (once the
+    session's previous store ended), then its steps (run with ``step_settings`` if given)."""
+    persona = resolve_persona(settings, app[keys.CHAT].persona)
     if persona:
         prepared.system_parts.append(persona)
         prepared.injected.append({"kind": "persona", "text": persona,
@@ -215,16 +222,15 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     if prepared.persist:
         prepared.after_success.append(turn_writer(app))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
-    context = ChatContext(settings=settings, database=database, http=app[keys.HTTP])
+    context = ChatContext(settings=step_settings or settings,
+                          database=connected_database(app), http=app[keys.HTTP])
     try:
-        for step in resources.steps:
+        for step in steps:
             await step(context, prepared)
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
         after_failure(app[keys.TASKS], prepared, "not_forwarded")
         raise
-    prepared.finalize()
-    return prepared
 
 
 def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedReply) -> None:
