@@ -107,6 +107,9 @@ class PreparedChat:
     # per request; later steps use it instead of reading it again).
     partition_state: PartitionState | None = None
 
+    def __post_init__(self) -> None:
+        self.client_session_id = self.client_session_id or self.session_id
+
     def finalize(self, untouched: bytes | None = None) -> None:
         """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
         body with the system text (persona, memories...) put in front."""
@@ -196,7 +199,6 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
         session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
-    prepared.client_session_id = prepared.session_id
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)

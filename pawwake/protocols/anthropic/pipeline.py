@@ -86,7 +86,6 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
-    prepared.client_session_id = prepared.session_id
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared

@@ -74,7 +74,6 @@ async def prepare_responses(app: web.Application, settings: Any, headers: Mappin
         session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
-    prepared.client_session_id = prepared.session_id
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
