@@ -107,6 +107,9 @@ class PreparedChat:
     # per request; later steps use it instead of reading it again).
     partition_state: PartitionState | None = None
 
+    def __post_init__(self) -> None:
+        self.client_session_id = self.client_session_id or self.session_id
+
     def finalize(self, untouched: bytes | None = None) -> None:
         """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
         body with the system text (persona, memories...) put in front."""
@@ -189,7 +192,6 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     if not model:
         raise ChatRejected(400, "missing_model",
                            "No model given and DEFAULT_MODEL is not set.", param="model")
-    database = connected_database(app)  # None: steps that read the database skip
     auxiliary = is_auxiliary(headers, body)
     upstream = {**body, "model": model}
     prepared = PreparedChat(
@@ -197,7 +199,6 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
         session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
-    prepared.client_session_id = prepared.session_id
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)
@@ -205,8 +206,16 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     apply_rewrites(upstream, settings)
     drop_gateway_fields(upstream)
     prepared.stream = bool(upstream.get("stream"))
-    resources = app[keys.CHAT]
-    persona = resolve_persona(settings, resources.persona)
+    await run_steps(app, settings, prepared, app[keys.CHAT].steps)
+    prepared.finalize()
+    return prepared
+
+
+async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
+                    steps: list[ChatStep], *, step_settings: Any = None) -> None:
+    """What every protocol adds before forwarding: the persona, the turn writer (once the
+    session's previous store ended), then its steps (run with ``step_settings`` if given)."""
+    persona = resolve_persona(settings, app[keys.CHAT].persona)
     if persona:
         prepared.system_parts.append(persona)
         prepared.injected.append({"kind": "persona", "text": persona,
@@ -215,16 +224,15 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     if prepared.persist:
         prepared.after_success.append(turn_writer(app))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
-    context = ChatContext(settings=settings, database=database, http=app[keys.HTTP])
+    context = ChatContext(settings=step_settings or settings,
+                          database=connected_database(app), http=app[keys.HTTP])
     try:
-        for step in resources.steps:
+        for step in steps:
             await step(context, prepared)
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
         after_failure(app[keys.TASKS], prepared, "not_forwarded")
         raise
-    prepared.finalize()
-    return prepared
 
 
 def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedReply) -> None:

@@ -37,22 +37,23 @@ class TokenUsage:
         """Read an OpenAI-style ``usage`` object; None when there is nothing usable."""
         if not isinstance(usage, dict):
             return None
-        prompt = _count(usage.get("prompt_tokens"))
-        completion = _count(usage.get("completion_tokens"))
-        total = _count(usage.get("total_tokens")) or prompt + completion
+        prompt = token_count(usage.get("prompt_tokens"))
+        completion = token_count(usage.get("completion_tokens"))
+        total = token_count(usage.get("total_tokens")) or prompt + completion
         details = usage.get("prompt_tokens_details")
         cached = None
         if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            cached = _count(details.get("cached_tokens"))
+            cached = token_count(details.get("cached_tokens"))
         elif usage.get("cache_read_input_tokens") is not None:
-            cached = _count(usage.get("cache_read_input_tokens"))
+            cached = token_count(usage.get("cache_read_input_tokens"))
         creation = usage.get("cache_creation_input_tokens")
         return cls(prompt=prompt, completion=completion, total=total, cached=cached,
                    cost=_cost(usage.get("cost")),
-                   cache_creation=None if creation is None else _count(creation))
+                   cache_creation=None if creation is None else token_count(creation))
 
 
-def _count(value: Any) -> int:
+def token_count(value: Any) -> int:
+    """A token count the provider reported: a non-negative int, else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 

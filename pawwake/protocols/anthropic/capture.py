@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from pawwake.llm.sse import CapturedReply, SseCapture, TokenUsage
+from pawwake.llm.sse import CapturedReply, SseCapture, TokenUsage, token_count
 from pawwake.protocols.anthropic.request import (
     PROTOCOL,
     blocks_text,
@@ -39,20 +39,16 @@ def anthropic_usage(usage: Any) -> dict[str, Any] | None:
     tokens count every input token (fresh, cache written, cache read), as OpenAI's do."""
     if not isinstance(usage, dict):
         return None
-    fresh = _count(usage.get("input_tokens"))
-    created = _count(usage.get("cache_creation_input_tokens"))
-    read = _count(usage.get("cache_read_input_tokens"))
-    output = _count(usage.get("output_tokens"))
+    fresh = token_count(usage.get("input_tokens"))
+    created = token_count(usage.get("cache_creation_input_tokens"))
+    read = token_count(usage.get("cache_read_input_tokens"))
+    output = token_count(usage.get("output_tokens"))
     shaped: dict[str, Any] = {"prompt_tokens": fresh + created + read,
                               "completion_tokens": output,
                               "total_tokens": fresh + created + read + output,
                               "prompt_tokens_details": {"cached_tokens": read},
                               "cache_creation_input_tokens": created}
     return shaped
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class MessageBuilder:

@@ -19,18 +19,14 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.persona import resolve_persona
 from pawwake.chat.pipeline import (
-    ChatContext,
     ChatRejected,
     ChatStep,
     PreparedChat,
-    after_failure,
     drop_gateway_fields,
+    run_steps,
 )
 from pawwake.chat.recall_inject import recall_step
-from pawwake.chat.turns import PENDING_WAIT_SECONDS, turn_writer, wait_pending
-from pawwake.database import connected_database
 from pawwake.memory.inject import memory_step
 from pawwake.protocols.anthropic.partition import messages_partition_step
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
@@ -90,25 +86,11 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
-    prepared.client_session_id = prepared.session_id
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     drop_gateway_fields(upstream)
-    persona = resolve_persona(settings, app[keys.CHAT].persona)
-    if persona:
-        prepared.system_parts.append(persona)
-    if prepared.persist:
-        prepared.after_success.append(turn_writer(app))
-        await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
-    context = ChatContext(settings=settings, database=connected_database(app),
-                          http=app[keys.HTTP])
-    try:
-        for step in app[keys.MESSAGES].steps:
-            await step(context, prepared)
-    except BaseException:
-        after_failure(app[keys.TASKS], prepared, "not_forwarded")
-        raise
+    await run_steps(app, settings, prepared, app[keys.MESSAGES].steps)
     if not prepared.system_parts and not prepared.turn_blocks \
             and upstream.keys() == body.keys():
         prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on

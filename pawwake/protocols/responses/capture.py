@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture, TokenUsage
+from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture, TokenUsage, token_count
 
 # The events that end a response; ``failed`` ends it without a usable reply.
 _TERMINAL_DATA = re.compile(rb'"type"\s*:\s*"response\.(completed|incomplete|failed)"')
@@ -40,11 +40,11 @@ def chat_usage(usage: Any) -> dict[str, Any] | None:
     """A Responses ``usage`` object in the chat completions shape (tokens the same)."""
     if not isinstance(usage, dict):
         return None
-    prompt = _count(usage.get("input_tokens"))
-    completion = _count(usage.get("output_tokens"))
+    prompt = token_count(usage.get("input_tokens"))
+    completion = token_count(usage.get("output_tokens"))
     converted: dict[str, Any] = {
         "prompt_tokens": prompt, "completion_tokens": completion,
-        "total_tokens": _count(usage.get("total_tokens")) or prompt + completion}
+        "total_tokens": token_count(usage.get("total_tokens")) or prompt + completion}
     cached = _detail(usage.get("input_tokens_details"), "cached_tokens")
     if cached is not None:
         converted["prompt_tokens_details"] = {"cached_tokens": cached}
@@ -56,12 +56,8 @@ def chat_usage(usage: Any) -> dict[str, Any] | None:
 
 def _detail(details: Any, name: str) -> int | None:
     if isinstance(details, dict) and details.get(name) is not None:
-        return _count(details.get(name))
+        return token_count(details.get(name))
     return None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def read_response(response: Any, reply: CapturedReply) -> None:

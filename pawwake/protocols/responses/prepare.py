@@ -20,16 +20,12 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.chat.auxiliary import is_title_request, skip_requested
-from pawwake.chat.persona import resolve_persona
 from pawwake.chat.pipeline import (
-    ChatContext,
     ChatRejected,
     PreparedChat,
-    after_failure,
     drop_gateway_fields,
+    run_steps,
 )
-from pawwake.chat.turns import PENDING_WAIT_SECONDS, turn_writer, wait_pending
-from pawwake.database import connected_database
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
 
@@ -78,28 +74,13 @@ async def prepare_responses(app: web.Application, settings: Any, headers: Mappin
         session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
-    prepared.client_session_id = prepared.session_id
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     apply_rewrites(prepared.body, settings)
     drop_gateway_fields(prepared.body)
-    resources = app[keys.CHAT]
-    persona = resolve_persona(settings, resources.persona)
-    if persona:
-        prepared.system_parts.append(persona)
-    if prepared.persist:
-        prepared.after_success.append(turn_writer(app))
-        await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
         if settings["CACHE_PARTITION_ENABLED"] else settings
-    context = ChatContext(settings=plain, database=connected_database(app),
-                          http=app[keys.HTTP])
-    try:
-        for step in resources.steps:
-            await step(context, prepared)
-    except BaseException:
-        after_failure(app[keys.TASKS], prepared, "not_forwarded")
-        raise
+    await run_steps(app, settings, prepared, app[keys.CHAT].steps, step_settings=plain)
     prepared.finalize()
     return prepared
