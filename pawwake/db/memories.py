@@ -218,6 +218,15 @@ async def version_chain(cur: Any, memory_id: int) -> list[dict[str, Any]]:
     return await _all(cur)
 
 
+async def source_messages(cur: Any, memory_id: int) -> list[dict[str, Any]]:
+    """The stored messages a memory was extracted from (deleted ones still listed)."""
+    await cur.execute(
+        "SELECT c.id, c.session_id, c.role, c.content, c.created_at, c.deleted_at"
+        " FROM memories m JOIN conversations c ON c.id = ANY (m.source_message_ids)"
+        " WHERE m.id = %s ORDER BY c.created_at, c.id", (memory_id,))
+    return await _all(cur)
+
+
 async def layer_counts(cur: Any) -> list[dict[str, Any]]:
     await cur.execute("SELECT layer, count(*) FILTER (WHERE is_active) AS active,"
                       " count(*) FILTER (WHERE NOT is_active) AS archived"

@@ -15,6 +15,7 @@ from aiohttp import web
 from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
+from pawwake.routes.body_limit import BodyTooLarge, read_bounded
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 PATH = "/mcp"
@@ -57,12 +58,10 @@ async def _read_message(request: web.Request) -> protocol.Message:
     if request.content_type != "application/json":
         raise RpcError(INVALID_REQUEST, "Send the JSON-RPC message as application/json.",
                        status=415)
-    declared = request.content_length
-    if declared is not None and declared > MAX_BODY_BYTES:
-        raise RpcError(INVALID_REQUEST, "The message is larger than 1 MB.", status=413)
-    data = await request.read()
-    if len(data) > MAX_BODY_BYTES:
-        raise RpcError(INVALID_REQUEST, "The message is larger than 1 MB.", status=413)
+    try:
+        data = await read_bounded(request, MAX_BODY_BYTES)
+    except BodyTooLarge:
+        raise RpcError(INVALID_REQUEST, "The message is larger than 1 MB.", status=413) from None
     try:
         body = parse_json(data.decode("utf-8"))
     except JsonTooDeep as exc:

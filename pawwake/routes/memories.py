@@ -29,6 +29,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.memory.store import MemoryConflict, memory_json
+from pawwake.routes.body_limit import BodyTooLarge, read_bounded
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -81,12 +82,13 @@ async def read_json(request: web.Request, *, empty: Any = None,
                     max_bytes: int | None = MAX_BODY_BYTES) -> Any:
     """The JSON body; ``empty`` stands in for a missing body when given, else 400. A body over
     ``max_bytes`` is refused (413) from its Content-Length, before it is read or parsed."""
-    declared = request.content_length
-    if max_bytes is not None and declared is not None and declared > max_bytes:
-        raise _too_large(max_bytes)
-    data = await request.read()
-    if max_bytes is not None and len(data) > max_bytes:
-        raise _too_large(max_bytes)
+    if max_bytes is None:
+        data = await request.read()
+    else:
+        try:
+            data = await read_bounded(request, max_bytes)
+        except BodyTooLarge:
+            raise _too_large(max_bytes) from None
     try:
         raw = data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -12,6 +12,7 @@ from pawwake.chat import conversation_index
 from pawwake.chat.ingest import TurnInvalid, ingest_turn, parse_turn
 from pawwake.chat.recall import search_fragments
 from pawwake.errors import api_error
+from pawwake.routes.body_limit import BodyTooLarge, read_bounded
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_QUERY_CHARS = 2000
@@ -36,17 +37,8 @@ def _no_database() -> web.Response:
 MAX_TURN_BODY_BYTES = 4 * 1024 * 1024
 
 
-class TurnTooLarge(Exception):
-    """The body is over MAX_TURN_BODY_BYTES (413, not read)."""
-
-
 async def _read_json(request: web.Request) -> Any:
-    declared = request.content_length
-    if declared is not None and declared > MAX_TURN_BODY_BYTES:
-        raise TurnTooLarge()
-    raw = await request.read()
-    if len(raw) > MAX_TURN_BODY_BYTES:
-        raise TurnTooLarge()
+    raw = await read_bounded(request, MAX_TURN_BODY_BYTES)
     try:
         return parse_json(raw)
     except JsonTooDeep as exc:
@@ -61,7 +53,7 @@ async def post_turn(request: web.Request) -> web.Response:
         return _no_database()
     try:
         turn = parse_turn(await _read_json(request))
-    except TurnTooLarge:
+    except BodyTooLarge:
         return api_error(413, "turn_too_large", "A turn's body is limited to "
                          f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
     except TurnInvalid as exc:
@@ -149,7 +141,7 @@ async def search(request: web.Request) -> web.Response:
             options = parse_search(body, text=False)
         else:
             options = parse_search(dict(request.query), text=True)
-    except TurnTooLarge:
+    except BodyTooLarge:
         return api_error(413, "request_too_large", "A search body is limited to "
                          f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
     except (BadSearch, TurnInvalid) as exc:

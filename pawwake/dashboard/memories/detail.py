@@ -3,8 +3,6 @@ that carried it), the conversation turns it was learnt from, and its version cha
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from pawwake import keys
@@ -19,16 +17,6 @@ from pawwake.local_time import local_minute, zone_of
 TEMPLATE = "dashboard/memory.html"
 
 
-async def _sources(cur: Any, memory_id: int) -> list[dict[str, Any]]:
-    """The stored messages the memory was extracted from (deleted ones still listed)."""
-    await cur.execute(
-        "SELECT c.id, c.session_id, c.role, c.content, c.created_at, c.deleted_at"
-        " FROM memories m JOIN conversations c ON c.id = ANY (m.source_message_ids)"
-        " WHERE m.id = %s ORDER BY c.created_at, c.id", (memory_id,))
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
-
-
 async def memory_detail(request: web.Request) -> web.Response:
     app = gateway(request)
     database = app[keys.DATABASE]
@@ -41,7 +29,7 @@ async def memory_detail(request: web.Request) -> web.Response:
         if memory is None:
             raise web.HTTPNotFound()
         chain = await db.version_chain(cur, memory_id)
-        sources = await _sources(cur, memory_id)
+        sources = await db.source_messages(cur, memory_id)
     usage = await memory_usage(database.pool, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],

@@ -66,14 +66,9 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
 
 async def health_lines(app: web.Application, settings: Any, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every line of the health card; the jobs card's newest problems get local times."""
+    """Every line of the health card."""
     database = app[keys.DATABASE]
-    zone = zone_of(settings)
-    for row in (jobs or {}).get("overview", ()):
-        problem = row["problem"]
-        if problem is not None:
-            problem["when"] = local_minute(problem["updated_at"], zone)
-    lines = [database_line(database, state), upstream_line(app, zone)]
+    lines = [database_line(database, state), upstream_line(app, zone_of(settings))]
     if database is not None and state == "ready":
         try:
             lines.append(await embedding_line(app, settings))

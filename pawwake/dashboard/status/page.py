@@ -11,15 +11,17 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
 from pawwake.dashboard.status.health import health_lines
+from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
 
 
 async def status(request: web.Request) -> web.Response:
     settings = await request.config_dict[keys.CONFIG].fresh()
-    database = request.config_dict[keys.DATABASE]
-    state = "disabled" if database is None else database.current_state()
-    on = database is not None and database.ready
+    app = gateway(request)
+    database = app[keys.DATABASE]
+    state = database_state(app)
+    on = connected_database(app) is not None
     context = {
         "version": __version__,
         "database": database.kind if database is not None else "disabled",
@@ -44,11 +46,11 @@ async def status(request: web.Request) -> web.Response:
             context["counts"] = await dashboard_counts(database.pool)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
-            context["jobs"] = await job_admin.health(gateway(request))
+            context["jobs"] = await job_admin.health(app)
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
-    context["health"] = await health_lines(gateway(request), settings, context["database_state"],
+    context["health"] = await health_lines(app, settings, context["database_state"],
                                            context["jobs"])
     context["jobs_notice"] = _jobs_notice(request)
     return render(request, "dashboard/status.html", context)
