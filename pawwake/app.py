@@ -30,12 +30,12 @@ MEGABYTE = 1024 * 1024
 
 def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``; resources open in app start-up, in order."""
-    app = web.Application(client_max_size=settings["MAX_REQUEST_MB"] * MEGABYTE,
+    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
                           middlewares=[cors_preflight_middleware, error_middleware,
                                        api_auth_middleware])
     app[keys.SETTINGS] = settings
     app[keys.CONFIG] = RuntimeConfig(settings)
-    app[keys.JOBS] = JobRunner(app, workers=settings["JOB_WORKERS"])
+    app[keys.JOBS] = JobRunner(app, workers=settings.JOB_WORKERS)
     # Opened in this order, closed in reverse: background work drains before its resources go.
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(http_client_ctx)
@@ -45,7 +45,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(turn_spool_ctx)
     app.cleanup_ctx.append(tasks_ctx)
     app.on_shutdown.append(stop_connecting)
-    warn_if_open(settings["GATEWAY_SECRET"])
+    warn_if_open(settings.GATEWAY_SECRET)
     setup_cors(app)
     setup_routes(app)
     responses_route.setup(app)

@@ -98,8 +98,8 @@ async def current_policy(request: web.Request) -> CorsPolicy:
     On /mcp ``*`` does not count: the MCP security notes want each browser origin checked."""
     app = request.config_dict
     settings = await app[keys.CONFIG].fresh()
-    policy = parse_policy(settings["CORS_ALLOW_ORIGINS"],
-                          gateway_secret_set=bool(app[keys.SETTINGS]["GATEWAY_SECRET"]))
+    policy = parse_policy(settings.CORS_ALLOW_ORIGINS,
+                          gateway_secret_set=bool(app[keys.SETTINGS].GATEWAY_SECRET))
     if request.path == MCP_PATH and policy.any_origin:
         return CorsPolicy(False, policy.origins)
     return policy

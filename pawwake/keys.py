@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from pawwake.memory.term_stats import TermStats
     from pawwake.memory.vectors import VectorStore
     from pawwake.protocols.anthropic.pipeline import MessagesResources
+    from pawwake.settings import Settings
     from pawwake.tasks import BackgroundTasks
 
-SETTINGS = web.AppKey("settings", object)  # the start-up Settings snapshot (env + defaults)
+SETTINGS: web.AppKey[Settings] = web.AppKey("settings")  # the start-up snapshot (env + defaults)
 CONFIG: web.AppKey[RuntimeConfig] = web.AppKey("config")
 DATABASE: web.AppKey[Database | None] = web.AppKey("database")
 HTTP: web.AppKey[aiohttp.ClientSession] = web.AppKey("http")

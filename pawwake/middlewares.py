@@ -27,7 +27,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPRequestEntityTooLarge:
         if not is_protected(request.path):
             raise
-        limit = request.app[keys.SETTINGS]["MAX_REQUEST_MB"]
+        limit = request.app[keys.SETTINGS].MAX_REQUEST_MB
         return error_for_path(request.path, 413, "request_too_large",
                               f"Request body is larger than {limit} MB (MAX_REQUEST_MB).")
     except web.HTTPException as exc:

@@ -68,7 +68,7 @@ def content_of(value: Any) -> str:
 async def _search_terms(app: web.Application, phrases: list[str]) -> list[str] | None:
     """Index terms of the search phrases when recall keeps an index, else None (scan)."""
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         return None
     terms = await conversation_index.terms_for(app, phrases)
     return sorted({t for group in terms for t in group}) or None

@@ -238,7 +238,7 @@ async def ingest_turn(app: web.Application, turn: Turn) -> IngestResult:
     database = app[keys.DATABASE]
     assert database is not None
     settings = await app[keys.CONFIG].fresh()
-    recall = bool(settings["CONVERSATION_RECALL_ENABLED"])
+    recall = bool(settings.CONVERSATION_RECALL_ENABLED)
     terms = await conversation_index.terms_for(app, [m.text for m in turn.messages]) \
         if recall else None
     async with transaction(database.pool) as cur:

@@ -54,7 +54,7 @@ class RecallOutcome:
 def conversation_threshold(settings: Mapping[str, Any], provider: str) -> float:
     """The configured raw-cosine floor, used as set; empty follows the provider (local e5
     cosines sit around 0.7-0.9 even for unrelated texts)."""
-    value = settings["CONVERSATION_MIN_SCORE_THRESHOLD"]
+    value = settings.CONVERSATION_MIN_SCORE_THRESHOLD
     return DEFAULT_THRESHOLDS[provider] if value is None else float(value)
 
 
@@ -102,9 +102,9 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     ranked_pool = sorted(sessions.values(), key=lambda s: (
         -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
         s.session_id))[:pool_size]
-    weights_tuple = (float(settings["CONVERSATION_HW_KEYWORD"]),
-                     float(settings["CONVERSATION_HW_SEMANTIC"]) if semantic_mode else 0.0,
-                     float(settings["CONVERSATION_HW_RECENCY"]))
+    weights_tuple = (float(settings.CONVERSATION_HW_KEYWORD),
+                     float(settings.CONVERSATION_HW_SEMANTIC) if semantic_mode else 0.0,
+                     float(settings.CONVERSATION_HW_RECENCY))
     ranked = rank_sessions(ranked_pool, now=datetime.now(UTC), weights=weights_tuple,
                            hood=hood)
     chosen = []

@@ -85,7 +85,7 @@ async def _warm(app: web.Application) -> None:
         return
     await database.wait_ready()  # at start, or whenever a late database arrives
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         return
     provenance = app[keys.EMBEDDER].configured_provenance(settings)
     if app[keys.VECTORS].backend(settings, database, provenance) != "numpy":

@@ -56,15 +56,15 @@ async def status(app: web.Application) -> dict[str, Any]:
     """What the dashboard shows: zones, rotation progress and the summary's health."""
     settings = await app[keys.CONFIG].fresh()
     thread = active_thread(settings)
-    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    x = max(1, int(settings.CACHE_PARTITION_X))
     async with cursor(_pool(app)) as cur:
         state = await load_state(cur, thread)
         # Counted, not read: the page stays cheap however many messages the thread holds.
         stored, live = await db.round_counts(cur, thread, state.zone_start_message_id)
     zone_a = x if live >= x else 0  # as zone_split: fewer than X live rounds, no zones
     return {
-        "enabled": bool(settings["CACHE_PARTITION_ENABLED"]),
-        "active_thread": thread, "x": x, "trigger": settings["CACHE_PARTITION_TRIGGER"],
+        "enabled": bool(settings.CACHE_PARTITION_ENABLED),
+        "active_thread": thread, "x": x, "trigger": settings.CACHE_PARTITION_TRIGGER,
         "rounds_stored": stored, "rounds_live": live,
         "zone_a_rounds": zone_a, "zone_b_rounds": live - zone_a,
         # The request after the 2X-th live round rotates (time trigger: also the window).

@@ -298,7 +298,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
             ids = await conversations.insert_messages(cur, turn.session_id, plan.insert,
                                                       source=SOURCE)
             await record_injection(cur, turn, ids, plan.insert)
-            if settings["CONVERSATION_RECALL_ENABLED"]:
+            if settings.CONVERSATION_RECALL_ENABLED:
                 indexed = [(message_id, message.content) for message_id, message in zip(
                     ids, plan.insert, strict=True) if message.role in ("user", "assistant")
                     and not message.metadata.get(INCOMPLETE)]

@@ -157,7 +157,7 @@ async def _search_conversations(app: web.Application, args: dict[str, Any]
     if app[keys.DATABASE] is None:
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         raise ToolRefused("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")

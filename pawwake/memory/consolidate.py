@@ -80,7 +80,7 @@ async def start_selection(app: web.Application, ids: list[int]) -> dict[str, Any
     """Queue drafts for chosen memories (any layer): all must exist, be active and have no
     reminder waiting."""
     settings = await app[keys.CONFIG].fresh()
-    tz_hours = settings["TIMEZONE_HOURS"]
+    tz_hours = settings.TIMEZONE_HOURS
     async with cursor(pool_of(app)) as cur:
         rows = await db.rows_by_ids(cur, ids, tz_hours)
     missing = sorted(set(ids) - {r["id"] for r in rows})
@@ -107,7 +107,7 @@ async def start_range(app: web.Application, date_from: date, date_to: date) -> d
         raise SelectionRefused("date_to", f"A range may span at most {MAX_RANGE_DAYS} days.",
                                "range_too_long")
     settings = await app[keys.CONFIG].fresh()
-    tz_hours = settings["TIMEZONE_HOURS"]
+    tz_hours = settings.TIMEZONE_HOURS
     async with cursor(pool_of(app)) as cur:
         count = await db.count_range(cur, date_from, date_to, tz_hours)
     if count == 0:
@@ -203,9 +203,9 @@ class DraftRun:
         self.pool = pool_of(job.app)
         self.settings = settings
         self.tz_hours = float(job.payload["timezone_hours"])
-        self.model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+        self.model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
         job.model = self.model
-        self.max_tokens = settings["MEMORY_MAX_TOKENS"]
+        self.max_tokens = settings.MEMORY_MAX_TOKENS
         self.rows: dict[int, dict[str, Any]] = {}
         self.queue: list[dict[str, Any]] = []
         self.drafts: list[dict[str, Any]] = []

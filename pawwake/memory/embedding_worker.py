@@ -30,7 +30,7 @@ async def embed_missing_memories(job: Job) -> dict[str, Any]:
     assert database is not None
     embedder, store = app[keys.EMBEDDER], app[keys.VECTORS]
     settings = await app[keys.CONFIG].fresh()
-    if not settings["MEMORY_VECTOR_ENABLED"]:
+    if not settings.MEMORY_VECTOR_ENABLED:
         return {"skipped": "vector search is off (MEMORY_VECTOR_ENABLED=false)"}
     batch = max(1, int(job.payload.get("batch_size") or DEFAULT_BATCH))
     try:

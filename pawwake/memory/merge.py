@@ -105,7 +105,7 @@ def _changed_sources(draft: dict[str, Any], current: dict[int, dict[str, Any]]) 
 async def merge_memories(app: web.Application, request: MergeRequest) -> dict[str, Any]:
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
     settings = await app[keys.CONFIG].fresh()
-    tz_hours = settings["TIMEZONE_HOURS"]
+    tz_hours = settings.TIMEZONE_HOURS
     draft = await find_draft(app, request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
     content = request.content or (draft["content"] if draft else None)
@@ -205,7 +205,7 @@ async def revert_merge(app: web.Application, memory_id: int) -> dict[str, Any]:
             raise DetailedConflict(blocker["code"], blocker["message"], **blocker["details"])
         restored_ids = await memories_db.restore_memories(cur, source_ids)
         archived = await db.end_merge(cur, memory_id)
-        restored = await db.rows_by_ids(cur, source_ids, settings["TIMEZONE_HOURS"])
+        restored = await db.rows_by_ids(cur, source_ids, settings.TIMEZONE_HOURS)
     log.info("reverted merge %s: %s sources restored", memory_id, len(restored_ids))
     return {"archived": memory_json(archived),
             "restored": [memory_json(r) for r in restored],
@@ -252,7 +252,7 @@ async def sources_of(app: web.Application, memory_id: int) -> dict[str, Any]:
         if memory is None:
             raise NotFound(f"No memory with id {memory_id}.")
         source_ids = list(memory["merged_from"])
-        sources = (await db.rows_by_ids(cur, source_ids, settings["TIMEZONE_HOURS"])
+        sources = (await db.rows_by_ids(cur, source_ids, settings.TIMEZONE_HOURS)
                    if source_ids else [])
         blocker = await _revert_blocker(cur, memory, sources)
     return {

@@ -83,7 +83,7 @@ def parse_seed_file(path: Path) -> list[dict[str, Any]]:
 
 async def import_seed(app: web.Application) -> dict[str, Any]:
     """Import the operator's seed file; items already imported are skipped."""
-    data_dir = app[keys.SETTINGS]["PAWWAKE_DATA_DIR"]
+    data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
     loop = asyncio.get_running_loop()
     path = await loop.run_in_executor(None, find_seed_file, data_dir)
     if path is None:

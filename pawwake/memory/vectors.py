@@ -78,7 +78,7 @@ class VectorStore:
     def backend(self, settings: Mapping[str, Any], database: Database,
                 provenance: Provenance) -> str:
         """``pgvector`` or ``numpy`` for this search."""
-        choice = settings["VECTOR_BACKEND"]
+        choice = settings.VECTOR_BACKEND
         if choice == "numpy" or not database.pgvector:
             if choice == "pgvector" and not self._warned:
                 self._warned = True

@@ -444,7 +444,7 @@ async def list_models(request: web.Request) -> web.Response:
     the last list it gave (a failing provider is not waited on again for a while)."""
     app = request.app
     settings = await app[keys.CONFIG].fresh()
-    default = settings["DEFAULT_MODEL"]
+    default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})

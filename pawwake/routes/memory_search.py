@@ -107,7 +107,7 @@ async def _search(request: web.Request, query: str, limit: int) -> web.Response:
     except DatabaseUnavailable as exc:
         return api_error(503, "database_unavailable", str(exc))
     return web.json_response(_result_json(
-        outcome, query, request.app[keys.CONFIG].current()["TIMEZONE_HOURS"]))
+        outcome, query, request.app[keys.CONFIG].current().TIMEZONE_HOURS))
 
 
 async def search_get(request: web.Request) -> web.Response:

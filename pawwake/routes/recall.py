@@ -130,7 +130,7 @@ async def search(request: web.Request) -> web.Response:
     if app[keys.DATABASE] is None:
         return _no_database()
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         return api_error(409, "conversation_recall_disabled",
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     try:
@@ -155,7 +155,7 @@ async def search(request: web.Request) -> web.Response:
         "keywords": outcome.keywords,
         "fragments": outcome.fragments,
         "fragment_ids": [f["fragment_id"] for f in outcome.fragments],
-        "timezone_hours": settings["TIMEZONE_HOURS"],  # for callers that show local times
+        "timezone_hours": settings.TIMEZONE_HOURS,  # for callers that show local times
     })
 
 
@@ -171,7 +171,7 @@ async def rebuild_search(request: web.Request) -> web.Response:
     if app[keys.DATABASE] is None:
         return _no_database()
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         return api_error(409, "conversation_recall_disabled",
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     indexed = await conversation_index.index_pending(app)

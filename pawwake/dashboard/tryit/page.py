@@ -84,10 +84,10 @@ async def _page_context(request: web.Request) -> dict[str, Any]:
     if app[keys.DATABASE] is not None:
         listed = await service.list_conversations(app, limit=RECENT_SESSIONS)
         sessions = [row["session_id"] for row in listed["items"]]
-    partition = bool(settings["CACHE_PARTITION_ENABLED"])
-    return {"sessions": sessions, "default_model": settings["DEFAULT_MODEL"],
+    partition = bool(settings.CACHE_PARTITION_ENABLED)
+    return {"sessions": sessions, "default_model": settings.DEFAULT_MODEL,
             "partition": partition, "thread": active_thread(settings) if partition else "",
-            "session": DEFAULT_SESSION, "model": settings["DEFAULT_MODEL"], "message": "",
+            "session": DEFAULT_SESSION, "model": settings.DEFAULT_MODEL, "message": "",
             "reply": None, "error": None, "panel": None}
 
 

@@ -70,7 +70,7 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""
-    model = body.get("model") or settings["DEFAULT_MODEL"]
+    model = body.get("model") or settings.DEFAULT_MODEL
     if not model:
         raise ChatRejected(400, "missing_model",
                            "model: no model given and DEFAULT_MODEL is not set.")
