@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 STARTUP_WAIT_SECONDS = 15.0  # start-up waits at most this long for the first attempt, then serves
 RECONNECT_FIRST_SECONDS = 1.0
 RECONNECT_MAX_SECONDS = 30.0
+# a database that cannot be reached (rather than one that refuses what we ask)
+UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
+                                                        TimeoutError)
 PROBE_EVERY_SECONDS = 5.0  # the health state re-checks a connected database at most this often
 
 
@@ -101,7 +104,7 @@ class Database:
     async def _check(self) -> None:
         try:
             await fetch_one(self.pool, "SELECT 1 AS ok")
-        except (*UNAVAILABLE_ERRORS, OSError, TimeoutError):
+        except UNREACHABLE_ERRORS:
             self.state = "unavailable"
         else:
             self.state = "ready"
@@ -151,7 +154,7 @@ class _Connector:
             except Exception as exc:  # whatever it was: say so, try again later
                 self.database.state = "unavailable"
                 self.database.last_error = type(exc).__name__
-                if isinstance(exc, (*UNAVAILABLE_ERRORS, OSError, TimeoutError)):
+                if isinstance(exc, UNREACHABLE_ERRORS):
                     log.warning("database unreachable (%s: %s); retrying in %.0f s",
                                 type(exc).__name__, self._describe(exc), delay)
                 else:

@@ -3,15 +3,16 @@ TIMEZONE_HOURS through these helpers, so no screen shows a second time zone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
+
+from pawwake.settings import Settings
 
 MINUTE_FORMAT = "%Y-%m-%d %H:%M"
 FILE_STAMP_FORMAT = "%Y%m%d-%H%M%S"
 
 
-def zone_of(settings: Mapping[str, Any]) -> timezone:
+def zone_of(settings: Settings) -> timezone:
     """The fixed offset the user chose (TIMEZONE_HOURS may be fractional, e.g. 5.5)."""
     return timezone(timedelta(hours=float(settings.TIMEZONE_HOURS)))
 

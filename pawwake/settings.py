@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,12 +271,12 @@ def parse_value(setting: Setting, raw: Any) -> Any:
     if not isinstance(raw, str):
         raise SettingError(setting.name, "expected a string", "expected_text")
     if kind == "choice":
-        value = raw.strip()
-        if value not in setting.choices:
+        choice = raw.strip()
+        if choice not in setting.choices:
             raise SettingError(setting.name, "must be one of " + ", ".join(
                 repr(c) for c in setting.choices), "not_a_choice",
                 choices=" / ".join(setting.choices))
-        return value
+        return choice
     return raw if setting.multiline else raw.strip()
 
 
@@ -410,6 +410,7 @@ class Settings(Mapping[str, Any]):
         if unknown:
             raise SettingError(sorted(unknown)[0], "unknown setting", "unknown")
         resolved = {s.name: values.get(s.name, s.default) for s in SETTINGS}
+        self._values: dict[str, Any]  # declared here, out of the class's setting attributes
         object.__setattr__(self, "_values", resolved)
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
@@ -431,7 +432,7 @@ class Settings(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from aiohttp_session import session_middleware
 
 from pawwake import keys
@@ -68,12 +69,12 @@ def missing_settings(password: str, secret: str) -> tuple[str, ...]:
 
 def static_urls(app: web.Application) -> Callable[[str], str]:
     """Serve ``static/`` at /static; URLs carry a content hash so browsers may cache them."""
-    static = app.router.add_static("/static", STATIC_DIR, name="static")
+    static = app.router.add_static("/static", STATIC_DIR, name="static", append_version=True)
     known: dict[str, str] = {}
 
     def static_url(name: str) -> str:
         if name not in known:
-            known[name] = str(static.url_for(filename=name, append_version=True))
+            known[name] = str(static.url_for(filename=name))
         return known[name]
 
     return static_url
@@ -82,8 +83,9 @@ def static_urls(app: web.Application) -> Callable[[str], str]:
 def setup_dashboard(app: web.Application) -> None:
     """Mount the dashboard under /dashboard and serve /static for it."""
     settings = app[keys.SETTINGS]
-    password, secret = settings.DASHBOARD_PASSWORD, settings.SESSION_SECRET  # type: ignore[index]
+    password, secret = settings.DASHBOARD_PASSWORD, settings.SESSION_SECRET
     problems = missing_settings(password, secret)
+    middlewares: list[Middleware]
     if problems:
         log.warning("dashboard answers 503 until set: %s",
                     ", ".join(PROBLEM_SETTINGS[p] for p in problems))
@@ -95,7 +97,7 @@ def setup_dashboard(app: web.Application) -> None:
     dashboard[dkeys.PROBLEMS] = problems
     dashboard[dkeys.PASSWORD] = password
     dashboard[dkeys.SESSION_SECRET] = secret
-    dashboard[dkeys.PROXIES] = parse_trusted_proxies(settings.TRUSTED_PROXIES)  # type: ignore[index]
+    dashboard[dkeys.PROXIES] = parse_trusted_proxies(settings.TRUSTED_PROXIES)
     aiohttp_jinja2.setup(dashboard, loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
                          autoescape=True, undefined=jinja2.StrictUndefined,
                          trim_blocks=True, lstrip_blocks=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC
 from typing import Any
 
 import aiohttp_jinja2
@@ -40,7 +41,7 @@ def base_context(request: web.Request) -> dict[str, Any]:
     lang = request_language(request)
     authenticated = request.get(dkeys.AUTHENTICATED, False)
     config = request.config_dict.get(keys.CONFIG)
-    zone = zone_of(config.current() if config is not None else {"TIMEZONE_HOURS": 0})
+    zone = zone_of(config.current()) if config is not None else UTC
     return {
         "lang": lang,
         "html_lang": "zh-CN" if lang == "zh" else "en",

@@ -36,6 +36,7 @@ from pawwake.db.usage import record_usage
 from pawwake.llm.local_engine import LOCAL_DIM, LOCAL_MODEL, load_e5, query_lanes
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
+from pawwake.settings import Settings
 from pawwake.text.tokens import bounded
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def local_calls(texts: Sequence[str]) -> list[list[str]]:
     return calls
 
 
-def provider_for(settings: Mapping[str, Any]) -> str:
+def provider_for(settings: Settings) -> str:
     """``auto`` means the API when a key is configured, else the local model."""
     choice = settings.EMBEDDING_PROVIDER
     if choice == "auto":
@@ -122,7 +123,7 @@ def provider_for(settings: Mapping[str, Any]) -> str:
     return str(choice)
 
 
-def semantic_threshold(settings: Mapping[str, Any], provider: str | None = None) -> float:
+def semantic_threshold(settings: Settings, provider: str | None = None) -> float:
     """The configured threshold, else the calibrated default of the provider in use."""
     configured = settings.MEMORY_SEMANTIC_THRESHOLD
     if configured is not None:
@@ -137,7 +138,8 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
         matrix = matrix[None, :]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    rows: np.ndarray = matrix / norms
+    return rows
 
 
 class Embedder:
@@ -159,7 +161,8 @@ class Embedder:
         self._learned_dim: dict[tuple[str, str, int], int] = {}
         self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
         self._queries: OrderedDict[tuple[Provenance, str], np.ndarray] = OrderedDict()
-        self._pending: dict[tuple[Provenance, str], asyncio.Task[np.ndarray]] = {}
+        self._pending: dict[tuple[Provenance, str],
+                            asyncio.Task[tuple[np.ndarray, QueryTiming | None]]] = {}
 
     async def close(self) -> None:
         """Drop queued work and late queries; a model call already running is not waited
@@ -176,7 +179,7 @@ class Embedder:
 
     # -- provenance ---------------------------------------------------------------------------
 
-    def configured_provenance(self, settings: Mapping[str, Any]) -> Provenance:
+    def configured_provenance(self, settings: Settings) -> Provenance:
         """The provenance new vectors will have, as far as known without calling the API."""
         if provider_for(settings) == "local":
             return Provenance("local", LOCAL_MODEL, LOCAL_DIM)
@@ -184,7 +187,7 @@ class Embedder:
         learned = self._learned_dim.get((_api_base(settings), model, dim), dim)
         return Provenance("api", model, learned)
 
-    async def provenance(self, settings: Mapping[str, Any]) -> Provenance:
+    async def provenance(self, settings: Settings) -> Provenance:
         """The provenance new vectors will have; probes the API once if its answer is unknown
         (a server may ignore ``dimensions`` and answer with its own size)."""
         if provider_for(settings) == "api":
@@ -204,7 +207,7 @@ class Embedder:
 
     # -- embedding ----------------------------------------------------------------------------
 
-    async def embed_query(self, settings: Mapping[str, Any], text: str, *,
+    async def embed_query(self, settings: Settings, text: str, *,
                           timings: dict[str, float] | None = None
                           ) -> tuple[np.ndarray, Provenance]:
         """A search query's vector (e5 ``query:`` role), cached per provenance (provider,
@@ -247,7 +250,7 @@ class Embedder:
                            embed_batch=timing.batch, embed_cached=0)
         return vector, self.configured_provenance(settings)
 
-    async def _query_vector(self, settings: Mapping[str, Any], text: str,
+    async def _query_vector(self, settings: Settings, text: str,
                             key: tuple[Provenance, str]
                             ) -> tuple[np.ndarray, QueryTiming | None]:
         timing: QueryTiming | None = None
@@ -266,7 +269,7 @@ class Embedder:
             self._queries.popitem(last=False)
         return vector, timing
 
-    async def embed_passages(self, settings: Mapping[str, Any], texts: Sequence[str]
+    async def embed_passages(self, settings: Settings, texts: Sequence[str]
                              ) -> tuple[np.ndarray, Provenance]:
         """Vectors of stored texts (e5 ``passage:`` role), batched; one row per text. Each
         text is embedded from its bounded part (``passage_text``); local calls are small and
@@ -301,7 +304,7 @@ class Embedder:
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
 
-    async def _api_embed(self, settings: Mapping[str, Any], texts: list[str], *,
+    async def _api_embed(self, settings: Settings, texts: list[str], *,
                          deadline: float = 60.0) -> np.ndarray:
         if self._http is None:
             raise EmbeddingError("no HTTP client for the embedding API")
@@ -326,7 +329,7 @@ class Embedder:
         await self._record_usage(model, payload)
         return normalise_rows(matrix)
 
-    async def _post(self, settings: Mapping[str, Any], body: dict[str, Any], deadline: float
+    async def _post(self, settings: Settings, body: dict[str, Any], deadline: float
                     ) -> tuple[int, Any]:
         assert self._http is not None
         headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
@@ -382,7 +385,7 @@ def _local_queries(model: Any, texts: list[str]) -> np.ndarray:
     return normalise_rows(model.query(texts))
 
 
-def _api_base(settings: Mapping[str, Any]) -> str:
+def _api_base(settings: Settings) -> str:
     base = str(settings.EMBEDDING_BASE_URL).rstrip("/")
     return base[: -len("/embeddings")] if base.endswith("/embeddings") else base
 

@@ -15,6 +15,8 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from pawwake.settings import Settings
+
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 300.0
@@ -166,11 +168,11 @@ class ModelCatalog:
             pass  # logged by the fetch; the back-off is set
         return provider.last_good
 
-    async def list_for(self, http: aiohttp.ClientSession, settings: Any) -> ModelList:
+    async def list_for(self, http: aiohttp.ClientSession, settings: Settings) -> ModelList:
         """The models of the provider that ``settings`` (API_BASE_URL, API_KEY) points at."""
         return await self.list_models(http, settings.api_base, settings.API_KEY)
 
-    async def quick_for(self, http: aiohttp.ClientSession, settings: Any) -> ModelList | None:
+    async def quick_for(self, http: aiohttp.ClientSession, settings: Settings) -> ModelList | None:
         """``list_quickly`` for the provider that ``settings`` points at."""
         return await self.list_quickly(http, settings.api_base, settings.API_KEY)
 

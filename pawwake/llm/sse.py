@@ -320,7 +320,7 @@ class SseCapture:
         if not self._events:
             return []
         try:
-            decoded = json.loads(b"[" + b",".join(self._events) + b"]")
+            decoded: list[Any] = json.loads(b"[" + b",".join(self._events) + b"]")
             if len(decoded) == len(self._events):
                 return decoded
         except ValueError:

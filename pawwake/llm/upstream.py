@@ -25,6 +25,7 @@ from yarl import URL
 from pawwake.db.usage import record_usage
 from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +75,11 @@ def is_openrouter(url: str) -> bool:
     return host == "openrouter.ai" or host.endswith(".openrouter.ai")
 
 
-def upstream_headers(settings: Mapping[str, Any], url: str) -> dict[str, str]:
+def upstream_headers(settings: Settings, url: str) -> dict[str, str]:
     """Headers for a provider call: our key, plain JSON, no compression (bytes are relayed)."""
     headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
     if settings.API_KEY:
-        headers["Authorization"] = f"Bearer {settings['API_KEY']}"
+        headers["Authorization"] = f"Bearer {settings.API_KEY}"
     if is_openrouter(url):
         headers["HTTP-Referer"] = ATTRIBUTION_URL
         headers["X-Title"] = ATTRIBUTION_TITLE
@@ -101,7 +102,7 @@ def _describe(exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def forward(http: aiohttp.ClientSession, settings: Any, payload: bytes,
+async def forward(http: aiohttp.ClientSession, settings: Settings, payload: bytes,
                   *, url: str | None = None, headers: Mapping[str, str] | None = None,
                   name: str = "upstream", detailed: bool = True
                   ) -> AsyncIterator[aiohttp.ClientResponse]:
@@ -205,7 +206,7 @@ async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: s
                     type(exc).__name__)
 
 
-async def complete(http: aiohttp.ClientSession, settings: Any, messages: list[dict[str, Any]],
+async def complete(http: aiohttp.ClientSession, settings: Settings, messages: list[dict[str, Any]],
                    *, model: str | None = None, max_tokens: int | None = None,
                    temperature: float | None = None, extra: Mapping[str, Any] | None = None,
                    attempts: int = 4, max_wait: float = 60.0,

@@ -7,6 +7,7 @@ backup can be restored into any database. Versions: 1 has no links, 2 adds ``mer
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -92,7 +93,7 @@ def export_document(rows: list[dict[str, Any]], source_database_id: str, exporte
             "exported_at": exported_at.isoformat(), "memories": memories}
 
 
-_ITEM_PARSERS = {
+_ITEM_PARSERS: dict[str, Callable[[Any], Any]] = {
     "content": parse_content,
     "importance": parse_importance,
     "layer": parse_layer,

@@ -94,7 +94,7 @@ def _item(raw: Any) -> ExtractedItem | None:
     importance = raw.get("importance", 5)
     if isinstance(importance, bool) or not isinstance(importance, (int, float)):
         importance = 5
-    action = raw.get("action") if raw.get("action") in ACTIONS else "new"
+    action = raw["action"] if raw.get("action") in ACTIONS else "new"
     candidate = raw.get("candidate_id")
     if isinstance(candidate, str) and candidate.strip().isdigit():
         candidate = int(candidate)

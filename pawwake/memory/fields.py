@@ -7,6 +7,7 @@ exactly what to fix. Booleans are never accepted as numbers.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -170,8 +171,9 @@ def parse_create(body: Any) -> dict[str, Any]:
     }
 
 
-_EDIT_PARSERS = {"content": parse_content, "importance": parse_importance,
-                 "layer": parse_layer, "title": parse_title}
+_EDIT_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "content": parse_content, "importance": parse_importance, "layer": parse_layer,
+    "title": parse_title}
 
 
 def parse_edit(body: Any, allowed: tuple[str, ...] = EDIT_FIELDS) -> dict[str, Any]:

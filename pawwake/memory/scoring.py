@@ -7,10 +7,10 @@ neighbourhood score of ``fusion``); keyword-only: ``0.5*kw + 0.3*importance/10 +
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+
+from pawwake.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Weights:
 KEYWORD_ONLY = Weights(keyword=0.5, semantic=0.0, importance=0.3, recency=0.2)
 
 
-def hybrid_weights(settings: Mapping[str, Any]) -> Weights:
+def hybrid_weights(settings: Settings) -> Weights:
     return Weights(keyword=float(settings.MEMORY_HW_KEYWORD),
                    semantic=float(settings.MEMORY_HW_SEMANTIC),
                    importance=float(settings.MEMORY_HW_IMPORTANCE),

@@ -36,6 +36,7 @@ from pawwake.llm.embeddings import (
 )
 from pawwake.memory import fusion, scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
+from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
@@ -82,7 +83,7 @@ class _Semantic:
 
 async def search_memories(app: web.Application, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
-                          settings: Mapping[str, Any] | None = None,
+                          settings: Settings | None = None,
                           touch: bool = True) -> SearchOutcome:
     """Search active memories for ``query``; see the module docstring for the scoring.
 
@@ -232,7 +233,7 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
     return results
 
 
-async def _query_vector(app: web.Application, settings: Mapping[str, Any], query: str,
+async def _query_vector(app: web.Application, settings: Settings, query: str,
                         timings: dict[str, float] | None = None
                         ) -> tuple[_Semantic | None, str | None]:
     """The query's vector when semantic search is possible, else the reason it is not (no

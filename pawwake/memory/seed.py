@@ -63,7 +63,7 @@ def parse_seed_file(path: Path) -> list[dict[str, Any]]:
     else:
         try:
             items = json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise FieldError(None, f"{path.name} is not valid JSON ({exc.msg}, line "
                              f"{exc.lineno}).", "invalid_seed_file") from None
         if not isinstance(items, list):

@@ -30,6 +30,8 @@ CORE_LAYER = 3
 class MemoryConflict(Conflict):
     """A change refused because of the row's state (409), with a machine-readable code."""
 
+    code: str  # always given here (optional on Conflict)
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -101,7 +103,7 @@ async def edit_memory(app: web.Application, memory_id: int, changes: dict[str, A
             updates["search_terms"] = terms
             await db.delete_embedding(cur, memory_id)
         if updates:
-            row = await db.update_memory(cur, memory_id, updates)
+            row = _present(await db.update_memory(cur, memory_id, updates), memory_id)
     if "content" in updates:
         await request_embedding(app)
     return row, sorted(name for name in updates if name != "search_terms")
@@ -113,7 +115,7 @@ async def archive_memory(app: web.Application, memory_id: int) -> dict[str, Any]
         if not row["is_active"]:
             raise MemoryConflict("already_archived", f"Memory {memory_id} is already archived.")
         await db.archive_memories(cur, [memory_id])
-        return await db.get_memory(cur, memory_id)
+        return _present(await db.get_memory(cur, memory_id), memory_id)
 
 
 async def restore_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
@@ -125,7 +127,7 @@ async def restore_memory(app: web.Application, memory_id: int) -> dict[str, Any]
             raise MemoryConflict("superseded", f"Memory {memory_id} was replaced by a newer "
                                  "version; use undo-supersede to bring it back.")
         await db.restore_memories(cur, [memory_id])
-        return await db.get_memory(cur, memory_id)
+        return _present(await db.get_memory(cur, memory_id), memory_id)
 
 
 async def delete_memory(app: web.Application, memory_id: int) -> None:
@@ -152,11 +154,15 @@ async def promote_memory(app: web.Application, memory_id: int) -> dict[str, Any]
             raise MemoryConflict("archived", f"Memory {memory_id} is archived; restore it first.")
         if row["layer"] == CORE_LAYER:
             return row
-        return await db.set_layer(cur, memory_id, CORE_LAYER)
+        return _present(await db.set_layer(cur, memory_id, CORE_LAYER), memory_id)
 
 
 async def _locked(cur: Any, memory_id: int) -> dict[str, Any]:
-    row = await db.get_memory(cur, memory_id, for_update=True)
+    return _present(await db.get_memory(cur, memory_id, for_update=True), memory_id)
+
+
+def _present(row: dict[str, Any] | None, memory_id: int) -> dict[str, Any]:
+    """The row, or NotFound (a row locked in this transaction is always there)."""
     if row is None:
         raise NotFound(f"No memory with id {memory_id}.")
     return row

@@ -60,7 +60,7 @@ class TermStats:
         # case the statistics are stale). Listed terms are gathered rarest first within budget.
         listed = [t for t in terms if t in self._frequent]
         gather = [t for t in terms if t not in self._frequent]
-        spent = 0
+        spent = 0.0
         for term in sorted(listed, key=lambda t: self._frequent[t]):
             rows = self._frequent[term] * self._rows  # what gathering it reads
             if spent + rows > GATHER_BUDGET:

@@ -150,6 +150,7 @@ async def import_text(app: web.Application, text: str, *, skip_scoring: bool) ->
     pool = pool_of(app)
     async with cursor(pool) as cur:
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
+    notices: list[dict[str, Any]]
     if skip_scoring or not fresh:
         scores, by_model, notices = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
     else:

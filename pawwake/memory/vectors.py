@@ -10,7 +10,7 @@ explicit confirmation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import connection
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.vector_index import VectorIndex
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class VectorStore:
         self._known_indexes: set[str] = set()
         self._warned = False
 
-    def backend(self, settings: Mapping[str, Any], database: Database,
+    def backend(self, settings: Settings, database: Database,
                 provenance: Provenance) -> str:
         """``pgvector`` or ``numpy`` for this search."""
         choice = settings.VECTOR_BACKEND
@@ -95,7 +96,7 @@ class VectorStore:
         self.index.add(provenance, [row for row in rows if row[0] in stored_ids])
         return sorted(stored_ids)
 
-    async def ensure_hnsw_index(self, database: Database, settings: Mapping[str, Any],
+    async def ensure_hnsw_index(self, database: Database, settings: Settings,
                                 provenance: Provenance, table: str = "memory_embeddings"
                                 ) -> bool:
         """Create the provenance's HNSW index on ``table`` (memory or conversation vectors)
@@ -115,7 +116,7 @@ class VectorStore:
         self._known_indexes.add(name)
         return True
 
-    async def nearest(self, database: Database, settings: Mapping[str, Any],
+    async def nearest(self, database: Database, settings: Settings,
                       provenance: Provenance, query: np.ndarray, k: int,
                       exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
         """The ``k`` nearest memories by cosine, best first. pgvector returns active rows
@@ -126,7 +127,7 @@ class VectorStore:
             return sorted(found, key=lambda item: -item[1])
         return await self.index.search(database.pool, provenance, query, k, exclude)
 
-    async def cosines(self, database: Database, settings: Mapping[str, Any],
+    async def cosines(self, database: Database, settings: Settings,
                       provenance: Provenance, query: np.ndarray, ids: Sequence[int]
                       ) -> dict[int, float]:
         """Cosine with the query for those of ``ids`` that have a vector."""

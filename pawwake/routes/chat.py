@@ -449,10 +449,11 @@ async def list_models(request: web.Request) -> web.Response:
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})
     listed = await app[keys.MODELS].quick_for(app[keys.HTTP], settings)
-    for model in listed.models if listed else ():
-        if model["id"] != default:
-            data.append({"id": model["id"], "object": "model", "created": 0,
-                         "owned_by": listed.source})
+    if listed is not None:
+        for model in listed.models:
+            if model["id"] != default:
+                data.append({"id": model["id"], "object": "model", "created": 0,
+                             "owned_by": listed.source})
     return web.json_response({"object": "list", "data": data})
 
 

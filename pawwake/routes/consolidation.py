@@ -74,9 +74,10 @@ async def start(request: web.Request) -> web.Response:
         for name in ("date_from", "date_to"):
             if body.get(name) is None:
                 raise FieldError(name, f"'{name}' is required (YYYY-MM-DD).", "missing_field")
-        started = await consolidate.start_range(
-            request.app, parse_event_date(body["date_from"], "date_from"),
-            parse_event_date(body["date_to"], "date_to"))
+        date_from = parse_event_date(body["date_from"], "date_from")
+        date_to = parse_event_date(body["date_to"], "date_to")
+        assert date_from is not None and date_to is not None  # both present: checked above
+        started = await consolidate.start_range(request.app, date_from, date_to)
     else:
         reject_unknown(body, ("ids", "date_from", "date_to"))
         raise FieldError(None, "Send 'ids' (at least 2 memories) or 'date_from' and 'date_to'.",

@@ -12,13 +12,14 @@ from pawwake.database import connected_database, database_state
 async def health(request: web.Request) -> web.Response:
     settings = await request.app[keys.CONFIG].fresh()
     state = database_state(request.app)
+    configured = request.app[keys.DATABASE]
     database = connected_database(request.app)
     return web.json_response({
         "status": "running",
         "name": "Pawwake",
         "version": __version__,
         "database": state,
-        "database_kind": request.app[keys.DATABASE].kind if state != "disabled" else None,
+        "database_kind": configured.kind if configured is not None else None,
         "vectors": ("pgvector" if database.pgvector else "numpy") if database else None,
         "memory": bool(database and settings.MEMORY_ENABLED),
         "partition": bool(database and settings.CACHE_PARTITION_ENABLED),

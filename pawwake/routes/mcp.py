@@ -98,9 +98,9 @@ async def not_allowed(request: web.Request) -> web.Response:
     except RpcError as exc:
         return _refusal(exc)
     what = "a server-to-client stream" if request.method == "GET" else "sessions to end"
-    exc = RpcError(INVALID_REQUEST, f"This MCP server has no {what}; POST JSON-RPC messages.",
-                   status=405)
-    return web.json_response(exc.body(), status=405, headers={"Allow": "POST"})
+    refusal = RpcError(INVALID_REQUEST,
+                       f"This MCP server has no {what}; POST JSON-RPC messages.", status=405)
+    return web.json_response(refusal.body(), status=405, headers={"Allow": "POST"})
 
 
 def setup(app: web.Application) -> None:

@@ -44,8 +44,8 @@ class MessagesTurn(ChatTurn):
     track_health = False
     hold_rest_once_done = True
     cut_when_incomplete = True
-    capture: MessagesSseCapture | None  # type: ignore[assignment]
-    prepared: PreparedMessages | None  # type: ignore[assignment]
+    capture: MessagesSseCapture | None
+    prepared: PreparedMessages | None
 
     @staticmethod
     def parse_body(raw: bytes) -> dict[str, Any]:
@@ -72,7 +72,7 @@ class MessagesTurn(ChatTurn):
     def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
         return "text/event-stream" in content_type.lower()
 
-    def new_capture(self, content_type: str) -> MessagesSseCapture:  # type: ignore[override]
+    def new_capture(self, content_type: str) -> MessagesSseCapture:
         return MessagesSseCapture()
 
     def hold_start(self, chunk: bytes) -> int:

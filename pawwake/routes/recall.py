@@ -59,7 +59,7 @@ async def post_turn(request: web.Request) -> web.Response:
     except TurnInvalid as exc:
         return api_error(400, exc.code, str(exc))
     result = await ingest_turn(app, turn)
-    body = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
+    body: dict[str, Any] = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":
         return web.json_response(body, status=200)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 _DATA = Path(__file__).with_name("data")
 _WORD = re.compile(r"[A-Za-z]+(?:['\u2019][A-Za-z]+)*")
@@ -62,12 +62,19 @@ def normalise(word: str) -> str | None:
     return _stemmer().stemWord(IRREGULAR.get(base, base))
 
 
+class _Stemmer(Protocol):
+    """What is used of a snowballstemmer stemmer (the package has no type information)."""
+
+    def stemWord(self, word: str) -> str: ...
+
+
 @lru_cache(maxsize=1)
-def _stemmer() -> Any:
+def _stemmer() -> _Stemmer:
     """Loaded on first use (~3 MB), so a gateway that only forwards never pays for it."""
     import snowballstemmer
 
-    return snowballstemmer.stemmer("english")
+    stemmer: _Stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 def terms(text: str) -> list[str]:

@@ -286,7 +286,8 @@ def _segments(text: str) -> list[str]:
     import jieba
 
     load()
-    return jieba.lcut(text, cut_all=False, HMM=False)
+    words: list[str] = jieba.lcut(text, cut_all=False, HMM=False)
+    return words
 
 
 def _clean(token: str) -> str:

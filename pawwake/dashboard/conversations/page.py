@@ -8,10 +8,10 @@ search is a POST so private text stays out of URLs and access logs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
-from multidict import MultiMapping
 
 from pawwake import keys
 from pawwake.chat import conversations as service
@@ -42,8 +42,9 @@ def _int(value: Any, default: int, low: int = 1) -> int:
     return default
 
 
-def _notice(lang: str, values: MultiMapping[str]) -> str | None:
-    key = NOTICES.get(values.get("done", ""))
+def _notice(lang: str, values: Mapping[str, object]) -> str | None:
+    done = values.get("done", "")
+    key = NOTICES.get(done) if isinstance(done, str) else None
     if key is None:
         return None
     return translate(lang, key, n=_int(values.get("n"), 0, 0),
@@ -57,7 +58,7 @@ def _list_url(request: web.Request, *, trash: bool, **extra: str) -> str:
 
 
 async def _render_list(request: web.Request, *, query: str, trash: bool, page: int,
-                       values: MultiMapping[str], status: int = 200) -> web.Response:
+                       values: Mapping[str, object], status: int = 200) -> web.Response:
     lang = request_language(request)
     result = await service.list_conversations(gateway(request), query=query, trash=trash,
                                               limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)

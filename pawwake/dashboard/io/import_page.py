@@ -52,7 +52,7 @@ def _uploaded_text(form: MultiDictProxy[Any], file_field: str, text_field: str) 
 
 
 def _card(**values: Any) -> dict[str, Any]:
-    base = {"report": None, "error": None, "problems": [], "preview": None, "done": None,
+    base: dict[str, Any] = {"report": None, "error": None, "problems": [], "preview": None, "done": None,
             "skip_scoring": False}
     return {**base, **values}
 

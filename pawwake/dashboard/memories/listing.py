@@ -253,10 +253,9 @@ async def respond(request: web.Request, view: View, *, fragment: str = REGION,
     """htmx: ``fragment`` plus the parts named in ``oob`` swapped out of band ("region",
     "consolidation", "candidates", "merge"). Otherwise the whole page."""
     if not is_htmx(request):
-        context = await page_context(request, view, consolidation=consolidation,
-                                     candidates=candidates, merge_form=merge_form,
-                                     **region_extra)
-        return render(request, PAGE, context, status=status)
+        page = await page_context(request, view, consolidation=consolidation,
+                                  candidates=candidates, merge_form=merge_form, **region_extra)
+        return render(request, PAGE, page, status=status)
     parts = set(oob)
     context: dict[str, Any] = {"main_fragment": fragment, "oob": parts,
                                "bulk_result": region_extra.pop("bulk_result", None)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 from aiohttp import web
 
@@ -50,7 +50,15 @@ def _number(value: Any) -> int | None:
     return int(value)
 
 
-def _opened(values: Any) -> dict[str, int | None]:
+class Opened(TypedDict):
+    """Row numbers whose editor or panels are open (None: closed)."""
+
+    edit_number: int | None
+    versions_number: int | None
+    sources_number: int | None
+
+
+def _opened(values: Any) -> Opened:
     """Which row's editor or panel the request opens, by row number (no-script links)."""
     return {"edit_number": _number(values.get("edit")),
             "versions_number": _number(values.get("versions")),

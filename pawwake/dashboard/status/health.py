@@ -18,6 +18,9 @@ from pawwake.memory.backfill import backfill_status
 
 log = logging.getLogger(__name__)
 
+_UNREADABLE: tuple[type[BaseException], ...] = (DatabaseUnavailable, psycopg2.Error,
+                                                 *UNAVAILABLE_ERRORS)
+
 
 def database_line(database: Any, state: str) -> dict[str, Any]:
     level = {"ready": "ok", "disabled": "off", "connecting": "warning"}.get(state, "error")
@@ -42,7 +45,7 @@ async def embedding_line(app: web.Application, settings: Any) -> dict[str, Any]:
         return {"name": "embedding", "state": "off"}
     try:
         status = await backfill_status(app)
-    except (DatabaseUnavailable, psycopg2.Error, *UNAVAILABLE_ERRORS) as exc:
+    except _UNREADABLE as exc:
         # The page still renders; the line says the state could not be read.
         log.warning("embedding state unreadable on the status page (%s)", type(exc).__name__)
         return {"name": "embedding", "state": "warning", "unavailable": True}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 from yarl import URL
 
@@ -21,14 +23,15 @@ async def status(request: web.Request) -> web.Response:
     app = gateway(request)
     database = app[keys.DATABASE]
     state = database_state(app)
-    on = connected_database(app) is not None
-    context = {
+    connected = connected_database(app)
+    on = connected is not None
+    context: dict[str, Any] = {
         "version": __version__,
         "database": database.kind if database is not None else "disabled",
         "database_state": state,
         "database_error": database.last_error if database is not None and state != "ready"
         else None,
-        "vectors": ("pgvector" if database.pgvector else "numpy") if on else None,
+        "vectors": ("pgvector" if connected.pgvector else "numpy") if connected else None,
         "switches": [
             ("status.memory", on and settings.MEMORY_ENABLED),
             ("status.partition", on and settings.CACHE_PARTITION_ENABLED),
@@ -41,14 +44,14 @@ async def status(request: web.Request) -> web.Response:
         "turn_spool": spool_status(request.config_dict),
     }
     context["jobs"] = None
-    if on and state == "ready":
+    if connected is not None and state == "ready":
         try:
-            context["counts"] = await dashboard_counts(database.pool)
+            context["counts"] = await dashboard_counts(connected.pool)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
             context["jobs"] = await job_admin.health(app)
         except UNAVAILABLE_ERRORS:
-            database.mark_unreachable()  # the page still renders, saying so
+            connected.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
     context["health"] = await health_lines(app, settings, context["database_state"],
                                            context["jobs"])

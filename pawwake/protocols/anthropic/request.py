@@ -104,7 +104,7 @@ def stored_block(block: Any) -> Any:
     if isinstance(block, dict) and "cache_control" in block:
         block = {k: v for k, v in block.items() if k != "cache_control"}
     if isinstance(block, dict) and block.get("type") in _MEDIA:
-        source = block.get("source") if isinstance(block.get("source"), dict) else {}
+        source = block["source"] if isinstance(block.get("source"), dict) else {}
         kept = {"type": block["type"], "omitted": True}
         if isinstance(source.get("media_type"), str):
             kept["media_type"] = source["media_type"]
