@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory_search import memory_app
 
 from pawwake import keys
-from pawwake.memory import fusion
+from pawwake.search import fusion
 from tests import retrieval_devset as devset_mod
 
 log = logging.getLogger("bench")

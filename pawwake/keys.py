@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from pawwake.llm.embeddings import Embedder
     from pawwake.llm.models import ModelCatalog
     from pawwake.llm.upstream_health import UpstreamHealth
-    from pawwake.memory.term_stats import TermStats
     from pawwake.memory.vectors import VectorStore
     from pawwake.protocols.anthropic.pipeline import MessagesResources
+    from pawwake.search.term_stats import TermStats
     from pawwake.settings import Settings
     from pawwake.tasks import BackgroundTasks
 

@@ -16,7 +16,7 @@ from pawwake.chat.recall_inject import (
 )
 from pawwake.chat.recall_rank import SessionHits, fragment_id, rank_sessions
 from pawwake.db.pool import execute
-from pawwake.memory.fusion import Neighbourhood
+from pawwake.search.fusion import Neighbourhood
 
 KEY = "recall-gateway-key-0123456789abcd"
 HEADERS = {"X-Gateway-Key": KEY}

@@ -29,8 +29,8 @@ from pawwake.chat.recall_rank import (
 )
 from pawwake.db import fragments as db
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
-from pawwake.memory import fusion
-from pawwake.memory.scoring import keyword_score
+from pawwake.search import fusion
+from pawwake.search.scoring import keyword_score
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
@@ -125,7 +125,7 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
-    """Add the messages admitted by rank in the query's neighbourhood (``memory.fusion``) to
+    """Add the messages admitted by rank in the query's neighbourhood (``search.fusion``) to
     ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
     database = app[keys.DATABASE]
     assert database is not None
