@@ -7,8 +7,8 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.auth import api_auth_middleware, warn_if_open
 from pawwake.chat.partition_step import partition_step
-from pawwake.chat.recall_inject import recall_step
-from pawwake.chat.recall_vectors import recall_vectors_ctx
+from pawwake.chat.recall.inject import recall_step
+from pawwake.chat.recall.vectors import recall_vectors_ctx
 from pawwake.chat.turn_spool import turn_spool_ctx
 from pawwake.config import RuntimeConfig
 from pawwake.cors import cors_preflight_middleware, setup_cors

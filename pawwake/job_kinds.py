@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.memory import consolidate, embedding_jobs, embedding_worker, extract, reindex
 from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND
 

@@ -9,7 +9,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from pawwake.chat.pipeline import ChatResources
-    from pawwake.chat.recall_vectors import MessageVectors
+    from pawwake.chat.recall.vectors import MessageVectors
     from pawwake.chat.turn_spool import TurnSpool
     from pawwake.config import RuntimeConfig
     from pawwake.database import Database

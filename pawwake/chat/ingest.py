@@ -21,8 +21,8 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index
 from pawwake.chat.ingest_replace import replace_final_reply
+from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction

@@ -21,7 +21,7 @@ import psycopg2
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.conversation_index import reindex_messages
+from pawwake.chat.recall.index import reindex_messages
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction

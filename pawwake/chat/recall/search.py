@@ -2,7 +2,7 @@
 
 Keyword candidates come from the GIN-indexed terms, semantic ones from message vectors whose
 raw cosine reaches ``CONVERSATION_MIN_SCORE_THRESHOLD``; sessions are ranked by
-``recall_rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
+``recall.rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
 fragment: its best matching messages with ``context`` neighbours on each side. Stateless:
 callers pass the sessions and fragment ids to leave out (the next candidates move up).
 """
@@ -18,8 +18,9 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index, recall_stats
-from pawwake.chat.recall_rank import (
+from pawwake.chat.recall import index as conversation_index
+from pawwake.chat.recall import stats as recall_stats
+from pawwake.chat.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
     SessionHits,
