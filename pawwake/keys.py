@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     from pawwake.chat.pipeline import ChatResources
     from pawwake.chat.recall.vectors import MessageVectors
     from pawwake.chat.turn_spool import TurnSpool
-    from pawwake.config import RuntimeConfig
     from pawwake.database import Database
     from pawwake.jobs import JobRunner
+    from pawwake.live_settings import RuntimeConfig
     from pawwake.llm.embeddings import Embedder
     from pawwake.llm.models import ModelCatalog
     from pawwake.llm.upstream_health import UpstreamHealth
