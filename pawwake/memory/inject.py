@@ -24,6 +24,7 @@ from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.search import SearchResult, search_memories, touch_results
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ REMINDER_GUIDANCE = ("其中标有“提醒”的是用户要求你在此时提�
                      " Items marked 提醒 are reminders the user asked for: bring them up now.")
 
 
-def local_zone(settings: Any) -> timezone:
+def local_zone(settings: Settings) -> timezone:
     return timezone(timedelta(hours=settings.TIMEZONE_HOURS))
 
 
@@ -60,7 +61,7 @@ def reminder_line(reminder: dict[str, Any], zone: timezone) -> str:
     return f"[提醒 {moment}] " + " ".join(str(reminder["content"]).split())
 
 
-def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], settings: Any
+def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], settings: Settings
                  ) -> str:
     """The ``<retrieved_memories>`` block: reminders first, then memories."""
     zone = local_zone(settings)
@@ -73,7 +74,7 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
     return f"{guidance}\n{block}"
 
 
-async def recall_for_request(app: web.Application, settings: Any, session_id: str,
+async def recall_for_request(app: web.Application, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:

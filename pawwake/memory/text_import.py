@@ -23,6 +23,7 @@ from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
+from pawwake.settings import Settings
 from pawwake.text.storable import storable_text
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def english_warning(notice: dict[str, Any]) -> str:
             f" importance {notice['importance']} used.")
 
 
-async def _score_batch(app: web.Application, settings: Any, model: str, batch: list[str]
+async def _score_batch(app: web.Application, settings: Settings, model: str, batch: list[str]
                        ) -> tuple[list[int] | None, dict[str, Any]]:
     try:
         reply = await upstream.complete(app[keys.HTTP], settings, scoring_messages(batch),

@@ -42,6 +42,7 @@ from pawwake.llm.sse import (
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ class ChatTurn:
     def upstream_failed(self, exc: UpstreamFailure) -> web.Response:
         return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
 
-    def forward(self, settings: Any, prepared: PreparedChat
+    def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         return forward(self.app[keys.HTTP], settings, prepared.payload,
                        url=self.upstream_url(settings))
@@ -169,11 +170,11 @@ class ChatTurn:
     def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
         return prepared.stream or "text/event-stream" in content_type.lower()
 
-    async def prepare(self, settings: Any, body: dict[str, Any], raw: bytes) -> PreparedChat:
+    async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
         return await prepare_chat(self.app, settings, self.request.headers, body, raw,
                                   datetime.now(UTC))
 
-    def upstream_url(self, settings: Any) -> str:
+    def upstream_url(self, settings: Settings) -> str:
         return str(settings.chat_completions_url)
 
     def new_capture(self, content_type: str) -> SseCapture | JsonCapture:
@@ -191,7 +192,7 @@ class ChatTurn:
             self.drain_expired = True
             self.task.cancel()
 
-    async def run(self, settings: Any, body: dict[str, Any], raw: bytes
+    async def run(self, settings: Settings, body: dict[str, Any], raw: bytes
                   ) -> web.StreamResponse:
         app = self.app
         try:
@@ -311,7 +312,7 @@ def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed
         health.failed(relayed.status, prepared.model, relayed.failure or "failed")
 
 
-async def relay(turn: ChatTurn, settings: Any, prepared: PreparedChat) -> Relayed:
+async def relay(turn: ChatTurn, settings: Settings, prepared: PreparedChat) -> Relayed:
     """Forward the prepared body and send the provider's answer to the client."""
     turn.forwarded = True  # from here on, a client that leaves keeps what it typed
     async with turn.forward(settings, prepared) as upstream:

@@ -30,6 +30,7 @@ from pawwake.protocols.anthropic.pipeline import PreparedMessages, prepare_messa
 from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages, messages_url
 from pawwake.routes.chat import ChatTurn
+from pawwake.settings import Settings
 
 CUT_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
              b'"message":"The upstream API broke off the stream."}}\n\n')
@@ -57,12 +58,12 @@ class MessagesTurn(ChatTurn):
     def upstream_failed(self, exc: UpstreamFailure) -> web.Response:
         return anthropic_error(exc.status, str(exc), error_type="api_error")
 
-    async def prepare(self, settings: Any, body: dict[str, Any], raw: bytes
+    async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes
                       ) -> PreparedMessages:
         return await prepare_messages(self.app, settings, self.request.headers, body, raw,
                                       datetime.now(UTC))
 
-    def forward(self, settings: Any, prepared: PreparedChat
+    def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         assert isinstance(prepared, PreparedMessages)
         return forward_messages(self.app[keys.HTTP], settings,
@@ -82,7 +83,7 @@ class MessagesTurn(ChatTurn):
         return capture_message(data)
 
 
-def upstream_url(settings: Any, request: web.Request, suffix: str = "") -> str:
+def upstream_url(settings: Settings, request: web.Request, suffix: str = "") -> str:
     """The provider's endpoint plus the client's query string (Claude Code adds one)."""
     url = messages_url(settings) + suffix
     if request.query_string:

@@ -15,6 +15,7 @@ from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.local_time import local_minute, zone_of
 from pawwake.memory.backfill import backfill_status
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def upstream_line(app: web.Application, zone: timezone) -> dict[str, Any]:
                 "code": error.code}}
 
 
-async def embedding_line(app: web.Application, settings: Any) -> dict[str, Any]:
+async def embedding_line(app: web.Application, settings: Settings) -> dict[str, Any]:
     """Provider, model, dimension and backfill progress; a provider that fails is an error."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"name": "embedding", "state": "off"}
@@ -67,7 +68,7 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
     return {"name": "jobs", "state": level, "total": jobs["total"]}
 
 
-async def health_lines(app: web.Application, settings: Any, state: str,
+async def health_lines(app: web.Application, settings: Settings, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card."""
     database = app[keys.DATABASE]

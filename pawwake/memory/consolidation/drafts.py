@@ -35,6 +35,7 @@ from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import pool_of
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def _id_list(ids: list[int]) -> str:
 class DraftRun:
     """One run of the draft job: a queue of batches worked front to back."""
 
-    def __init__(self, job: Job, settings: Any) -> None:
+    def __init__(self, job: Job, settings: Settings) -> None:
         self.job = job
         self.app = job.app
         self.pool = pool_of(job.app)

@@ -32,6 +32,7 @@ from pawwake.memory.extraction.parse import (
 )
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
+from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,13 @@ CANDIDATES_LATEST = 10
 PROMPT = (Path(__file__).with_name("prompts") / "extract.txt").read_text(encoding="utf-8")
 
 
-def extraction_due(settings: Any, complete_rounds: int) -> bool:
+def extraction_due(settings: Settings, complete_rounds: int) -> bool:
     interval = settings.MEMORY_EXTRACT_INTERVAL
     return (settings.MEMORY_ENABLED and interval > 0 and complete_rounds > 0
             and complete_rounds % interval == 0)
 
 
-async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int | None:
+async def schedule_extraction(cur: Any, settings: Settings, session_id: str) -> int | None:
     """Enqueue extraction when the session's newest round closed an interval.
 
     Call inside the transaction that stored the turn: the job then exists exactly when the
@@ -67,7 +68,7 @@ async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int |
                                  dedupe_key=f"{session_id}:{count}")
 
 
-def render_prompt(settings: Any, candidates: list[dict[str, Any]],
+def render_prompt(settings: Settings, candidates: list[dict[str, Any]],
                   dialogue: list[tuple[str, str]], now: datetime) -> str:
     offset = timedelta(hours=settings.TIMEZONE_HOURS)
     local_now = now.astimezone(timezone(offset))
@@ -99,7 +100,7 @@ async def candidate_memories(cur: Any, query_text: str,
     return list(merged.values())
 
 
-async def similar_memory_ids(app: web.Application, settings: Any, query_text: str
+async def similar_memory_ids(app: web.Application, settings: Settings, query_text: str
                              ) -> list[int] | None:
     """The related memories by hybrid search (the same admission and fusion as recall), or
     None when vectors are off or could not be used (then keywords decide)."""

@@ -31,6 +31,7 @@ from pawwake.memory.inject import memory_step
 from pawwake.protocols.anthropic.partition import messages_partition_step
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
+from pawwake.settings import Settings
 
 
 @dataclass
@@ -66,7 +67,7 @@ class PreparedMessages(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-async def prepare_messages(app: web.Application, settings: Any, headers: Mapping[str, str],
+async def prepare_messages(app: web.Application, settings: Settings, headers: Mapping[str, str],
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 import aiohttp
 from yarl import URL
 
 from pawwake.llm.upstream import ATTRIBUTION_TITLE, ATTRIBUTION_URL, forward, is_openrouter
+from pawwake.settings import Settings
 
 DEFAULT_VERSION = "2023-06-01"
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -31,7 +31,7 @@ _KNOWN = {
 }
 
 
-def messages_url(settings: Any) -> str:
+def messages_url(settings: Settings) -> str:
     """The provider's Messages endpoint (a base ``…/v1`` is completed with ``/messages``)."""
     configured = str(settings.MESSAGES_BASE_URL or "").strip().rstrip("/")
     if configured:
@@ -40,7 +40,7 @@ def messages_url(settings: Any) -> str:
     return _KNOWN.get(host) or settings.api_base.rstrip("/") + "/messages"
 
 
-def uses_x_api_key(settings: Any, url: str) -> bool:
+def uses_x_api_key(settings: Settings, url: str) -> bool:
     choice = settings.MESSAGES_AUTH_HEADER
     if choice == "auto":
         host = URL(url).host or ""
@@ -48,7 +48,7 @@ def uses_x_api_key(settings: Any, url: str) -> bool:
     return bool(choice == "x-api-key")
 
 
-def messages_headers(settings: Any, url: str, client: Mapping[str, str]) -> dict[str, str]:
+def messages_headers(settings: Settings, url: str, client: Mapping[str, str]) -> dict[str, str]:
     """Headers for a Messages call: our key, the client's Anthropic headers, plain JSON."""
     headers = {"Content-Type": "application/json", "Accept-Encoding": "identity",
                "anthropic-version": client.get("anthropic-version") or DEFAULT_VERSION}
@@ -67,7 +67,7 @@ def messages_headers(settings: Any, url: str, client: Mapping[str, str]) -> dict
     return headers
 
 
-def forward_messages(http: aiohttp.ClientSession, settings: Any, url: str, payload: bytes,
+def forward_messages(http: aiohttp.ClientSession, settings: Settings, url: str, payload: bytes,
                      client_headers: Mapping[str, str]
                      ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
     """POST ``payload`` to ``url`` with the Messages headers (see ``forward``)."""

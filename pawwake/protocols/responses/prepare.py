@@ -28,6 +28,7 @@ from pawwake.chat.pipeline import (
 )
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
+from pawwake.settings import Settings
 
 PROTOCOL = "responses"
 
@@ -51,7 +52,7 @@ class PreparedResponses(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
+def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
     """REASONING_EFFORT in the Responses shape (``reasoning.effort``)."""
     if settings.REASONING_EFFORT:
         reasoning = body.get("reasoning")
@@ -59,7 +60,7 @@ def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
                              "effort": settings.REASONING_EFFORT}
 
 
-async def prepare_responses(app: web.Application, settings: Any, headers: Mapping[str, str],
+async def prepare_responses(app: web.Application, settings: Settings, headers: Mapping[str, str],
                             body: dict[str, Any], raw: bytes, received_at: datetime
                             ) -> PreparedResponses:
     """Turn a validated Responses body into what goes upstream and what happens afterwards."""

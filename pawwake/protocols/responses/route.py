@@ -19,6 +19,7 @@ from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
 from pawwake.protocols.responses.request import parse_responses_body
 from pawwake.routes.chat import ChatTurn, turn_handler
+from pawwake.settings import Settings
 
 
 class ResponsesTurn(ChatTurn):
@@ -31,11 +32,11 @@ class ResponsesTurn(ChatTurn):
     def parse_body(raw: bytes) -> dict[str, Any]:
         return parse_responses_body(raw)
 
-    async def prepare(self, settings: Any, body: dict[str, Any], raw: bytes) -> PreparedChat:
+    async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
         return await prepare_responses(self.app, settings, self.request.headers, body, raw,
                                        datetime.now(UTC))
 
-    def upstream_url(self, settings: Any) -> str:
+    def upstream_url(self, settings: Settings) -> str:
         return str(settings.responses_url)
 
     def new_capture(self, content_type: str) -> SseCapture | JsonCapture:
