@@ -58,14 +58,14 @@ def main() -> None:
     settings = Settings.from_env()
     if args.port is not None:
         settings = settings.with_values({"PORT": args.port})
-    configure_logging(settings["LOG_LEVEL"])
+    configure_logging(settings.LOG_LEVEL)
     warn_removed(os.environ)
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     app = create_app(settings)
     app.on_shutdown.append(start_watchdog)
-    line = listening_line(args.host, settings["PORT"])
+    line = listening_line(args.host, settings.PORT)
     # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner
-    web.run_app(app, host=args.host, port=settings["PORT"], access_log=None,
+    web.run_app(app, host=args.host, port=settings.PORT, access_log=None,
                 print=lambda _banner: log.info("%s", line),
                 shutdown_timeout=REQUEST_GRACE_SECONDS)
     if _shutdown_started:
