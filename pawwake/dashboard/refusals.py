@@ -3,7 +3,7 @@ code (for the API and logs); pages show the code's text in the reader's language
 
 from __future__ import annotations
 
-from pawwake.chat.conversations import Invalid
+from pawwake.api_error import ApiError
 from pawwake.dashboard.i18n import STRINGS, translate
 from pawwake.db.errors import Conflict
 
@@ -27,7 +27,7 @@ def conflict_reason(lang: str, exc: Conflict) -> str:
     return str(exc)
 
 
-def invalid_text(lang: str, exc: Invalid) -> str:
+def invalid_text(lang: str, exc: ApiError) -> str:
     """Why the input cannot be used, never the English API message."""
     key = f"invalid.{exc.code}"
     if _known(lang, key):

@@ -8,20 +8,18 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pawwake.chat.conversations import Invalid
+from pawwake.api_error import ApiError
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import conflict_reason, invalid_text
 from pawwake.dashboard.render import render_error
 from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.settings import SettingError
+from pawwake.sub_apps import gateway
+
+__all__ = ["gateway", "refusals_as_pages"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def gateway(request: web.Request) -> web.Application:
-    """The gateway application whose services the page calls (the dashboard is its sub-app)."""
-    return request.match_info.apps[0]
 
 
 def refusals_as_pages(catalog_prefix: str) -> Callable[[Handler], Handler]:
@@ -41,7 +39,7 @@ def refusals_as_pages(catalog_prefix: str) -> Callable[[Handler], Handler]:
             except Conflict as exc:
                 return render_error(request, 409, translate(
                     lang, f"{catalog_prefix}.error_conflict", reason=conflict_reason(lang, exc)))
-            except Invalid as exc:
+            except ApiError as exc:
                 return render_error(request, 400, invalid_text(lang, exc))
             except SettingError as exc:
                 return render_error(request, 400, setting_error_text(lang, exc))
