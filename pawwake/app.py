@@ -8,19 +8,19 @@ from pawwake import keys
 from pawwake.auth import warn_if_open
 from pawwake.chat.partition_step import partition_step
 from pawwake.chat.pipeline import ChatResources
-from pawwake.chat.recall_inject import recall_step
-from pawwake.chat.recall_vectors import recall_vectors_ctx
+from pawwake.chat.recall.inject import recall_step
+from pawwake.chat.recall.vectors import recall_vectors_ctx
 from pawwake.chat.turn_spool import turn_spool_ctx
-from pawwake.config import RuntimeConfig
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx, stop_connecting
 from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import JobRunner, jobs_ctx
+from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.http import http_client_ctx
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.memory.inject import memory_step
-from pawwake.memory.runtime import embedder_ctx
+from pawwake.memory.resources import embedder_ctx
 from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.routes import setup_routes
 from pawwake.settings import Settings

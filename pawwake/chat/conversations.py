@@ -15,7 +15,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.api_error import ApiError
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import transaction

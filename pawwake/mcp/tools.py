@@ -16,7 +16,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.api_error import ApiError
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.llm.embeddings import EmbeddingError

@@ -14,7 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.memory import consolidate, merge
+from pawwake.memory.consolidation import drafts as consolidate
+from pawwake.memory.consolidation import merge
+from pawwake.memory.consolidation.merge import MergeRequest
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,
@@ -28,7 +30,6 @@ from pawwake.memory.fields import (
     reject_unknown,
     require_object,
 )
-from pawwake.memory.merge import MergeRequest
 from pawwake.routes.memories import memory_id, read_json
 from pawwake.sub_apps import gateway
 
