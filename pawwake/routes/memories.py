@@ -24,7 +24,7 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.store import memory_json
 from pawwake.routes import api_body
-from pawwake.routes.api_body import MAX_BODY_BYTES
+from pawwake.routes.api_body import MAX_BODY_BYTES, read_fields
 from pawwake.sub_apps import gateway
 
 MAX_ID = 2 ** 63 - 1
@@ -152,25 +152,32 @@ async def layer_stats(request: web.Request) -> web.Response:
     return web.json_response(await store.layer_stats(gateway(request)))
 
 
-async def check_duplicate(request: web.Request) -> web.Response:
-    body = require_object(await read_json(request))
-    reject_unknown(body, ("content", "threshold"))
-    content = parse_content(body.get("content"))
-    threshold = body.get("threshold", duplicates.DEFAULT_THRESHOLD)
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
-            or not 0 < threshold <= 1:
+def parse_threshold(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise FieldError("threshold", "'threshold' must be a number above 0 and at most 1.")
-    return web.json_response(await duplicates.check_duplicate(gateway(request), content,
-                                                              float(threshold)))
+    return float(value)
+
+
+DUPLICATE_CHECK = {"content": parse_content, "threshold": parse_threshold}
+
+
+async def check_duplicate(request: web.Request) -> web.Response:
+    check = await read_fields(request, DUPLICATE_CHECK,
+                              {"threshold": duplicates.DEFAULT_THRESHOLD}, too_large=TOO_LARGE)
+    return web.json_response(await duplicates.check_duplicate(
+        gateway(request), check["content"], check["threshold"]))
+
+
+def parse_days(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 36500:
+        raise FieldError("days", "'days' must be a number from 0 to 36500.")
+    return value
 
 
 async def cleanup_fragments(request: web.Request) -> web.Response:
-    body = require_object(await read_json(request, empty={}))
-    reject_unknown(body, ("days",))
-    days = body.get("days", DEFAULT_CLEANUP_DAYS)
-    if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days <= 36500:
-        raise FieldError("days", "'days' must be a number from 0 to 36500.")
-    return web.json_response(await store.cleanup_fragments(gateway(request), days))
+    fields = await read_fields(request, {"days": parse_days}, {"days": DEFAULT_CLEANUP_DAYS},
+                               too_large=TOO_LARGE, empty={})
+    return web.json_response(await store.cleanup_fragments(gateway(request), fields["days"]))
 
 
 def setup(app: web.Application) -> None:
