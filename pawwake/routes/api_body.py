@@ -66,6 +66,11 @@ async def read_object(request: web.Request, allowed: tuple[str, ...] | None = No
     return body
 
 
+def optional(parse: Parser) -> Parser:
+    """A parser that lets JSON null through as None."""
+    return lambda value: None if value is None else parse(value)
+
+
 def fields_of(body: Any, schema: Mapping[str, Parser],
               defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The clean fields of a JSON object: every field of ``schema`` parsed (a field that is

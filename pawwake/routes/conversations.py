@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -11,17 +12,30 @@ from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
-from pawwake.routes.api_body import read_json, read_object
+from pawwake.routes.api_body import read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
 from pawwake.sub_apps import gateway
 
 
-def _session_ids(body: dict[str, Any], key: str) -> list[str]:
-    ids = body.get(key)
-    if not isinstance(ids, list) or not ids or len(ids) > service.MAX_BATCH:
-        raise ApiError(f"invalid_{key}", f"{key} must be a list of 1 to {service.MAX_BATCH} ids.")
-    return [service.session_id_of(v, key) for v in ids]
+def _session_ids(key: str) -> Callable[[Any], list[str]]:
+    def parse(ids: Any) -> list[str]:
+        if not isinstance(ids, list) or not ids or len(ids) > service.MAX_BATCH:
+            raise ApiError(f"invalid_{key}",
+                           f"{key} must be a list of 1 to {service.MAX_BATCH} ids.")
+        return [service.session_id_of(v, key) for v in ids]
+    return parse
+
+
+def _permanent(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ApiError("invalid_permanent", "permanent must be true or false.")
+    return value
+
+
+BATCH_DELETE = {"session_ids": _session_ids("session_ids"), "permanent": _permanent}
+MERGE = {"source_ids": _session_ids("source_ids"),
+         "target_id": lambda value: service.session_id_of(value, "target_id")}
 
 
 def _int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -122,20 +136,16 @@ async def restore_session(request: web.Request) -> web.StreamResponse:
 
 @database_required("Conversations")
 async def batch_delete(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, ("session_ids", "permanent"), max_bytes=None)
-    ids = _session_ids(body, "session_ids")
-    permanent = body.get("permanent", False)
-    if not isinstance(permanent, bool):
-        raise ApiError("invalid_permanent", "permanent must be true or false.")
-    return json_body(await service.batch_delete(gateway(request), ids, permanent=permanent))
+    body = await read_fields(request, BATCH_DELETE, {"permanent": False}, max_bytes=None)
+    return json_body(await service.batch_delete(gateway(request), body["session_ids"],
+                                                permanent=body["permanent"]))
 
 
 @database_required("Conversations")
 async def merge_sessions(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, ("source_ids", "target_id"), max_bytes=None)
-    sources = _session_ids(body, "source_ids")
-    target = service.session_id_of(body.get("target_id"), "target_id")
-    return json_body(await service.merge_sessions(gateway(request), sources, target))
+    body = await read_fields(request, MERGE, max_bytes=None)
+    return json_body(await service.merge_sessions(gateway(request), body["source_ids"],
+                                                  body["target_id"]))
 
 
 @database_required("Conversations")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
@@ -16,16 +17,18 @@ from pawwake.memory.fields import (
     FieldError,
     parse_bool,
     parse_query_bool,
-    reject_unknown,
-    require_object,
 )
-from pawwake.routes.api_body import read_json
+from pawwake.routes.api_body import read_fields, read_json
 from pawwake.sub_apps import gateway
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
 _TRUE_FORM_VALUES = ("1", "true", "on", "yes")
+
+
+TEXT_IMPORT = {"text": lambda value: value,  # checked below, as a form's file is
+               "skip_scoring": functools.partial(parse_bool, field="skip_scoring")}
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -64,10 +67,8 @@ async def import_text(request: web.Request) -> web.Response:
         text = form.get("file", form.get("text"))
         skip = form.get("skip_scoring", "").strip().lower() in _TRUE_FORM_VALUES
     else:
-        body = require_object(await read_json(request, max_bytes=None))
-        reject_unknown(body, ("text", "skip_scoring"))
-        text = body.get("text")
-        skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
+        body = await read_fields(request, TEXT_IMPORT, {"skip_scoring": False}, max_bytes=None)
+        text, skip = body["text"], body["skip_scoring"]
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
     report = await text_import.import_text(gateway(request), text, skip_scoring=skip)

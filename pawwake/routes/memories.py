@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -19,8 +20,6 @@ from pawwake.memory.fields import (
     parse_ids,
     parse_query_bool,
     parse_query_int,
-    reject_unknown,
-    require_object,
 )
 from pawwake.memory.store import memory_json
 from pawwake.routes import api_body
@@ -115,36 +114,36 @@ async def versions(request: web.Request) -> web.Response:
                               "current_id": current[-1] if current else None})
 
 
-async def _batch_body(request: web.Request, allowed: tuple[str, ...]) -> dict[str, Any]:
-    body = require_object(await read_json(request))
-    reject_unknown(body, allowed)
-    body["ids"] = parse_ids(body.get("ids"))
-    return body
+def parse_bulk_fields(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise FieldError("fields", "'fields' must be an object of importance/layer/title.")
+    if "content" in value:
+        raise FieldError("content", "Content is edited one memory at a time.")
+    return parse_edit(value, BULK_FIELDS)
+
+
+BATCH_UPDATE = {"ids": parse_ids, "fields": parse_bulk_fields}
+BATCH_DELETE = {"ids": parse_ids, "soft": functools.partial(parse_bool, field="soft")}
+BATCH_RESTORE = {"ids": parse_ids}
 
 
 async def batch_update(request: web.Request) -> web.Response:
-    body = await _batch_body(request, ("ids", "fields"))
-    if not isinstance(body.get("fields"), dict):
-        raise FieldError("fields", "'fields' must be an object of importance/layer/title.")
-    if "content" in body["fields"]:
-        raise FieldError("content", "Content is edited one memory at a time.")
-    fields = parse_edit(body.get("fields"), BULK_FIELDS)
-    return web.json_response(await store.batch_update(gateway(request), body["ids"], fields))
+    body = await read_fields(request, BATCH_UPDATE, too_large=TOO_LARGE)
+    return web.json_response(await store.batch_update(gateway(request), body["ids"],
+                                                      body["fields"]))
 
 
 async def batch_delete(request: web.Request) -> web.Response:
     """Archive the listed memories, or with ``"soft": false`` delete archived ones for good."""
-    body = await _batch_body(request, ("ids", "soft"))
     soft = parse_query_bool(request.query.get("soft"), "soft", True)
-    if "soft" in body:
-        soft = parse_bool(body["soft"], "soft")
-    if soft:
+    body = await read_fields(request, BATCH_DELETE, {"soft": soft}, too_large=TOO_LARGE)
+    if body["soft"]:
         return web.json_response(await store.batch_archive(gateway(request), body["ids"]))
     return web.json_response(await store.batch_delete(gateway(request), body["ids"]))
 
 
 async def batch_restore(request: web.Request) -> web.Response:
-    body = await _batch_body(request, ("ids",))
+    body = await read_fields(request, BATCH_RESTORE, too_large=TOO_LARGE)
     return web.json_response(await store.batch_restore(gateway(request), body["ids"]))
 
 

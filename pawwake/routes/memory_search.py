@@ -16,7 +16,7 @@ from pawwake.memory.backfill import (
     start_backfill,
 )
 from pawwake.memory.search import MAX_LIMIT, SearchOutcome, search_memories
-from pawwake.routes.api_body import read_fields, read_object
+from pawwake.routes.api_body import read_fields
 from pawwake.sub_apps import gateway
 
 MAX_QUERY_CHARS = 2000
@@ -49,6 +49,16 @@ def check_limit(value: Any, *, from_text: bool) -> int:
     if not 1 <= value <= MAX_LIMIT:
         raise ApiError("invalid_limit", f"limit must be between 1 and {MAX_LIMIT}.")
     return value
+
+
+def _confirm(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ApiError("invalid_confirm_rebuild", "confirm_rebuild must be true or false.")
+    return value
+
+
+SEARCH = {"q": check_query, "limit": lambda value: check_limit(value, from_text=False)}
+BACKFILL = {"confirm_rebuild": _confirm}
 
 
 def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | None = None
@@ -95,18 +105,14 @@ async def search_get(request: web.Request) -> web.Response:
 
 async def search_post(request: web.Request) -> web.Response:
     """POST keeps private search text out of URLs and logs."""
-    fields = await read_fields(request, {"q": check_query,
-                                         "limit": lambda value: check_limit(value, from_text=False)})
-    return await _search(request, fields["q"], fields["limit"])
+    body = await read_fields(request, SEARCH)
+    return await _search(request, body["q"], body["limit"])
 
 
 async def backfill_start(request: web.Request) -> web.Response:
-    body = await read_object(request, ("confirm_rebuild",), empty={})
-    confirm = body.get("confirm_rebuild", False)
-    if not isinstance(confirm, bool):
-        raise ApiError("invalid_confirm_rebuild", "confirm_rebuild must be true or false.")
+    body = await read_fields(request, BACKFILL, {"confirm_rebuild": False}, empty={})
     try:
-        started = await start_backfill(gateway(request), confirm_rebuild=confirm)
+        started = await start_backfill(gateway(request), confirm_rebuild=body["confirm_rebuild"])
     except RebuildNeedsConfirmation as exc:
         raise ApiError("rebuild_needs_confirmation", str(exc), status=409) from exc
     except VectorsDisabled as exc:

@@ -3,16 +3,30 @@ and the rolling summary."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.chat import threads as service
 from pawwake.chat.threads import session_id_of
-from pawwake.routes.api_body import read_object
+from pawwake.routes.api_body import optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
 from pawwake.settings import SettingError
 from pawwake.sub_apps import gateway
+
+
+def _thread_id(name: str) -> Callable[[Any], str]:
+    return lambda value: session_id_of(value, name)
+
+
+SWITCH = {"thread_id": _thread_id("thread_id")}
+CREATE = {"thread_id": _thread_id("thread_id"),
+          "inherit_summary_from": optional(_thread_id("inherit_summary_from"))}
+RENAME = {"old_id": _thread_id("old_id"), "new_id": _thread_id("new_id")}
+SUMMARY = {"thread_id": _thread_id("thread_id"), "summary": service.summary_text}
 
 
 def _query_thread(request: web.Request) -> str:
@@ -31,10 +45,9 @@ async def list_threads(request: web.Request) -> web.StreamResponse:
 
 @database_required("Partition threads")
 async def switch(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, ("thread_id",), max_bytes=None)
+    body = await read_fields(request, SWITCH, max_bytes=None)
     try:
-        thread_id = await service.switch(gateway(request), session_id_of(body.get("thread_id"),
-                                                                         "thread_id"))
+        thread_id = await service.switch(gateway(request), body["thread_id"])
     except SettingError as exc:  # the active thread is the setting PARTITION_SESSION_ID
         raise ApiError("invalid_thread_id", str(exc)) from exc
     return json_body({"active_thread": thread_id})
@@ -42,20 +55,15 @@ async def switch(request: web.Request) -> web.StreamResponse:
 
 @database_required("Partition threads")
 async def create(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, ("thread_id", "inherit_summary_from"), max_bytes=None)
-    thread_id = session_id_of(body.get("thread_id"), "thread_id")
-    source = body.get("inherit_summary_from")
-    if source is not None:
-        source = session_id_of(source, "inherit_summary_from")
-    return json_body(await service.create(gateway(request), thread_id, source), status=201)
+    body = await read_fields(request, CREATE, {"inherit_summary_from": None}, max_bytes=None)
+    return json_body(await service.create(gateway(request), body["thread_id"],
+                                          body["inherit_summary_from"]), status=201)
 
 
 @database_required("Partition threads")
 async def rename(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, ("old_id", "new_id"), max_bytes=None)
-    old_id = session_id_of(body.get("old_id"), "old_id")
-    new_id = session_id_of(body.get("new_id"), "new_id")
-    return json_body(await service.rename(gateway(request), old_id, new_id))
+    body = await read_fields(request, RENAME, max_bytes=None)
+    return json_body(await service.rename(gateway(request), body["old_id"], body["new_id"]))
 
 
 @database_required("Partition threads")
@@ -70,10 +78,9 @@ async def get_summary(request: web.Request) -> web.StreamResponse:
 
 @database_required("Partition threads")
 async def put_summary(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, ("thread_id", "summary"), max_bytes=None)
-    thread_id = session_id_of(body.get("thread_id"), "thread_id")
-    summary = service.summary_text(body.get("summary"))
-    return json_body(await service.put_summary(gateway(request), thread_id, summary))
+    body = await read_fields(request, SUMMARY, max_bytes=None)
+    return json_body(await service.put_summary(gateway(request), body["thread_id"],
+                                               body["summary"]))
 
 
 @database_required("Partition threads")
