@@ -12,7 +12,7 @@ from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
-from pawwake.routes.api_body import read_fields, read_json, read_object
+from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
 from pawwake.sub_apps import gateway
@@ -33,8 +33,8 @@ def _permanent(value: Any) -> bool:
     return value
 
 
-BATCH_DELETE = {"session_ids": _session_ids("session_ids"), "permanent": _permanent}
-MERGE = {"source_ids": _session_ids("source_ids"),
+BATCH_DELETE: dict[str, Parser] = {"session_ids": _session_ids("session_ids"), "permanent": _permanent}
+MERGE: dict[str, Parser] = {"source_ids": _session_ids("source_ids"),
          "target_id": lambda value: service.session_id_of(value, "target_id")}
 
 

@@ -18,7 +18,7 @@ from pawwake.memory.fields import (
     parse_bool,
     parse_query_bool,
 )
-from pawwake.routes.api_body import read_fields, read_json
+from pawwake.routes.api_body import Parser, read_fields, read_json
 from pawwake.sub_apps import gateway
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 _TRUE_FORM_VALUES = ("1", "true", "on", "yes")
 
 
-TEXT_IMPORT = {"text": lambda value: value,  # checked below, as a form's file is
+TEXT_IMPORT: dict[str, Parser] = {"text": lambda value: value,  # checked below, as a form's file is
                "skip_scoring": functools.partial(parse_bool, field="skip_scoring")}
 
 

@@ -23,7 +23,7 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.store import memory_json
 from pawwake.routes import api_body
-from pawwake.routes.api_body import MAX_BODY_BYTES, read_fields
+from pawwake.routes.api_body import MAX_BODY_BYTES, Parser, read_fields
 from pawwake.sub_apps import gateway
 
 MAX_ID = 2 ** 63 - 1
@@ -122,9 +122,9 @@ def parse_bulk_fields(value: Any) -> dict[str, Any]:
     return parse_edit(value, BULK_FIELDS)
 
 
-BATCH_UPDATE = {"ids": parse_ids, "fields": parse_bulk_fields}
-BATCH_DELETE = {"ids": parse_ids, "soft": functools.partial(parse_bool, field="soft")}
-BATCH_RESTORE = {"ids": parse_ids}
+BATCH_UPDATE: dict[str, Parser] = {"ids": parse_ids, "fields": parse_bulk_fields}
+BATCH_DELETE: dict[str, Parser] = {"ids": parse_ids, "soft": functools.partial(parse_bool, field="soft")}
+BATCH_RESTORE: dict[str, Parser] = {"ids": parse_ids}
 
 
 async def batch_update(request: web.Request) -> web.Response:
@@ -157,7 +157,7 @@ def parse_threshold(value: Any) -> float:
     return float(value)
 
 
-DUPLICATE_CHECK = {"content": parse_content, "threshold": parse_threshold}
+DUPLICATE_CHECK: dict[str, Parser] = {"content": parse_content, "threshold": parse_threshold}
 
 
 async def check_duplicate(request: web.Request) -> web.Response:

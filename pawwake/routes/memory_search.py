@@ -16,7 +16,7 @@ from pawwake.memory.backfill import (
     start_backfill,
 )
 from pawwake.memory.search import MAX_LIMIT, SearchOutcome, search_memories
-from pawwake.routes.api_body import read_fields
+from pawwake.routes.api_body import Parser, read_fields
 from pawwake.sub_apps import gateway
 
 MAX_QUERY_CHARS = 2000
@@ -57,8 +57,8 @@ def _confirm(value: Any) -> bool:
     return value
 
 
-SEARCH = {"q": check_query, "limit": lambda value: check_limit(value, from_text=False)}
-BACKFILL = {"confirm_rebuild": _confirm}
+SEARCH: dict[str, Parser] = {"q": check_query, "limit": lambda value: check_limit(value, from_text=False)}
+BACKFILL: dict[str, Parser] = {"confirm_rebuild": _confirm}
 
 
 def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | None = None

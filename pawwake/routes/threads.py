@@ -11,7 +11,7 @@ from aiohttp import web
 from pawwake.api_error import ApiError
 from pawwake.chat import threads as service
 from pawwake.chat.threads import session_id_of
-from pawwake.routes.api_body import optional, read_fields
+from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
 from pawwake.settings import SettingError
@@ -22,11 +22,11 @@ def _thread_id(name: str) -> Callable[[Any], str]:
     return lambda value: session_id_of(value, name)
 
 
-SWITCH = {"thread_id": _thread_id("thread_id")}
-CREATE = {"thread_id": _thread_id("thread_id"),
+SWITCH: dict[str, Parser] = {"thread_id": _thread_id("thread_id")}
+CREATE: dict[str, Parser] = {"thread_id": _thread_id("thread_id"),
           "inherit_summary_from": optional(_thread_id("inherit_summary_from"))}
-RENAME = {"old_id": _thread_id("old_id"), "new_id": _thread_id("new_id")}
-SUMMARY = {"thread_id": _thread_id("thread_id"), "summary": service.summary_text}
+RENAME: dict[str, Parser] = {"old_id": _thread_id("old_id"), "new_id": _thread_id("new_id")}
+SUMMARY: dict[str, Parser] = {"thread_id": _thread_id("thread_id"), "summary": service.summary_text}
 
 
 def _query_thread(request: web.Request) -> str:
