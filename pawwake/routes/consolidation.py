@@ -1,4 +1,4 @@
-"""/memories consolidation: draft runs, confirm/merge, revert, sources, core candidates.
+"""/api/memories consolidation: draft runs, confirm/merge, revert, sources, core candidates.
 
 Refusals: 400 for a request that cannot work as sent (bad selection or range, too few sources,
 a layer below the sources'), 404 for unknown memories, drafts or runs, 409 when the stored state

@@ -1,4 +1,4 @@
-"""/jobs: background jobs by status, and retry or discard one.
+"""/api/jobs: background jobs by status, and retry or discard one.
 
 ``GET /api/jobs?status=attention|retrying|dead|failed|pending|running|done|discarded|all``
 (``kind``, ``limit`` up to 200, ``before_id`` to page), ``GET /api/jobs/{id}``,

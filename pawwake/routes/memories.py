@@ -1,4 +1,4 @@
-"""/memories: create, list, edit, archive/restore/delete, batches, chains, housekeeping."""
+"""/api/memories: create, list, edit, archive/restore/delete, batches, chains, housekeeping."""
 
 from __future__ import annotations
 
@@ -34,11 +34,9 @@ TOO_LARGE = (f"The request body is larger than {MAX_BODY_BYTES // 1024} KB; a me
              f"most {MAX_CONTENT_CHARS} characters.")
 
 
-async def read_json(request: web.Request, *, empty: Any = None) -> Any:
-    """A memory route's JSON body (1 MB at most); ``empty`` stands in for a missing body."""
-    if empty is None:
-        return await api_body.read_json(request, too_large=TOO_LARGE)
-    return await api_body.read_json(request, too_large=TOO_LARGE, empty=empty)
+async def read_json(request: web.Request) -> Any:
+    """A memory route's JSON body: 1 MB at most, the 413 saying why."""
+    return await api_body.read_json(request, too_large=TOO_LARGE)
 
 
 def memory_id(request: web.Request) -> int:
