@@ -18,7 +18,7 @@ from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
 from pawwake.memory.runtime import terms_for
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,11 @@ async def edit_memory(app: web.Application, memory_id: int, changes: dict[str, A
         if "content" in updates:
             updates["search_terms"] = terms
             await db.delete_embedding(cur, memory_id)
+            await enqueue_embedding(cur)
         if updates:
             row = await db.update_memory(cur, memory_id, updates)
     if "content" in updates:
-        await request_embedding(app)
+        app[keys.JOBS].wake()
     return row, sorted(name for name in updates if name != "search_terms")
 
 
