@@ -11,6 +11,7 @@ from pawwake.db import vector_rows
 from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one, rows_as_dicts
 from pawwake.db.vector_rows import (
     OF_PROVENANCE,
+    VectorSource,
     VectorTable,
     content_sha,
     provenance_params,
@@ -134,19 +135,19 @@ async def keyword_matches(cur: Cursor, terms: Sequence[str],
 
 # -- vectors ---------------------------------------------------------------------------------
 
-async def messages_needing_vectors(cur: Cursor, provenance: Any, after_id: int,
+async def messages_needing_vectors(cur: Cursor, provenance: VectorSource, after_id: int,
                                    limit: int) -> list[TextRow]:
     """Searchable messages without a current vector (none, or made from older text)."""
     return await vector_rows.rows_needing_vectors(cur, MESSAGE_VECTORS, provenance, after_id,
                                                   limit)
 
 
-async def vector_coverage(cur: Cursor, provenance: Any) -> tuple[int, int]:
+async def vector_coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
     """(searchable messages with a current vector, searchable messages)."""
     return await vector_rows.coverage(cur, MESSAGE_VECTORS, provenance)
 
 
-async def store_vectors(cur: Cursor, provenance: Any,
+async def store_vectors(cur: Cursor, provenance: VectorSource,
                         rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
     """Upsert (message id, content sha, vector) rows; returns the ids stored (messages deleted
     or edited meanwhile are skipped)."""
@@ -162,7 +163,7 @@ _LIVE_NEIGHBOUR = (
     f" AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND {_KEPT}) OFFSET 0")
 
 
-def nearest_sql(provenance: Any) -> str:
+def nearest_sql(provenance: VectorSource) -> str:
     """The pgvector query of ``nearest_indexed``.
 
     The ``fetch`` nearest vectors come from the partial HNSW index alone (the CTE repeats the
@@ -185,7 +186,7 @@ def nearest_sql(provenance: Any) -> str:
         "   ORDER BY e.distance LIMIT %(k)s) AS f ON true")
 
 
-def nearest_params(provenance: Any, query: np.ndarray, k: int,
+def nearest_params(provenance: VectorSource, query: np.ndarray, k: int,
                    exclude_sessions: Sequence[str], fetch: int | None = None,
                    keep_below: int = 0) -> dict[str, Any]:
     fetch = fetch or 3 * k
@@ -197,7 +198,7 @@ def nearest_params(provenance: Any, query: np.ndarray, k: int,
 _NEIGHBOUR_COLUMNS = ("id", "session_id", "created_at", "cosine")
 
 
-async def nearest_indexed(cur: Cursor, provenance: Any, query: np.ndarray, k: int,
+async def nearest_indexed(cur: Cursor, provenance: VectorSource, query: np.ndarray, k: int,
                           exclude_sessions: Sequence[str], *, fetch: int, keep_below: int = 0
                           ) -> tuple[list[dict[str, Any]], bool]:
     """Of the ``fetch`` nearest vectors on the HNSW index, the ``k`` best live neighbours
@@ -212,7 +213,7 @@ async def nearest_indexed(cur: Cursor, provenance: Any, query: np.ndarray, k: in
     return found, rows[0]["fetched"] < fetch
 
 
-async def live_neighbours(cur: Cursor, provenance: Any,
+async def live_neighbours(cur: Cursor, provenance: VectorSource,
                           near: Sequence[tuple[int, float]], k: int,
                           exclude_sessions: Sequence[str], *, keep_below: int = 0
                           ) -> list[dict[str, Any]]:

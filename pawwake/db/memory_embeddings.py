@@ -19,6 +19,7 @@ import numpy as np
 from pawwake.db import vector_rows
 from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one
 from pawwake.db.vector_rows import (
+    VectorSource,
     VectorTable,
     array_literal,
     content_sha,
@@ -49,7 +50,7 @@ async def recorded_provenance(cur: Cursor) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def record_provenance(cur: Cursor, provenance: Any) -> None:
+async def record_provenance(cur: Cursor, provenance: VectorSource) -> None:
     await cur.execute(
         "INSERT INTO runtime_flags (name, value) VALUES (%s, %s::jsonb)"
         " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
@@ -65,26 +66,26 @@ async def has_vectors(cur: Cursor, provenance: dict[str, Any]) -> bool:
 
 # -- backfill and the numpy index ------------------------------------------------------------
 
-async def rows_needing_vectors(cur: Cursor, provenance: Any, after_id: int, limit: int
+async def rows_needing_vectors(cur: Cursor, provenance: VectorSource, after_id: int, limit: int
                                ) -> list[TextRow]:
     """Memories (active or not) without a current vector, in id order after ``after_id``."""
     return await vector_rows.rows_needing_vectors(cur, MEMORY_VECTORS, provenance, after_id,
                                                   limit)
 
 
-async def coverage(cur: Cursor, provenance: Any) -> tuple[int, int]:
+async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
     """(memories with a current vector, all memories)."""
     return await vector_rows.coverage(cur, MEMORY_VECTORS, provenance)
 
 
-async def store_vectors(cur: Cursor, provenance: Any,
+async def store_vectors(cur: Cursor, provenance: VectorSource,
                         rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
     """Upsert ``(memory_id, content_sha, vector)`` rows; returns the ids stored (see
     ``vector_rows.store_vectors``: a memory edited meanwhile is skipped)."""
     return await vector_rows.store_vectors(cur, MEMORY_VECTORS, provenance, rows)
 
 
-async def vector_count(cur: Cursor, provenance: Any) -> int:
+async def vector_count(cur: Cursor, provenance: VectorSource) -> int:
     return await vector_rows.vector_count(cur, MEMORY_VECTORS, provenance)
 
 
@@ -94,14 +95,14 @@ VECTOR_TABLES = ("memory_embeddings", "conversation_embeddings")  # (provider, m
 # embedding real[]) tables that get per-provenance HNSW indexes
 
 
-def hnsw_index_name(provenance: Any, table: str = "memory_embeddings") -> str:
+def hnsw_index_name(provenance: VectorSource, table: str = "memory_embeddings") -> str:
     if table not in VECTOR_TABLES:
         raise ValueError(f"no vector index for table {table!r}")
     tag = hashlib.sha1(f"{provenance.provider}\0{provenance.model}".encode()).hexdigest()[:10]
     return f"{table}_hnsw_{int(provenance.dim)}_{tag}"
 
 
-async def hnsw_index_exists(cur: Cursor, provenance: Any,
+async def hnsw_index_exists(cur: Cursor, provenance: VectorSource,
                             table: str = "memory_embeddings") -> bool:
     """True when the provenance's index exists and is valid (a failed concurrent build
     leaves an invalid one behind)."""
@@ -110,7 +111,7 @@ async def hnsw_index_exists(cur: Cursor, provenance: Any,
     return bool(row and row["indisvalid"])
 
 
-async def create_hnsw_index(cur: Cursor, provenance: Any, *, memory_mb: int = 128,
+async def create_hnsw_index(cur: Cursor, provenance: VectorSource, *, memory_mb: int = 128,
                             seconds: float = 3600.0, table: str = "memory_embeddings") -> None:
     """A partial HNSW expression index for one provenance (cosine distance).
 
@@ -136,7 +137,7 @@ async def create_hnsw_index(cur: Cursor, provenance: Any, *, memory_mb: int = 12
         await cur.execute("RESET maintenance_work_mem")
 
 
-def knn_sql(provenance: Any) -> str:
+def knn_sql(provenance: VectorSource) -> str:
     """Nearest active memories by cosine, via the provenance's HNSW index."""
     dim = int(provenance.dim)
     return (
@@ -148,19 +149,19 @@ def knn_sql(provenance: Any) -> str:
         f" ORDER BY e.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT %(k)s")
 
 
-def knn_params(provenance: Any, query: np.ndarray, k: int, exclude: Sequence[int]
+def knn_params(provenance: VectorSource, query: np.ndarray, k: int, exclude: Sequence[int]
                ) -> dict[str, Any]:
     return {**_prov(provenance), "q": vector_literal(query), "k": k,
             "ef": max(40, min(1000, k)), "exclude": list(exclude)}
 
 
-async def knn(cur: Cursor, provenance: Any, query: np.ndarray, k: int,
+async def knn(cur: Cursor, provenance: VectorSource, query: np.ndarray, k: int,
               exclude: Sequence[int] = ()) -> list[tuple[int, float]]:
     await cur.execute(knn_sql(provenance), knn_params(provenance, query, k, exclude))
     return [(int(r[0]), float(r[1])) for r in await cur.fetchall()]
 
 
-async def cosines_for(cur: Cursor, provenance: Any, query: np.ndarray,
+async def cosines_for(cur: Cursor, provenance: VectorSource, query: np.ndarray,
                       ids: Sequence[int]) -> dict[int, float]:
     """Cosine of the query with the stored vectors of ``ids`` (those that have one)."""
     if not ids:

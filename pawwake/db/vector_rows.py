@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -43,7 +43,19 @@ def content_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def provenance_params(provenance: Any) -> dict[str, Any]:
+class VectorSource(Protocol):
+    """What made a vector (``llm.embeddings.Provenance`` fits): vectors of two sources are
+    never compared or mixed."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def dim(self) -> int: ...
+
+
+def provenance_params(provenance: VectorSource) -> dict[str, Any]:
     return {"provider": provenance.provider, "model": provenance.model,
             "dim": int(provenance.dim)}
 
@@ -60,7 +72,7 @@ def vector_literal(vector: np.ndarray) -> str:
 
 # -- backfill ----------------------------------------------------------------------------------
 
-async def rows_needing_vectors(cur: Cursor, table: VectorTable, provenance: Any,
+async def rows_needing_vectors(cur: Cursor, table: VectorTable, provenance: VectorSource,
                                after_id: int, limit: int) -> list[TextRow]:
     """Source rows in scope without a current vector, in id order after ``after_id``."""
     return cast(list[TextRow], await fetch_all(
@@ -73,7 +85,7 @@ async def rows_needing_vectors(cur: Cursor, table: VectorTable, provenance: Any,
         {**provenance_params(provenance), "after": after_id, "limit": limit}))
 
 
-async def coverage(cur: Cursor, table: VectorTable, provenance: Any) -> tuple[int, int]:
+async def coverage(cur: Cursor, table: VectorTable, provenance: VectorSource) -> tuple[int, int]:
     """(source rows in scope with a current vector, source rows in scope)."""
     row = await fetch_one(
         cur,
@@ -85,7 +97,7 @@ async def coverage(cur: Cursor, table: VectorTable, provenance: Any) -> tuple[in
     return int(row["done"]), int(row["total"])
 
 
-async def store_vectors(cur: Cursor, table: VectorTable, provenance: Any,
+async def store_vectors(cur: Cursor, table: VectorTable, provenance: VectorSource,
                         rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
     """Upsert ``(source id, content_sha, vector)`` rows; returns the ids stored.
 
@@ -117,7 +129,7 @@ async def store_vectors(cur: Cursor, table: VectorTable, provenance: Any,
 
 # -- the numpy index's view of a table ----------------------------------------------------------
 
-async def newest_vector(cur: Cursor, table: VectorTable, provenance: Any
+async def newest_vector(cur: Cursor, table: VectorTable, provenance: VectorSource
                         ) -> datetime | None:
     """When the newest vector of one provenance was written: the cheap "anything new?" check
     (one step down the table's ``(provider, model, dim, created_at)`` index)."""
@@ -127,7 +139,7 @@ async def newest_vector(cur: Cursor, table: VectorTable, provenance: Any
     return row["newest"] if row else None
 
 
-async def vector_count(cur: Cursor, table: VectorTable, provenance: Any) -> int:
+async def vector_count(cur: Cursor, table: VectorTable, provenance: VectorSource) -> int:
     """How many vectors one provenance has (an index-only count; used to notice deletions)."""
     row = await fetch_one(
         cur, f"SELECT count(*) AS n FROM {table.name} e WHERE {OF_PROVENANCE}",
@@ -135,7 +147,7 @@ async def vector_count(cur: Cursor, table: VectorTable, provenance: Any) -> int:
     return int(row["n"]) if row else 0
 
 
-async def fetch_vectors(cur: Cursor, table: VectorTable, provenance: Any, *,
+async def fetch_vectors(cur: Cursor, table: VectorTable, provenance: VectorSource, *,
                         after_id: int = 0, limit: int = 5000, since: datetime | None = None,
                         ids: Sequence[int] | None = None
                         ) -> list[tuple[int, str, datetime, np.ndarray]]:
@@ -177,7 +189,7 @@ def _binary_float4_arrays(data: bytes, count: int, dim: int) -> np.ndarray:
     return words[:, _ARRAY_HEADER // 4 + 1::2].astype(np.float32)
 
 
-async def vector_shas_since(cur: Cursor, table: VectorTable, provenance: Any,
+async def vector_shas_since(cur: Cursor, table: VectorTable, provenance: VectorSource,
                             since: datetime | None) -> list[tuple[int, str]]:
     """``(source id, content_sha)`` of rows written at or after ``since`` (all when None)."""
     await cur.execute(
@@ -187,7 +199,7 @@ async def vector_shas_since(cur: Cursor, table: VectorTable, provenance: Any,
     return [(row[0], row[1]) for row in await cur.fetchall()]
 
 
-async def vector_ids(cur: Cursor, table: VectorTable, provenance: Any) -> list[int]:
+async def vector_ids(cur: Cursor, table: VectorTable, provenance: VectorSource) -> list[int]:
     await cur.execute(f"SELECT e.{table.key} FROM {table.name} e WHERE {OF_PROVENANCE}",
                       provenance_params(provenance))
     return [row[0] for row in await cur.fetchall()]

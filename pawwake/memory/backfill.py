@@ -58,10 +58,9 @@ async def start_backfill(app: web.Application, *, confirm_rebuild: bool = False
         log.info("memory vector rebuild confirmed")
     async with cursor(database.pool) as cur:
         job_id = await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
-    if job_id is None:
-        async with cursor(database.pool) as cur:
+        if job_id is None:
             existing = await jobs_db.unfinished_of_kind(cur, EMBED_KIND)
-        job_id = existing["id"] if existing else None
+            job_id = existing["id"] if existing else None
     app[keys.JOBS].wake()
     return {"job_id": job_id, "rebuild": rebuilding, "provenance": provenance.as_dict()}
 

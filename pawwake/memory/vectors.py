@@ -41,9 +41,8 @@ async def provenance_state(database: Database, configured: Provenance) -> Proven
     """
     async with cursor(database.pool) as cur:
         stored = await vectors_db.recorded_provenance(cur)
-    if stored is None or stored == configured.as_dict():
-        return ProvenanceState(configured, stored, needs_rebuild=False)
-    async with cursor(database.pool) as cur:
+        if stored is None or stored == configured.as_dict():
+            return ProvenanceState(configured, stored, needs_rebuild=False)
         present = await vectors_db.has_vectors(cur, stored)
     return ProvenanceState(configured, stored, needs_rebuild=present)
 
