@@ -120,7 +120,7 @@ async def test_seen_ttl_excludes_until_expiry(client: Any) -> None:
     assert await fragments_to_exclude(pool, "other", 6) == set()
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE conversation_fragment_seen SET seen_at = now() - interval '7h'"
-                            " WHERE fragment_id = 'v1:a'")
+                           " WHERE fragment_id = 'v1:a'")
     assert await fragments_to_exclude(pool, "live", 6) == {"v1:b"}
     assert await fragments_to_exclude(pool, "live", 0) == set()
     await mark_fragments_seen(pool, "live", ["v1:c"], ttl_hours=0)  # 0 = off: nothing kept

@@ -60,9 +60,9 @@ async def test_nearest_widens_past_excluded_stale_and_deleted_messages(client: A
     pool = app[keys.DATABASE].pool
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE conversations SET deleted_at = now() WHERE session_id = 'cat'"
-                            " AND role = 'user'")
+                           " AND role = 'user'")
         await execute(cur, "UPDATE conversations SET content = content || '（已编辑）'"
-                            " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
+                           " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
     vector, _ = await app[keys.EMBEDDER].embed_query(await app[keys.CONFIG].fresh(), "京都旅行")
     vectors = app[keys.RECALL_VECTORS]
     rows = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=True)

@@ -152,7 +152,7 @@ async def test_trash_and_restore_a_session_from_its_page(dash: Any) -> None:
 async def test_bulk_merge_trash_and_purge(dash: Any) -> None:
     async with cursor(pool_of(dash)) as cur:
         await execute(cur, "INSERT INTO token_usage (session_id, total_tokens) VALUES"
-                                     " ('cat', 40), ('kyoto', 60)")
+                           " ('cat', 40), ('kyoto', 60)")
     html = await post(dash, "/dashboard/conversations/bulk",
                       [("session", "cat"), ("session", "kyoto"), ("target", "kyoto"),
                        ("action", "merge")])

@@ -271,7 +271,7 @@ async def test_dashboard_edits_with_nul_are_stored_clean(make_client: Any) -> No
         assert response.status in (200, 303), (path, (await response.text())[:500])
     async with cursor(pool) as cur:
         stored = await fetch_all(cur, "SELECT content || coalesce(title, '') AS t FROM memories"
-                                       " UNION ALL SELECT content FROM conversations"
-                                       " UNION ALL SELECT value::text FROM gateway_config")
+                                      " UNION ALL SELECT content FROM conversations"
+                                      " UNION ALL SELECT value::text FROM gateway_config")
     assert {"memorytitle", "message"} <= {r["t"] for r in stored}
     assert any("prompt" in r["t"] for r in stored)

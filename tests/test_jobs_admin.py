@@ -255,7 +255,7 @@ async def test_an_extraction_that_dead_letters_is_shown_and_retried_from_the_das
     assert job["model"] == "test/memory"
     async with cursor(pool_of(dash)) as cur:
         booked = await fetch_all(cur, "SELECT total_tokens FROM token_usage"
-                                                " WHERE usage_type = 'extract'")
+                                      " WHERE usage_type = 'extract'")
     assert [r["total_tokens"] for r in booked] == [520, 520]
 
     failing = await status_page(dash)

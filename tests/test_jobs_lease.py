@@ -37,7 +37,7 @@ async def test_a_claim_is_a_lease_of_about_a_minute(app: Any) -> None:
         job_id = await jobs_db.enqueue(cur, "work", {})
         await jobs_db.claim_next(cur, ["work"], app[keys.JOBS].lease_seconds)
         row = await fetch_one(cur, "SELECT extract(epoch FROM claimed_until - now()) AS left"
-                                            " FROM jobs WHERE id = %s", (job_id,))
+                                   " FROM jobs WHERE id = %s", (job_id,))
     assert 0 < row["left"] <= 60
     assert LEASE_SECONDS <= 60
 
@@ -136,7 +136,7 @@ async def test_failures_follow_the_schedule_then_become_a_dead_letter(app: Any) 
         assert await app[keys.JOBS].run_until_idle() == 1
         async with cursor(pool_of(app)) as cur:
             row = await fetch_one(cur, "SELECT status, extract(epoch FROM run_after -"
-                                                " updated_at) AS wait FROM jobs WHERE id = %s",
+                                       " updated_at) AS wait FROM jobs WHERE id = %s",
                                   (job_id,))
         waits.append((row["status"], round(row["wait"])))
         await make_due(app, job_id)

@@ -119,12 +119,12 @@ async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmb
     # The storage layer deletes the vector of an edited memory...
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE memories SET content = '小橘换了新的猫砂', updated_at = now()"
-                            " WHERE id = %s", (ids[3],))
+                           " WHERE id = %s", (ids[3],))
         await execute(cur, "DELETE FROM memory_embeddings WHERE memory_id = %s", (ids[3],))
     # ...and an edit that left its vector behind is caught by the digest.
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE memories SET content = '新的内容：小橘爱吃冻干', updated_at = now()"
-                            " WHERE id = %s", (ids[2],))
+                           " WHERE id = %s", (ids[2],))
     assert (await status_of(client))["done"] == 2
     await request_embedding(app)
     await app[keys.JOBS].run_until_idle()
@@ -133,8 +133,8 @@ async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmb
     assert (await status_of(client))["done"] == 4
     async with cursor(pool) as cur:
         shas = await fetch_all(cur, "SELECT m.id FROM memories m JOIN memory_embeddings e"
-                                     " ON e.memory_id = m.id AND e.content_sha ="
-                                     " encode(sha256(convert_to(m.content, 'UTF8')), 'hex')")
+                                    " ON e.memory_id = m.id AND e.content_sha ="
+                                    " encode(sha256(convert_to(m.content, 'UTF8')), 'hex')")
     assert len(shas) == 4
 
 
@@ -151,7 +151,7 @@ async def test_a_rate_limit_waits_without_using_an_attempt(make_client: Any,
     assert job["status"] == "pending" and job["attempts"] == 0
     async with cursor(pool) as cur:
         waiting = await fetch_all(cur, "SELECT run_after - now() > interval '5 seconds' AS later"
-                                        " FROM jobs WHERE id = %s", (job_id,))
+                                       " FROM jobs WHERE id = %s", (job_id,))
     assert waiting[0]["later"]
 
 

@@ -193,7 +193,7 @@ async def test_delete_trashes_messages_and_drops_state(gateway: Any, upstream: A
     pool = client.server.app[keys.DATABASE].pool
     async with cursor(pool) as cur:
         rows = await fetch_all(cur, "SELECT deleted_at IS NOT NULL AS trashed FROM conversations"
-                                     " WHERE session_id = 'default'")
+                                    " WHERE session_id = 'default'")
     assert [r["trashed"] for r in rows] == [True, True]
     async with cursor(pool) as cur:
         assert await fetch_one(cur, "SELECT 1 FROM partition_state WHERE thread_id = 'default'") \

@@ -97,7 +97,7 @@ async def session_messages(cur: Cursor, session_id: str, *, include_deleted: boo
     live = "" if include_deleted else " AND deleted_at IS NULL"
     return await fetch_all(
         cur, f"SELECT {_MESSAGE_COLUMNS} FROM conversations WHERE session_id = %s{live}"
-              " ORDER BY created_at, id", (session_id,))
+             " ORDER BY created_at, id", (session_id,))
 
 
 async def edit_message(cur: Cursor, message_id: int, content: str) -> dict[str, Any]:
@@ -249,7 +249,7 @@ async def export_messages(cur: Cursor, *, include_deleted: bool = False
     live = "" if include_deleted else " WHERE deleted_at IS NULL"
     return await fetch_all(
         cur, "SELECT session_id, role, content, model, created_at, metadata FROM conversations"
-              f"{live} ORDER BY session_id, created_at, id")
+             f"{live} ORDER BY session_id, created_at, id")
 
 
 async def usage_by_session(cur: Cursor, limit: int, offset: int

@@ -17,5 +17,5 @@ async def revoke_session(cur: Cursor, sid_hash: str, expires_at: datetime) -> No
 
 async def is_session_revoked(cur: Cursor, sid_hash: str) -> bool:
     row = await fetch_one(cur, "SELECT 1 AS revoked FROM dashboard_revoked_sessions"
-                                " WHERE sid_hash = %s", (sid_hash,))
+                               " WHERE sid_hash = %s", (sid_hash,))
     return row is not None

@@ -48,13 +48,13 @@ async def unindexed_messages(cur: Cursor, after_id: int, limit: int
                              ) -> list[TextRow]:
     return cast(list[TextRow], await fetch_all(
         cur, "SELECT id, content FROM conversations WHERE search_terms IS NULL AND id > %s"
-              " ORDER BY id LIMIT %s", (after_id, limit)))
+             " ORDER BY id LIMIT %s", (after_id, limit)))
 
 
 async def index_counts(cur: Cursor) -> dict[str, int]:
     row = await fetch_one(
         cur, "SELECT count(*) FILTER (WHERE search_terms IS NOT NULL) AS indexed,"
-              " count(*) AS total FROM conversations")
+             " count(*) AS total FROM conversations")
     assert row is not None
     return {"indexed": int(row["indexed"]), "total": int(row["total"])}
 
@@ -251,7 +251,7 @@ async def mark_seen(cur: Cursor, session_id: str, fragment_ids: Sequence[str]) -
 async def seen_within(cur: Cursor, session_id: str, ttl_hours: float) -> set[str]:
     rows = await fetch_all(
         cur, "SELECT fragment_id FROM conversation_fragment_seen WHERE session_id = %s"
-              " AND seen_at > now() - make_interval(secs => %s)",
+             " AND seen_at > now() - make_interval(secs => %s)",
         (session_id, ttl_hours * 3600.0))
     return {row["fragment_id"] for row in rows}
 

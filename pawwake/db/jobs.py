@@ -194,7 +194,7 @@ async def list_jobs(cur: Cursor, status: str | None, *, kind: str | None = None,
     clause = f" WHERE {' AND '.join(f'({w})' for w in where)}" if where else ""
     params.append(limit)
     return await fetch_all(cur, f"SELECT {LISTED_COLUMNS} FROM jobs{clause}"
-                                 " ORDER BY id DESC LIMIT %s", params)
+                                " ORDER BY id DESC LIMIT %s", params)
 
 
 async def listed_job(cur: Cursor, job_id: int) -> dict[str, Any] | None:
@@ -205,8 +205,8 @@ async def attention_counts(cur: Cursor) -> list[dict[str, Any]]:
     """Per kind and shown status, how many jobs need attention (and the newest change)."""
     return await fetch_all(
         cur, f"SELECT kind, {SHOWN_STATUS} AS status, count(*)::integer AS jobs,"
-              f" max(updated_at) AS latest FROM jobs WHERE {ATTENTION}"
-              " GROUP BY 1, 2 ORDER BY 1, 2")
+             f" max(updated_at) AS latest FROM jobs WHERE {ATTENTION}"
+             " GROUP BY 1, 2 ORDER BY 1, 2")
 
 
 async def kind_overview(cur: Cursor) -> list[dict[str, Any]]:
@@ -214,17 +214,17 @@ async def kind_overview(cur: Cursor) -> list[dict[str, Any]]:
     and the newest job needing attention (id, status, last error, time)."""
     counts = await fetch_all(
         cur, "SELECT kind,"
-              " count(*) FILTER (WHERE status = 'pending' AND last_error IS NULL)::integer"
-              "   AS pending,"
-              " count(*) FILTER (WHERE status = 'running')::integer AS running,"
-              f" count(*) FILTER (WHERE {RETRYING})::integer AS retrying,"
-              " count(*) FILTER (WHERE status = 'dead')::integer AS dead,"
-              f" count(*) FILTER (WHERE status = 'failed' AND {ATTENTION})::integer AS failed"
-              " FROM jobs WHERE status IN ('pending', 'running', 'failed', 'dead')"
-              " GROUP BY kind ORDER BY kind")
+             " count(*) FILTER (WHERE status = 'pending' AND last_error IS NULL)::integer"
+             "   AS pending,"
+             " count(*) FILTER (WHERE status = 'running')::integer AS running,"
+             f" count(*) FILTER (WHERE {RETRYING})::integer AS retrying,"
+             " count(*) FILTER (WHERE status = 'dead')::integer AS dead,"
+             f" count(*) FILTER (WHERE status = 'failed' AND {ATTENTION})::integer AS failed"
+             " FROM jobs WHERE status IN ('pending', 'running', 'failed', 'dead')"
+             " GROUP BY kind ORDER BY kind")
     latest = await fetch_all(
         cur, f"SELECT DISTINCT ON (kind) kind, id, {SHOWN_STATUS} AS status, last_error,"
-              f" updated_at FROM jobs WHERE {ATTENTION} ORDER BY kind, updated_at DESC, id DESC")
+             f" updated_at FROM jobs WHERE {ATTENTION} ORDER BY kind, updated_at DESC, id DESC")
     problems = {row["kind"]: row for row in latest}
     return [{**row, "problem": problems.get(row["kind"])} for row in counts]
 

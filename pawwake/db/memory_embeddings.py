@@ -60,7 +60,7 @@ async def record_provenance(cur: Cursor, provenance: VectorSource) -> None:
 async def has_vectors(cur: Cursor, provenance: dict[str, Any]) -> bool:
     row = await fetch_one(
         cur, "SELECT EXISTS (SELECT 1 FROM memory_embeddings WHERE provider = %(provider)s"
-              " AND model = %(model)s AND dim = %(dim)s) AS present", provenance)
+             " AND model = %(model)s AND dim = %(dim)s) AS present", provenance)
     return bool(row and row["present"])
 
 

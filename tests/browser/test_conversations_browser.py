@@ -76,7 +76,7 @@ async def test_find_open_edit_trash_and_restore(browser: Any, aiohttp_server: An
             == "早上八点到清水寺，再去伏见稻荷。")
     async with cursor(pool) as cur:
         stored = await fetch_all(cur, "SELECT content FROM conversations WHERE session_id ="
-                                       " 'kyoto-trip' ORDER BY created_at")
+                                      " 'kyoto-trip' ORDER BY created_at")
     assert stored[1]["content"] == "早上八点到清水寺，再去伏见稻荷。"
     async with cursor(pool) as cur:
         before = await fetch_all(cur, "SELECT * FROM conversations ORDER BY id")

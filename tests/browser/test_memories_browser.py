@@ -122,7 +122,7 @@ async def test_search_edit_archive_restore_and_backfill(
     await shoot(page, str(shots / "edited-zh.png"), full=True)
     async with cursor(pool) as cur:
         stored = await fetch_all(cur, "SELECT content, importance, title FROM memories"
-                                       " WHERE id = %s", (ids["spring_festival"],))
+                                      " WHERE id = %s", (ids["spring_festival"],))
     assert stored == [{"content": "春节回老家陪爸妈吃年夜饭，还要给外婆拜年", "importance": 9,
                        "title": "过年"}]
 

@@ -53,7 +53,7 @@ async def stored_state(pool: Any, thread: str) -> list[str] | None:
 async def message_counts(pool: Any) -> dict[tuple[str, bool], int]:
     async with cursor(pool) as cur:
         rows = await fetch_all(cur, "SELECT session_id, deleted_at IS NOT NULL AS trashed,"
-                                     " count(*) AS n FROM conversations GROUP BY 1, 2")
+                                    " count(*) AS n FROM conversations GROUP BY 1, 2")
     return {(r["session_id"], r["trashed"]): r["n"] for r in rows}
 
 
@@ -138,7 +138,7 @@ async def test_threads_page_end_to_end(browser: Any, gateway: Any, upstream: Any
     assert await page.locator("tr[data-thread='default'] [data-action=switch]").count() == 1
     async with cursor(pool) as cur:
         row = await fetch_one(cur, "SELECT value FROM gateway_config"
-                                    " WHERE key = 'PARTITION_SESSION_ID'")
+                                   " WHERE key = 'PARTITION_SESSION_ID'")
     assert row is not None and row["value"] == "旅行"
     assert await say(client, upstream, "第一天去哪", "先去清水寺") \
         == [system(None, [SUMMARY]), now_turn("第一天去哪")]
