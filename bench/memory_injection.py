@@ -78,7 +78,7 @@ class VariedPayloads:
     """Streaming chat bodies, each a new conversation whose user message is a fresh sentence of
     real words (so every request embeds a new query and searches for new terms)."""
 
-    end = overhead.Payloads.end  # how a whole stream ends
+    end = overhead.CHAT.end  # how a whole stream ends
 
     def __init__(self, maker: memory_search.TextMaker) -> None:
         self.maker = maker

@@ -47,6 +47,9 @@ DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.3, "local": 0.78}
 API_BATCH = 64
 QUERY_CACHE_SIZE = 256
 QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
+# A job's query waits behind the passages already queued on the background lane (each call
+# bounded by LOCAL_CALL_CHARS), not for a chat's deadline.
+BACKGROUND_QUERY_DEADLINE = 10.0
 # A stored text is embedded from a bounded part: e5 reads 512 tokens per window and the local
 # engine averages every window of a long text (a 50k-character memory took about a minute);
 # an API rejects inputs past its token limit. Head and tail, like the keyword index.
@@ -159,7 +162,8 @@ class Embedder:
         self._learned_dim: dict[tuple[str, str, int], int] = {}
         self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
         self._queries: OrderedDict[tuple[Provenance, str], np.ndarray] = OrderedDict()
-        self._pending: dict[tuple[Provenance, str], asyncio.Task[np.ndarray]] = {}
+        # Queries being embedded, by (provenance, text) and lane (CHAT or BACKGROUND).
+        self._pending: dict[tuple[tuple[Provenance, str], int], asyncio.Task[Any]] = {}
 
     async def close(self) -> None:
         """Drop queued work and late queries; a model call already running is not waited
@@ -205,12 +209,16 @@ class Embedder:
     # -- embedding ----------------------------------------------------------------------------
 
     async def embed_query(self, settings: Mapping[str, Any], text: str, *,
-                          timings: dict[str, float] | None = None
+                          timings: dict[str, float] | None = None, priority: int = CHAT
                           ) -> tuple[np.ndarray, Provenance]:
         """A search query's vector (e5 ``query:`` role), cached per provenance (provider,
         model, dimension) in a bounded LRU. Concurrent local queries share model calls
         (``QueryBatcher``). ``timings`` receives ``embed_wait``, ``embed_compute`` (ms),
         ``embed_batch`` and ``embed_cached`` when given.
+
+        ``priority=BACKGROUND`` (a job's search) embeds a local query on the background lane,
+        behind every chat, and waits up to ``BACKGROUND_QUERY_DEADLINE``; it still uses and
+        fills the cache, and joins the same query already being embedded for a chat.
 
         Raises ``QueryEmbeddingTimeout`` after ``QUERY_EMBEDDING_TIMEOUT`` seconds; the
         embedding itself goes on and its vector is cached (the same query asked again, by a
@@ -224,22 +232,34 @@ class Embedder:
                 timings.update(embed_wait=0.0, embed_compute=0.0, embed_batch=0,
                                embed_cached=1)
             return cached, provenance
-        task = self._pending.get(key)
+        background = priority != CHAT and provenance.provider == "local"
+        lane = BACKGROUND if background else CHAT
+        # A chat never waits on the background lane; a job may share a chat's call.
+        task = self._pending.get((key, CHAT)) or (
+            self._pending.get((key, BACKGROUND)) if background else None)
         if task is None:
-            task = asyncio.create_task(self._query_vector(settings, text, key),
+            task = asyncio.create_task(self._query_vector(settings, text, key, lane),
                                        name="query-embedding")
-            self._pending[key] = task
-            task.add_done_callback(partial(_forget, self._pending, key))
+            self._pending[key, lane] = task
+            task.add_done_callback(partial(_forget, self._pending, (key, lane)))
         seconds = float(settings["QUERY_EMBEDDING_TIMEOUT"])
+        if background:
+            seconds = max(seconds, BACKGROUND_QUERY_DEADLINE)
         started = time.perf_counter()
         try:
             vector, timing = await asyncio.wait_for(asyncio.shield(task), seconds)
         except TimeoutError:
-            if key[0].provider == "local":
+            if key[0].provider == "local" and not background:
                 running = self._running.get(key)
                 if running is None or not running.started:  # not started: drop it
                     task.cancel()
             raise QueryEmbeddingTimeout(seconds) from None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                # the call this caller joined was dropped at another caller's deadline
+                raise QueryEmbeddingTimeout(seconds) from None
+            raise
         if timings is not None:
             if timing is None:  # an API call: all of it counts as compute
                 timing = QueryTiming(0.0, (time.perf_counter() - started) * 1000.0)
@@ -248,10 +268,16 @@ class Embedder:
         return vector, self.configured_provenance(settings)
 
     async def _query_vector(self, settings: Mapping[str, Any], text: str,
-                            key: tuple[Provenance, str]
+                            key: tuple[Provenance, str], lane: int = CHAT
                             ) -> tuple[np.ndarray, QueryTiming | None]:
         timing: QueryTiming | None = None
-        if key[0].provider == "local":
+        if key[0].provider == "local" and lane == BACKGROUND:
+            model = await self._local_model()
+            queued = time.perf_counter()
+            vector, started, ended = await self.worker.run(BACKGROUND, _timed_query, model,
+                                                           text)
+            timing = QueryTiming((started - queued) * 1000.0, (ended - started) * 1000.0)
+        elif key[0].provider == "local":
             request = self.batcher.submit(text)
             self._running[key] = request
             try:
@@ -380,6 +406,13 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
 
 def _local_queries(model: Any, texts: list[str]) -> np.ndarray:
     return normalise_rows(model.query(texts))
+
+
+def _timed_query(model: Any, text: str) -> tuple[np.ndarray, float, float]:
+    """One query on the background lane, with when its model call started and ended."""
+    started = time.perf_counter()
+    row = _local_queries(model, [text])[0]
+    return row, started, time.perf_counter()
 
 
 def _api_base(settings: Mapping[str, Any]) -> str:
