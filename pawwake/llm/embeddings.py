@@ -3,11 +3,10 @@
 Vectors come back L2-normalised float32 rows, tagged with their provenance (provider, model,
 dimension) so stored vectors are never compared with vectors from another model.
 
-Nothing here may hold a chat up. The local model has two lanes, each a thread with its own
-engine instance (the 72 MB of weights are one shared memory-mapped file; a second instance
-costs a few MB): chat queries on one, background passages on the other, so a query never
-waits behind a background call (it waited a whole 32-text batch before: 45 s for one long
-memory). Passages are bounded (``passage_text``) and sent in calls of at most
+Nothing here may hold a chat up. The local model runs on lanes, threads sharing one engine
+instance (``SharedEngine``): chat queries on the query lanes, background passages and the
+queries of jobs' searches on the background lane, so a query never waits behind a background
+call (it waited a whole 32-text batch before: 45 s for one long memory). Passages are bounded (``passage_text``) and sent in calls of at most
 ``LOCAL_CALL_CHARS`` characters, so the background lane yields often and stops quickly. A
 query has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it the caller gets
 ``QueryEmbeddingTimeout`` and searches by keywords. A query still queued then is dropped (under
@@ -33,7 +32,14 @@ import numpy as np
 import psycopg2
 
 from pawwake.db.usage import record_usage
-from pawwake.llm.local_engine import LOCAL_DIM, LOCAL_MODEL, load_e5, query_lanes
+from pawwake.llm.engine_memory import IdleRelease, release_regions, sparse_regions, trim_heap
+from pawwake.llm.local_engine import (
+    LOCAL_DIM,
+    LOCAL_MODEL,
+    SharedEngine,
+    model_file,
+    query_lanes,
+)
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 from pawwake.text.tokens import bounded
@@ -151,10 +157,14 @@ class Embedder:
         self._pool = pool
         self.worker = PriorityWorker("embed")  # background passages (one call at a time)
         lanes, self._lane_threads = query_lanes()
+        self.engine = SharedEngine()  # one model for the query lanes and the background lane
         self.batcher = QueryBatcher(
             [PriorityWorker(f"embed-query-{n}") for n in range(lanes)],
-            lambda _lane: load_e5(self._lane_threads), _local_queries)
+            lambda _lane: self.engine.on_this_thread(self._lane_threads), _local_queries)
         self.query_worker = self.batcher.lanes[0]  # chat queries (the first lane)
+        # After a burst, the model's sparsely read pages and the heap's free pages go back.
+        self.idle_release = IdleRelease(self._release_memory, self._off_loop)
+        self._sparse: list[tuple[int, int]] | None = None
         self._local: Any = None
         self._local_lock = asyncio.Lock()
         self._running: dict[tuple[Provenance, str], QueryRequest] = {}
@@ -168,6 +178,7 @@ class Embedder:
     async def close(self) -> None:
         """Drop queued work and late queries; a model call already running is not waited
         for (its thread is a daemon), so shutdown never waits on the model."""
+        self.idle_release.close()
         self.worker.close()
         for lane in self.batcher.lanes:
             lane.close()
@@ -274,8 +285,11 @@ class Embedder:
         if key[0].provider == "local" and lane == BACKGROUND:
             model = await self._local_model()
             queued = time.perf_counter()
-            vector, started, ended = await self.worker.run(BACKGROUND, _timed_query, model,
-                                                           text)
+            try:
+                vector, started, ended = await self.worker.run(BACKGROUND, _timed_query, model,
+                                                               text)
+            finally:
+                self.idle_release.touch()
             timing = QueryTiming((started - queued) * 1000.0, (ended - started) * 1000.0)
         elif key[0].provider == "local":
             request = self.batcher.submit(text)
@@ -284,6 +298,7 @@ class Embedder:
                 vector, timing = await request.future
             finally:
                 self._running.pop(key, None)
+                self.idle_release.touch()
         else:
             vector = (await self._api_embed(settings, [text], deadline=QUERY_DEADLINE))[0]
         provenance = self.configured_provenance(settings)  # the API may have taught us its dim
@@ -315,14 +330,31 @@ class Embedder:
 
     async def _local_passages(self, texts: list[str]) -> np.ndarray:
         model = await self._local_model()
-        return normalise_rows(await self.worker.run(BACKGROUND, model.passage, texts))
+        try:
+            return normalise_rows(await self.worker.run(BACKGROUND, model.passage, texts))
+        finally:
+            self.idle_release.touch()
+
+    def _release_memory(self) -> None:
+        """On the background lane: drop the model's sparsely read pages, trim the heap."""
+        if self._sparse is None:
+            self._sparse = sparse_regions(model_file())
+        released = release_regions(model_file(), self._sparse)
+        trim_heap()
+        log.debug("idle engine: %d MB of model pages and the heap's free pages released",
+                  released >> 20)
+
+    def _off_loop(self, release: Any) -> None:
+        if not self.worker.closed:
+            self.worker.submit(BACKGROUND, release).add_done_callback(_release_failed)
 
     async def _local_model(self) -> Any:
-        """The background lane's engine instance, loaded on its thread the first time."""
+        """The engine on the background lane (the shared instance; its thread's team size set
+        on that thread the first time)."""
         if self._local is None:
             async with self._local_lock:
                 if self._local is None:
-                    self._local = await self.worker.run(CHAT, load_e5, 1)
+                    self._local = await self.worker.run(CHAT, self.engine.on_this_thread, 1)
         return self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
@@ -402,6 +434,11 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
         del pending[key]
     if not task.cancelled() and task.exception() is not None:
         log.debug("a late query embedding failed: %s", task.exception())
+
+
+def _release_failed(done: Any) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("giving idle memory back failed: %s", done.exception())
 
 
 def _local_queries(model: Any, texts: list[str]) -> np.ndarray:
