@@ -184,3 +184,32 @@ async def test_a_chat_query_does_not_wait_behind_the_background_lane(make_client
         await asyncio.wrap_future(held)
     job_vector, _ = await job
     assert np.abs(job_vector - vector).max() <= 1e-5
+
+
+async def test_one_request_and_its_retry_embed_the_message_once(gateway: Any,
+                                                                 upstream: Any) -> None:
+    """Memory and conversation recall both search for the current message; its retry too."""
+    from tests.gateway_support import GATEWAY_KEY, chat_body, settle
+
+    client = await gateway(GATEWAY_SECRET=GATEWAY_KEY, JOB_WORKERS=0, MEMORY_ENABLED=True,
+                           EMBEDDING_PROVIDER="local", CONVERSATION_RECALL_ENABLED=True,
+                           CACHE_PARTITION_ENABLED=True, PARTITION_SESSION_ID="thread")
+    app = client.server.app
+    await insert_fixture(app[keys.DATABASE].pool)
+    batcher = app[keys.EMBEDDER].batcher
+    texts: list[str] = []
+    real = batcher._embed
+
+    def counted(model: Any, batch: list[str]) -> Any:
+        texts.extend(batch)
+        return real(model, batch)
+
+    batcher._embed = counted
+    for _attempt in range(2):
+        response = await client.post("/v1/chat/completions", json=chat_body("小橘爱吃什么"),
+                                     headers={"X-Gateway-Key": GATEWAY_KEY})
+        assert response.status == 200
+        await response.read()
+        await settle(client)
+    assert texts.count("小橘爱吃什么") == 1
+    assert len(upstream.requests) == 2
