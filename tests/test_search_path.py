@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from pawwake import keys
-from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db import memory_search as search_db
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.extract import similar_memory_ids
 from pawwake.memory.search import search_memories
@@ -109,39 +107,6 @@ async def test_a_search_cancelled_while_cutting_leaves_its_vector_for_a_retry(
     await until(lambda: not embedder._pending)
     retry = await search_memories(app, "看牙医的日子", settings=settings)
     assert retry.timings["embed_cached"] == 1
-
-
-async def test_pgvector_brings_the_neighbours_rows_in_the_same_statement(
-        make_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = await memory_app(make_client)
-    settings = app[keys.CONFIG].current().with_values({"VECTOR_BACKEND": "pgvector"})
-    database = app[keys.DATABASE]
-    reference = await search_memories(app, "what do I drink in the afternoon",
-                                      settings=settings, touch=False)
-
-    async def no_second_trip(*_args: Any) -> list[dict[str, Any]]:
-        raise AssertionError("rows fetched in a second round trip")
-
-    monkeypatch.setattr(search_db, "fetch_rows", no_second_trip)
-    outcome = await search_memories(app, "what do I drink in the afternoon",
-                                    settings=settings, touch=False)
-    assert outcome.mode == "hybrid" and outcome.backend == "pgvector"
-    assert [r.id for r in outcome.results] == [r.id for r in reference.results]
-    assert any(r.parts["keyword"] == 0 for r in outcome.results)  # semantic-only rows came
-    vector, provenance = await app[keys.EMBEDDER].embed_query(
-        settings, "what do I drink in the afternoon")
-    nearest = await vectors_db.knn(database.pool, provenance, vector, 5)
-    far = [r.id for r in outcome.results if r.id not in dict(nearest)][:3]
-    found = await vectors_db.knn_with_rows(database.pool, provenance, vector, 5, [],
-                                           [*far, nearest[0][0]], search_db.SEARCH_COLUMNS)
-    near = [r for r in found if r["near"]]
-    assert [(r["id"], r["cos"]) for r in near] == pytest.approx(nearest, abs=1e-6)
-    assert all(r["content"] and r["search_terms"] is not None for r in near)
-    known = {r["id"]: r for r in found if not r["near"]}
-    assert set(known) == set(far)  # a known memory among the nearest comes once, as near
-    assert all(r["content"] is None for r in known.values())
-    cosines = await vectors_db.cosines_for(database.pool, provenance, vector, far)
-    assert {i: r["cos"] for i, r in known.items()} == pytest.approx(cosines, abs=1e-6)
 
 
 async def test_a_jobs_search_embeds_on_the_background_lane(make_client: Any) -> None:

@@ -18,7 +18,7 @@ import aiopg
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.pool import cursor, fetch_all, fetch_one, rows_as_dicts
+from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.db.vector_rows import (
     VectorTable,
     array_literal,
@@ -161,35 +161,6 @@ async def knn(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
     async with cursor(pool) as cur:
         await cur.execute(knn_sql(provenance), knn_params(provenance, query, k, exclude))
         return [(int(r[0]), float(r[1])) for r in await cur.fetchall()]
-
-
-async def knn_with_rows(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
-                        exclude: Sequence[int], known: Sequence[int], columns: str
-                        ) -> list[dict[str, Any]]:
-    """One round trip after the query's vector: the ``k`` nearest active memories with their
-    ``columns`` (of ``memories m``), plus the cosine of every ``known`` memory that has a
-    vector (those rows come with ``near`` false and no columns). Every row has ``id``,
-    ``cos`` and ``near``; a known memory among the nearest comes once, as near."""
-    dim = int(provenance.dim)
-    distance = f"e.embedding::vector({dim}) <=> %(q)s::vector({dim})"
-    sql = (
-        "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
-        f" WITH nn AS MATERIALIZED (SELECT e.memory_id AS id, 1 - ({distance}) AS cos"
-        " FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id"
-        " WHERE e.dim = %(dim)s AND e.provider = %(provider)s AND e.model = %(model)s"
-        " AND m.is_active AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
-        f" ORDER BY {distance} LIMIT %(k)s),"
-        f" known AS (SELECT e.memory_id AS id, 1 - ({distance}) AS cos"
-        " FROM memory_embeddings e WHERE e.memory_id = ANY(%(known)s::bigint[])"
-        " AND e.dim = %(dim)s AND e.provider = %(provider)s AND e.model = %(model)s"
-        " AND e.memory_id NOT IN (SELECT id FROM nn))"
-        f" SELECT nn.id, nn.cos, true AS near, {columns} FROM nn JOIN memories m ON m.id = nn.id"
-        f" UNION ALL SELECT known.id, known.cos, false, {columns}"
-        " FROM known LEFT JOIN memories m ON false")
-    params = {**knn_params(provenance, query, k, exclude), "known": list(known)}
-    async with cursor(pool) as cur:
-        await cur.execute(sql, params)
-        return rows_as_dicts(cur, await cur.fetchall())
 
 
 async def cosines_for(pool: aiopg.Pool, provenance: Any, query: np.ndarray,

@@ -18,7 +18,6 @@ from pawwake.db.pool import cursor, fetch_all
 
 MEMORY_COLUMNS = ("m.id, m.content, m.importance, m.layer, m.title, m.event_date,"
                   " m.created_at, m.last_accessed, m.remind_at")
-SEARCH_COLUMNS = MEMORY_COLUMNS.removeprefix("m.id, ") + ", m.search_terms"  # besides the id
 _RECENCY = ("1.0 / (1.0 + CASE WHEN g.event_date IS NOT NULL"
             " THEN abs(%(today)s::date - g.event_date)::float8"
             " ELSE greatest(0.0, extract(epoch FROM %(now)s::timestamptz - g.created_at)::float8"

@@ -36,7 +36,6 @@ from pawwake.llm.embeddings import (
 )
 from pawwake.memory import fusion, scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
-from pawwake.memory.vectors import Neighbours
 from pawwake.priority_worker import CHAT
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
@@ -131,16 +130,19 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
-        found = await app[keys.VECTORS].neighbourhood(
-            database, settings, semantic.provenance, semantic.query, fusion.NEIGHBOURHOOD,
-            exclude, [row["id"] for row in rows], search_db.SEARCH_COLUMNS)
-        if not found.nearest:
+        store = app[keys.VECTORS]
+        neighbours, cosines = await asyncio.gather(
+            store.nearest(database, settings, semantic.provenance, semantic.query,
+                          k=fusion.NEIGHBOURHOOD, exclude=exclude),
+            store.cosines(database, settings, semantic.provenance, semantic.query,
+                          [row["id"] for row in rows]))
+        if not neighbours:
             semantic = None
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
-            cosines = found.cosines
+            cosines.update(neighbours)
             rows, normalised, hood = await _semantic_candidates(
-                database, rows, found, semantic.threshold, exclude)
+                database, rows, neighbours, cosines, semantic.threshold, exclude)
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
@@ -158,21 +160,19 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
 
 
 async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
-                               found: Neighbours, floor: float, exclude: list[int]
+                               neighbours: Sequence[tuple[int, float]],
+                               cosines: Mapping[int, float], floor: float,
+                               exclude: list[int]
                                ) -> tuple[list[dict[str, Any]], dict[int, float],
                                           fusion.Neighbourhood | None]:
     """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
     every row's semantic part: its place in the query's neighbourhood."""
-    hood = fusion.Neighbourhood.of([c for _, c in found.nearest], floor)
+    hood = fusion.Neighbourhood.of([c for _, c in neighbours], floor)
     if hood is None:
         return rows, {}, None
     known = {row["id"] for row in rows}
-    similar = [i for i in fusion.admitted(found.nearest, hood) if i not in known]
-    if found.rows is not None:  # the backend brought them with the neighbours
-        rows = rows + [found.rows[i] for i in similar if i in found.rows]
-    else:
-        rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
-    cosines = found.cosines
+    similar = [i for i in fusion.admitted(neighbours, hood) if i not in known]
+    rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
     return rows, {row["id"]: hood.score(cosines[row["id"]])
                   for row in rows if row["id"] in cosines}, hood
 

@@ -9,7 +9,6 @@ explicit confirmation.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -136,36 +135,3 @@ class VectorStore:
         if self.backend(settings, database, provenance) == "pgvector":
             return await vectors_db.cosines_for(database.pool, provenance, query, ids)
         return await self.index.cosines_for(database.pool, provenance, query, ids)
-
-    async def neighbourhood(self, database: Database, settings: Mapping[str, Any],
-                            provenance: Provenance, query: np.ndarray, k: int,
-                            exclude: Sequence[int], known: Sequence[int], columns: str
-                            ) -> Neighbours:
-        """The ``k`` nearest memories and the cosines of the ``known`` ones. On pgvector it
-        is one statement that also brings the nearest rows' ``columns`` (the search needs no
-        further round trip for them); on the numpy index ``rows`` stays empty."""
-        if self.backend(settings, database, provenance) != "pgvector":
-            nearest, cosines = await asyncio.gather(
-                self.nearest(database, settings, provenance, query, k, exclude),
-                self.cosines(database, settings, provenance, query, known))
-            return Neighbours(nearest, {**cosines, **dict(nearest)}, None)
-        found = await vectors_db.knn_with_rows(database.pool, provenance, query, k,
-                                               list(exclude), list(known), columns)
-        nearest = sorted(((int(r["id"]), float(r["cos"])) for r in found if r["near"]),
-                         key=lambda item: -item[1])
-        rows = {}
-        for row in found:
-            if row.pop("near"):
-                rows[int(row["id"])] = row
-        return Neighbours(nearest, {int(r["id"]): float(r.pop("cos")) for r in found}, rows)
-
-
-@dataclass
-class Neighbours:
-    """What ``VectorStore.neighbourhood`` found: the nearest ``(id, cosine)`` best first,
-    cosines by id (nearest and known), and the nearest rows when the backend brought them
-    (None: fetch them)."""
-
-    nearest: list[tuple[int, float]]
-    cosines: dict[int, float]
-    rows: dict[int, dict[str, Any]] | None
