@@ -167,17 +167,17 @@ class _Connector:
         of a malformed URL)."""
         lines = str(exc).strip().splitlines()
         text = lines[0][:300] if lines else ""
-        secret = _password_of(self.app[keys.SETTINGS]["DATABASE_URL"])
+        secret = _password_of(self.app[keys.SETTINGS].DATABASE_URL)
         return text.replace(secret, "****") if secret else text
 
     async def _connect_once(self) -> None:
         settings = self.app[keys.SETTINGS]
-        dsn = settings["DATABASE_URL"]
+        dsn = settings.DATABASE_URL
         if not dsn:
             if self.server is None:
                 loop = asyncio.get_running_loop()
                 self._starting = loop.run_in_executor(None, start_embedded,
-                                                      settings["PAWWAKE_DATA_DIR"])
+                                                      settings.PAWWAKE_DATA_DIR)
                 # Shielded: a shutdown meanwhile still learns of the server, to stop it.
                 self.server = await asyncio.shield(self._starting)
             dsn = self.server.get_uri()
@@ -228,12 +228,12 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx: connect before the app serves (waiting a bounded time; after that the
     connection is made in the background), close after."""
     settings = app[keys.SETTINGS]
-    if not settings["DATABASE_ENABLED"]:
+    if not settings.DATABASE_ENABLED:
         log.info("DATABASE_ENABLED=false: pure forwarding, no database connection")
         app[keys.DATABASE] = None
         yield
         return
-    database = Database("external" if settings["DATABASE_URL"] else "embedded")
+    database = Database("external" if settings.DATABASE_URL else "embedded")
     app[keys.DATABASE] = database
     connector = _Connector(app, database)
     app[CONNECTOR] = connector

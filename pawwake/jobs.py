@@ -241,7 +241,7 @@ async def jobs_ctx(app: web.Application) -> AsyncIterator[None]:
     runner = app[keys.JOBS]
     database = app[keys.DATABASE]
     starting = None
-    if database is not None and app[keys.SETTINGS]["JOB_WORKERS"] > 0:
+    if database is not None and app[keys.SETTINGS].JOB_WORKERS > 0:
         # Workers start once the database is here, also when it arrives after start-up.
         starting = asyncio.create_task(database.run_when_ready(runner.start), name="jobs-start")
     yield

@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
 
 if TYPE_CHECKING:
+    from pawwake.api_error import ApiError
     from pawwake.chat.pipeline import ChatResources
-    from pawwake.chat.recall_vectors import MessageVectors
+    from pawwake.chat.recall.vectors import MessageVectors
     from pawwake.chat.turn_spool import TurnSpool
-    from pawwake.config import RuntimeConfig
     from pawwake.database import Database
     from pawwake.jobs import JobRunner
+    from pawwake.live_settings import RuntimeConfig
     from pawwake.llm.embeddings import Embedder
     from pawwake.llm.models import ModelCatalog
     from pawwake.llm.upstream_health import UpstreamHealth
-    from pawwake.memory.term_stats import TermStats
     from pawwake.memory.vectors import VectorStore
     from pawwake.protocols.anthropic.pipeline import MessagesResources
+    from pawwake.search.term_stats import TermStats
+    from pawwake.settings import Settings
     from pawwake.tasks import BackgroundTasks
 
-SETTINGS = web.AppKey("settings", object)  # the start-up Settings snapshot (env + defaults)
+SETTINGS: web.AppKey[Settings] = web.AppKey("settings")  # the start-up snapshot (env + defaults)
 CONFIG: web.AppKey[RuntimeConfig] = web.AppKey("config")
 DATABASE: web.AppKey[Database | None] = web.AppKey("database")
 HTTP: web.AppKey[aiohttp.ClientSession] = web.AppKey("http")
@@ -37,3 +40,7 @@ RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # mes
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")  # last failure
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database
 MESSAGES: web.AppKey[MessagesResources] = web.AppKey("messages")  # Messages steps
+# Per program sub-app (/api, /v1, /v1/messages, /mcp): how its error middleware renders a
+# refusal, and whether CORS admits only origins listed by name (MCP's rule).
+ERROR_ENVELOPE: web.AppKey[Callable[[ApiError], web.Response]] = web.AppKey("error_envelope")
+CORS_NAMED_ORIGINS_ONLY: web.AppKey[bool] = web.AppKey("cors_named_origins_only")

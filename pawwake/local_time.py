@@ -13,7 +13,7 @@ FILE_STAMP_FORMAT = "%Y%m%d-%H%M%S"
 
 def zone_of(settings: Mapping[str, Any]) -> timezone:
     """The fixed offset the user chose (TIMEZONE_HOURS may be fractional, e.g. 5.5)."""
-    return timezone(timedelta(hours=float(settings["TIMEZONE_HOURS"])))
+    return timezone(timedelta(hours=float(settings.TIMEZONE_HOURS)))
 
 
 def as_moment(value: Any) -> datetime | None:

@@ -331,13 +331,91 @@ def secret_form_value(setting: Setting, value: Any) -> str:
 
 
 class Settings(Mapping[str, Any]):
-    """An immutable snapshot of every setting's value, read by name: ``settings["API_KEY"]``."""
+    """An immutable snapshot of every setting's value.
+
+    Code reads a setting as a typed attribute named as its environment variable
+    (``settings.API_KEY``), so the type checker knows each value's type and catches a
+    misspelt name; the mapping form (``settings["API_KEY"]``) serves code that walks the
+    table by name (the settings page and API). ``tests/test_settings.py`` keeps the
+    attribute list below equal to the table.
+    """
+
+    API_KEY: str
+    API_BASE_URL: str
+    RESPONSES_BASE_URL: str
+    DEFAULT_MODEL: str
+    PORT: int
+    GATEWAY_SECRET: str
+    DASHBOARD_PASSWORD: str
+    SESSION_SECRET: str
+    DATABASE_ENABLED: bool
+    DATABASE_URL: str
+    PAWWAKE_DATA_DIR: str
+    MEMORY_ENABLED: bool
+    MEMORY_MODEL: str
+    MEMORY_MAX_TOKENS: int
+    MAX_MEMORIES_INJECT: int
+    MEMORY_SEEN_TTL_HOURS: float
+    MIN_SCORE_THRESHOLD: float
+    MEMORY_INJECT_MIN_RELEVANCE: float
+    MEMORY_EXTRACT_INTERVAL: int
+    TIMEZONE_HOURS: float
+    CACHE_PARTITION_ENABLED: bool
+    CACHE_PARTITION_X: int
+    CACHE_SUMMARY_MODEL: str
+    CACHE_SUMMARY_MAX_TOKENS: int
+    CACHE_SUMMARY_BUDGET_CHARS: int
+    PARTITION_SESSION_ID: str
+    CACHE_PARTITION_TRIGGER: str
+    CACHE_PARTITION_WINDOW: int
+    CACHE_MAX_ROTATIONS: int
+    CACHE_TTL: str
+    MEMORY_VECTOR_ENABLED: bool
+    EMBEDDING_PROVIDER: str
+    EMBEDDING_API_KEY: str
+    EMBEDDING_BASE_URL: str
+    EMBEDDING_MODEL: str
+    EMBEDDING_DIM: int
+    QUERY_EMBEDDING_TIMEOUT: float
+    MEMORY_HW_KEYWORD: float
+    MEMORY_HW_SEMANTIC: float
+    MEMORY_HW_IMPORTANCE: float
+    MEMORY_HW_RECENCY: float
+    MEMORY_SEMANTIC_THRESHOLD: float | None
+    VECTOR_BACKEND: str
+    CONVERSATION_RECALL_ENABLED: bool
+    MAX_CONVERSATIONS_INJECT: int
+    CONVERSATION_SEEN_TTL_HOURS: float
+    CONVERSATION_MIN_SCORE_THRESHOLD: float | None
+    CONVERSATION_HW_KEYWORD: float
+    CONVERSATION_HW_SEMANTIC: float
+    CONVERSATION_HW_RECENCY: float
+    FORCE_STREAM: bool
+    MESSAGES_BASE_URL: str
+    MESSAGES_API_KEY: str
+    MESSAGES_AUTH_HEADER: str
+    REASONING_EFFORT: str
+    SYSTEM_PROMPT: str
+    UPSTREAM_CONNECT_TIMEOUT: float
+    UPSTREAM_READ_TIMEOUT: float
+    CORS_ALLOW_ORIGINS: str
+    MAX_REQUEST_MB: int
+    JOB_WORKERS: int
+    TURN_SPOOL_MAX_MB: int
+    LOG_LEVEL: str
+    TRUSTED_PROXIES: str
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         unknown = set(values) - set(BY_NAME)
         if unknown:
             raise SettingError(sorted(unknown)[0], "unknown setting", "unknown")
-        self._values = {s.name: values.get(s.name, s.default) for s in SETTINGS}
+        resolved = {s.name: values.get(s.name, s.default) for s in SETTINGS}
+        object.__setattr__(self, "_values", resolved)
+        for name, value in resolved.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Settings is immutable; use with_values()")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -361,12 +439,12 @@ class Settings(Mapping[str, Any]):
 
     @property
     def database_on(self) -> bool:
-        return bool(self["DATABASE_ENABLED"])
+        return self.DATABASE_ENABLED
 
     @property
     def chat_completions_url(self) -> str:
         """API_BASE_URL may be a base (``…/v1``) or the full endpoint; return the endpoint."""
-        base = self["API_BASE_URL"].rstrip("/")
+        base = self.API_BASE_URL.rstrip("/")
         if base.endswith("/chat/completions"):
             return base
         return base + "/chat/completions"
@@ -375,7 +453,7 @@ class Settings(Mapping[str, Any]):
     def responses_url(self) -> str:
         """RESPONSES_BASE_URL (a base or the full endpoint), else the chat provider's base +
         ``/responses`` (OpenRouter: ``…/api/v1/responses``, OpenAI: ``…/v1/responses``)."""
-        base = self["RESPONSES_BASE_URL"].strip().rstrip("/") or self.api_base
+        base = self.RESPONSES_BASE_URL.strip().rstrip("/") or self.api_base
         return base if base.endswith("/responses") else base + "/responses"
 
     @property

@@ -12,7 +12,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract import similar_memory_ids
+from pawwake.memory.extraction.job import similar_memory_ids
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND, CHAT
 from pawwake.text import offload

@@ -147,7 +147,7 @@ def partition_record(thread: str, state: PartitionState, layout: Any,
 def active_thread(settings: Any) -> str:
     """The thread every client continues in partition mode: PARTITION_SESSION_ID. Session ids
     sent by clients are ignored here, so switching client continues the same conversation."""
-    return settings["PARTITION_SESSION_ID"] or "default"
+    return settings.PARTITION_SESSION_ID or "default"
 
 
 @dataclass
@@ -172,7 +172,7 @@ async def thread_turn(app: web.Application, context: Any, prepared: Any,
     on ``prepared.partition_state`` for the later steps (read once per request)."""
     settings = context.settings
     # DATABASE_ENABLED=false is plain forwarding: the partition cache is off with it.
-    if not settings["CACHE_PARTITION_ENABLED"] or prepared.auxiliary:
+    if not settings.CACHE_PARTITION_ENABLED or prepared.auxiliary:
         return None
     if context.database is None:
         if app[keys.DATABASE] is not None:  # configured, not connected yet
@@ -191,7 +191,7 @@ async def thread_turn(app: web.Application, context: Any, prepared: Any,
         model_summariser(context.http, settings, booking),
         model_folder(context.http, settings, booking), now)
     prepared.partition_state = read.state
-    return ThreadTurn(thread, role, now, max(1, int(settings["CACHE_PARTITION_X"])), read)
+    return ThreadTurn(thread, role, now, max(1, int(settings.CACHE_PARTITION_X)), read)
 
 
 def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None = None
@@ -209,7 +209,7 @@ def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None
         prepared.system_parts.clear()
         messages, layout = assemble(persona=persona, summary_parts=read.state.summary_parts,
                                     history=read.history, current=read.current, x=turn.x,
-                                    ttl=settings["CACHE_TTL"], note=time_note(turn.now))
+                                    ttl=settings.CACHE_TTL, note=time_note(turn.now))
         prepared.body["messages"] = messages
         prepared.injected.append(partition_record(turn.thread, read.state, layout, messages))
         prepared.client_messages = read.compared

@@ -42,7 +42,7 @@ class PersonaFile:
 
 def resolve_persona(settings: Any, persona_file: PersonaFile) -> str | None:
     """The persona in force for this request: a value saved in the dashboard wins."""
-    saved = settings["SYSTEM_PROMPT"]
+    saved = settings.SYSTEM_PROMPT
     if saved and saved.strip():
         return saved.strip()
     return persona_file.read()

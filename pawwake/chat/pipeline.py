@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.api_error import ApiError
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.chat.persona import PersonaFile, resolve_persona
@@ -41,14 +42,12 @@ FailureHook = Callable[["PreparedChat", str], Awaitable[None]]
 ChatStep = Callable[["ChatContext", "PreparedChat"], Awaitable[None]]
 
 
-class ChatRejected(Exception):
-    """The request cannot be served as asked; routes answer with OpenAI's error envelope."""
+class ChatRejected(ApiError):
+    """The chat request cannot be served as asked (an ``ApiError`` written status first);
+    each protocol's turn answers it in its own envelope, ``param`` naming the field."""
 
     def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+        super().__init__(code, message, status=status, **({"param": param} if param else {}))
         self.param = param
 
 
@@ -166,10 +165,10 @@ def with_system_text(messages: list[Any], text: str) -> list[Any]:
 
 def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
     """FORCE_STREAM, REASONING_EFFORT, and usage reporting for streams."""
-    if settings["FORCE_STREAM"]:
+    if settings.FORCE_STREAM:
         body["stream"] = True
-    if settings["REASONING_EFFORT"]:
-        body["reasoning_effort"] = settings["REASONING_EFFORT"]
+    if settings.REASONING_EFFORT:
+        body["reasoning_effort"] = settings.REASONING_EFFORT
     if body.get("stream") and "stream_options" not in body:
         body["stream_options"] = {"include_usage": True}
 
@@ -188,7 +187,7 @@ def drop_gateway_fields(body: dict[str, Any]) -> None:
 async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str, str],
                        body: dict[str, Any], raw: bytes, received_at: datetime) -> PreparedChat:
     """Turn a validated client body into what goes upstream and what happens afterwards."""
-    model = body.get("model") or settings["DEFAULT_MODEL"]
+    model = body.get("model") or settings.DEFAULT_MODEL
     if not model:
         raise ChatRejected(400, "missing_model",
                            "No model given and DEFAULT_MODEL is not set.", param="model")
@@ -219,8 +218,8 @@ async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
     if persona:
         prepared.system_parts.append(persona)
         prepared.injected.append({"kind": "persona", "text": persona,
-                                  "source": "setting" if settings["SYSTEM_PROMPT"]
-                                  and settings["SYSTEM_PROMPT"].strip() else "file"})
+                                  "source": "setting" if settings.SYSTEM_PROMPT
+                                  and settings.SYSTEM_PROMPT.strip() else "file"})
     if prepared.persist:
         prepared.after_success.append(turn_writer(app))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)

@@ -61,8 +61,8 @@ def model_summariser(http: aiohttp.ClientSession, settings: Any,
 
     async def summarise(rounds: Sequence[Round]) -> str:
         reply = await complete(http, settings, summary_prompt(rounds),
-                               model=settings["CACHE_SUMMARY_MODEL"],
-                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1,
+                               model=settings.CACHE_SUMMARY_MODEL,
+                               max_tokens=settings.CACHE_SUMMARY_MAX_TOKENS, attempts=1,
                                usage=usage)
         text = reply.text.strip()
         if not text:
@@ -82,8 +82,8 @@ def model_folder(http: aiohttp.ClientSession, settings: Any,
     async def fold(parts: Sequence[str]) -> str:
         prompt = [{"role": "system", "content": FOLD_INSTRUCTIONS},
                   {"role": "user", "content": "\n\n---\n\n".join(parts)}]
-        reply = await complete(http, settings, prompt, model=settings["CACHE_SUMMARY_MODEL"],
-                               max_tokens=settings["CACHE_SUMMARY_MAX_TOKENS"], attempts=1,
+        reply = await complete(http, settings, prompt, model=settings.CACHE_SUMMARY_MODEL,
+                               max_tokens=settings.CACHE_SUMMARY_MAX_TOKENS, attempts=1,
                                usage=usage)
         text = reply.text.strip()
         if not text or reply.truncated:
@@ -126,16 +126,16 @@ def rotation_due(history: Sequence[Round], x: int, settings: Any, now: datetime)
     older than CACHE_PARTITION_WINDOW minutes (unless the history is over its cap)."""
     if len(history) < 2 * x:
         return False
-    if settings["CACHE_PARTITION_TRIGGER"] != "time" or len(history) > HISTORY_CAP_FACTOR * x:
+    if settings.CACHE_PARTITION_TRIGGER != "time" or len(history) > HISTORY_CAP_FACTOR * x:
         return True
     newest = max(m["created_at"] for r in history[:x] for m in r.messages)
-    return newest < now - timedelta(minutes=int(settings["CACHE_PARTITION_WINDOW"]))
+    return newest < now - timedelta(minutes=int(settings.CACHE_PARTITION_WINDOW))
 
 
 def rotations_allowed(settings: Any) -> int:
     """Rotations one request may make: several can be due after a quiet time window."""
-    if settings["CACHE_PARTITION_TRIGGER"] == "time":
-        return max(1, int(settings["CACHE_MAX_ROTATIONS"]))
+    if settings.CACHE_PARTITION_TRIGGER == "time":
+        return max(1, int(settings.CACHE_MAX_ROTATIONS))
     return 1
 
 
@@ -146,11 +146,11 @@ async def rotate(state: PartitionState, history: Sequence[Round], settings: Any,
 
     ``history`` are the settled live rounds (an in-progress tool round is not among them).
     """
-    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    x = max(1, int(settings.CACHE_PARTITION_X))
     if not rotation_due(history, x, settings, now):
         return None
     over_cap = len(history) > HISTORY_CAP_FACTOR * x
-    if not settings["CACHE_SUMMARY_MODEL"]:
+    if not settings.CACHE_SUMMARY_MODEL:
         return _slide(state, history, x, last_summary_error=None, summary_retry_after=None)
     if state.summary_retry_after is not None and now < state.summary_retry_after:
         if over_cap:
@@ -161,7 +161,7 @@ async def rotate(state: PartitionState, history: Sequence[Round], settings: Any,
         summary = await summarise(history[:x])
         parts = [*state.summary_parts, summary]
         if fold is not None:
-            parts = await folded_parts(parts, int(settings["CACHE_SUMMARY_BUDGET_CHARS"]),
+            parts = await folded_parts(parts, int(settings.CACHE_SUMMARY_BUDGET_CHARS),
                                        fold)
     except Exception as exc:  # summary or fold failed: the rotation is cancelled, back off
         error = _describe(exc)
@@ -194,19 +194,19 @@ async def catch_up(state: PartitionState, history: Sequence[Round], settings: An
     stay stored and reachable through conversation recall. A failed summary does not stop
     the jump: it is recorded and backed off like any other.
     """
-    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    x = max(1, int(settings.CACHE_PARTITION_X))
     if len(history) <= x:
         return state, list(history)
     kept, sliding = list(history[-x:]), history[-2 * x:-x]
     changes: dict[str, Any] = {"last_summary_error": None, "summary_retry_after": None}
     backing_off = state.summary_retry_after is not None and now < state.summary_retry_after
-    if settings["CACHE_SUMMARY_MODEL"] and backing_off:
+    if settings.CACHE_SUMMARY_MODEL and backing_off:
         changes = {}
-    elif settings["CACHE_SUMMARY_MODEL"]:
+    elif settings.CACHE_SUMMARY_MODEL:
         try:
             parts = [*state.summary_parts, await summarise(sliding)]
             if fold is not None:
-                parts = await folded_parts(parts, int(settings["CACHE_SUMMARY_BUDGET_CHARS"]),
+                parts = await folded_parts(parts, int(settings.CACHE_SUMMARY_BUDGET_CHARS),
                                            fold)
             changes["summary_parts"] = parts
         except Exception as exc:  # the jump still happens; the failure is shown and backed off

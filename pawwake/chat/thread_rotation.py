@@ -128,7 +128,7 @@ def _due(read: ThreadRead, settings: Any, x: int, now: datetime) -> bool:
 
 def _needs_model(state: PartitionState, settings: Any, now: datetime) -> bool:
     backing_off = state.summary_retry_after is not None and now < state.summary_retry_after
-    return bool(settings["CACHE_SUMMARY_MODEL"]) and not backing_off
+    return bool(settings.CACHE_SUMMARY_MODEL) and not backing_off
 
 
 async def _rotate(read: ThreadRead, settings: Any, summarise: Summariser, fold: Folder,
@@ -199,7 +199,7 @@ async def read_thread(pool: aiopg.Pool, thread: str, settings: Any, split: Split
     Raises ``unavailable()`` when the database fails; the summary model's own failures are
     the rotation's business (back-off, history cap).
     """
-    x = max(1, int(settings["CACHE_PARTITION_X"]))
+    x = max(1, int(settings.CACHE_PARTITION_X))
     try:
         return await _read_and_rotate(pool, thread, settings, x, split, summarise, fold, now)
     except DB_ERRORS as exc:

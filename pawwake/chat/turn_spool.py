@@ -233,8 +233,8 @@ def spool_status(app: Mapping[Any, Any]) -> dict[str, int] | None:
 async def turn_spool_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx: open the spool and run its replay loop while the app runs."""
     settings = app[keys.SETTINGS]
-    spool = TurnSpool(Path(settings["PAWWAKE_DATA_DIR"]) / FOLDER,
-                      settings["TURN_SPOOL_MAX_MB"] * 1024 * 1024)
+    spool = TurnSpool(Path(settings.PAWWAKE_DATA_DIR) / FOLDER,
+                      settings.TURN_SPOOL_MAX_MB * 1024 * 1024)
     await asyncio.to_thread(spool.open)
     app[keys.TURN_SPOOL] = spool
     if spool.pending:

@@ -21,13 +21,13 @@ import psycopg2
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.conversation_index import reindex_messages
+from pawwake.chat.recall.index import reindex_messages
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
 from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
-from pawwake.memory.extract import schedule_extraction
+from pawwake.memory.extraction.job import schedule_extraction
 
 if TYPE_CHECKING:
     from pawwake.chat.pipeline import PreparedChat
@@ -298,7 +298,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
             ids = await conversations.insert_messages(cur, turn.session_id, plan.insert,
                                                       source=SOURCE)
             await record_injection(cur, turn, ids, plan.insert)
-            if settings["CONVERSATION_RECALL_ENABLED"]:
+            if settings.CONVERSATION_RECALL_ENABLED:
                 indexed = [(message_id, message.content) for message_id, message in zip(
                     ids, plan.insert, strict=True) if message.role in ("user", "assistant")
                     and not message.metadata.get(INCOMPLETE)]

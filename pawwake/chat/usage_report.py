@@ -90,7 +90,7 @@ async def usage_report(app: web.Application, days: int) -> UsageReport:
     zone = zone_of(settings)
     today = local_today(zone)
     since = day_start_utc(today - timedelta(days=days - 1), zone)
-    rows = await usage_by_local_day(database.pool, since, settings["TIMEZONE_HOURS"])
+    rows = await usage_by_local_day(database.pool, since, settings.TIMEZONE_HOURS)
     return build_report(rows, today, days)
 
 

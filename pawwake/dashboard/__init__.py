@@ -82,7 +82,7 @@ def static_urls(app: web.Application) -> Callable[[str], str]:
 def setup_dashboard(app: web.Application) -> None:
     """Mount the dashboard under /dashboard and serve /static for it."""
     settings = app[keys.SETTINGS]
-    password, secret = settings["DASHBOARD_PASSWORD"], settings["SESSION_SECRET"]  # type: ignore[index]
+    password, secret = settings.DASHBOARD_PASSWORD, settings.SESSION_SECRET  # type: ignore[index]
     problems = missing_settings(password, secret)
     if problems:
         log.warning("dashboard answers 503 until set: %s",
@@ -95,7 +95,7 @@ def setup_dashboard(app: web.Application) -> None:
     dashboard[dkeys.PROBLEMS] = problems
     dashboard[dkeys.PASSWORD] = password
     dashboard[dkeys.SESSION_SECRET] = secret
-    dashboard[dkeys.PROXIES] = parse_trusted_proxies(settings["TRUSTED_PROXIES"])  # type: ignore[index]
+    dashboard[dkeys.PROXIES] = parse_trusted_proxies(settings.TRUSTED_PROXIES)  # type: ignore[index]
     aiohttp_jinja2.setup(dashboard, loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
                          autoescape=True, undefined=jinja2.StrictUndefined,
                          trim_blocks=True, lstrip_blocks=True)

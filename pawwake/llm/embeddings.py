@@ -47,7 +47,7 @@ from pawwake.text.tokens import bounded
 log = logging.getLogger(__name__)
 
 # Noise floor of a semantic candidate (raw cosine); admission itself is by rank within the
-# query's neighbourhood (memory.fusion). e5 puts unrelated texts at 0.7-0.86 and a paraphrase
+# query's neighbourhood (search.fusion). e5 puts unrelated texts at 0.7-0.86 and a paraphrase
 # can sit at 0.80; OpenAI-style models spread lower. Pinned by a test.
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.3, "local": 0.78}
 API_BATCH = 64
@@ -125,15 +125,15 @@ def local_calls(texts: Sequence[str]) -> list[list[str]]:
 
 def provider_for(settings: Mapping[str, Any]) -> str:
     """``auto`` means the API when a key is configured, else the local model."""
-    choice = settings["EMBEDDING_PROVIDER"]
+    choice = settings.EMBEDDING_PROVIDER
     if choice == "auto":
-        return "api" if settings["EMBEDDING_API_KEY"] else "local"
+        return "api" if settings.EMBEDDING_API_KEY else "local"
     return str(choice)
 
 
 def semantic_threshold(settings: Mapping[str, Any], provider: str | None = None) -> float:
     """The configured threshold, else the calibrated default of the provider in use."""
-    configured = settings["MEMORY_SEMANTIC_THRESHOLD"]
+    configured = settings.MEMORY_SEMANTIC_THRESHOLD
     if configured is not None:
         return float(configured)
     return DEFAULT_THRESHOLDS[provider or provider_for(settings)]
@@ -195,7 +195,7 @@ class Embedder:
         """The provenance new vectors will have, as far as known without calling the API."""
         if provider_for(settings) == "local":
             return Provenance("local", LOCAL_MODEL, LOCAL_DIM)
-        model, dim = settings["EMBEDDING_MODEL"], int(settings["EMBEDDING_DIM"])
+        model, dim = settings.EMBEDDING_MODEL, int(settings.EMBEDDING_DIM)
         learned = self._learned_dim.get((_api_base(settings), model, dim), dim)
         return Provenance("api", model, learned)
 
@@ -203,8 +203,8 @@ class Embedder:
         """The provenance new vectors will have; probes the API once if its answer is unknown
         (a server may ignore ``dimensions`` and answer with its own size)."""
         if provider_for(settings) == "api":
-            key = (_api_base(settings), settings["EMBEDDING_MODEL"],
-                   int(settings["EMBEDDING_DIM"]))
+            key = (_api_base(settings), settings.EMBEDDING_MODEL,
+                   int(settings.EMBEDDING_DIM))
             if key not in self._learned_dim:
                 failed = self._probe_failures.get(key)
                 if failed is not None and time.monotonic() - failed[0] < PROBE_RETRY_SECONDS:
@@ -253,7 +253,7 @@ class Embedder:
                                        name="query-embedding")
             self._pending[key, lane] = task
             task.add_done_callback(partial(_forget, self._pending, (key, lane)))
-        seconds = float(settings["QUERY_EMBEDDING_TIMEOUT"])
+        seconds = float(settings.QUERY_EMBEDDING_TIMEOUT)
         if background:
             seconds = max(seconds, BACKGROUND_QUERY_DEADLINE)
         started = time.perf_counter()
@@ -363,8 +363,8 @@ class Embedder:
                          deadline: float = 60.0) -> np.ndarray:
         if self._http is None:
             raise EmbeddingError("no HTTP client for the embedding API")
-        base, model = _api_base(settings), settings["EMBEDDING_MODEL"]
-        dim = int(settings["EMBEDDING_DIM"])
+        base, model = _api_base(settings), settings.EMBEDDING_MODEL
+        dim = int(settings.EMBEDDING_DIM)
         body: dict[str, Any] = {"model": model, "input": texts, "encoding_format": "float"}
         send_dimensions = (base, model) not in self._without_dimensions
         if send_dimensions:
@@ -378,7 +378,7 @@ class Embedder:
             if status == 200:
                 self._without_dimensions.add((base, model))
         if status != 200:
-            raise _api_failure(status, payload, settings["EMBEDDING_API_KEY"])
+            raise _api_failure(status, payload, settings.EMBEDDING_API_KEY)
         matrix = _vectors_from(payload, len(texts))
         self._learned_dim[(base, model, dim)] = int(matrix.shape[1])
         await self._record_usage(model, payload)
@@ -388,7 +388,7 @@ class Embedder:
                     ) -> tuple[int, Any]:
         assert self._http is not None
         headers = {"Accept-Encoding": "identity", "Content-Type": "application/json"}
-        if settings["EMBEDDING_API_KEY"]:
+        if settings.EMBEDDING_API_KEY:
             headers["Authorization"] = f"Bearer {settings['EMBEDDING_API_KEY']}"
         url = _api_base(settings) + "/embeddings"
         try:
@@ -453,7 +453,7 @@ def _timed_query(model: Any, text: str) -> tuple[np.ndarray, float, float]:
 
 
 def _api_base(settings: Mapping[str, Any]) -> str:
-    base = str(settings["EMBEDDING_BASE_URL"]).rstrip("/")
+    base = str(settings.EMBEDDING_BASE_URL).rstrip("/")
     return base[: -len("/embeddings")] if base.endswith("/embeddings") else base
 
 

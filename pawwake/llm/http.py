@@ -14,8 +14,8 @@ def upstream_timeout(settings: object) -> aiohttp.ClientTimeout:
     """No total limit (long generations must finish); a dead peer is noticed by the socket read
     timeout instead."""
     return aiohttp.ClientTimeout(total=None,
-                                 sock_connect=settings["UPSTREAM_CONNECT_TIMEOUT"],  # type: ignore[index]
-                                 sock_read=settings["UPSTREAM_READ_TIMEOUT"])  # type: ignore[index]
+                                 sock_connect=settings.UPSTREAM_CONNECT_TIMEOUT,  # type: ignore[index]
+                                 sock_read=settings.UPSTREAM_READ_TIMEOUT)  # type: ignore[index]
 
 
 async def http_client_ctx(app: web.Application) -> AsyncIterator[None]:

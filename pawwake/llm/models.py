@@ -168,11 +168,11 @@ class ModelCatalog:
 
     async def list_for(self, http: aiohttp.ClientSession, settings: Any) -> ModelList:
         """The models of the provider that ``settings`` (API_BASE_URL, API_KEY) points at."""
-        return await self.list_models(http, settings.api_base, settings["API_KEY"])
+        return await self.list_models(http, settings.api_base, settings.API_KEY)
 
     async def quick_for(self, http: aiohttp.ClientSession, settings: Any) -> ModelList | None:
         """``list_quickly`` for the provider that ``settings`` points at."""
-        return await self.list_quickly(http, settings.api_base, settings["API_KEY"])
+        return await self.list_quickly(http, settings.api_base, settings.API_KEY)
 
     def clear(self) -> None:
         self._providers.clear()

@@ -77,7 +77,7 @@ def is_openrouter(url: str) -> bool:
 def upstream_headers(settings: Mapping[str, Any], url: str) -> dict[str, str]:
     """Headers for a provider call: our key, plain JSON, no compression (bytes are relayed)."""
     headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
-    if settings["API_KEY"]:
+    if settings.API_KEY:
         headers["Authorization"] = f"Bearer {settings['API_KEY']}"
     if is_openrouter(url):
         headers["HTTP-Referer"] = ATTRIBUTION_URL
@@ -217,7 +217,7 @@ async def complete(http: aiohttp.ClientSession, settings: Any, messages: list[di
     ``usage``, the tokens of every answer that reports them are recorded here, before the
     caller looks at the answer.
     """
-    body: dict[str, Any] = {"model": model or settings["DEFAULT_MODEL"], "messages": messages,
+    body: dict[str, Any] = {"model": model or settings.DEFAULT_MODEL, "messages": messages,
                             "stream": False}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens

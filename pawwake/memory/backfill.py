@@ -44,7 +44,7 @@ async def start_backfill(app: web.Application, *, confirm_rebuild: bool = False
     """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
     database = _database(app)
     settings = await app[keys.CONFIG].fresh()
-    if not settings["MEMORY_VECTOR_ENABLED"]:
+    if not settings.MEMORY_VECTOR_ENABLED:
         raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
     provenance = await app[keys.EMBEDDER].provenance(settings)  # may raise EmbeddingError
     state = await vectors.provenance_state(database, provenance)
@@ -88,7 +88,7 @@ async def backfill_status(app: web.Application) -> dict[str, Any]:
         "provenance": provenance.as_dict(),
         "stored_provenance": state.stored,
         "needs_rebuild": state.needs_rebuild,
-        "vectors_enabled": bool(settings["MEMORY_VECTOR_ENABLED"]),
+        "vectors_enabled": bool(settings.MEMORY_VECTOR_ENABLED),
         "last_error": (job or {}).get("last_error") or error,
         "job_id": job["id"] if job else None,
     }

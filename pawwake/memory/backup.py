@@ -24,7 +24,7 @@ from pawwake.memory.backup_format import (
     validate_backup,
 )
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import MemoryConflict, pool_of
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class BrokenLinks(MemoryConflict):
     def __init__(self, broken: list[dict[str, Any]]) -> None:
         super().__init__("broken_links", f"{len(broken)} memories link to memories that no "
                          "longer exist; repair the links (POST /api/memories/repair-links) "
-                         "and export again.")
+                         "and export again.", broken=broken)
         self.broken = broken
 
 

@@ -16,7 +16,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
-from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ async def embed_missing_memories(job: Job) -> dict[str, Any]:
     assert database is not None
     embedder, store = app[keys.EMBEDDER], app[keys.VECTORS]
     settings = await app[keys.CONFIG].fresh()
-    if not settings["MEMORY_VECTOR_ENABLED"]:
+    if not settings.MEMORY_VECTOR_ENABLED:
         return {"skipped": "vector search is off (MEMORY_VECTOR_ENABLED=false)"}
     batch = max(1, int(job.payload.get("batch_size") or DEFAULT_BATCH))
     try:

@@ -42,7 +42,7 @@ REMINDER_GUIDANCE = ("其中标有“提醒”的是用户要求你在此时提�
 
 
 def local_zone(settings: Any) -> timezone:
-    return timezone(timedelta(hours=settings["TIMEZONE_HOURS"]))
+    return timezone(timedelta(hours=settings.TIMEZONE_HOURS))
 
 
 def memory_line(memory: dict[str, Any], zone: timezone) -> str:
@@ -83,20 +83,20 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
     always has nearest neighbours, so without it an unrelated message would bring in noise."""
     database = app[keys.DATABASE]
     assert database is not None
-    limit = settings["MAX_MEMORIES_INJECT"]
+    limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
         return [], "off"
     exclude: list[int] = []
     if partition:
         exclude = await memory_seen.recently_seen(database.pool, session_id,
-                                                  settings["MEMORY_SEEN_TTL_HOURS"])
+                                                  settings.MEMORY_SEEN_TTL_HOURS)
     outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
     if timings is not None:
         timings.update(outcome.timings)
     if outcome.mode != "hybrid":  # keywords alone admit only rows sharing a query word
         return outcome.results, outcome.mode
-    floor = float(settings["MEMORY_INJECT_MIN_RELEVANCE"])
+    floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
     return [r for r in outcome.results if r.relevance >= floor], outcome.mode
 
 
@@ -110,9 +110,9 @@ def memory_step(app: web.Application) -> Step:
     async def inject(context: Any, prepared: Any) -> None:
         settings = context.settings
         database = context.database
-        if database is None or not settings["MEMORY_ENABLED"]:
+        if database is None or not settings.MEMORY_ENABLED:
             return
-        partition = bool(settings["CACHE_PARTITION_ENABLED"])
+        partition = bool(settings.CACHE_PARTITION_ENABLED)
         pool = database.pool
         token = uuid.uuid4().hex
         started = time.perf_counter()

@@ -34,9 +34,10 @@ from pawwake.llm.embeddings import (
     QueryEmbeddingTimeout,
     semantic_threshold,
 )
-from pawwake.memory import fusion, scoring, vectors
-from pawwake.memory.runtime import ensure_tokenizer
+from pawwake.memory import vectors
+from pawwake.memory.resources import ensure_tokenizer
 from pawwake.priority_worker import CHAT
+from pawwake.search import fusion, scoring
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
@@ -108,10 +109,10 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
         keywords = await offload.query_keywords(query, priority=priority)
         clock.lap("tokenise")
         now = datetime.now(UTC)
-        today = scoring.local_today(now, float(settings["TIMEZONE_HOURS"]))
+        today = scoring.local_today(now, float(settings.TIMEZONE_HOURS))
         # The keyword pool is ranked before we know whether a vector will come; only the
         # pool's order depends on it, the final scores use the weights of the mode really used.
-        expected = (scoring.hybrid_weights(settings) if settings["MEMORY_VECTOR_ENABLED"]
+        expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
         vector_step = early or _query_vector(app, settings, embedding_text(query, keywords),
                                              clock.laps, priority)
@@ -147,7 +148,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     results = _score(rows, term_weights, normalised, cosines, weights, now, today, hood,
-                     floor=float(settings["MIN_SCORE_THRESHOLD"]))[:limit]
+                     floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
     clock.lap("scoring")
     if touch:
         await touch_results(app, results)
@@ -251,7 +252,7 @@ async def _query_vector(app: web.Application, settings: Mapping[str, Any], query
                         ) -> tuple[_Semantic | None, str | None]:
     """The query's vector when semantic search is possible, else the reason it is not (no
     reason for a message with nothing to search, which is not embedded at all)."""
-    if not settings["MEMORY_VECTOR_ENABLED"]:
+    if not settings.MEMORY_VECTOR_ENABLED:
         return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
     if nothing_to_search(query):
         return None, None

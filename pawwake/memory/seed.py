@@ -20,7 +20,7 @@ from pawwake.db import memories as db
 from pawwake.db.pool import transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.fields import FieldError, parse_create
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
 from pawwake.memory.text_import import split_lines
 
@@ -83,7 +83,7 @@ def parse_seed_file(path: Path) -> list[dict[str, Any]]:
 
 async def import_seed(app: web.Application) -> dict[str, Any]:
     """Import the operator's seed file; items already imported are skipped."""
-    data_dir = app[keys.SETTINGS]["PAWWAKE_DATA_DIR"]
+    data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
     loop = asyncio.get_running_loop()
     path = await loop.run_in_executor(None, find_seed_file, data_dir)
     if path is None:

@@ -19,9 +19,9 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract_parse import answer_excerpt
+from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
 from pawwake.text.storable import storable_text
 
@@ -92,7 +92,7 @@ async def score_lines(app: web.Application, lines: list[str]
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
     settings = await app[keys.CONFIG].fresh()
-    model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+    model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
     scores: list[int] = []
     by_model: list[bool] = []
     notices: list[dict[str, Any]] = []
@@ -122,7 +122,7 @@ async def _score_batch(app: web.Application, settings: Any, model: str, batch: l
                        ) -> tuple[list[int] | None, dict[str, Any]]:
     try:
         reply = await upstream.complete(app[keys.HTTP], settings, scoring_messages(batch),
-                                        model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
+                                        model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
                                         usage=upstream.UsageBooking(pool_of(app), "extract"))
     except upstream.UpstreamFailure as exc:

@@ -21,7 +21,7 @@ from pawwake.database import Database
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import connection
 from pawwake.llm.embeddings import Provenance
-from pawwake.memory.vector_index import VectorIndex
+from pawwake.search.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class VectorStore:
     def backend(self, settings: Mapping[str, Any], database: Database,
                 provenance: Provenance) -> str:
         """``pgvector`` or ``numpy`` for this search."""
-        choice = settings["VECTOR_BACKEND"]
+        choice = settings.VECTOR_BACKEND
         if choice == "numpy" or not database.pgvector:
             if choice == "pgvector" and not self._warned:
                 self._warned = True

@@ -20,9 +20,9 @@ async def health(request: web.Request) -> web.Response:
         "database": state,
         "database_kind": request.app[keys.DATABASE].kind if state != "disabled" else None,
         "vectors": ("pgvector" if database.pgvector else "numpy") if database else None,
-        "memory": bool(database and settings["MEMORY_ENABLED"]),
-        "partition": bool(database and settings["CACHE_PARTITION_ENABLED"]),
-        "recall": bool(database and settings["CONVERSATION_RECALL_ENABLED"]),
+        "memory": bool(database and settings.MEMORY_ENABLED),
+        "partition": bool(database and settings.CACHE_PARTITION_ENABLED),
+        "recall": bool(database and settings.CONVERSATION_RECALL_ENABLED),
         "turn_spool": spool_status(request.app),
     })
 

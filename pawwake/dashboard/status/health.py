@@ -38,7 +38,7 @@ def upstream_line(app: web.Application, zone: timezone) -> dict[str, Any]:
 
 async def embedding_line(app: web.Application, settings: Any) -> dict[str, Any]:
     """Provider, model, dimension and backfill progress; a provider that fails is an error."""
-    if not settings["MEMORY_VECTOR_ENABLED"]:
+    if not settings.MEMORY_VECTOR_ENABLED:
         return {"name": "embedding", "state": "off"}
     try:
         status = await backfill_status(app)

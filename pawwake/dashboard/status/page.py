@@ -30,13 +30,13 @@ async def status(request: web.Request) -> web.Response:
         else None,
         "vectors": ("pgvector" if database.pgvector else "numpy") if on else None,
         "switches": [
-            ("status.memory", on and settings["MEMORY_ENABLED"]),
-            ("status.partition", on and settings["CACHE_PARTITION_ENABLED"]),
-            ("status.recall", on and settings["CONVERSATION_RECALL_ENABLED"]),
+            ("status.memory", on and settings.MEMORY_ENABLED),
+            ("status.partition", on and settings.CACHE_PARTITION_ENABLED),
+            ("status.recall", on and settings.CONVERSATION_RECALL_ENABLED),
         ],
         "upstream_host": URL(settings.api_base).host or settings.api_base,
-        "default_model": settings["DEFAULT_MODEL"],
-        "gateway_key_set": bool(settings["GATEWAY_SECRET"]),
+        "default_model": settings.DEFAULT_MODEL,
+        "gateway_key_set": bool(settings.GATEWAY_SECRET),
         "counts": None,
         "turn_spool": spool_status(request.config_dict),
     }

@@ -86,7 +86,7 @@ def messages_partition_step(app: web.Application, *,
         if turn is None:
             return
         settings, read = context.settings, turn.read
-        marker = breakpoint_marker(settings["CACHE_TTL"])
+        marker = breakpoint_marker(settings.CACHE_TTL)
         body = prepared.body
         persona = "\n\n".join(prepared.system_parts)
         prepared.system_parts.clear()

@@ -26,7 +26,7 @@ from pawwake.chat.pipeline import (
     drop_gateway_fields,
     run_steps,
 )
-from pawwake.chat.recall_inject import recall_step
+from pawwake.chat.recall.inject import recall_step
 from pawwake.memory.inject import memory_step
 from pawwake.protocols.anthropic.partition import messages_partition_step
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
@@ -70,7 +70,7 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""
-    model = body.get("model") or settings["DEFAULT_MODEL"]
+    model = body.get("model") or settings.DEFAULT_MODEL
     if not model:
         raise ChatRejected(400, "missing_model",
                            "model: no model given and DEFAULT_MODEL is not set.")

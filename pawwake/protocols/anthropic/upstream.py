@@ -33,7 +33,7 @@ _KNOWN = {
 
 def messages_url(settings: Any) -> str:
     """The provider's Messages endpoint (a base ``…/v1`` is completed with ``/messages``)."""
-    configured = str(settings["MESSAGES_BASE_URL"] or "").strip().rstrip("/")
+    configured = str(settings.MESSAGES_BASE_URL or "").strip().rstrip("/")
     if configured:
         return configured if configured.endswith("/messages") else configured + "/messages"
     host = URL(settings.api_base).host or ""
@@ -41,7 +41,7 @@ def messages_url(settings: Any) -> str:
 
 
 def uses_x_api_key(settings: Any, url: str) -> bool:
-    choice = settings["MESSAGES_AUTH_HEADER"]
+    choice = settings.MESSAGES_AUTH_HEADER
     if choice == "auto":
         host = URL(url).host or ""
         return host == "api.anthropic.com"
@@ -55,7 +55,7 @@ def messages_headers(settings: Any, url: str, client: Mapping[str, str]) -> dict
     beta = client.get("anthropic-beta")
     if beta:
         headers["anthropic-beta"] = beta
-    key = settings["MESSAGES_API_KEY"] or settings["API_KEY"]
+    key = settings.MESSAGES_API_KEY or settings.API_KEY
     if key:
         if uses_x_api_key(settings, url):
             headers["x-api-key"] = key

@@ -53,17 +53,17 @@ class PreparedResponses(PreparedChat):
 
 def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
     """REASONING_EFFORT in the Responses shape (``reasoning.effort``)."""
-    if settings["REASONING_EFFORT"]:
+    if settings.REASONING_EFFORT:
         reasoning = body.get("reasoning")
         body["reasoning"] = {**(reasoning if isinstance(reasoning, dict) else {}),
-                             "effort": settings["REASONING_EFFORT"]}
+                             "effort": settings.REASONING_EFFORT}
 
 
 async def prepare_responses(app: web.Application, settings: Any, headers: Mapping[str, str],
                             body: dict[str, Any], raw: bytes, received_at: datetime
                             ) -> PreparedResponses:
     """Turn a validated Responses body into what goes upstream and what happens afterwards."""
-    model = body.get("model") or settings["DEFAULT_MODEL"]
+    model = body.get("model") or settings.DEFAULT_MODEL
     if not model:
         raise ChatRejected(400, "missing_model",
                            "No model given and DEFAULT_MODEL is not set.", param="model")
@@ -80,7 +80,7 @@ async def prepare_responses(app: web.Application, settings: Any, headers: Mappin
     apply_rewrites(prepared.body, settings)
     drop_gateway_fields(prepared.body)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
-        if settings["CACHE_PARTITION_ENABLED"] else settings
+        if settings.CACHE_PARTITION_ENABLED else settings
     await run_steps(app, settings, prepared, app[keys.CHAT].steps, step_settings=plain)
     prepared.finalize()
     return prepared

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiopg
 
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall.search import search_fragments
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
 from pawwake.db.partition_state import load_state
@@ -80,15 +80,15 @@ def recall_step(app: Any) -> Any:
     """
     async def inject(context: Any, prepared: Any) -> None:
         settings = context.settings
-        limit = settings["MAX_CONVERSATIONS_INJECT"]
-        if (context.database is None or not settings["CONVERSATION_RECALL_ENABLED"]
-                or not settings["CACHE_PARTITION_ENABLED"] or limit <= 0):
+        limit = settings.MAX_CONVERSATIONS_INJECT
+        if (context.database is None or not settings.CONVERSATION_RECALL_ENABLED
+                or not settings.CACHE_PARTITION_ENABLED or limit <= 0):
             return
         query = last_user_text(prepared.client_messages)
         if not query.strip():
             return
         pool = context.database.pool
-        ttl = settings["CONVERSATION_SEEN_TTL_HOURS"]
+        ttl = settings.CONVERSATION_SEEN_TTL_HOURS
         seen = await fragments_to_exclude(pool, prepared.session_id, ttl)
         state = prepared.partition_state  # read by the partition step for this thread
         if state is None or state.thread_id != prepared.session_id:
@@ -100,7 +100,7 @@ def recall_step(app: Any) -> Any:
             app, query, max_sessions=limit, exclude_session_ids=[prepared.session_id],
             exclude_fragment_ids=seen, settings=settings,
             keep_excluded_below=state.zone_start_message_id or 0)
-        block = format_retrieved_conversations(outcome.fragments, settings["TIMEZONE_HOURS"])
+        block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)
         if not block:
             return
         prepared.turn_blocks.append(block)

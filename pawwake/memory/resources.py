@@ -17,8 +17,8 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.llm.embeddings import Embedder
 from pawwake.llm.engine_memory import trim_heap
-from pawwake.memory.term_stats import TermStats
 from pawwake.memory.vectors import VectorStore
+from pawwake.search.term_stats import TermStats
 from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 async def ensure_tokenizer(app: web.Application) -> None:
     """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
     if not tokens.is_loaded():
-        data_dir = app[keys.SETTINGS]["PAWWAKE_DATA_DIR"]
+        data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
         await asyncio.get_running_loop().run_in_executor(None, _load_tokenizer, data_dir)
 
 
@@ -54,7 +54,7 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
     app[keys.VECTORS] = VectorStore()
     app[keys.TERM_STATS] = TermStats()
     if database is not None:
-        if settings["MEMORY_ENABLED"] or settings["CONVERSATION_RECALL_ENABLED"]:
+        if settings.MEMORY_ENABLED or settings.CONVERSATION_RECALL_ENABLED:
             await ensure_tokenizer(app)
     warming = asyncio.create_task(_when_database(app), name="warm-vector-index")
     try:
@@ -82,7 +82,7 @@ async def _warm_vector_index(app: web.Application) -> None:
     (at 100k memories that takes seconds the first chat request should not wait)."""
     database = app[keys.DATABASE]
     settings = await app[keys.CONFIG].fresh()
-    if database is None or not (settings["MEMORY_ENABLED"] and settings["MEMORY_VECTOR_ENABLED"]):
+    if database is None or not (settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED):
         return
     provenance = app[keys.EMBEDDER].configured_provenance(settings)
     store = app[keys.VECTORS]

@@ -25,8 +25,8 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
-from pawwake.memory import runtime
-from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.memory import resources as runtime
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ async def reindex_messages(app: web.Application, cur: Any, ids_and_texts: Sequen
         tuple[int, str]]) -> None:
     """After an edit or import inside ``cur``'s transaction: new terms, and a vector job."""
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
     terms = await runtime.terms_for(app, [text for _, text in ids_and_texts])
@@ -98,7 +98,7 @@ async def embed_missing_messages(job: Job) -> dict[str, Any]:
     database = app[keys.DATABASE]
     assert database is not None
     settings = await app[keys.CONFIG].fresh()
-    if not settings["CONVERSATION_RECALL_ENABLED"]:
+    if not settings.CONVERSATION_RECALL_ENABLED:
         return {"skipped": "conversation recall is off"}
     try:
         provenance = await app[keys.EMBEDDER].provenance(settings)
@@ -145,7 +145,7 @@ async def index_status(app: web.Application) -> dict[str, Any]:
     done, total = await db.vector_coverage(database.pool, provenance)
     job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
     return {
-        "enabled": bool(settings["CONVERSATION_RECALL_ENABLED"]),
+        "enabled": bool(settings.CONVERSATION_RECALL_ENABLED),
         "keyword_index": counts,
         "vectors": {"done": done, "total": total, "provenance": provenance.as_dict()},
         "job": None if job is None else {

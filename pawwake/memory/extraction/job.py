@@ -24,7 +24,7 @@ from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract_parse import (
+from pawwake.memory.extraction.parse import (
     ExtractedItem,
     ExtractionAnswerError,
     answer_excerpt,
@@ -43,8 +43,8 @@ PROMPT = (Path(__file__).with_name("prompts") / "extract.txt").read_text(encodin
 
 
 def extraction_due(settings: Any, complete_rounds: int) -> bool:
-    interval = settings["MEMORY_EXTRACT_INTERVAL"]
-    return (settings["MEMORY_ENABLED"] and interval > 0 and complete_rounds > 0
+    interval = settings.MEMORY_EXTRACT_INTERVAL
+    return (settings.MEMORY_ENABLED and interval > 0 and complete_rounds > 0
             and complete_rounds % interval == 0)
 
 
@@ -54,7 +54,7 @@ async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int |
     Call inside the transaction that stored the turn: the job then exists exactly when the
     turn does. Returns the job id, or None when nothing is due (or it is already queued).
     """
-    if not settings["MEMORY_ENABLED"] or settings["MEMORY_EXTRACT_INTERVAL"] <= 0:
+    if not settings.MEMORY_ENABLED or settings.MEMORY_EXTRACT_INTERVAL <= 0:
         return None
     skeleton = await db.session_skeleton(cur, session_id)
     rounds = group_rounds(skeleton)
@@ -69,9 +69,9 @@ async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int |
 
 def render_prompt(settings: Any, candidates: list[dict[str, Any]],
                   dialogue: list[tuple[str, str]], now: datetime) -> str:
-    offset = timedelta(hours=settings["TIMEZONE_HOURS"])
+    offset = timedelta(hours=settings.TIMEZONE_HOURS)
     local_now = now.astimezone(timezone(offset))
-    hours = settings["TIMEZONE_HOURS"]
+    hours = settings.TIMEZONE_HOURS
     candidate_lines = "\n".join(
         f"{row['id']}: {row['content']} (layer {row['layer']})" for row in candidates) or "(none)"
     speaker = {"user": "User", "assistant": "Assistant"}
@@ -103,7 +103,7 @@ async def similar_memory_ids(app: web.Application, settings: Any, query_text: st
                              ) -> list[int] | None:
     """The related memories by hybrid search (the same admission and fusion as recall), or
     None when vectors are off or could not be used (then keywords decide)."""
-    if not settings["MEMORY_VECTOR_ENABLED"]:
+    if not settings.MEMORY_VECTOR_ENABLED:
         return None
     outcome = await search_memories(app, query_text, limit=CANDIDATES_RELATED,
                                     settings=settings, touch=False, priority=BACKGROUND)
@@ -118,11 +118,11 @@ async def run_extraction(job: Job) -> dict[str, Any]:
     settings = await app[keys.CONFIG].fresh()
     session_id = job.payload["session_id"]
     upto = int(job.payload["rounds"])
-    if not settings["MEMORY_ENABLED"] or settings["MEMORY_EXTRACT_INTERVAL"] <= 0:
+    if not settings.MEMORY_ENABLED or settings.MEMORY_EXTRACT_INTERVAL <= 0:
         return {"skipped": "memory extraction is off"}
     await asyncio.get_running_loop().run_in_executor(None, tokens.load,
-                                                     settings["PAWWAKE_DATA_DIR"])
-    window_size = settings["MEMORY_EXTRACT_INTERVAL"]
+                                                     settings.PAWWAKE_DATA_DIR)
+    window_size = settings.MEMORY_EXTRACT_INTERVAL
     async with cursor(database.pool) as cur:
         history = await db.session_history(cur, session_id)
     complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
@@ -135,12 +135,12 @@ async def run_extraction(job: Job) -> dict[str, Any]:
     async with cursor(database.pool) as cur:
         candidates = await candidate_memories(cur, query_text, similar)
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
-    model = settings["MEMORY_MODEL"] or settings["DEFAULT_MODEL"]
+    model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
     job.model = model
     prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
     try:
         answer = await complete(app[keys.HTTP], settings, [{"role": "user", "content": prompt}],
-                                model=model, max_tokens=settings["MEMORY_MAX_TOKENS"],
+                                model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                 temperature=0.2, attempts=1,
                                 usage=UsageBooking(database.pool, "extract", session_id))
     except UpstreamStatusError as exc:

@@ -25,10 +25,10 @@ KEYWORD_ONLY = Weights(keyword=0.5, semantic=0.0, importance=0.3, recency=0.2)
 
 
 def hybrid_weights(settings: Mapping[str, Any]) -> Weights:
-    return Weights(keyword=float(settings["MEMORY_HW_KEYWORD"]),
-                   semantic=float(settings["MEMORY_HW_SEMANTIC"]),
-                   importance=float(settings["MEMORY_HW_IMPORTANCE"]),
-                   recency=float(settings["MEMORY_HW_RECENCY"]))
+    return Weights(keyword=float(settings.MEMORY_HW_KEYWORD),
+                   semantic=float(settings.MEMORY_HW_SEMANTIC),
+                   importance=float(settings.MEMORY_HW_IMPORTANCE),
+                   recency=float(settings.MEMORY_HW_RECENCY))
 
 
 def local_today(now: datetime, timezone_hours: float) -> date:

@@ -2,7 +2,7 @@
 
 Keyword candidates come from the GIN-indexed terms, semantic ones from message vectors whose
 raw cosine reaches ``CONVERSATION_MIN_SCORE_THRESHOLD``; sessions are ranked by
-``recall_rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
+``recall.rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
 fragment: its best matching messages with ``context`` neighbours on each side. Stateless:
 callers pass the sessions and fragment ids to leave out (the next candidates move up).
 """
@@ -18,8 +18,9 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index, recall_stats
-from pawwake.chat.recall_rank import (
+from pawwake.chat.recall import index as conversation_index
+from pawwake.chat.recall import stats as recall_stats
+from pawwake.chat.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
     SessionHits,
@@ -29,8 +30,8 @@ from pawwake.chat.recall_rank import (
 )
 from pawwake.db import fragments as db
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
-from pawwake.memory import fusion
-from pawwake.memory.scoring import keyword_score
+from pawwake.search import fusion
+from pawwake.search.scoring import keyword_score
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
@@ -54,7 +55,7 @@ class RecallOutcome:
 def conversation_threshold(settings: Mapping[str, Any], provider: str) -> float:
     """The configured raw-cosine floor, used as set; empty follows the provider (local e5
     cosines sit around 0.7-0.9 even for unrelated texts)."""
-    value = settings["CONVERSATION_MIN_SCORE_THRESHOLD"]
+    value = settings.CONVERSATION_MIN_SCORE_THRESHOLD
     return DEFAULT_THRESHOLDS[provider] if value is None else float(value)
 
 
@@ -102,9 +103,9 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     ranked_pool = sorted(sessions.values(), key=lambda s: (
         -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
         s.session_id))[:pool_size]
-    weights_tuple = (float(settings["CONVERSATION_HW_KEYWORD"]),
-                     float(settings["CONVERSATION_HW_SEMANTIC"]) if semantic_mode else 0.0,
-                     float(settings["CONVERSATION_HW_RECENCY"]))
+    weights_tuple = (float(settings.CONVERSATION_HW_KEYWORD),
+                     float(settings.CONVERSATION_HW_SEMANTIC) if semantic_mode else 0.0,
+                     float(settings.CONVERSATION_HW_RECENCY))
     ranked = rank_sessions(ranked_pool, now=datetime.now(UTC), weights=weights_tuple,
                            hood=hood)
     chosen = []
@@ -125,7 +126,7 @@ async def _semantic(app: web.Application, settings: Mapping[str, Any], query: st
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
-    """Add the messages admitted by rank in the query's neighbourhood (``memory.fusion``) to
+    """Add the messages admitted by rank in the query's neighbourhood (``search.fusion``) to
     ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
     database = app[keys.DATABASE]
     assert database is not None

@@ -21,11 +21,11 @@ from pawwake.db import consolidation as db
 from pawwake.db import memories as memories_db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory import consolidate_parse as parse
-from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND, CORE_LAYER
+from pawwake.memory.consolidation import parse
+from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.fields import FieldError
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json, pool_of
 
 log = logging.getLogger(__name__)
@@ -36,11 +36,8 @@ CANDIDATE_LIMIT = 20
 
 
 class DetailedConflict(MemoryConflict):
-    """A 409 that also names what is in the way (ids, the merged memory...)."""
-
-    def __init__(self, code: str, message: str, **details: Any) -> None:
-        super().__init__(code, message)
-        self.details = details
+    """A 409 of consolidation and merges (its details name the ids, the merged memory...);
+    the dashboard's consolidation dialog answers these."""
 
 
 @dataclass
@@ -105,7 +102,7 @@ def _changed_sources(draft: dict[str, Any], current: dict[int, dict[str, Any]]) 
 async def merge_memories(app: web.Application, request: MergeRequest) -> dict[str, Any]:
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
     settings = await app[keys.CONFIG].fresh()
-    tz_hours = settings["TIMEZONE_HOURS"]
+    tz_hours = settings.TIMEZONE_HOURS
     draft = await find_draft(app, request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
     content = request.content or (draft["content"] if draft else None)
@@ -205,7 +202,7 @@ async def revert_merge(app: web.Application, memory_id: int) -> dict[str, Any]:
             raise DetailedConflict(blocker["code"], blocker["message"], **blocker["details"])
         restored_ids = await memories_db.restore_memories(cur, source_ids)
         archived = await db.end_merge(cur, memory_id)
-        restored = await db.rows_by_ids(cur, source_ids, settings["TIMEZONE_HOURS"])
+        restored = await db.rows_by_ids(cur, source_ids, settings.TIMEZONE_HOURS)
     log.info("reverted merge %s: %s sources restored", memory_id, len(restored_ids))
     return {"archived": memory_json(archived),
             "restored": [memory_json(r) for r in restored],
@@ -252,7 +249,7 @@ async def sources_of(app: web.Application, memory_id: int) -> dict[str, Any]:
         if memory is None:
             raise NotFound(f"No memory with id {memory_id}.")
         source_ids = list(memory["merged_from"])
-        sources = (await db.rows_by_ids(cur, source_ids, settings["TIMEZONE_HOURS"])
+        sources = (await db.rows_by_ids(cur, source_ids, settings.TIMEZONE_HOURS)
                    if source_ids else [])
         blocker = await _revert_blocker(cur, memory, sources)
     return {
