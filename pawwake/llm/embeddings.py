@@ -6,12 +6,14 @@ dimension) so stored vectors are never compared with vectors from another model.
 Nothing here may hold a chat up. The local model runs on lanes, threads sharing one engine
 instance (``SharedEngine``): chat queries on the query lanes, background passages and the
 queries of jobs' searches on the background lane, so a query never waits behind a background
-call (it waited a whole 32-text batch before: 45 s for one long memory). Passages are bounded (``passage_text``) and sent in calls of at most
-``LOCAL_CALL_CHARS`` characters, so the background lane yields often and stops quickly. A
-query has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it the caller gets
-``QueryEmbeddingTimeout`` and searches by keywords. A query still queued then is dropped (under
-load, queued late queries would only make the next ones late too); one already running, or an
-API request in flight, finishes and is cached for the next time the same query comes.
+call (it waited a whole 32-text batch before: 45 s for one long memory). Passages are bounded
+(``passage_text``) and sent in calls of at most ``LOCAL_CALL_CHARS`` characters, so the
+background lane yields often and stops quickly. After a pause in the work the engine's idle
+memory goes back (``engine_memory``). A query has a deadline (``QUERY_EMBEDDING_TIMEOUT``):
+past it the caller gets ``QueryEmbeddingTimeout`` and searches by keywords. A query still
+queued then is dropped (under load, queued late queries would only make the next ones late
+too); one already running, or an API request in flight, finishes and is cached for the next
+time the same query comes.
 """
 
 from __future__ import annotations
