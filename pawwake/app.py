@@ -6,8 +6,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import api_auth_middleware, warn_if_open
-from pawwake.chat.partition_step import partition_step
-from pawwake.chat.recall_inject import recall_step
+from pawwake.chat.pipeline import ChatResources
 from pawwake.chat.recall_vectors import recall_vectors_ctx
 from pawwake.chat.turn_spool import turn_spool_ctx
 from pawwake.config import RuntimeConfig
@@ -17,7 +16,6 @@ from pawwake.database import database_ctx, stop_connecting
 from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import JobRunner, jobs_ctx
 from pawwake.llm.http import http_client_ctx
-from pawwake.memory.inject import memory_step
 from pawwake.memory.runtime import embedder_ctx
 from pawwake.middlewares import error_middleware
 from pawwake.protocols.responses import route as responses_route
@@ -36,6 +34,7 @@ def create_app(settings: Settings) -> web.Application:
     app[keys.SETTINGS] = settings
     app[keys.CONFIG] = RuntimeConfig(settings)
     app[keys.JOBS] = JobRunner(app, workers=settings.JOB_WORKERS)
+    app[keys.CHAT] = ChatResources()  # the persona file; the steps are chat/pipeline.py's
     # Opened in this order, closed in reverse: background work drains before its resources go.
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(http_client_ctx)
@@ -50,8 +49,5 @@ def create_app(settings: Settings) -> web.Application:
     setup_routes(app)
     responses_route.setup(app)
     register_job_handlers(app)
-    app[keys.CHAT].steps.insert(0, partition_step(app))
-    app[keys.CHAT].steps.append(memory_step(app))
-    app[keys.CHAT].steps.append(recall_step(app))
     setup_dashboard(app)
     return app

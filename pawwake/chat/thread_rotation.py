@@ -23,7 +23,7 @@ from typing import Any
 import aiopg
 import psycopg2
 
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.rotation import (
     Folder,
     Summariser,

@@ -19,15 +19,8 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.pipeline import (
-    ChatRejected,
-    ChatResources,
-    PreparedChat,
-    after_failure,
-    after_incomplete,
-    after_reply,
-    prepare_chat,
-)
+from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
+from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import json_object_body
 from pawwake.chat.turns import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
@@ -457,7 +450,6 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    app[keys.CHAT] = ChatResources()
     app[keys.UPSTREAM_HEALTH] = UpstreamHealth()
     app.router.add_post("/v1/chat/completions", chat_completions, name="chat_completions")
     app.router.add_get("/v1/models", list_models, name="models")

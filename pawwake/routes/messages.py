@@ -12,7 +12,6 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
-from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.protocols.anthropic.upstream import forward_messages
 from pawwake.routes.chat import turn_handler
 from pawwake.routes.messages_relay import MessagesTurn, upstream_url
@@ -37,6 +36,5 @@ async def count_tokens(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    setup_messages_steps(app)
     app.router.add_post("/v1/messages", messages, name="messages")
     app.router.add_post("/v1/messages/count_tokens", count_tokens, name="messages_count_tokens")
