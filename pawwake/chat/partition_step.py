@@ -129,7 +129,7 @@ def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[s
 
 def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where the cache breakpoints sit: message index and role, in order."""
-    found = []
+    found: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         content = message.get("content")
         parts = content if isinstance(content, list) else []

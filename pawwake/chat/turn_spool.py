@@ -209,12 +209,13 @@ class TurnSpool:
         from pawwake.chat.turns import CONNECTION_ERRORS
 
         while True:
-            if self.pending and app[keys.DATABASE] is not None:
+            database = app[keys.DATABASE]
+            if self.pending and database is not None:
                 try:
                     await self.replay(app)
                 except CONNECTION_ERRORS as exc:
                     with contextlib.suppress(Exception):
-                        await app[keys.DATABASE].pool.clear()  # stale after a restart
+                        await database.pool.clear()  # stale after a restart
                     log.info("database still unreachable (%s); %d turns wait in the spool",
                              type(exc).__name__, self.pending)
                 except Exception:

@@ -38,7 +38,8 @@ PENDING_WAIT_SECONDS = 3.0  # a session's next request waits at most this for th
 STORE_WAIT_SECONDS = 3.0  # the end of a stream waits at most this for its turn's commit
 _RETRY_DELAYS = (0.1, 0.5)  # fresh-connection retries before a turn goes to the spool
 # Errors that mean "the database is not reachable now", not "this turn cannot be written".
-CONNECTION_ERRORS = (*UNAVAILABLE_ERRORS, OSError, TimeoutError)  # also: not connected yet
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
+                                                      TimeoutError)  # also: not connected yet
 
 
 class TurnSource(Protocol):

@@ -28,6 +28,7 @@ from pawwake.protocols.anthropic.replay import (
 def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
                   marker: dict[str, str]) -> list[dict[str, Any]]:
     """The client's system blocks (unmarked), the persona and the summary parts (marked)."""
+    blocks: list[dict[str, Any]]
     if isinstance(client_system, str):
         blocks = [{"type": "text", "text": client_system}] if client_system else []
     elif isinstance(client_system, list):
