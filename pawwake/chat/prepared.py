@@ -168,9 +168,9 @@ class PreparedChat:
         self.turn_blocks.extend(added.turn_blocks)
         self.injected.extend(added.injected)
         self.memory_count += added.memory_count
+        ahead = sum(1 for hook in self.hooks if hook.before_store)
+        self.hooks[ahead:ahead] = [hook for hook in added.hooks if hook.before_store]
         self.hooks.extend(hook for hook in added.hooks if not hook.before_store)
-        front = [hook for hook in added.hooks if hook.before_store]
-        self.hooks[:0] = front
 
     def finalize(self, untouched: bytes | None = None) -> None:
         """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
