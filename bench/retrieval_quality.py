@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory_search import memory_app
 
 from pawwake import keys
-from pawwake.memory import fusion
+from pawwake.search import fusion
 from tests import retrieval_devset as devset_mod
 
 log = logging.getLogger("bench")
@@ -40,7 +40,7 @@ async def main(overrides: dict[str, object]) -> None:
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
               ) -> None:
-    from pawwake.memory.runtime import ensure_tokenizer
+    from pawwake.memory.resources import ensure_tokenizer
 
     await ensure_tokenizer(app)
     vectors = devset_mod.embed(devset)

@@ -7,16 +7,16 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.auth import api_auth_middleware, warn_if_open
 from pawwake.chat.pipeline import ChatResources
-from pawwake.chat.recall_vectors import recall_vectors_ctx
+from pawwake.chat.recall.vectors import recall_vectors_ctx
 from pawwake.chat.turn_spool import turn_spool_ctx
-from pawwake.config import RuntimeConfig
 from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx, stop_connecting
 from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import JobRunner, jobs_ctx
+from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.http import http_client_ctx
-from pawwake.memory.runtime import embedder_ctx
+from pawwake.memory.resources import embedder_ctx
 from pawwake.middlewares import error_middleware
 from pawwake.protocols.responses import route as responses_route
 from pawwake.routes import setup_routes

@@ -9,9 +9,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index
-from pawwake.memory import consolidate, embedding_jobs, embedding_worker, extract, reindex
-from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND
+from pawwake.chat.recall import index as conversation_index
+from pawwake.memory import embedding_jobs, embedding_worker, reindex
+from pawwake.memory.consolidation import drafts as consolidate
+from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
+from pawwake.memory.extraction import job as extract
 
 HANDLERS = {
     extract.EXTRACT_KIND: extract.run_extraction,  # learn memories from stored turns

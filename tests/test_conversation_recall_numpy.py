@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pawwake import keys
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall.search import search_fragments
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 
 MORE_SESSIONS = {

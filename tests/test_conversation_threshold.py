@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pawwake import keys
-from pawwake.chat.recall import conversation_threshold
+from pawwake.chat.recall.search import conversation_threshold
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS
 from pawwake.settings import BY_NAME, Settings
 from tests.dashboard_support import dashboard_client

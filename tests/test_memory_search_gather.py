@@ -11,7 +11,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.db import memory_search as search_db
-from pawwake.memory.term_stats import TermStats
+from pawwake.search.term_stats import TermStats
 from tests.memory_fixtures import insert_memory
 
 TEXTS = ("猫咪喜欢晒太阳和吃鱼", "周末带猫咪去看医生", "医生说要多晒太阳", "今天的鱼很新鲜",

@@ -11,7 +11,7 @@ import pytest
 from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.memory.search import search_memories
-from pawwake.memory.term_stats import EXACT_BELOW, GATHER_BUDGET, RECENT_WINDOW, TermStats
+from pawwake.search.term_stats import EXACT_BELOW, GATHER_BUDGET, RECENT_WINDOW, TermStats
 from tests.memory_fixtures import insert_memory
 
 COMMON_ROWS = 6000

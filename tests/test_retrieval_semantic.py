@@ -9,7 +9,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract import candidate_memories, similar_memory_ids
+from pawwake.memory.extraction.job import candidate_memories, similar_memory_ids
 from pawwake.memory.search import search_memories
 from tests.memory_support import create
 

@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import transaction

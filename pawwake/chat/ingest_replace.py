@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 
 if TYPE_CHECKING:

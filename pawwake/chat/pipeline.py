@@ -8,7 +8,7 @@
 1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
 2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
-3. ``recalled_fragments`` (``chat/recall_inject.py``): past conversation fragments.
+3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
 
 A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only this module
 applies it. The Messages and Responses protocols run their own sequences through the same
@@ -41,7 +41,7 @@ from pawwake.chat.prepared import (
     StepContext,
     StepResult,
 )
-from pawwake.chat.recall_inject import recalled_fragments
+from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database

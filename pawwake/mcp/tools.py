@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.llm.embeddings import EmbeddingError

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
 
 DEFAULT_THRESHOLD = 0.7

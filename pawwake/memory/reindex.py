@@ -17,7 +17,7 @@ from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
 from pawwake.jobs import Job
-from pawwake.memory import runtime  # runtime registers this job: import the module
+from pawwake.memory import resources as runtime  # runtime registers this job: import the module
 
 log = logging.getLogger(__name__)
 

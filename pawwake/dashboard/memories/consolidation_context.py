@@ -16,7 +16,7 @@ from aiohttp_session import get_session
 from pawwake import keys
 from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.memory import consolidate
+from pawwake.memory.consolidation import drafts as consolidate
 
 RUNNING = ("queued", "running", "retrying")
 # Error codes of a failed run that the page explains in the visitor's language.

@@ -10,7 +10,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.dashboard.memories.view import gateway, row_view, zone_of
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.memory import merge
+from pawwake.memory.consolidation import merge
 
 # Why a revert cannot run now; each has a message in the catalog ("revert.<code>").
 REVERT_BLOCKERS = ("not_merged", "source_missing", "merged_again", "source_merged_elsewhere",

@@ -24,7 +24,7 @@ from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
 from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
-from pawwake.chat.recall_inject import recalled_fragments
+from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id

@@ -17,8 +17,8 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.llm.embeddings import Embedder
-from pawwake.memory.term_stats import TermStats
 from pawwake.memory.vectors import VectorStore
+from pawwake.search.term_stats import TermStats
 from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
