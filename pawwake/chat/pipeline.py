@@ -10,8 +10,8 @@
 2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
 3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
 
-A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only this module
-applies it. The Messages and Responses protocols run their own sequences through the same
+A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
+applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run their own sequences through the same
 ``run_steps`` (``protocols/anthropic/pipeline.py``, ``protocols/responses/prepare.py``).
 ``after_reply`` / ``after_failure`` start the named hooks as tracked background tasks: success
 hooks only after a natural end with status 200, failure hooks (releasing claims) otherwise.
