@@ -112,6 +112,9 @@ async def recalled_fragments(context: StepContext, request: StepInput) -> StepRe
 
 def seen_fragments(pool: aiopg.Pool, session_id: str, ids: list[str], ttl_hours: float
                    ) -> ReplyHook:
+    """Injected fragments give way to others in this thread for the TTL, once the reply
+    succeeded."""
+
     async def mark(_reply: CapturedReply) -> None:
         await mark_fragments_seen(pool, session_id, ids, ttl_hours)
 
