@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
+from pawwake.api_error import ApiError
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
@@ -36,14 +37,12 @@ OnSuccess = Callable[[CapturedReply], Awaitable[None]]
 OnFailure = Callable[[str], Awaitable[None]]  # the reason: "client_gone", "upstream_cut"...
 
 
-class ChatRejected(Exception):
-    """The request cannot be served as asked; routes answer with OpenAI's error envelope."""
+class ChatRejected(ApiError):
+    """The chat request cannot be served as asked (an ``ApiError`` written status first);
+    each protocol's turn answers it in its own envelope, ``param`` naming the field."""
 
     def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+        super().__init__(code, message, status=status, **({"param": param} if param else {}))
         self.param = param
 
 
