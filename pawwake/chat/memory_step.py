@@ -27,10 +27,11 @@ from pawwake.chat.prepared import (
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import cursor
 from pawwake.llm.sse import CapturedReply
 from pawwake.memory.inject import (
     RECALL_ERRORS,
-    REMINDERS_PER_REQUEST,
+    claim_due,
     memory_block,
     plain_system_text,
     recall_for_request,
@@ -55,7 +56,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     due, found = await asyncio.gather(
-        reminders.claim_due(pool, token, REMINDERS_PER_REQUEST),
+        claim_due(pool, token),
         recall_for_request(context.app, settings, request.session_id,
                            last_user_text(list(request.turn_messages)),
                            partition=partition, touch=False, timings=timings),
@@ -66,7 +67,8 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
         assert isinstance(failure, BaseException)
         if isinstance(due, list) and due:
             with contextlib.suppress(psycopg2.Error, OSError, DatabaseUnavailable):
-                await reminders.release_claims(pool, token)
+                async with cursor(pool) as cur:
+                    await reminders.release_claims(cur, token)
         if partition or not isinstance(failure, RECALL_ERRORS):
             raise failure
         log.warning("memory recall skipped: %s", type(failure).__name__)
@@ -101,11 +103,13 @@ def held_reminders(tasks: BackgroundTasks, pool: aiopg.Pool, token: str) -> Repl
 
     async def delivered(_reply: CapturedReply) -> None:
         renewal.cancel()
-        await reminders.mark_delivered(pool, token)
+        async with cursor(pool) as cur:
+            await reminders.mark_delivered(cur, token)
 
     async def released(_reason: str) -> None:
         renewal.cancel()
-        await reminders.release_claims(pool, token)
+        async with cursor(pool) as cur:
+            await reminders.release_claims(cur, token)
 
     return ReplyHook("deliver reminders", on_success=delivered, on_failure=released,
                      before_store=True)
@@ -125,7 +129,8 @@ def seen_memories(pool: aiopg.Pool, session_id: str, ids: list[int]) -> ReplyHoo
     """Partition mode: memories injected into the thread give way to others for a while."""
 
     async def mark_seen(_reply: CapturedReply) -> None:
-        await memory_seen.mark_seen(pool, session_id, ids)
+        async with cursor(pool) as cur:
+            await memory_seen.mark_seen(cur, session_id, ids)
 
     return ReplyHook("mark memories seen", on_success=mark_seen)
 

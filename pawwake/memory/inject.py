@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
@@ -18,6 +19,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import cursor
 from pawwake.memory.search import SearchResult, search_memories
 
 log = logging.getLogger(__name__)
@@ -50,12 +52,12 @@ def memory_line(memory: dict[str, Any], zone: timezone) -> str:
     return prefix + " ".join(str(memory["content"]).split())
 
 
-def reminder_line(reminder: dict[str, Any], zone: timezone) -> str:
+def reminder_line(reminder: Mapping[str, Any], zone: timezone) -> str:
     moment = reminder["remind_at"].astimezone(zone).strftime("%Y-%m-%d %H:%M")
     return f"[提醒 {moment}] " + " ".join(str(reminder["content"]).split())
 
 
-def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], settings: Any
+def memory_block(memories: list[dict[str, Any]], due: Sequence[Mapping[str, Any]], settings: Any
                  ) -> str:
     """The ``<retrieved_memories>`` block: reminders first, then memories."""
     zone = local_zone(settings)
@@ -83,8 +85,9 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
         return [], "off"
     exclude: list[int] = []
     if partition:
-        exclude = await memory_seen.recently_seen(database.pool, session_id,
-                                                  settings.MEMORY_SEEN_TTL_HOURS)
+        async with cursor(database.pool) as cur:
+            exclude = await memory_seen.recently_seen(cur, session_id,
+                                                      settings.MEMORY_SEEN_TTL_HOURS)
     outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
     if timings is not None:
@@ -98,6 +101,12 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
 RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 
+async def claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:
+    """Claim the reminders due now (at most REMINDERS_PER_REQUEST) under ``token``."""
+    async with cursor(pool) as cur:
+        return await reminders.claim_due(cur, token, REMINDERS_PER_REQUEST)
+
+
 async def renew_claims(pool: Any, token: str) -> None:
     """Keep a reminder claim alive during a long stream (at most RENEW_FOR_AT_MOST_SECONDS)."""
     loop = asyncio.get_running_loop()
@@ -105,5 +114,7 @@ async def renew_claims(pool: Any, token: str) -> None:
     while loop.time() < deadline:
         await asyncio.sleep(RENEW_EVERY_SECONDS)
         with contextlib.suppress(psycopg2.Error, OSError):
-            if await reminders.renew_claims(pool, token) == 0:
+            async with cursor(pool) as cur:
+                renewed = await reminders.renew_claims(cur, token)
+            if renewed == 0:
                 return

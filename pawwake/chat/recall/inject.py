@@ -17,7 +17,7 @@ from pawwake.chat.prepared import NOTHING, ReplyHook, StepContext, StepInput, St
 from pawwake.chat.recall.search import search_fragments
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
-from pawwake.db.pool import transaction
+from pawwake.db.pool import cursor, transaction
 from pawwake.llm.sse import CapturedReply
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
@@ -59,7 +59,8 @@ async def fragments_to_exclude(pool: aiopg.Pool, session_id: str, ttl_hours: flo
     """Fragment ids injected into ``session_id`` within the TTL (0 = no seen filtering)."""
     if ttl_hours <= 0:
         return set()
-    return await db.seen_within(pool, session_id, ttl_hours)
+    async with cursor(pool) as cur:
+        return await db.seen_within(cur, session_id, ttl_hours)
 
 
 async def mark_fragments_seen(pool: aiopg.Pool, session_id: str,
