@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 from collections.abc import AsyncIterator, Sequence
 
@@ -17,6 +16,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.llm.embeddings import Embedder
+from pawwake.llm.engine_memory import trim_heap
 from pawwake.memory.vectors import VectorStore
 from pawwake.search.term_stats import TermStats
 from pawwake.text import offload, tokens
@@ -33,17 +33,7 @@ async def ensure_tokenizer(app: web.Application) -> None:
 
 def _load_tokenizer(data_dir: str) -> None:
     tokens.load(data_dir)
-    trim_heap()
-
-
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the system. Loading the tokenizer frees ~10 MB of
-    buffers that glibc would otherwise keep resident; elsewhere this is a no-op."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):  # not glibc
-        return
-    trim(0)
+    trim_heap()  # loading frees ~10 MB of buffers that glibc would otherwise keep resident
 
 
 async def terms_for(app: web.Application, texts: Sequence[str], *,
