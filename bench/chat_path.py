@@ -102,7 +102,8 @@ async def run(uri: str, data_dir: Path, recall: bool) -> Trace:
     tokens.load()
     pool = await create_pool(uri, maxsize=1)
     try:
-        await migrate(pool)
+        async with transaction(pool) as cur:
+            await migrate(cur)
         async with transaction(pool) as cur:
             await cur.execute("INSERT INTO memories (content, importance, search_terms)"
                               " VALUES (%s, 8, %s)", (MEMORY, tokens.index_terms(MEMORY)))
