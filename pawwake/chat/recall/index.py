@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -27,6 +27,7 @@ from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import resources as runtime
 from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ async def embed_missing_messages(job: Job) -> dict[str, Any]:
     return await embed_missing(job, provenance, target, EMBED_BATCH)
 
 
-async def ensure_vector_index(app: web.Application, settings: Mapping[str, Any],
+async def ensure_vector_index(app: web.Application, settings: Settings,
                               provenance: Provenance) -> bool:
     """The provenance's HNSW index on message vectors (pgvector only; built once, concurrently,
     so ingest goes on). True when searches can use it."""
@@ -124,7 +125,7 @@ async def ensure_vector_index(app: web.Application, settings: Mapping[str, Any],
                                                      table=VECTOR_TABLE)
 
 
-def request_vector_index(app: web.Application, settings: Mapping[str, Any],
+def request_vector_index(app: web.Application, settings: Settings,
                          provenance: Provenance) -> None:
     """From the search path: build a missing index in the background, at most once per
     provenance and process (vectors stored before the index existed, or by another writer)."""
