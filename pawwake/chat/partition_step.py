@@ -24,7 +24,6 @@ from pawwake import keys
 from pawwake.chat.partition import assemble, replay, time_note
 from pawwake.chat.pipeline import ChatRejected, ChatStep
 from pawwake.chat.rotation import model_folder, model_summariser
-from pawwake.chat.rounds import Round, tool_call_id_of
 from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.chat.turns import (
     PENDING_WAIT_SECONDS,
@@ -35,6 +34,7 @@ from pawwake.chat.turns import (
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
 from pawwake.memory.inject import local_zone
+from pawwake.text.rounds import Round, tool_call_id_of
 
 
 def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:

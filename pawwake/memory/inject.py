@@ -20,10 +20,10 @@ import psycopg2
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.search import SearchResult, search_memories, touch_results
+from pawwake.text.rounds import last_user_text
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from typing import Any
 import aiopg
 
 from pawwake.chat.recall.search import search_fragments
-from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
 from pawwake.db.partition_state import load_state
 from pawwake.db.pool import cursor, transaction
+from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
 

@@ -17,7 +17,6 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
 from pawwake.db import extraction as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, transaction
@@ -33,6 +32,7 @@ from pawwake.memory.extraction.parse import (
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.text import offload, tokens
+from pawwake.text.rounds import count_complete_rounds, dialogue_text, group_rounds
 
 log = logging.getLogger(__name__)
 

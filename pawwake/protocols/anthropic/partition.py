@@ -19,7 +19,6 @@ from aiohttp import web
 from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
 from pawwake.chat.partition_step import thread_turn
 from pawwake.chat.pipeline import ChatStep
-from pawwake.chat.rounds import Round
 from pawwake.protocols.anthropic.replay import (
     as_messages,
     mark_last,
@@ -27,6 +26,7 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
+from pawwake.text.rounds import Round
 
 
 def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
