@@ -17,7 +17,7 @@ from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
 from pawwake.jobs import Job
-from pawwake.memory import resources as runtime  # runtime registers this job: import the module
+from pawwake.search.terms import terms_for
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ async def reindex_job(job: Job) -> dict[str, Any]:
             rows = await reindex_db.rows_after(database.pool, table, after, BATCH)
             if not rows:
                 break
-            terms = await runtime.terms_for(job.app, [row["content"] for row in rows])
+            terms = await terms_for(job.app, [row["content"] for row in rows])
             await reindex_db.store_terms(database.pool, table, [
                 (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])
             after = rows[-1]["id"]

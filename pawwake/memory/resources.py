@@ -1,16 +1,15 @@
-"""Process-wide memory resources: the embedder, the vector store and the tokenizer.
+"""Process-wide search resources: the embedder, the memory vector store, term statistics, and
+the tokenizer loaded at start when memory or recall is on.
 
-Opened after the database and HTTP client and before the job runner (whose embedding handler
-is registered here), closed in reverse order.
+Opened after the database and HTTP client and before the job runner, closed in reverse order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import psycopg2
 from aiohttp import web
@@ -19,39 +18,9 @@ from pawwake import keys
 from pawwake.llm.embeddings import Embedder
 from pawwake.memory.vectors import VectorStore
 from pawwake.search.term_stats import TermStats
-from pawwake.text import offload, tokens
+from pawwake.search.terms import ensure_tokenizer
 
 log = logging.getLogger(__name__)
-
-
-async def ensure_tokenizer(app: web.Application) -> None:
-    """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
-    if not tokens.is_loaded():
-        data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
-        await asyncio.get_running_loop().run_in_executor(None, _load_tokenizer, data_dir)
-
-
-def _load_tokenizer(data_dir: str) -> None:
-    tokens.load(data_dir)
-    trim_heap()
-
-
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the system. Loading the tokenizer frees ~10 MB of
-    buffers that glibc would otherwise keep resident; elsewhere this is a no-op."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):  # not glibc
-        return
-    trim(0)
-
-
-async def terms_for(app: web.Application, texts: Sequence[str], *,
-                    budget: int | None = None) -> list[list[str]]:
-    """Index terms for each text, cut off the event loop from a bounded part of each text
-    (with ``budget``, the texts share that many characters)."""
-    await ensure_tokenizer(app)
-    return await offload.index_terms(texts, budget=budget)
 
 
 async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:

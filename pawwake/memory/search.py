@@ -35,8 +35,8 @@ from pawwake.llm.embeddings import (
     semantic_threshold,
 )
 from pawwake.memory import vectors
-from pawwake.memory.resources import ensure_tokenizer
 from pawwake.search import fusion, scoring
+from pawwake.search.terms import ensure_tokenizer
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
