@@ -20,7 +20,12 @@ MAX_YEAR = 9998
 
 def zone_of(settings: Mapping[str, Any]) -> timezone:
     """The fixed offset the user chose (TIMEZONE_HOURS may be fractional, e.g. 5.5)."""
-    return timezone(timedelta(hours=float(settings.TIMEZONE_HOURS)))
+    return zone_at(settings.TIMEZONE_HOURS)
+
+
+def zone_at(hours: float) -> timezone:
+    """The fixed offset ``hours`` east of UTC, for callers handed TIMEZONE_HOURS alone."""
+    return timezone(timedelta(hours=float(hours)))
 
 
 def as_moment(value: Any) -> datetime | None:

@@ -33,7 +33,7 @@ from pawwake.chat.turns import (
 )
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
-from pawwake.memory.inject import local_zone
+from pawwake.local_time import zone_of
 from pawwake.text.rounds import Round, tool_call_id_of
 
 
@@ -183,7 +183,7 @@ async def thread_turn(app: web.Application, context: Any, prepared: Any,
     role, tail = client_tail(prepared.client_messages)
     earlier = prepared.client_messages[:len(prepared.client_messages) - len(tail)]
     booking = UsageBooking(context.database.pool, "summary", thread)
-    now = now_utc().astimezone(local_zone(settings))
+    now = now_utc().astimezone(zone_of(settings))
     await wait_pending(app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
     read = await read_thread(
         context.database.pool, thread, settings,

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 import psycopg2
@@ -22,6 +22,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.text.rounds import last_user_text
 
@@ -39,10 +40,6 @@ PLAIN_GUIDANCE = (
     "to my records\".")
 REMINDER_GUIDANCE = ("其中标有“提醒”的是用户要求你在此时提醒的事，请在回复中自然地提起。"
                      " Items marked 提醒 are reminders the user asked for: bring them up now.")
-
-
-def local_zone(settings: Any) -> timezone:
-    return timezone(timedelta(hours=settings.TIMEZONE_HOURS))
 
 
 def memory_line(memory: dict[str, Any], zone: timezone) -> str:
@@ -63,7 +60,7 @@ def reminder_line(reminder: dict[str, Any], zone: timezone) -> str:
 def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], settings: Any
                  ) -> str:
     """The ``<retrieved_memories>`` block: reminders first, then memories."""
-    zone = local_zone(settings)
+    zone = zone_of(settings)
     lines = [reminder_line(r, zone) for r in due] + [memory_line(m, zone) for m in memories]
     return "<retrieved_memories>\n" + "\n".join(lines) + "\n</retrieved_memories>"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
+from pawwake.local_time import zone_of
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.extraction.parse import (
     ExtractedItem,
@@ -69,8 +70,7 @@ async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int |
 
 def render_prompt(settings: Any, candidates: list[dict[str, Any]],
                   dialogue: list[tuple[str, str]], now: datetime) -> str:
-    offset = timedelta(hours=settings.TIMEZONE_HOURS)
-    local_now = now.astimezone(timezone(offset))
+    local_now = now.astimezone(zone_of(settings))
     hours = settings.TIMEZONE_HOURS
     candidate_lines = "\n".join(
         f"{row['id']}: {row['content']} (layer {row['layer']})" for row in candidates) or "(none)"
