@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.chat.recall.params import BadSearch, parse_search
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -31,9 +32,8 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
+from pawwake.memory.search_params import BadInput, check_limit, check_query
 from pawwake.memory.store import MemoryConflict, memory_json
-from pawwake.routes.memory_search import BadInput, check_limit, check_query
-from pawwake.routes.recall import BadSearch, parse_search
 
 Tool = Callable[[web.Application, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1
