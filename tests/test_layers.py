@@ -7,6 +7,7 @@ and under ``TYPE_CHECKING``, so a late import cannot hide a dependency the map d
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -127,3 +128,15 @@ def test_services_import_no_http_layer() -> None:
 
 def test_mcp_imports_no_routes_and_no_dashboard() -> None:
     assert breaks(in_areas("mcp"), in_areas("routes", "dashboard")) == []
+
+
+def test_every_module_the_architecture_map_names_exists() -> None:
+    """The map is one hop to the code only while its paths are true (after a move, too)."""
+    project = ROOT.parent
+    text = (project / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w/*.]+(?:\.py|/))`", text))
+    bases = (project, ROOT, ROOT / "dashboard")
+    missing = sorted(name for name in named
+                     if not any(list(base.glob(name.rstrip("/"))) for base in bases))
+    assert len(named) > 50
+    assert missing == []
