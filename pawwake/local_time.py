@@ -6,9 +6,10 @@ TIMEZONE_HOURS through these helpers, so nothing shows a second time zone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
+
+from pawwake.settings import Settings
 
 MINUTE_FORMAT = "%Y-%m-%d %H:%M"
 FILE_STAMP_FORMAT = "%Y%m%d-%H%M%S"
@@ -18,7 +19,7 @@ MIN_YEAR = 1000
 MAX_YEAR = 9998
 
 
-def zone_of(settings: Mapping[str, Any]) -> timezone:
+def zone_of(settings: Settings) -> timezone:
     """The fixed offset the user chose (TIMEZONE_HOURS may be fractional, e.g. 5.5)."""
     return zone_at(settings.TIMEZONE_HOURS)
 
