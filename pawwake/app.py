@@ -5,22 +5,23 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.auth import api_auth_middleware, warn_if_open
+from pawwake.auth import warn_if_open
 from pawwake.chat.partition_step import partition_step
+from pawwake.chat.pipeline import ChatResources
 from pawwake.chat.recall.inject import recall_step
 from pawwake.chat.recall.vectors import recall_vectors_ctx
 from pawwake.chat.turn_spool import turn_spool_ctx
-from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import database_ctx, stop_connecting
 from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import JobRunner, jobs_ctx
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.http import http_client_ctx
+from pawwake.llm.models import ModelCatalog
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.memory.inject import memory_step
 from pawwake.memory.resources import embedder_ctx
-from pawwake.middlewares import error_middleware
-from pawwake.protocols.responses import route as responses_route
+from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.routes import setup_routes
 from pawwake.settings import Settings
 from pawwake.tasks import tasks_ctx
@@ -30,9 +31,8 @@ MEGABYTE = 1024 * 1024
 
 def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``; resources open in app start-up, in order."""
-    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
-                          middlewares=[cors_preflight_middleware, error_middleware,
-                                       api_auth_middleware])
+    # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
+    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE)
     app[keys.SETTINGS] = settings
     app[keys.CONFIG] = RuntimeConfig(settings)
     app[keys.JOBS] = JobRunner(app, workers=settings.JOB_WORKERS)
@@ -46,9 +46,11 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(tasks_ctx)
     app.on_shutdown.append(stop_connecting)
     warn_if_open(settings.GATEWAY_SECRET)
-    setup_cors(app)
+    app[keys.CHAT] = ChatResources()
+    app[keys.UPSTREAM_HEALTH] = UpstreamHealth()
+    app[keys.MODELS] = ModelCatalog()
+    setup_messages_steps(app)
     setup_routes(app)
-    responses_route.setup(app)
     register_job_handlers(app)
     app[keys.CHAT].steps.insert(0, partition_step(app))
     app[keys.CHAT].steps.append(memory_step(app))

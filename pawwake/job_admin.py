@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.conversations import Invalid
+from pawwake.api_error import ApiError
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 
@@ -29,7 +29,7 @@ def status_filter(value: str | None, default: str = "all") -> str | None:
     """A ``status`` query value checked against the known filters (None means every job)."""
     chosen = default if value in (None, "") else value
     if chosen not in STATUS_FILTERS:
-        raise Invalid("invalid_status", "Unknown status filter; use one of: "
+        raise ApiError("invalid_status", "Unknown status filter; use one of: "
                       + ", ".join(STATUS_FILTERS) + ".")
     return None if chosen == "all" else chosen
 
@@ -56,7 +56,7 @@ async def list_jobs(app: web.Application, status: str | None, *, kind: str | Non
 async def get_job(app: web.Application, job_id: int) -> dict[str, Any]:
     row = await jobs_db.listed_job(_pool(app), job_id)
     if row is None:
-        raise NotFound(f"job {job_id}")
+        raise NotFound(f"No such job {job_id}.")
     return shown(row)
 
 

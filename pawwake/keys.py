@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
 
 if TYPE_CHECKING:
+    from pawwake.api_error import ApiError
     from pawwake.chat.pipeline import ChatResources
     from pawwake.chat.recall.vectors import MessageVectors
     from pawwake.chat.turn_spool import TurnSpool
@@ -38,3 +40,7 @@ RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # mes
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")  # last failure
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database
 MESSAGES: web.AppKey[MessagesResources] = web.AppKey("messages")  # Messages steps
+# Per program sub-app (/api, /v1, /v1/messages, /mcp): how its error middleware renders a
+# refusal, and whether CORS admits only origins listed by name (MCP's rule).
+ERROR_ENVELOPE: web.AppKey[Callable[[ApiError], web.Response]] = web.AppKey("error_envelope")
+CORS_NAMED_ORIGINS_ONLY: web.AppKey[bool] = web.AppKey("cors_named_origins_only")

@@ -15,7 +15,8 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.recall.params import BadSearch, parse_search
+from pawwake.api_error import ApiError
+from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -32,21 +33,13 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
-from pawwake.memory.search_params import BadInput, check_limit, check_query
-from pawwake.memory.store import MemoryConflict, memory_json
+from pawwake.memory.search_params import check_limit, check_query
+from pawwake.memory.store import memory_json
 
 Tool = Callable[[web.Application, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1
 ADD_FIELDS = tuple(name for name in CREATE_FIELDS if name != "layer")
 UPDATE_FIELDS = ("id", *EDIT_FIELDS)
-
-
-class ToolRefused(Exception):
-    """A call the tool cannot do as asked; the message goes back to the model."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def exists(name: str) -> bool:
@@ -57,16 +50,10 @@ async def call(app: web.Application, name: str, arguments: dict[str, Any]) -> di
     """Run one tool; refusals become ``isError`` results, other failures propagate."""
     try:
         text, structured = await _TOOLS[name](app, arguments)
-    except FieldError as exc:
+    except ApiError as exc:  # a bad argument or a refused change
         return _error(exc.message, exc.code, field=exc.field)
-    except (BadInput, BadSearch) as exc:
-        return _error(str(exc), exc.code)
-    except MemoryConflict as exc:
-        return _error(exc.message, exc.code)
     except NotFound as exc:
         return _error(str(exc), "not_found")
-    except ToolRefused as exc:
-        return _error(str(exc), exc.code)
     except DatabaseUnavailable as exc:
         return _error(str(exc), "database_unavailable")
     except EmbeddingError as exc:
@@ -158,7 +145,7 @@ async def _search_conversations(app: web.Application, args: dict[str, Any]
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
     settings = await app[keys.CONFIG].fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
-        raise ToolRefused("conversation_recall_disabled",
+        raise ApiError("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
     outcome = await search_fragments(app, query, settings=settings, **options)

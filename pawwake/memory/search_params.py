@@ -5,28 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.api_error import ApiError
 from pawwake.memory.search import MAX_LIMIT
 
 MAX_QUERY_CHARS = 2000
 DEFAULT_LIMIT = 10
 
 
-class BadInput(ValueError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def check_query(value: Any, name: str = "q") -> str:
     """The search text; ``name`` is what the caller calls it (q here, query over MCP)."""
     if value is None:
-        raise BadInput("missing_query", f"Give the search text as {name}.")
+        raise ApiError("missing_query", f"Give the search text as {name}.")
     if not isinstance(value, str):
-        raise BadInput("invalid_query", f"{name} must be a string.")
+        raise ApiError("invalid_query", f"{name} must be a string.")
     if not value.strip():
-        raise BadInput("missing_query", f"{name} must not be empty.")
+        raise ApiError("missing_query", f"{name} must not be empty.")
     if len(value) > MAX_QUERY_CHARS:
-        raise BadInput("query_too_long", f"{name} is limited to {MAX_QUERY_CHARS} characters.")
+        raise ApiError("query_too_long", f"{name} is limited to {MAX_QUERY_CHARS} characters.")
     return value.strip()
 
 
@@ -37,9 +32,9 @@ def check_limit(value: Any, *, from_text: bool) -> int:
         try:
             value = int(value.strip())
         except ValueError:
-            raise BadInput("invalid_limit", "limit must be a whole number.") from None
+            raise ApiError("invalid_limit", "limit must be a whole number.") from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadInput("invalid_limit", "limit must be a whole number.")
+        raise ApiError("invalid_limit", "limit must be a whole number.")
     if not 1 <= value <= MAX_LIMIT:
-        raise BadInput("invalid_limit", f"limit must be between 1 and {MAX_LIMIT}.")
+        raise ApiError("invalid_limit", f"limit must be between 1 and {MAX_LIMIT}.")
     return value

@@ -15,8 +15,9 @@ import aiopg
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.api_error import ApiError
 from pawwake.db import memories as db
-from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
+from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.search.terms import terms_for
@@ -27,19 +28,19 @@ LAYER_NAMES = {1: "fragment", 2: "event", 3: "core"}
 CORE_LAYER = 3
 
 
-class MemoryConflict(Conflict):
-    """A change refused because of the row's state (409), with a machine-readable code."""
+class MemoryConflict(ApiError):
+    """A change refused because of the row's state (409), with a machine-readable code and
+    optional details naming what is in the way."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(code, message, status=409, **details)
 
 
 def pool_of(app: web.Application) -> aiopg.Pool:
     database = app[keys.DATABASE]
     if database is None:
-        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).")
+        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).",
+                                  "database_disabled")
     return database.pool
 
 

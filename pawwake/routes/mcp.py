@@ -16,9 +16,9 @@ from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
 from pawwake.routes.body_limit import BodyTooLarge, read_bounded
+from pawwake.sub_apps import gateway
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
-PATH = "/mcp"
 MAX_BODY_BYTES = 1024 * 1024  # a memory holds at most 20,000 characters
 VERSION_HEADER = "MCP-Protocol-Version"
 
@@ -85,7 +85,7 @@ async def post(request: web.Request) -> web.StreamResponse:
     if not message.is_request:  # notifications and replies: accepted, nothing to answer
         return web.Response(status=202)
     try:
-        result = await protocol.handle(request.app, message)
+        result = await protocol.handle(gateway(request), message)
     except RpcError as exc:
         return _reply(exc.body(message.id), exc.status)
     return _reply({"jsonrpc": "2.0", "id": message.id, "result": result})
@@ -104,6 +104,7 @@ async def not_allowed(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    app.router.add_post(PATH, post, name="mcp")
-    app.router.add_get(PATH, not_allowed, name="mcp_get", allow_head=False)
-    app.router.add_delete(PATH, not_allowed, name="mcp_delete")
+    """The one path of the /mcp sub-app: its root."""
+    app.router.add_post("", post, name="mcp")
+    app.router.add_get("", not_allowed, name="mcp_get", allow_head=False)
+    app.router.add_delete("", not_allowed, name="mcp_delete")

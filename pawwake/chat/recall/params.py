@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.api_error import ApiError
+
 MAX_QUERY_CHARS = 2000
 MAX_EXCLUDES = 500
 SEARCH_FIELDS = frozenset({"q", "max_sessions", "context", "mode", "exclude_session_ids",
                            "exclude_fragment_ids"})
-
-
-class BadSearch(ValueError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _int_in(value: Any, name: str, low: int, high: int, default: int, *, text: bool) -> int:
@@ -24,11 +20,11 @@ def _int_in(value: Any, name: str, low: int, high: int, default: int, *, text: b
         try:
             value = int(str(value).strip())
         except ValueError:
-            raise BadSearch(f"invalid_{name}", f"{name} must be a whole number.") from None
+            raise ApiError(f"invalid_{name}", f"{name} must be a whole number.") from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadSearch(f"invalid_{name}", f"{name} must be a whole number.")
+        raise ApiError(f"invalid_{name}", f"{name} must be a whole number.")
     if not low <= value <= high:
-        raise BadSearch(f"invalid_{name}", f"{name} must be between {low} and {high}.")
+        raise ApiError(f"invalid_{name}", f"{name} must be between {low} and {high}.")
     return value
 
 
@@ -38,9 +34,9 @@ def _id_list(value: Any, name: str, *, text: bool) -> list[str]:
     if text and isinstance(value, str):  # GET: comma-separated
         value = [part for part in value.split(",") if part.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise BadSearch(f"invalid_{name}", f"{name} must be a list of non-empty strings.")
+        raise ApiError(f"invalid_{name}", f"{name} must be a list of non-empty strings.")
     if len(value) > MAX_EXCLUDES:
-        raise BadSearch(f"invalid_{name}", f"{name} holds at most {MAX_EXCLUDES} ids.")
+        raise ApiError(f"invalid_{name}", f"{name} holds at most {MAX_EXCLUDES} ids.")
     return [v.strip() for v in value]
 
 
@@ -50,16 +46,16 @@ def parse_search(params: dict[str, Any], *, text: bool, query_name: str = "q"
     text is ``params["q"]``, named ``query_name`` in messages (MCP calls it query)."""
     unknown = sorted(set(params) - SEARCH_FIELDS)
     if unknown:
-        raise BadSearch("unknown_field", f"Unknown field: {unknown[0]}.")
+        raise ApiError("unknown_field", f"Unknown field: {unknown[0]}.")
     query = params.get("q")
     if not isinstance(query, str) or not query.strip():
-        raise BadSearch("missing_query", f"Give the search text as {query_name}.")
+        raise ApiError("missing_query", f"Give the search text as {query_name}.")
     if len(query) > MAX_QUERY_CHARS:
-        raise BadSearch("query_too_long",
+        raise ApiError("query_too_long",
                         f"{query_name} is limited to {MAX_QUERY_CHARS} characters.")
     mode = params.get("mode") or "hybrid"
     if mode not in ("hybrid", "keyword"):
-        raise BadSearch("invalid_mode", "mode must be hybrid or keyword.")
+        raise ApiError("invalid_mode", "mode must be hybrid or keyword.")
     return {
         "query": query.strip(),
         "max_sessions": _int_in(params.get("max_sessions"), "max_sessions", 1, 50, 3, text=text),
