@@ -140,3 +140,20 @@ def test_every_module_the_architecture_map_names_exists() -> None:
                      if not any(list(base.glob(name.rstrip("/"))) for base in bases))
     assert len(named) > 50
     assert missing == []
+
+
+def test_route_modules_import_each_other_without_cycles() -> None:
+    """A route module that imports another one is never imported back (not even late)."""
+    graph: dict[str, set[str]] = {}
+    for module, imported, _ in edges():
+        if area(module) == area(imported) == "routes" and module != imported \
+                and imported != "pawwake.routes":
+            graph.setdefault(module, set()).add(imported)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert sorted(module for module in graph if reaches(module, module, {module})) == []
