@@ -27,7 +27,7 @@ from pawwake import keys
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
-from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, fetch_one
+from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, cursor, fetch_one, transaction
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,8 @@ class Database:
 
     async def _check(self) -> None:
         try:
-            await fetch_one(self.pool, "SELECT 1 AS ok")
+            async with cursor(self.pool) as cur:
+                await fetch_one(cur, "SELECT 1 AS ok")
         except (*UNAVAILABLE_ERRORS, OSError, TimeoutError):
             self.state = "unavailable"
         else:
@@ -183,7 +184,8 @@ class _Connector:
             dsn = self.server.get_uri()
         pool = await create_pool(dsn)
         try:
-            features = await migrate(pool)
+            async with transaction(pool) as cur:
+                features = await migrate(cur)
             await self.app[keys.CONFIG].attach(pool)
         except BaseException:
             pool.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pawwake import keys
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOADS = Path(__file__).with_name("hook_payloads")
@@ -75,9 +75,10 @@ def spooled(home: Path) -> list[Path]:
 
 
 async def stored(client: Any, where: str = "TRUE") -> list[dict[str, Any]]:
-    rows = await fetch_all(client.server.app[keys.DATABASE].pool,
-                           "SELECT role, content, source, session_id, turn_id, model"
-                           f" FROM conversations WHERE {where} ORDER BY created_at, id")
+    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+        rows = await fetch_all(cur,
+                               "SELECT role, content, source, session_id, turn_id, model"
+                               f" FROM conversations WHERE {where} ORDER BY created_at, id")
     return [dict(row) for row in rows]
 
 

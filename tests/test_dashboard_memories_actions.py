@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pawwake import keys
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from tests.dashboard_memories_support import (
     embedding_settings,
     fake_embeddings,
@@ -266,8 +266,9 @@ async def test_backfill_asks_before_rebuilding_for_a_new_provider(make_client: A
     assert response.status == 200
     assert soup(await response.text()).select_one("#backfill")["data-backfill-status"] == "queued"
     await client.server.app[keys.JOBS].run_until_idle()
-    stored = await fetch_all(client.server.app[keys.DATABASE].pool,
-                             "SELECT model FROM memory_embeddings")
+    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+        stored = await fetch_all(cur,
+                                 "SELECT model FROM memory_embeddings")
     assert stored == [{"model": "fake-b"}]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pawwake import keys
-from pawwake.db.pool import fetch_all, fetch_one
+from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
@@ -155,7 +155,8 @@ async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> 
     client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
     pool = app[keys.DATABASE].pool
     found, _body = await search_keys(client, ids, "小橘", limit=1)
-    rows = await fetch_all(pool, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
+    async with cursor(pool) as cur:
+        rows = await fetch_all(cur, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
     assert [r["id"] for r in rows] == [ids[found[0]]]
 
 
@@ -233,6 +234,7 @@ async def test_get_and_post_agree(make_client: Any) -> None:
     assert set(first) >= {"id", "content", "importance", "layer", "score", "score_parts",
                           "similarity", "event_date", "created_at", "title"}
     assert set(first["score_parts"]) == {"keyword", "semantic", "importance", "recency"}
-    stored = await fetch_one(app[keys.DATABASE].pool, "SELECT content FROM memories WHERE id = %s",
-                             (first["id"],))
+    async with cursor(app[keys.DATABASE].pool) as cur:
+        stored = await fetch_one(cur, "SELECT content FROM memories WHERE id = %s",
+                                 (first["id"],))
     assert first["content"] == stored["content"]

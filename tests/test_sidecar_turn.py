@@ -11,7 +11,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.app import create_app
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 
 KEY = "sidecar-gateway-key-0123456789"
 HEADERS = {"X-Gateway-Key": KEY}
@@ -37,7 +37,8 @@ async def client(make_client: Any) -> Any:
 
 
 async def rows(client: Any, sql: str, params: Any = None) -> list[dict[str, Any]]:
-    return await fetch_all(client.server.app[keys.DATABASE].pool, sql, params)
+    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+        return await fetch_all(cur, sql, params)
 
 
 async def extraction_jobs(client: Any) -> list[dict[str, Any]]:

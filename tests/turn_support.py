@@ -12,7 +12,7 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 
 FINISH = b'"finish_reason": "stop"'
 DONE = b"[DONE]"
@@ -65,9 +65,11 @@ async def turn_rows(app: web.Application, session_id: str | None = None
     if session_id is not None:
         sql += " AND session_id = %s"
         params = (session_id,)
-    return await fetch_all(app[keys.DATABASE].pool, sql + " ORDER BY created_at, id", params)
+    async with cursor(app[keys.DATABASE].pool) as cur:
+        return await fetch_all(cur, sql + " ORDER BY created_at, id", params)
 
 
 async def usage_count(app: web.Application) -> int:
-    rows = await fetch_all(app[keys.DATABASE].pool, "SELECT count(*) AS n FROM token_usage")
+    async with cursor(app[keys.DATABASE].pool) as cur:
+        rows = await fetch_all(cur, "SELECT count(*) AS n FROM token_usage")
     return rows[0]["n"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.backup_format import (
@@ -23,7 +24,7 @@ from pawwake.memory.backup_format import (
     export_document,
     validate_backup,
 )
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.store import MemoryConflict, pool_of
 from pawwake.search.terms import terms_for
 
@@ -93,6 +94,8 @@ async def import_backup(app: web.Application, data: Any, *, dry_run: bool) -> di
         async with transaction(pool_of(app)) as cur:
             await db.lock_memory_imports(cur)
             report = await _apply(cur, items, terms, version)
+            if report["imported"]:
+                await enqueue_embedding(cur)
             if dry_run:
                 raise _RollBack
     except _RollBack:
@@ -100,7 +103,7 @@ async def import_backup(app: web.Application, data: Any, *, dry_run: bool) -> di
     report.update(schema_version=version, dry_run=dry_run,
                   same_database=header["source_database_id"] == identity)
     if report["imported"] and not dry_run:
-        await request_embedding(app)
+        app[keys.JOBS].wake()
         log.info("backup import: %s imported, %s skipped, %s conflicts", report["imported"],
                  report["skipped"], report["conflicts"])
     return report

@@ -6,9 +6,16 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.database import connected_database
-from pawwake.db.jobs import enqueue_job
+from pawwake.db.jobs import enqueue
+from pawwake.db.pool import Cursor, cursor
 
 EMBED_KIND = "memory_embed"
+
+
+async def enqueue_embedding(cur: Cursor) -> None:
+    """Ask for vectors inside the caller's transaction, so the rows that need them and the
+    job that makes them commit together (wake the runner after the commit)."""
+    await enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
 async def request_embedding(app: web.Application) -> None:
@@ -20,5 +27,6 @@ async def request_embedding(app: web.Application) -> None:
     database = connected_database(app)
     if database is None:
         return
-    await enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    async with cursor(database.pool) as cur:
+        await enqueue_embedding(cur)
     app[keys.JOBS].wake()

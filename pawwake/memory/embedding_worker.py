@@ -16,7 +16,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
-from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,8 @@ async def embed_missing_memories(job: Job) -> dict[str, Any]:
     await store.ensure_hnsw_index(database, settings, provenance)
 
     target = EmbeddingTarget("memory",
-                             needing=partial(vectors_db.rows_needing_vectors, database.pool),
-                             coverage=partial(vectors_db.coverage, database.pool),
+                             needing=on_pool(database.pool, vectors_db.rows_needing_vectors),
+                             coverage=on_pool(database.pool, vectors_db.coverage),
                              store=partial(store.store, database))
     return await embed_missing(job, provenance, target, batch)
 

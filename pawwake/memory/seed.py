@@ -18,7 +18,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.pool import transaction
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
 from pawwake.memory.store import pool_of
 from pawwake.memory.text_import import split_lines
@@ -100,8 +100,10 @@ async def import_seed(app: web.Application) -> dict[str, Any]:
     async with transaction(pool_of(app)) as cur:
         await db.lock_memory_imports(cur)
         inserted = await db.insert_memories(cur, rows)
+        if inserted:
+            await enqueue_embedding(cur)
     if inserted:
-        await request_embedding(app)
+        app[keys.JOBS].wake()
     log.info("seed import from %s: %s imported, %s skipped", path.name, len(inserted),
              len(items) - len(inserted))
     return {"status": "done", "file": path.name, "imported": len(inserted),

@@ -19,7 +19,7 @@ from pawwake.api_error import ApiError
 from pawwake.db import memories as db
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
 from pawwake.search.terms import terms_for
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,11 @@ async def edit_memory(app: web.Application, memory_id: int, changes: dict[str, A
         if "content" in updates:
             updates["search_terms"] = terms
             await db.delete_embedding(cur, memory_id)
+            await enqueue_embedding(cur)
         if updates:
             row = await db.update_memory(cur, memory_id, updates)
     if "content" in updates:
-        await request_embedding(app)
+        app[keys.JOBS].wake()
     return row, sorted(name for name in updates if name != "search_terms")
 
 

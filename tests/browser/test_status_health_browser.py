@@ -11,6 +11,7 @@ import pytest
 
 from pawwake import keys
 from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from tests.browser.test_tryit_browser import overflow, signed_in
 from tests.dashboard_support import dashboard_client
@@ -31,7 +32,8 @@ async def test_failing_extraction_shown_and_retried_from_status(browser: Any, ma
     app = client.server.app
     pool = app[keys.DATABASE].pool
     app[keys.JOBS].register("memory_extract", failing)
-    dead = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=1)
+    async with cursor(pool) as cur:
+        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
     await app[keys.JOBS].run_until_idle()
     base = str(client.make_url("/")).rstrip("/")
     context, page, errors = await signed_in(browser, base, width, "/dashboard")
@@ -50,7 +52,8 @@ async def test_failing_extraction_shown_and_retried_from_status(browser: Any, ma
     await notice.wait_for()
     assert f"任务 {dead} 已重新排队" in await notice.inner_text()
     assert page.url == base + "/dashboard"  # swapped in place, the page did not move away
-    assert (await jobs_db.get_job(pool, dead))["attempts"] == 0
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, dead))["attempts"] == 0
     assert await page.get_attribute("[data-jobs-kind=memory_extract]",
                                     "data-state") == "warning"
     assert errors == []

@@ -22,11 +22,11 @@ from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.pool import transaction
+from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.search import terms as search_terms
-from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ async def request_embedding(app: web.Application) -> None:
     database = connected_database(app)
     if database is None:
         return
-    await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    async with cursor(database.pool) as cur:
+        await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
     app[keys.JOBS].wake()
 
 
@@ -67,7 +68,8 @@ async def index_pending(app: web.Application, *, limit: int | None = None) -> in
     done, after = 0, 0
     while limit is None or done < limit:
         batch = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
-        rows = await db.unindexed_messages(database.pool, after, batch)
+        async with cursor(database.pool) as cur:
+            rows = await db.unindexed_messages(cur, after, batch)
         if not rows:
             break
         terms = await search_terms.terms_for(app, [row["content"] for row in rows])
@@ -106,8 +108,8 @@ async def embed_missing_messages(job: Job) -> dict[str, Any]:
         raise retry_for(exc, job) from None
     await ensure_vector_index(app, settings, provenance)
     target = EmbeddingTarget(
-        "conversation", needing=partial(db.messages_needing_vectors, database.pool),
-        coverage=partial(db.vector_coverage, database.pool),
+        "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
+        coverage=on_pool(database.pool, db.vector_coverage),
         store=partial(app[keys.RECALL_VECTORS].store, database.pool))
     return await embed_missing(job, provenance, target, EMBED_BATCH)
 
@@ -140,10 +142,12 @@ async def index_status(app: web.Application) -> dict[str, Any]:
     database = app[keys.DATABASE]
     assert database is not None
     settings = await app[keys.CONFIG].fresh()
-    counts = await db.index_counts(database.pool)
+    async with cursor(database.pool) as cur:
+        counts = await db.index_counts(cur)
     provenance = app[keys.EMBEDDER].configured_provenance(settings)
-    done, total = await db.vector_coverage(database.pool, provenance)
-    job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
+    async with cursor(database.pool) as cur:
+        done, total = await db.vector_coverage(cur, provenance)
+        job = await jobs_db.latest_of_kind(cur, EMBED_KIND)
     return {
         "enabled": bool(settings.CONVERSATION_RECALL_ENABLED),
         "keyword_index": counts,
