@@ -7,12 +7,12 @@ text into terms through here, so both searches share one tokenizer and one loadi
 from __future__ import annotations
 
 import asyncio
-import ctypes
 from collections.abc import Sequence
 
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.llm.engine_memory import trim_heap
 from pawwake.text import offload, tokens
 
 
@@ -25,17 +25,7 @@ async def ensure_tokenizer(app: web.Application) -> None:
 
 def _load_tokenizer(data_dir: str) -> None:
     tokens.load(data_dir)
-    trim_heap()
-
-
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the system. Loading the tokenizer frees ~10 MB of
-    buffers that glibc would otherwise keep resident; elsewhere this is a no-op."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):  # not glibc
-        return
-    trim(0)
+    trim_heap()  # loading frees ~10 MB of buffers that glibc would otherwise keep resident
 
 
 async def terms_for(app: web.Application, texts: Sequence[str], *,

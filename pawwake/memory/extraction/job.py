@@ -79,7 +79,7 @@ async def similar_memory_ids(app: web.Application, settings: Any, query_text: st
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
     outcome = await search_memories(app, query_text, limit=CANDIDATES_RELATED,
-                                    settings=settings, touch=False)
+                                    settings=settings, touch=False, priority=BACKGROUND)
     return [r.id for r in outcome.results] if outcome.mode == "hybrid" else None
 
 
