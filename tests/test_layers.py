@@ -107,8 +107,13 @@ def test_the_map_is_read_from_the_whole_package() -> None:
     assert len({module for module, _, _ in found}) > 100
 
 
+# The one place the chat flow calls memory: its memory step (see docs/ARCHITECTURE.md).
+CHAT_TO_MEMORY = {"pawwake.chat.memory_step"}
+
+
 def test_chat_and_memory_do_not_import_each_other() -> None:
-    assert breaks(in_areas("chat"), in_areas("memory")) == []
+    assert breaks(lambda m: area(m) == "chat" and m not in CHAT_TO_MEMORY,
+                  in_areas("memory")) == []
     assert breaks(in_areas("memory"), in_areas("chat")) == []
 
 
