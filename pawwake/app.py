@@ -6,9 +6,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import warn_if_open
-from pawwake.chat.partition_step import partition_step
 from pawwake.chat.pipeline import ChatResources
-from pawwake.chat.recall.inject import recall_step
 from pawwake.chat.recall.vectors import recall_vectors_ctx
 from pawwake.chat.turn_spool import turn_spool_ctx
 from pawwake.dashboard import setup_dashboard
@@ -19,9 +17,7 @@ from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.http import http_client_ctx
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
-from pawwake.memory.inject import memory_step
 from pawwake.memory.resources import embedder_ctx
-from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.routes import setup_routes
 from pawwake.settings import Settings
 from pawwake.tasks import tasks_ctx
@@ -46,14 +42,10 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(tasks_ctx)
     app.on_shutdown.append(stop_connecting)
     warn_if_open(settings.GATEWAY_SECRET)
-    app[keys.CHAT] = ChatResources()
+    app[keys.CHAT] = ChatResources()  # the persona file; the steps are chat/pipeline.py's
     app[keys.UPSTREAM_HEALTH] = UpstreamHealth()
     app[keys.MODELS] = ModelCatalog()
-    setup_messages_steps(app)
     setup_routes(app)
     register_job_handlers(app)
-    app[keys.CHAT].steps.insert(0, partition_step(app))
-    app[keys.CHAT].steps.append(memory_step(app))
-    app[keys.CHAT].steps.append(recall_step(app))
     setup_dashboard(app)
     return app

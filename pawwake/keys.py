@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from pawwake.llm.models import ModelCatalog
     from pawwake.llm.upstream_health import UpstreamHealth
     from pawwake.memory.vectors import VectorStore
-    from pawwake.protocols.anthropic.pipeline import MessagesResources
     from pawwake.search.term_stats import TermStats
     from pawwake.settings import Settings
     from pawwake.tasks import BackgroundTasks
@@ -32,14 +31,13 @@ HTTP: web.AppKey[aiohttp.ClientSession] = web.AppKey("http")
 TASKS: web.AppKey[BackgroundTasks] = web.AppKey("tasks")
 JOBS: web.AppKey[JobRunner] = web.AppKey("jobs")
 MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached
-CHAT: web.AppKey[ChatResources] = web.AppKey("chat")  # persona file, pipeline steps
+CHAT: web.AppKey[ChatResources] = web.AppKey("chat")  # persona file, steps, pending stores
 EMBEDDER: web.AppKey[Embedder] = web.AppKey("embedder")  # embedding provider + query cache
 VECTORS: web.AppKey[VectorStore] = web.AppKey("vectors")  # memory vector search (pgvector/numpy)
 TERM_STATS: web.AppKey[TermStats] = web.AppKey("term_stats")  # keyword IDF statistics
 RECALL_VECTORS: web.AppKey[MessageVectors] = web.AppKey("recall_vectors")  # message vectors
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")  # last failure
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")  # turns waiting for the database
-MESSAGES: web.AppKey[MessagesResources] = web.AppKey("messages")  # Messages steps
 # Per program sub-app (/api, /v1, /v1/messages, /mcp): how its error middleware renders a
 # refusal, and whether CORS admits only origins listed by name (MCP's rule).
 ERROR_ENVELOPE: web.AppKey[Callable[[ApiError], web.Response]] = web.AppKey("error_envelope")

@@ -41,7 +41,7 @@ class SpooledTurn:
 
     session_id: str
     model: str
-    client_messages: list[Any]
+    turn_messages: list[Any]
     turn_key: str
     protocol: str | None = None  # None: chat completions
 
@@ -49,7 +49,7 @@ class SpooledTurn:
 def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
     """A turn as durable JSON. Only the client messages the turn planner reads are kept:
     the message before the last user message, and everything from it on."""
-    messages = list(turn.client_messages)
+    messages = list(turn.turn_messages)
     last_user = max((i for i, m in enumerate(messages)
                      if isinstance(m, dict) and m.get("role") == "user"), default=-1)
     record = {
@@ -73,7 +73,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
 def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
     record = json.loads(data.decode("utf-8", "surrogatepass"))
     turn = SpooledTurn(session_id=record["session_id"], model=record["model"],
-                       client_messages=record["client_messages"], turn_key=record["turn_key"],
+                       turn_messages=record["client_messages"], turn_key=record["turn_key"],
                        protocol=record.get("protocol"))
     saved = record["reply"]
     reply = CapturedReply(
@@ -209,12 +209,13 @@ class TurnSpool:
         from pawwake.chat.turns import CONNECTION_ERRORS
 
         while True:
-            if self.pending and app[keys.DATABASE] is not None:
+            database = app[keys.DATABASE]
+            if self.pending and database is not None:
                 try:
                     await self.replay(app)
                 except CONNECTION_ERRORS as exc:
                     with contextlib.suppress(Exception):
-                        await app[keys.DATABASE].pool.clear()  # stale after a restart
+                        await database.pool.clear()  # stale after a restart
                     log.info("database still unreachable (%s); %d turns wait in the spool",
                              type(exc).__name__, self.pending)
                 except Exception:

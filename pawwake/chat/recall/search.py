@@ -10,7 +10,7 @@ callers pass the sessions and fragment ids to leave out (the next candidates mov
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +33,7 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.search import fusion
 from pawwake.search.scoring import keyword_score
+from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
@@ -53,7 +54,7 @@ class RecallOutcome:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def conversation_threshold(settings: Mapping[str, Any], provider: str) -> float:
+def conversation_threshold(settings: Settings, provider: str) -> float:
     """The configured raw-cosine floor, used as set; empty follows the provider (local e5
     cosines sit around 0.7-0.9 even for unrelated texts)."""
     value = settings.CONVERSATION_MIN_SCORE_THRESHOLD
@@ -65,7 +66,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
                            keep_excluded_below: int = 0,
-                           settings: Mapping[str, Any] | None = None) -> RecallOutcome:
+                           settings: Settings | None = None) -> RecallOutcome:
     """Search stored conversations for ``query``; see the module docstring.
 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
@@ -124,7 +125,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
                          candidates=len(ranked_pool))
 
 
-async def _semantic(app: web.Application, settings: Mapping[str, Any], query: str,
+async def _semantic(app: web.Application, settings: Settings, query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
