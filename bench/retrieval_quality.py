@@ -40,7 +40,7 @@ async def main(overrides: dict[str, object]) -> None:
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
               ) -> None:
-    from pawwake.memory.resources import ensure_tokenizer
+    from pawwake.search.terms import ensure_tokenizer
 
     await ensure_tokenizer(app)
     vectors = devset_mod.embed(devset)

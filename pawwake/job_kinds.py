@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.chat import extraction_schedule
 from pawwake.chat.recall import index as conversation_index
 from pawwake.memory import embedding_jobs, embedding_worker, reindex
 from pawwake.memory.consolidation import drafts as consolidate
@@ -16,7 +17,7 @@ from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction import job as extract
 
 HANDLERS = {
-    extract.EXTRACT_KIND: extract.run_extraction,  # learn memories from stored turns
+    extraction_schedule.EXTRACT_KIND: extract.run_extraction,  # learn memories from stored turns
     CONSOLIDATE_KIND: consolidate.run_draft_job,  # group memories into event drafts
     embedding_jobs.EMBED_KIND: embedding_worker.embed_missing_memories,  # memory vectors
     conversation_index.EMBED_KIND: conversation_index.embed_missing_messages,  # message vectors

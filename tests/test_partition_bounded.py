@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from pawwake import keys
-from pawwake.chat.rounds import group_rounds
 from pawwake.db.partition_state import recent_thread_messages
 from pawwake.db.pool import cursor, execute, fetch_one
+from pawwake.text.rounds import group_rounds
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import settle, stored_messages
 from tests.partition_support import (

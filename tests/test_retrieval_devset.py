@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pawwake import keys
-from pawwake.memory.resources import ensure_tokenizer
+from pawwake.search.terms import ensure_tokenizer
 from tests import retrieval_devset as devset_mod
 
 LOCAL = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0, "MEMORY_ENABLED": True}

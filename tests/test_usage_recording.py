@@ -12,9 +12,9 @@ import pytest
 from bs4 import BeautifulSoup
 
 from pawwake import keys
+from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, transaction
-from pawwake.memory.extraction.job import schedule_extraction
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_upstream import Reply, completion_body
 from tests.partition_support import PARTITION, say

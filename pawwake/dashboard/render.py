@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
 
 import aiohttp_jinja2
@@ -14,7 +13,7 @@ from pawwake import __version__, keys
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translator
 from pawwake.dashboard.nav import nav_for
-from pawwake.local_time import local_iso, local_minute, zone_of
+from pawwake.local_time import local_iso, local_minute, zone_at, zone_of
 
 # htmx swaps our error fragments too (they are written for it), without eval or inline styles.
 HTMX_CONFIG = json.dumps({
@@ -41,7 +40,7 @@ def base_context(request: web.Request) -> dict[str, Any]:
     lang = request_language(request)
     authenticated = request.get(dkeys.AUTHENTICATED, False)
     config = request.config_dict.get(keys.CONFIG)
-    zone = zone_of(config.current()) if config is not None else UTC
+    zone = zone_of(config.current()) if config is not None else zone_at(0)
     return {
         "lang": lang,
         "html_lang": "zh-CN" if lang == "zh" else "en",

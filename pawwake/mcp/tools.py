@@ -16,6 +16,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.api_error import ApiError
+from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -33,9 +34,8 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
+from pawwake.memory.search_params import check_limit, check_query
 from pawwake.memory.store import memory_json
-from pawwake.routes.memory_search import check_limit, check_query
-from pawwake.routes.recall import parse_search
 
 Tool = Callable[[web.Application, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1

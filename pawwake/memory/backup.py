@@ -25,8 +25,8 @@ from pawwake.memory.backup_format import (
     validate_backup,
 )
 from pawwake.memory.embedding_jobs import enqueue_embedding
-from pawwake.memory.resources import terms_for
 from pawwake.memory.store import MemoryConflict, pool_of
+from pawwake.search.terms import terms_for
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from aiohttp import web
 
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
-from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
+from pawwake.search.terms import terms_for
 
 DEFAULT_THRESHOLD = 0.7
 CANDIDATE_CAP = 2000

@@ -1,7 +1,7 @@
-"""Process-wide memory resources: the embedder, the vector store and the tokenizer.
+"""Process-wide search resources: the embedder, the memory vector store, term statistics, and
+the tokenizer loaded at start when memory or recall is on.
 
-Opened after the database and HTTP client and before the job runner (whose embedding handler
-is registered here), closed in reverse order.
+Opened after the database and HTTP client and before the job runner, closed in reverse order.
 """
 
 from __future__ import annotations
@@ -9,39 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import psycopg2
 from aiohttp import web
 
 from pawwake import keys
 from pawwake.llm.embeddings import Embedder
-from pawwake.llm.engine_memory import trim_heap
 from pawwake.memory.vectors import VectorStore
 from pawwake.search.term_stats import TermStats
-from pawwake.text import offload, tokens
+from pawwake.search.terms import ensure_tokenizer
 
 log = logging.getLogger(__name__)
-
-
-async def ensure_tokenizer(app: web.Application) -> None:
-    """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
-    if not tokens.is_loaded():
-        data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
-        await asyncio.get_running_loop().run_in_executor(None, _load_tokenizer, data_dir)
-
-
-def _load_tokenizer(data_dir: str) -> None:
-    tokens.load(data_dir)
-    trim_heap()  # loading frees ~10 MB of buffers that glibc would otherwise keep resident
-
-
-async def terms_for(app: web.Application, texts: Sequence[str], *,
-                    budget: int | None = None) -> list[list[str]]:
-    """Index terms for each text, cut off the event loop from a bounded part of each text
-    (with ``budget``, the texts share that many characters)."""
-    await ensure_tokenizer(app)
-    return await offload.index_terms(texts, budget=budget)
 
 
 async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:

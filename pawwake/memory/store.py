@@ -20,7 +20,7 @@ from pawwake.db import memories as db
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
-from pawwake.memory.resources import terms_for
+from pawwake.search.terms import terms_for
 
 log = logging.getLogger(__name__)
 

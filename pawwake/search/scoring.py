@@ -8,7 +8,7 @@ neighbourhood score of ``fusion``); keyword-only: ``0.5*kw + 0.3*importance/10 +
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 
 from pawwake.settings import Settings
 
@@ -29,11 +29,6 @@ def hybrid_weights(settings: Settings) -> Weights:
                    semantic=float(settings.MEMORY_HW_SEMANTIC),
                    importance=float(settings.MEMORY_HW_IMPORTANCE),
                    recency=float(settings.MEMORY_HW_RECENCY))
-
-
-def local_today(now: datetime, timezone_hours: float) -> date:
-    """The user's calendar date (``TIMEZONE_HOURS`` east of UTC)."""
-    return (now.astimezone(UTC) + timedelta(hours=timezone_hours)).date()
 
 
 def age_days(created_at: datetime, event_date: date | None, now: datetime,

@@ -25,7 +25,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
-from pawwake.memory import resources as runtime
+from pawwake.search import terms as search_terms
 from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 from pawwake.settings import Settings
 
@@ -45,7 +45,7 @@ async def terms_for(app: web.Application, texts: Sequence[str]) -> list[list[str
     waits: together they are indexed from at most ``TURN_INDEX_CHARS`` characters (a 200-message
     turn of long texts took 30 s to cut in full; each long message now keeps its share of its
     head and tail). Catch-up indexing of stored rows keeps the full per-text bound."""
-    return await runtime.terms_for(app, texts, budget=TURN_INDEX_CHARS)
+    return await search_terms.terms_for(app, texts, budget=TURN_INDEX_CHARS)
 
 
 async def enqueue_embedding(cur: Any) -> None:
@@ -73,7 +73,7 @@ async def index_pending(app: web.Application, *, limit: int | None = None) -> in
             rows = await db.unindexed_messages(cur, after, batch)
         if not rows:
             break
-        terms = await runtime.terms_for(app, [row["content"] for row in rows])
+        terms = await search_terms.terms_for(app, [row["content"] for row in rows])
         async with transaction(database.pool) as cur:
             await turns_db.set_search_terms(
                 cur, [(row["id"], t) for row, t in zip(rows, terms, strict=True)])
@@ -89,7 +89,7 @@ async def reindex_messages(app: web.Application, cur: Any, ids_and_texts: Sequen
     if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
-    terms = await runtime.terms_for(app, [text for _, text in ids_and_texts])
+    terms = await search_terms.terms_for(app, [text for _, text in ids_and_texts])
     await turns_db.set_search_terms(
         cur, [(i, t) for (i, _), t in zip(ids_and_texts, terms, strict=True)])
     await enqueue_embedding(cur)
