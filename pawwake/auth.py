@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.errors import error_for_path
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ async def api_auth_middleware(request: web.Request, handler: Handler) -> web.Str
     """Guard /v1, /api, /import and /mcp. Cookies never count here: only the header key does."""
     if not is_protected(request.path):
         return await handler(request)
-    secret = request.app[keys.SETTINGS].GATEWAY_SECRET
+    secret = services_of(request).settings.GATEWAY_SECRET
     if not secret:
         return await handler(request)
     if not key_matches(presented_key(request), secret):

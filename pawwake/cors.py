@@ -18,8 +18,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from pawwake import keys
 from pawwake.errors import openai_error
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,10 @@ def has_cors(path: str) -> bool:
 async def current_policy(request: web.Request) -> CorsPolicy:
     """The policy in force now (CORS_ALLOW_ORIGINS is hot: dashboard saves apply at once).
     On /mcp ``*`` does not count: the MCP security notes want each browser origin checked."""
-    app = request.config_dict
-    settings = await app[keys.CONFIG].fresh()
+    services = services_of(request)
+    settings = await services.config.fresh()
     policy = parse_policy(settings.CORS_ALLOW_ORIGINS,
-                          gateway_secret_set=bool(app[keys.SETTINGS].GATEWAY_SECRET))
+                          gateway_secret_set=bool(services.settings.GATEWAY_SECRET))
     if request.path == MCP_PATH and policy.any_origin:
         return CorsPolicy(False, policy.origins)
     return policy

@@ -3,14 +3,14 @@ the health summary the status page shows, so a failing job is never silent."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.chat.conversations import Invalid
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import DatabaseUnavailable, NotFound
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 # Job kinds whose failure means the gateway is not learning memories.
 MEMORY_KINDS = frozenset({"memory_extract"})
@@ -18,8 +18,8 @@ STATUS_FILTERS = (*jobs_db.LIST_FILTERS, "all")
 MAX_LIMIT = 200
 
 
-def _pool(app: web.Application) -> Any:
-    database = app[keys.DATABASE]
+def _pool(services: Services) -> Any:
+    database = services.database
     if database is None:
         raise DatabaseUnavailable("Background jobs need the database (DATABASE_ENABLED=false).")
     return database.pool
@@ -46,42 +46,42 @@ def shown(row: dict[str, Any]) -> dict[str, Any]:
             "can_discard": row["stored_status"] in ("pending", "dead", "failed")}
 
 
-async def list_jobs(app: web.Application, status: str | None, *, kind: str | None = None,
+async def list_jobs(services: Services, status: str | None, *, kind: str | None = None,
                     limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
-    rows = await jobs_db.list_jobs(_pool(app), status, kind=kind,
+    rows = await jobs_db.list_jobs(_pool(services), status, kind=kind,
                                    limit=max(1, min(limit, MAX_LIMIT)), before_id=before_id)
     return [shown(row) for row in rows]
 
 
-async def get_job(app: web.Application, job_id: int) -> dict[str, Any]:
-    row = await jobs_db.listed_job(_pool(app), job_id)
+async def get_job(services: Services, job_id: int) -> dict[str, Any]:
+    row = await jobs_db.listed_job(_pool(services), job_id)
     if row is None:
         raise NotFound(f"job {job_id}")
     return shown(row)
 
 
-async def retry(app: web.Application, job_id: int) -> dict[str, Any]:
+async def retry(services: Services, job_id: int) -> dict[str, Any]:
     """Run the job again now, with a fresh set of attempts (NotFound / Conflict)."""
-    job = shown(await jobs_db.retry_now(_pool(app), job_id))
-    app[keys.JOBS].wake()
+    job = shown(await jobs_db.retry_now(_pool(services), job_id))
+    services.jobs.wake()
     return job
 
 
-async def discard(app: web.Application, job_id: int) -> dict[str, Any]:
+async def discard(services: Services, job_id: int) -> dict[str, Any]:
     """Give up on the job; it stays stored but never runs again (NotFound / Conflict)."""
-    return shown(await jobs_db.discard(_pool(app), job_id))
+    return shown(await jobs_db.discard(_pool(services), job_id))
 
 
-async def health(app: web.Application) -> dict[str, Any]:
+async def health(services: Services) -> dict[str, Any]:
     """Counts of jobs that need attention, per shown status and per kind, and whether memory
     learning is among them (the status page must not call memory fine then)."""
-    rows = await jobs_db.attention_counts(_pool(app))
+    rows = await jobs_db.attention_counts(_pool(services))
     totals = dict.fromkeys(("retrying", "dead", "failed"), 0)
     kinds: dict[str, dict[str, int]] = {}
     for row in rows:
         totals[row["status"]] = totals.get(row["status"], 0) + row["jobs"]
         kinds.setdefault(row["kind"], dict.fromkeys(totals, 0))[row["status"]] = row["jobs"]
-    overview = await jobs_db.kind_overview(_pool(app))
+    overview = await jobs_db.kind_overview(_pool(services))
     for row in overview:
         row["state"] = ("error" if row["dead"] or row["failed"]
                         else "warning" if row["retrying"] else "ok")

@@ -13,6 +13,7 @@ from pawwake.auth import is_protected
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.errors import error_for_path
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPRequestEntityTooLarge:
         if not is_protected(request.path):
             raise
-        limit = request.app[keys.SETTINGS].MAX_REQUEST_MB
+        limit = services_of(request).settings.MAX_REQUEST_MB
         return error_for_path(request.path, 413, "request_too_large",
                               f"Request body is larger than {limit} MB (MAX_REQUEST_MB).")
     except web.HTTPException as exc:
@@ -59,7 +60,8 @@ def database_unavailable(request: web.Request, exc: BaseException) -> web.Respon
 
 def note_unreachable(app: Mapping[Any, Any], exc: BaseException) -> None:
     """A lost connection shows at once on GET / and the status page."""
-    database = app.get(keys.DATABASE)
+    services = app.get(keys.SERVICES)
+    database = services.database if services is not None else None
     if database is not None and not isinstance(exc, DatabaseUnavailable):
         database.mark_unreachable()
 

@@ -7,8 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import fetch_one
+from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import settle
 
@@ -87,7 +87,7 @@ async def say(client: Any, upstream: Any, text: str, reply: str, *,
 
 
 async def state_row(client: Any, thread: str = "default") -> dict[str, Any] | None:
-    return await fetch_one(client.server.app[keys.DATABASE].pool,
+    return await fetch_one(services_of(client.server.app).database.pool,
                            "SELECT summary_parts, rotations, last_summary_error,"
                            " summary_retry_after IS NOT NULL AS backing_off"
                            " FROM partition_state WHERE thread_id = %s", (thread,))

@@ -16,6 +16,7 @@ from openai import APIError, AsyncOpenAI
 
 from pawwake import keys
 from pawwake.chat.pipeline import ChatRejected
+from pawwake.services import services_of
 from tests.fake_upstream import (
     EXPECTED_CALLS,
     FakeUpstream,
@@ -232,9 +233,9 @@ async def test_client_disconnect_in_production_mode_closes_the_upstream(
         await asyncio.sleep(0.1)  # let the gateway notice the closed socket
         gate.set()  # the upstream sends on; the gateway's next write fails
         await asyncio.wait_for(upstream.disconnected.wait(), 10)
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()
         assert reasons == ["client_gone"]
-        database = app[keys.DATABASE]
+        database = services_of(app).database
         async with database.pool.acquire() as conn, conn.cursor() as cur:
             await cur.execute("SELECT role, metadata->>'incomplete' FROM conversations"
                               " ORDER BY id")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pawwake import keys
 from pawwake.chat.partition import zone_split
 from pawwake.chat.rounds import group_rounds
 from pawwake.db.partition_state import thread_messages
 from pawwake.db.pool import cursor, execute, fetch_all, fetch_one
+from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle, stored_messages
 from tests.partition_support import PARTITION
@@ -69,7 +69,7 @@ async def store_agent_history(client: Any) -> list[dict[str, Any]]:
             metadata["tool_call_id"] = message["tool_call_id"]
         rows.append((message["role"], message["content"] or "", json.dumps(metadata)))
     await execute(
-        client.server.app[keys.DATABASE].pool,
+        services_of(client.server.app).database.pool,
         "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
         " SELECT %s, r.role, r.content, r.metadata::jsonb,"
         " now() - interval '1 day' + r.n * interval '1 second'"
@@ -114,7 +114,7 @@ async def test_a_client_resending_its_whole_tool_history_stores_only_what_is_new
     assert len(rows) == stored + 5
     assert rows[-1]["content"] == "检查完毕，一切正常"
     counts = await fetch_all(
-        client.server.app[keys.DATABASE].pool,
+        services_of(client.server.app).database.pool,
         "SELECT metadata->>'tool_call_id' AS id, count(*) AS n FROM conversations"
         " WHERE session_id = %s AND role = 'tool' GROUP BY 1 HAVING count(*) > 1", (AGENT,))
     assert counts == []
@@ -150,7 +150,7 @@ async def insert_rows(client: Any, thread: str, rows: list[tuple[str, str, str]]
     ids = []
     for role, content, offset in rows:
         row = await fetch_one(
-            client.server.app[keys.DATABASE].pool,
+            services_of(client.server.app).database.pool,
             "INSERT INTO conversations (session_id, role, content, metadata, created_at,"
             " deleted_at, source) VALUES (%s, %s, %s, %s::jsonb, now() + %s::interval,"
             " CASE WHEN %s THEN now() END, 'import') RETURNING id",
@@ -162,7 +162,7 @@ async def insert_rows(client: Any, thread: str, rows: list[tuple[str, str, str]]
 
 
 async def set_zone_start(client: Any, thread: str, message_id: int) -> None:
-    await execute(client.server.app[keys.DATABASE].pool,
+    await execute(services_of(client.server.app).database.pool,
                   "INSERT INTO partition_state (thread_id, zone_start_message_id, rotations)"
                   " VALUES (%s, %s, 1) ON CONFLICT (thread_id) DO UPDATE"
                   " SET zone_start_message_id = EXCLUDED.zone_start_message_id",
@@ -171,8 +171,8 @@ async def set_zone_start(client: Any, thread: str, message_id: int) -> None:
 
 async def status_by_reading(client: Any, thread: str, x: int) -> tuple[int, int, int, int]:
     """The numbers as grouping every stored message gives them: what the page must show."""
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
-        state = await fetch_one(client.server.app[keys.DATABASE].pool,
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        state = await fetch_one(services_of(client.server.app).database.pool,
                                 "SELECT zone_start_message_id FROM partition_state"
                                 " WHERE thread_id = %s", (thread,))
         since = state["zone_start_message_id"] if state else None

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import execute, fetch_one
+from pawwake.services import services_of
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import GATEWAY_KEY, settle
@@ -29,7 +29,7 @@ async def _summary_requested(upstream: Any) -> None:
 
 async def _held_elsewhere(client: Any) -> dict[str, Any] | None:
     return await fetch_one(
-        client.server.app[keys.DATABASE].pool,
+        services_of(client.server.app).database.pool,
         "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS locks,"
         " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         " AND state LIKE 'idle in transaction%%') AS idle_in_transaction")
@@ -135,7 +135,7 @@ async def test_a_lease_left_by_a_dead_request_ends(gateway: Any, upstream: Any) 
     client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL=SUMMARY, **PARTITION)
     for n in range(1, 5):
         await say(client, upstream, f"问{n}", f"答{n}")
-    await execute(client.server.app[keys.DATABASE].pool,
+    await execute(services_of(client.server.app).database.pool,
                   "INSERT INTO partition_state (thread_id, version, rotating_until)"
                   " VALUES ('default', 3, now() - interval '1 second')")
     await say(client, upstream, "问5", "好", summary="摘要一")

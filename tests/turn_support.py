@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.db.pool import fetch_all
+from pawwake.services import services_of
 
 FINISH = b'"finish_reason": "stop"'
 DONE = b"[DONE]"
@@ -65,9 +65,9 @@ async def turn_rows(app: web.Application, session_id: str | None = None
     if session_id is not None:
         sql += " AND session_id = %s"
         params = (session_id,)
-    return await fetch_all(app[keys.DATABASE].pool, sql + " ORDER BY created_at, id", params)
+    return await fetch_all(services_of(app).database.pool, sql + " ORDER BY created_at, id", params)
 
 
 async def usage_count(app: web.Application) -> int:
-    rows = await fetch_all(app[keys.DATABASE].pool, "SELECT count(*) AS n FROM token_usage")
+    rows = await fetch_all(services_of(app).database.pool, "SELECT count(*) AS n FROM token_usage")
     return rows[0]["n"]

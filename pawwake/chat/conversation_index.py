@@ -12,11 +12,8 @@ import logging
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.database import connected_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
@@ -27,6 +24,9 @@ from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import runtime
 from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ TURN_INDEX_CHARS = 200_000  # about 2 s of cutting
 _requested: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def terms_for(app: web.Application, texts: Sequence[str]) -> list[list[str]]:
+async def terms_for(services: Services, texts: Sequence[str]) -> list[list[str]]:
     """Index terms of one turn's messages (or one search's phrases), cut while the request
     waits: together they are indexed from at most ``TURN_INDEX_CHARS`` characters (a 200-message
     turn of long texts took 30 s to cut in full; each long message now keeps its share of its
     head and tail). Catch-up indexing of stored rows keeps the full per-text bound."""
-    return await runtime.terms_for(app, texts, budget=TURN_INDEX_CHARS)
+    return await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, texts, budget=TURN_INDEX_CHARS)
 
 
 async def enqueue_embedding(cur: Any) -> None:
@@ -52,17 +52,17 @@ async def enqueue_embedding(cur: Any) -> None:
     await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
-async def request_embedding(app: web.Application) -> None:
-    database = connected_database(app)
+async def request_embedding(services: Services) -> None:
+    database = connected_database(services.database)
     if database is None:
         return
     await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
-    app[keys.JOBS].wake()
+    services.jobs.wake()
 
 
-async def index_pending(app: web.Application, *, limit: int | None = None) -> int:
+async def index_pending(services: Services, *, limit: int | None = None) -> int:
     """Give terms to messages that have none; returns how many were indexed."""
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
     done, after = 0, 0
     while limit is None or done < limit:
@@ -70,7 +70,7 @@ async def index_pending(app: web.Application, *, limit: int | None = None) -> in
         rows = await db.unindexed_messages(database.pool, after, batch)
         if not rows:
             break
-        terms = await runtime.terms_for(app, [row["content"] for row in rows])
+        terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, [row["content"] for row in rows])
         async with transaction(database.pool) as cur:
             await turns_db.set_search_terms(
                 cur, [(row["id"], t) for row, t in zip(rows, terms, strict=True)])
@@ -79,69 +79,68 @@ async def index_pending(app: web.Application, *, limit: int | None = None) -> in
     return done
 
 
-async def reindex_messages(app: web.Application, cur: Any, ids_and_texts: Sequence[
+async def reindex_messages(services: Services, cur: Any, ids_and_texts: Sequence[
         tuple[int, str]]) -> None:
     """After an edit or import inside ``cur``'s transaction: new terms, and a vector job."""
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
-    terms = await runtime.terms_for(app, [text for _, text in ids_and_texts])
+    terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, [text for _, text in ids_and_texts])
     await turns_db.set_search_terms(
         cur, [(i, t) for (i, _), t in zip(ids_and_texts, terms, strict=True)])
     await enqueue_embedding(cur)
 
 
-async def embed_missing_messages(job: Job) -> dict[str, Any]:
+async def embed_missing_messages(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: embed searchable messages lacking a current vector, batch by batch."""
-    app = job.app
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return {"skipped": "conversation recall is off"}
     try:
-        provenance = await app[keys.EMBEDDER].provenance(settings)
+        provenance = await services.embedder.provenance(settings)
     except EmbeddingError as exc:
         raise retry_for(exc, job) from None
-    await ensure_vector_index(app, settings, provenance)
+    await ensure_vector_index(services, settings, provenance)
     target = EmbeddingTarget(
         "conversation", needing=partial(db.messages_needing_vectors, database.pool),
         coverage=partial(db.vector_coverage, database.pool),
-        store=partial(app[keys.RECALL_VECTORS].store, database.pool))
-    return await embed_missing(job, provenance, target, EMBED_BATCH)
+        store=partial(services.recall_vectors.store, database.pool))
+    return await embed_missing(services, job, provenance, target, EMBED_BATCH)
 
 
-async def ensure_vector_index(app: web.Application, settings: Mapping[str, Any],
+async def ensure_vector_index(services: Services, settings: Mapping[str, Any],
                               provenance: Provenance) -> bool:
     """The provenance's HNSW index on message vectors (pgvector only; built once, concurrently,
     so ingest goes on). True when searches can use it."""
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
-    return await app[keys.VECTORS].ensure_hnsw_index(database, settings, provenance,
+    return await services.vectors.ensure_hnsw_index(database, settings, provenance,
                                                      table=VECTOR_TABLE)
 
 
-def request_vector_index(app: web.Application, settings: Mapping[str, Any],
+def request_vector_index(services: Services, settings: Mapping[str, Any],
                          provenance: Provenance) -> None:
     """From the search path: build a missing index in the background, at most once per
     provenance and process (vectors stored before the index existed, or by another writer)."""
     name = vectors_db.hnsw_index_name(provenance, VECTOR_TABLE)
-    requested = _requested.setdefault(app[keys.VECTORS], set())
+    requested = _requested.setdefault(services.vectors, set())
     if name in requested:
         return
     requested.add(name)
-    app[keys.TASKS].spawn(ensure_vector_index(app, settings, provenance),
+    services.tasks.spawn(ensure_vector_index(services, settings, provenance),
                           name="conversation-vector-index")
 
 
-async def index_status(app: web.Application) -> dict[str, Any]:
+async def index_status(services: Services) -> dict[str, Any]:
     """Keyword index coverage, vector coverage and the embedding job's state."""
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services.config.fresh()
     counts = await db.index_counts(database.pool)
-    provenance = app[keys.EMBEDDER].configured_provenance(settings)
+    provenance = services.embedder.configured_provenance(settings)
     done, total = await db.vector_coverage(database.pool, provenance)
     job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
     return {

@@ -9,17 +9,17 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.chat import conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import transaction
 from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
 from pawwake.text.storable import storable_text
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ class Invalid(ValueError):
         self.code = code
 
 
-def _pool(app: web.Application) -> Any:
-    database = app[keys.DATABASE]
+def _pool(services: Services) -> Any:
+    database = services.database
     assert database is not None
     return database.pool
 
@@ -65,25 +65,25 @@ def content_of(value: Any) -> str:
     return value
 
 
-async def _search_terms(app: web.Application, phrases: list[str]) -> list[str] | None:
+async def _search_terms(services: Services, phrases: list[str]) -> list[str] | None:
     """Index terms of the search phrases when recall keeps an index, else None (scan)."""
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return None
-    terms = await conversation_index.terms_for(app, phrases)
+    terms = await conversation_index.terms_for(services, phrases)
     return sorted({t for group in terms for t in group}) or None
 
 
-async def list_conversations(app: web.Application, *, query: str = "", trash: bool = False,
+async def list_conversations(services: Services, *, query: str = "", trash: bool = False,
                              limit: int = 20, offset: int = 0) -> dict[str, Any]:
     """One page of sessions, newest activity first, optionally only those containing a phrase.
 
     Every whitespace-separated part of ``query`` must appear in one message. The keyword index
     narrows the candidates; when it finds nothing (a partial word, say) the text is scanned.
     """
-    pool = _pool(app)
+    pool = _pool(services)
     phrases = [p for p in query.split() if p]
-    terms = await _search_terms(app, phrases) if phrases and not trash else None
+    terms = await _search_terms(services, phrases) if phrases and not trash else None
     total, rows = await db.list_sessions(pool, trash=trash, limit=limit, offset=offset,
                                          phrases=phrases, terms=terms)
     if terms and total == 0:
@@ -93,9 +93,9 @@ async def list_conversations(app: web.Application, *, query: str = "", trash: bo
             "items": rows}
 
 
-async def session_messages(app: web.Application, session_id: str, *,
+async def session_messages(services: Services, session_id: str, *,
                            include_deleted: bool = False) -> list[dict[str, Any]]:
-    rows = await db.session_messages(_pool(app), session_id, include_deleted=True)
+    rows = await db.session_messages(_pool(services), session_id, include_deleted=True)
     if not rows:
         raise NotFound(f"session {session_id}")
     if include_deleted or all(row["deleted_at"] is not None for row in rows):
@@ -103,42 +103,42 @@ async def session_messages(app: web.Application, session_id: str, *,
     return [row for row in rows if row["deleted_at"] is None]
 
 
-async def edit_message(app: web.Application, message_id: int, content: str) -> dict[str, Any]:
+async def edit_message(services: Services, message_id: int, content: str) -> dict[str, Any]:
     """Change a message's text and re-index it in the same transaction."""
-    async with transaction(_pool(app)) as cur:
+    async with transaction(_pool(services)) as cur:
         row = await db.edit_message(cur, message_id, content)
-        await conversation_index.reindex_messages(app, cur, [(message_id, content)])
+        await conversation_index.reindex_messages(services, cur, [(message_id, content)])
     return row
 
 
-async def set_message_deleted(app: web.Application, message_id: int, deleted: bool
+async def set_message_deleted(services: Services, message_id: int, deleted: bool
                               ) -> dict[str, Any]:
-    async with transaction(_pool(app)) as cur:
+    async with transaction(_pool(services)) as cur:
         return await db.set_message_deleted(cur, message_id, deleted)
 
 
-async def trash_session(app: web.Application, session_id: str) -> int:
-    async with transaction(_pool(app)) as cur:
+async def trash_session(services: Services, session_id: str) -> int:
+    async with transaction(_pool(services)) as cur:
         return await db.trash_session(cur, session_id)
 
 
-async def restore_session(app: web.Application, session_id: str) -> int:
-    async with transaction(_pool(app)) as cur:
+async def restore_session(services: Services, session_id: str) -> int:
+    async with transaction(_pool(services)) as cur:
         return await db.restore_session(cur, session_id)
 
 
-async def restore_sessions(app: web.Application, session_ids: list[str]) -> int:
+async def restore_sessions(services: Services, session_ids: list[str]) -> int:
     """Restore several trashed sessions in one transaction (all or none)."""
-    async with transaction(_pool(app)) as cur:
+    async with transaction(_pool(services)) as cur:
         return sum([await db.restore_session(cur, s) for s in dict.fromkeys(session_ids)])
 
 
-async def purge_session(app: web.Application, session_id: str) -> dict[str, int]:
-    async with transaction(_pool(app)) as cur:
+async def purge_session(services: Services, session_id: str) -> dict[str, int]:
+    async with transaction(_pool(services)) as cur:
         return await db.purge_session(cur, session_id)
 
 
-async def batch_delete(app: web.Application, session_ids: list[str], *, permanent: bool
+async def batch_delete(services: Services, session_ids: list[str], *, permanent: bool
                        ) -> dict[str, Any]:
     """Trash (or purge from the trash) several sessions in one transaction.
 
@@ -148,7 +148,7 @@ async def batch_delete(app: web.Application, session_ids: list[str], *, permanen
     done: list[str] = []
     missing: list[str] = []
     messages = usage_rows = 0
-    async with transaction(_pool(app)) as cur:
+    async with transaction(_pool(services)) as cur:
         for session_id in dict.fromkeys(session_ids):
             try:
                 if permanent:
@@ -168,7 +168,7 @@ async def batch_delete(app: web.Application, session_ids: list[str], *, permanen
     return result
 
 
-async def merge_sessions(app: web.Application, source_ids: list[str], target_id: str
+async def merge_sessions(services: Services, source_ids: list[str], target_id: str
                          ) -> dict[str, Any]:
     """Move the sources' messages and token usage into the target; returns moved counts and
     the target's totals afterwards."""
@@ -176,9 +176,9 @@ async def merge_sessions(app: web.Application, source_ids: list[str], target_id:
     if not sources:
         raise Invalid("invalid_source_ids", "Give at least one source session other than the "
                                             "target.")
-    async with transaction(_pool(app)) as cur:
+    async with transaction(_pool(services)) as cur:
         moved = await db.merge_sessions(cur, sources, target_id)
-    totals = await db.session_totals(_pool(app), target_id)
+    totals = await db.session_totals(_pool(services), target_id)
     log.info("merged %d sessions into one (%d messages)", len(sources), moved["messages"])
     return {"target_id": target_id, "source_ids": sources, "moved": moved, "target": totals}
 
@@ -253,31 +253,31 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     return dict(by_session)
 
 
-async def import_conversations(app: web.Application, body: Any) -> dict[str, Any]:
+async def import_conversations(services: Services, body: Any) -> dict[str, Any]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())
-    async with transaction(_pool(app)) as cur:
+    async with transaction(_pool(services)) as cur:
         inserted: list[tuple[int, str]] = []
         for session_id, rows in sessions.items():
             inserted += await db.insert_imported(cur, session_id, rows)
         if inserted:
-            await conversation_index.reindex_messages(app, cur, inserted)
+            await conversation_index.reindex_messages(services, cur, inserted)
     return {"sessions": len(sessions), "received": total, "imported": len(inserted),
             "skipped": total - len(inserted)}
 
 
-async def export_conversations(app: web.Application) -> list[dict[str, Any]]:
+async def export_conversations(services: Services) -> list[dict[str, Any]]:
     """Live messages as ``[{session_id, messages: [...]}]``, the shape import accepts."""
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for row in await db.export_messages(_pool(app)):
+    for row in await db.export_messages(_pool(services)):
         sessions.setdefault(row["session_id"], []).append({
             "role": row["role"], "content": row["content"], "model": row["model"],
             "created_at": row["created_at"].isoformat(), "metadata": row["metadata"] or {}})
     return [{"session_id": sid, "messages": messages} for sid, messages in sessions.items()]
 
 
-async def usage_by_session(app: web.Application, limit: int, offset: int
+async def usage_by_session(services: Services, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""
-    return await db.usage_by_session(_pool(app), limit, offset)
+    return await db.usage_by_session(_pool(services), limit, offset)

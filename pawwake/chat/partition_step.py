@@ -20,7 +20,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.partition import assemble, replay, time_note
 from pawwake.chat.pipeline import ChatRejected, ChatStep
 from pawwake.chat.rotation import model_folder, model_summariser
@@ -35,6 +34,7 @@ from pawwake.chat.turns import (
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
 from pawwake.memory.inject import local_zone
+from pawwake.services import services_of
 
 
 def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +175,7 @@ async def thread_turn(app: web.Application, context: Any, prepared: Any,
     if not settings.CACHE_PARTITION_ENABLED or prepared.auxiliary:
         return None
     if context.database is None:
-        if app[keys.DATABASE] is not None:  # configured, not connected yet
+        if services_of(app).database is not None:  # configured, not connected yet
             raise unavailable()
         return None
     thread = active_thread(settings)

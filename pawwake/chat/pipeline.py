@@ -30,6 +30,7 @@ from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writ
 from pawwake.database import connected_database
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
+from pawwake.services import services_of
 from pawwake.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -198,7 +199,7 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
         body=upstream, client_messages=body["messages"],
         session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
+        persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)
@@ -225,13 +226,13 @@ async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
         prepared.after_success.append(turn_writer(app))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
     context = ChatContext(settings=step_settings or settings,
-                          database=connected_database(app), http=app[keys.HTTP])
+                          database=connected_database(services_of(app).database), http=services_of(app).http)
     try:
         for step in steps:
             await step(context, prepared)
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
-        after_failure(app[keys.TASKS], prepared, "not_forwarded")
+        after_failure(services_of(app).tasks, prepared, "not_forwarded")
         raise
 
 
@@ -247,7 +248,7 @@ def after_incomplete(app: web.Application, prepared: PreparedChat, partial: Capt
                      reason: str) -> None:
     """The client left mid-reply: release claims like any failure, and keep the user message
     with the partial reply, flagged incomplete."""
-    tasks = app[keys.TASKS]
+    tasks = services_of(app).tasks
     after_failure(tasks, prepared, reason)
     if prepared.persist:
         prepared.store_scheduled = True

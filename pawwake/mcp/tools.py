@@ -10,11 +10,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.chat.recall import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -35,7 +32,10 @@ from pawwake.memory.store import MemoryConflict, memory_json
 from pawwake.routes.memory_search import BadInput, check_limit, check_query
 from pawwake.routes.recall import BadSearch, parse_search
 
-Tool = Callable[[web.Application, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
+if TYPE_CHECKING:
+    from pawwake.services import Services
+
+Tool = Callable[["Services", dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1
 ADD_FIELDS = tuple(name for name in CREATE_FIELDS if name != "layer")
 UPDATE_FIELDS = ("id", *EDIT_FIELDS)
@@ -53,10 +53,10 @@ def exists(name: str) -> bool:
     return name in _TOOLS
 
 
-async def call(app: web.Application, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call(services: Services, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Run one tool; refusals become ``isError`` results, other failures propagate."""
     try:
-        text, structured = await _TOOLS[name](app, arguments)
+        text, structured = await _TOOLS[name](services, arguments)
     except FieldError as exc:
         return _error(exc.message, exc.code, field=exc.field)
     except (BadInput, BadSearch) as exc:
@@ -102,12 +102,12 @@ def _memory_line(memory: dict[str, Any]) -> str:
     return " ".join(parts) + " " + memory["content"]
 
 
-async def _search_memories(app: web.Application, args: dict[str, Any]
+async def _search_memories(services: Services, args: dict[str, Any]
                            ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "limit"))
     query = check_query(args.get("query"), "query")
     limit = check_limit(args.get("limit"), from_text=False)
-    outcome = await search_memories(app, query, limit=limit)
+    outcome = await search_memories(services, query, limit=limit)
     found = [{
         "id": r.id, "content": r.memory["content"], "title": r.memory["title"],
         "importance": r.memory["importance"], "layer": r.memory["layer"],
@@ -120,48 +120,48 @@ async def _search_memories(app: web.Application, args: dict[str, Any]
     return "\n".join(lines), {"query": query, "mode": outcome.mode, "memories": found}
 
 
-async def _add_memory(app: web.Application, args: dict[str, Any]
+async def _add_memory(services: Services, args: dict[str, Any]
                       ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ADD_FIELDS)
     if "importance" not in args:
         raise FieldError("importance", "'importance' is required (1-10).", "missing_field")
-    row, inserted = await store.create_memory(app, parse_create(args))
+    row, inserted = await store.create_memory(services, parse_create(args))
     verb = "Added" if inserted else "Already stored (same external_id)"
     return f"{verb}: {_memory_line(row)}", {"inserted": inserted, "memory": memory_json(row)}
 
 
-async def _update_memory(app: web.Application, args: dict[str, Any]
+async def _update_memory(services: Services, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, UPDATE_FIELDS)
     number = _memory_id(args.get("id"))
     changes = parse_edit({k: v for k, v in args.items() if k != "id"})
-    row, changed = await store.edit_memory(app, number, changes)
+    row, changed = await store.edit_memory(services, number, changes)
     summary = ", ".join(changed) if changed else "nothing (same values)"
     return (f"Updated {summary}: {_memory_line(row)}",
             {"changed": changed, "memory": memory_json(row)})
 
 
-async def _archive_memory(app: web.Application, args: dict[str, Any]
+async def _archive_memory(services: Services, args: dict[str, Any]
                           ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("id",))
-    row = await store.archive_memory(app, _memory_id(args.get("id")))
+    row = await store.archive_memory(services, _memory_id(args.get("id")))
     return f"Archived #{row['id']}.", {"archived": True, "memory": memory_json(row)}
 
 
-async def _search_conversations(app: web.Application, args: dict[str, Any]
+async def _search_conversations(services: Services, args: dict[str, Any]
                                 ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "exclude_fragment_ids", "exclude_session_ids",
                           "max_sessions"))
     params = {("q" if k == "query" else k): v for k, v in args.items()}
     options = parse_search(params, text=False, query_name="query")
-    if app[keys.DATABASE] is None:
+    if services.database is None:
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         raise ToolRefused("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
-    outcome = await search_fragments(app, query, settings=settings, **options)
+    outcome = await search_fragments(services, query, settings=settings, **options)
     lines = []
     for fragment in outcome.fragments:
         lines.append(f"--- fragment {fragment['fragment_id']} "
@@ -173,11 +173,11 @@ async def _search_conversations(app: web.Application, args: dict[str, Any]
                   "fragment_ids": [f["fragment_id"] for f in outcome.fragments]}
 
 
-async def _due_reminders(app: web.Application, args: dict[str, Any]
+async def _due_reminders(services: Services, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     """Claim the due reminders and mark them delivered: this answer is their delivery."""
     reject_unknown(args, ())
-    pool = store.pool_of(app)
+    pool = store.pool_of(services)
     token = uuid.uuid4().hex
     due = await reminders.claim_due(pool, token, REMINDERS_PER_REQUEST)
     if due:

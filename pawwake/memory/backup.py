@@ -11,9 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 from datetime import UTC, datetime
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
@@ -26,6 +24,9 @@ from pawwake.memory.backup_format import (
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.runtime import terms_for
 from pawwake.memory.store import MemoryConflict, pool_of
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +51,15 @@ class _RollBack(Exception):
     """Raised at the end of a dry run so the transaction's work is undone."""
 
 
-async def database_identity(app: web.Application) -> str:
-    async with cursor(pool_of(app)) as cur:
+async def database_identity(services: Services) -> str:
+    async with cursor(pool_of(services)) as cur:
         return await db.source_database_id(cur, secrets.token_hex(16))
 
 
-async def export_backup(app: web.Application) -> dict[str, Any]:
+async def export_backup(services: Services) -> dict[str, Any]:
     """Every memory in one consistent snapshot; refuses while links dangle."""
-    identity = await database_identity(app)
-    async with transaction(pool_of(app)) as cur:
+    identity = await database_identity(services)
+    async with transaction(pool_of(services)) as cur:
         await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         broken = await db.dangling_links(cur)
         if broken:
@@ -67,9 +68,9 @@ async def export_backup(app: web.Application) -> dict[str, Any]:
     return export_document(rows, identity, datetime.now(UTC))
 
 
-async def repair_links(app: web.Application) -> dict[str, Any]:
+async def repair_links(services: Services) -> dict[str, Any]:
     """Drop references to missing rows (the memories that held them stay as they are)."""
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(pool_of(services)) as cur:
         broken = await db.dangling_links(cur)
         for row in broken:
             await db.clear_links(cur, row["id"], row["missing_sources"],
@@ -83,14 +84,14 @@ async def repair_links(app: web.Application) -> dict[str, Any]:
             "cleared_successors": successors, "memory_ids": [row["id"] for row in broken]}
 
 
-async def import_backup(app: web.Application, data: Any, *, dry_run: bool) -> dict[str, Any]:
+async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict[str, Any]:
     """Validate, then import in one transaction; report ``{imported, skipped, conflicts}``."""
     version, items, header = validate_backup(data)
-    terms = await terms_for(app, [item.content for item in items])
-    identity = await database_identity(app)
+    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [item.content for item in items])
+    identity = await database_identity(services)
     report: dict[str, Any] = {}
     try:
-        async with transaction(pool_of(app)) as cur:
+        async with transaction(pool_of(services)) as cur:
             await db.lock_memory_imports(cur)
             report = await _apply(cur, items, terms, version)
             if dry_run:
@@ -100,7 +101,7 @@ async def import_backup(app: web.Application, data: Any, *, dry_run: bool) -> di
     report.update(schema_version=version, dry_run=dry_run,
                   same_database=header["source_database_id"] == identity)
     if report["imported"] and not dry_run:
-        await request_embedding(app)
+        await request_embedding(services)
         log.info("backup import: %s imported, %s skipped, %s conflicts", report["imported"],
                  report["skipped"], report["conflicts"])
     return report

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import TYPE_CHECKING
 
-from pawwake import keys
 from pawwake.database import connected_database
 from pawwake.db.jobs import enqueue_job
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 EMBED_KIND = "memory_embed"
 
 
-async def request_embedding(app: web.Application) -> None:
+async def request_embedding(services: Services) -> None:
     """Call after memories were added or their content changed (rows without a vector).
 
     At most one unfinished embedding job exists; it embeds every row that lacks a current
     vector, so calling this often is cheap.
     """
-    database = connected_database(app)
+    database = connected_database(services.database)
     if database is None:
         return
     await enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
-    app[keys.JOBS].wake()
+    services.jobs.wake()

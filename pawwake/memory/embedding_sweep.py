@@ -11,14 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pawwake import keys
 from pawwake.db.vector_rows import content_sha
 from pawwake.jobs import Job, RetryLater, backoff_seconds
 from pawwake.llm.embeddings import EmbeddingError, Provenance
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +39,13 @@ class EmbeddingTarget:
     store: Callable[[Provenance, VectorRows], Awaitable[Sequence[int]]]  # ids stored
 
 
-async def embed_missing(job: Job, provenance: Provenance, target: EmbeddingTarget,
+async def embed_missing(services: Services, job: Job, provenance: Provenance, target: EmbeddingTarget,
                         batch: int) -> dict[str, Any]:
     """Embed every row ``target`` lists as lacking a current vector; returns the coverage.
 
     Stops for a retry when the configured provenance changes under it (vectors of two models
     must never mix)."""
-    config, embedder = job.app[keys.CONFIG], job.app[keys.EMBEDDER]
+    config, embedder = services.config, services.embedder
     if not await target.needing(provenance, 0, 1):
         return {"embedded": 0, "provenance": provenance.as_dict()}  # the common case: no count
     done, total = await target.coverage(provenance)

@@ -12,11 +12,8 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
 from pawwake.db import extraction as db
 from pawwake.db import jobs as jobs_db
@@ -33,6 +30,9 @@ from pawwake.memory.extract_parse import (
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.text import offload, tokens
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -99,23 +99,22 @@ async def candidate_memories(cur: Any, query_text: str,
     return list(merged.values())
 
 
-async def similar_memory_ids(app: web.Application, settings: Any, query_text: str
+async def similar_memory_ids(services: Services, settings: Any, query_text: str
                              ) -> list[int] | None:
     """The related memories by hybrid search (the same admission and fusion as recall), or
     None when vectors are off or could not be used (then keywords decide)."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
-    outcome = await search_memories(app, query_text, limit=CANDIDATES_RELATED,
+    outcome = await search_memories(services, query_text, limit=CANDIDATES_RELATED,
                                     settings=settings, touch=False)
     return [r.id for r in outcome.results] if outcome.mode == "hybrid" else None
 
 
-async def run_extraction(job: Job) -> dict[str, Any]:
+async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     """The durable job: read the window, ask the model, apply the answer atomically."""
-    app = job.app
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services.config.fresh()
     session_id = job.payload["session_id"]
     upto = int(job.payload["rounds"])
     if not settings.MEMORY_ENABLED or settings.MEMORY_EXTRACT_INTERVAL <= 0:
@@ -131,7 +130,7 @@ async def run_extraction(job: Job) -> dict[str, Any]:
     if not dialogue:
         return {"skipped": "nothing to read"}
     query_text = "\n".join(t for _, t in dialogue)
-    similar = await similar_memory_ids(app, settings, query_text)
+    similar = await similar_memory_ids(services, settings, query_text)
     async with cursor(database.pool) as cur:
         candidates = await candidate_memories(cur, query_text, similar)
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
@@ -139,7 +138,7 @@ async def run_extraction(job: Job) -> dict[str, Any]:
     job.model = model
     prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
     try:
-        answer = await complete(app[keys.HTTP], settings, [{"role": "user", "content": prompt}],
+        answer = await complete(services.http, settings, [{"role": "user", "content": prompt}],
                                 model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                 temperature=0.2, attempts=1,
                                 usage=UsageBooking(database.pool, "extract", session_id))
@@ -158,17 +157,17 @@ async def run_extraction(job: Job) -> dict[str, Any]:
         log.warning("extraction job %s: memory model %s gave an unusable answer (%s): %r",
                     job.id, model, exc, answer_excerpt(answer.text))
         raise RetryLater(f"memory model {model} answer unusable: {exc}") from None
-    result = await apply_items(job, session_id, items, {c["id"] for c in candidates},
+    result = await apply_items(services, job, session_id, items, {c["id"] for c in candidates},
                                message_ids)
     if result["added"]:
-        await request_embedding(app)
+        await request_embedding(services)
     return result
 
 
-async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
+async def apply_items(services: Services, job: Job, session_id: str, items: list[ExtractedItem],
                       candidate_ids: set[int], message_ids: list[int]) -> dict[str, Any]:
     """Write every item and the job's completion in one transaction."""
-    database = job.app[keys.DATABASE]
+    database = services.database
     assert database is not None
     counts = {"added": 0, "duplicates": 0, "superseded": 0, "refused_supersede": 0,
               "reminders_moved": 0}

@@ -14,16 +14,19 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.search import SearchResult, search_memories, touch_results
+from pawwake.services import services_of
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
     return f"{guidance}\n{block}"
 
 
-async def recall_for_request(app: web.Application, settings: Any, session_id: str,
+async def recall_for_request(services: Services, settings: Any, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
@@ -81,7 +84,7 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
     (excluded before the limit, so the next candidates move up). In hybrid mode only results
     whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
     always has nearest neighbours, so without it an unrelated message would bring in noise."""
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
     limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
@@ -90,7 +93,7 @@ async def recall_for_request(app: web.Application, settings: Any, session_id: st
     if partition:
         exclude = await memory_seen.recently_seen(database.pool, session_id,
                                                   settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
+    outcome = await search_memories(services, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
     if timings is not None:
         timings.update(outcome.timings)
@@ -120,7 +123,7 @@ def memory_step(app: web.Application) -> Step:
         # Both are on the time-to-first-token path: run them side by side.
         due, found = await asyncio.gather(
             reminders.claim_due(pool, token, REMINDERS_PER_REQUEST),
-            recall_for_request(app, settings, prepared.session_id,
+            recall_for_request(services_of(app), settings, prepared.session_id,
                                last_user_text(prepared.client_messages),
                                partition=partition, touch=False, timings=timings),
             return_exceptions=True)
@@ -139,14 +142,14 @@ def memory_step(app: web.Application) -> Step:
         memories = [r.memory for r in results]
         prepared.memory_count = len(memories)
         if due:
-            _hold_reminders(app, prepared, pool, token)
+            _hold_reminders(services_of(app), prepared, pool, token)
         if not memories and not due:
             _log_steps(timings, started, searched)
             return
         if results:
 
             async def touch(_prepared: Any, _reply: Any) -> None:
-                await touch_results(app, results)
+                await touch_results(services_of(app), results)
 
             prepared.after_success.append(touch)
         prepared.injected.extend(
@@ -182,9 +185,9 @@ def _log_steps(timings: dict[str, float], started: float, searched: float) -> No
                   " ".join(f"{name}={value:.1f}" for name, value in timings.items()))
 
 
-def _hold_reminders(app: web.Application, prepared: Any, pool: Any, token: str) -> None:
+def _hold_reminders(services: Services, prepared: Any, pool: Any, token: str) -> None:
     """Keep the claim alive during a long stream; deliver on success, release otherwise."""
-    renewal = app[keys.TASKS].spawn(_renew(pool, token), name="reminder-claim-renewal")
+    renewal = services.tasks.spawn(_renew(pool, token), name="reminder-claim-renewal")
 
     async def delivered(_prepared: Any, _reply: Any) -> None:
         renewal.cancel()

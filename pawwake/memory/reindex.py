@@ -11,13 +11,15 @@ the job's progress: a restarted job resumes there, and running it twice changes 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
 from pawwake.jobs import Job
 from pawwake.memory import runtime  # runtime registers this job: import the module
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +28,9 @@ BATCH = 500
 TABLES = ("memories", "conversations")
 
 
-async def reindex_job(job: Job) -> dict[str, Any]:
+async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: see the module docstring."""
-    database = job.app[keys.DATABASE]
+    database = services.database
     assert database is not None
     stored = await jobs_db.get_job(database.pool, job.id)
     progress = dict((stored or {}).get("progress") or {})
@@ -38,7 +40,7 @@ async def reindex_job(job: Job) -> dict[str, Any]:
             rows = await reindex_db.rows_after(database.pool, table, after, BATCH)
             if not rows:
                 break
-            terms = await runtime.terms_for(job.app, [row["content"] for row in rows])
+            terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, [row["content"] for row in rows])
             await reindex_db.store_terms(database.pool, table, [
                 (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])
             after = rows[-1]["id"]

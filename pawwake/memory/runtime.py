@@ -11,23 +11,23 @@ import contextlib
 import ctypes
 import logging
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
+from pawwake.config import RuntimeConfig
+from pawwake.database import Database
 from pawwake.llm.embeddings import Embedder
-from pawwake.memory.term_stats import TermStats
 from pawwake.memory.vectors import VectorStore
+from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
 
 
-async def ensure_tokenizer(app: web.Application) -> None:
+async def ensure_tokenizer(data_dir: str) -> None:
     """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
     if not tokens.is_loaded():
-        data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
         await asyncio.get_running_loop().run_in_executor(None, _load_tokenizer, data_dir)
 
 
@@ -46,27 +46,25 @@ def trim_heap() -> None:
     trim(0)
 
 
-async def terms_for(app: web.Application, texts: Sequence[str], *,
+async def terms_for(data_dir: str, texts: Sequence[str], *,
                     budget: int | None = None) -> list[list[str]]:
     """Index terms for each text, cut off the event loop from a bounded part of each text
-    (with ``budget``, the texts share that many characters)."""
-    await ensure_tokenizer(app)
+    (with ``budget``, the texts share that many characters); the tokenizer's user words
+    live in ``data_dir``."""
+    await ensure_tokenizer(data_dir)
     return await offload.index_terms(texts, budget=budget)
 
 
-async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: embedder, vector store and term statistics; the tokenizer too when memory
-    or recall is on."""
-    settings = app[keys.SETTINGS]
-    database = app[keys.DATABASE]
-    embedder = Embedder(app[keys.HTTP], database.pool if database and database.ready else None)
-    app[keys.EMBEDDER] = embedder
-    app[keys.VECTORS] = VectorStore()
-    app[keys.TERM_STATS] = TermStats()
+@asynccontextmanager
+async def open_embedder(settings: Settings, config: RuntimeConfig, database: Database | None,
+                        embedder: Embedder, vectors: VectorStore) -> AsyncIterator[None]:
+    """The embedder while the app runs (its usage recorded and the vector index warmed once
+    the database is here); the tokenizer too when memory or recall is on."""
     if database is not None:
         if settings.MEMORY_ENABLED or settings.CONVERSATION_RECALL_ENABLED:
-            await ensure_tokenizer(app)
-    warming = asyncio.create_task(_when_database(app), name="warm-vector-index")
+            await ensure_tokenizer(settings.PAWWAKE_DATA_DIR)
+    warming = asyncio.create_task(_when_database(config, database, embedder, vectors),
+                                  name="warm-vector-index")
     try:
         yield
     finally:
@@ -76,26 +74,24 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
         await embedder.close()
 
 
-async def _when_database(app: web.Application) -> None:
+async def _when_database(config: RuntimeConfig, database: Database | None, embedder: Embedder,
+                         vectors: VectorStore) -> None:
     """Once the database is here (at start or later): record embedding usage in it and warm
     the vector index."""
-    database = app[keys.DATABASE]
     if database is None:
         return
     await database.wait_ready()
-    app[keys.EMBEDDER].attach(database.pool)
-    await _warm_vector_index(app)
+    embedder.attach(database.pool)
+    await _warm_vector_index(await config.fresh(), database, embedder, vectors)
 
 
-async def _warm_vector_index(app: web.Application) -> None:
+async def _warm_vector_index(settings: Settings, database: Database, embedder: Embedder,
+                             store: VectorStore) -> None:
     """Load the numpy vector index in the background when it is the one searches will use
     (at 100k memories that takes seconds the first chat request should not wait)."""
-    database = app[keys.DATABASE]
-    settings = await app[keys.CONFIG].fresh()
-    if database is None or not (settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED):
+    if not (settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED):
         return
-    provenance = app[keys.EMBEDDER].configured_provenance(settings)
-    store = app[keys.VECTORS]
+    provenance = embedder.configured_provenance(settings)
     if store.backend(settings, database, provenance) != "numpy":
         return
     try:

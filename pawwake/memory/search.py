@@ -18,13 +18,11 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
@@ -38,6 +36,9 @@ from pawwake.memory import fusion, scoring, vectors
 from pawwake.memory.runtime import ensure_tokenizer
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class _Semantic:
     backend: str
 
 
-async def search_memories(app: web.Application, query: str, *, limit: int = 10,
+async def search_memories(services: Services, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
                           settings: Mapping[str, Any] | None = None,
                           touch: bool = True) -> SearchOutcome:
@@ -90,13 +91,13 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     are fetched. ``touch=False`` leaves ``last_accessed`` to the caller (see ``touch_results``),
     so a chat request does not wait for that write.
     """
-    database = app[keys.DATABASE]
+    database = services.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
-    settings = settings if settings is not None else await app[keys.CONFIG].fresh()
+    settings = settings if settings is not None else await services.config.fresh()
     limit = max(1, min(MAX_LIMIT, int(limit)))
     exclude = sorted({int(i) for i in exclude_ids})
-    await ensure_tokenizer(app)
+    await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
     clock = _Clock()
     keywords = await offload.query_keywords(query)
     clock.lap("tokenise")
@@ -107,16 +108,16 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                 else scoring.KEYWORD_ONLY)
     (semantic, warning), (rows, term_weights) = await asyncio.gather(
-        _query_vector(app, settings, embedding_text(query, keywords), clock.laps),
+        _query_vector(services, settings, embedding_text(query, keywords), clock.laps),
         clock.timed("keyword_fetch", _keyword_candidates(
-            app, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
+            services, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
     clock.lap("retrieve")
 
     cosines: dict[int, float] = {}
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
-        store = app[keys.VECTORS]
+        store = services.vectors
         neighbours, cosines = await asyncio.gather(
             store.nearest(database, settings, semantic.provenance, semantic.query,
                           k=fusion.NEIGHBOURHOOD, exclude=exclude),
@@ -136,7 +137,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
                      floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
     clock.lap("scoring")
     if touch:
-        await touch_results(app, results)
+        await touch_results(services, results)
         clock.lap("touch")
     log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
@@ -163,22 +164,22 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                   for row in rows if row["id"] in cosines}, hood
 
 
-async def touch_results(app: web.Application, results: Sequence[SearchResult]) -> None:
+async def touch_results(services: Services, results: Sequence[SearchResult]) -> None:
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
-    database = connected_database(app)
+    database = connected_database(services.database)
     if database is not None and results:
         await search_db.touch_accessed(database.pool, [r.id for r in results],
                                        TOUCH_GRANULARITY_SECONDS)
 
 
-async def _keyword_candidates(app: web.Application, database: Database, keywords: list[str],
+async def _keyword_candidates(services: Services, database: Database, keywords: list[str],
                               exclude: list[int], pool_size: int, weights: scoring.Weights,
                               now: datetime, today: date
                               ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The best keyword rows and the IDF weight of every query keyword."""
     if not keywords:
         return [], {}
-    plan = await app[keys.TERM_STATS].plan(database.pool, keywords)
+    plan = await services.term_stats.plan(database.pool, keywords)
     rows = await search_db.ranked_candidates(
         database.pool, collection=None if plan.exact_size else plan.collection,
         gather=plan.gather,
@@ -232,7 +233,7 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
     return results
 
 
-async def _query_vector(app: web.Application, settings: Mapping[str, Any], query: str,
+async def _query_vector(services: Services, settings: Mapping[str, Any], query: str,
                         timings: dict[str, float] | None = None
                         ) -> tuple[_Semantic | None, str | None]:
     """The query's vector when semantic search is possible, else the reason it is not (no
@@ -241,9 +242,9 @@ async def _query_vector(app: web.Application, settings: Mapping[str, Any], query
         return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
     if nothing_to_search(query):
         return None, None
-    database = app[keys.DATABASE]
+    database = services.database
     assert database is not None
-    embedder = app[keys.EMBEDDER]
+    embedder = services.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
@@ -274,7 +275,7 @@ async def _query_vector(app: web.Application, settings: Mapping[str, Any], query
             f" ({provenance.dim} dims) is configured; keywords only until the vectors are"
             " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild).")
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     app[keys.VECTORS].backend(settings, database, provenance)), None
+                     services.vectors.backend(settings, database, provenance)), None
 
 
 class _Clock:

@@ -32,6 +32,7 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.merge import DetailedConflict, MergeRequest
 from pawwake.routes.memories import Handler, error, memory_errors, memory_id, read_json
+from pawwake.services import services_of
 
 MERGE_FIELDS = ("source_ids", "content", "title", "importance", "layer", "draft_id",
                 "expected", "confirm_core")
@@ -68,14 +69,13 @@ async def start(request: web.Request) -> web.Response:
         if len(ids) < 2:
             raise FieldError("ids", "Select at least 2 memories to consolidate.",
                              "too_few_memories")
-        started = await consolidate.start_selection(request.app, ids)
+        started = await consolidate.start_selection(services_of(request), ids)
     elif "date_from" in body or "date_to" in body:
         reject_unknown(body, ("date_from", "date_to"))
         for name in ("date_from", "date_to"):
             if body.get(name) is None:
                 raise FieldError(name, f"'{name}' is required (YYYY-MM-DD).", "missing_field")
-        started = await consolidate.start_range(
-            request.app, parse_event_date(body["date_from"], "date_from"),
+        started = await consolidate.start_range(services_of(request), parse_event_date(body["date_from"], "date_from"),
             parse_event_date(body["date_to"], "date_to"))
     else:
         reject_unknown(body, ("ids", "date_from", "date_to"))
@@ -88,13 +88,13 @@ async def start(request: web.Request) -> web.Response:
 @memory_errors
 async def status(request: web.Request) -> web.Response:
     job_id = parse_query_int(request.query.get("job_id"), "job_id", None, 1, 2 ** 63 - 1)
-    return web.json_response(await consolidate.status(request.app, job_id))
+    return web.json_response(await consolidate.status(services_of(request), job_id))
 
 
 @memory_errors
 @with_details
 async def cancel(request: web.Request) -> web.Response:
-    return web.json_response(await consolidate.cancel(request.app))
+    return web.json_response(await consolidate.cancel(services_of(request)))
 
 
 def parse_merge(body: Any) -> MergeRequest:
@@ -134,18 +134,18 @@ async def merge_memories(request: web.Request) -> web.Response:
     """Confirm a draft (``draft_id``, fields optional: the draft's are used) or merge chosen
     memories (``source_ids`` and ``content`` required). 201 with the new memory."""
     wanted = parse_merge(await read_json(request))
-    return web.json_response(await merge.merge_memories(request.app, wanted), status=201)
+    return web.json_response(await merge.merge_memories(services_of(request), wanted), status=201)
 
 
 @memory_errors
 @with_details
 async def revert(request: web.Request) -> web.Response:
-    return web.json_response(await merge.revert_merge(request.app, memory_id(request)))
+    return web.json_response(await merge.revert_merge(services_of(request), memory_id(request)))
 
 
 @memory_errors
 async def sources(request: web.Request) -> web.Response:
-    return web.json_response(await merge.sources_of(request.app, memory_id(request)))
+    return web.json_response(await merge.sources_of(services_of(request), memory_id(request)))
 
 
 @memory_errors
@@ -153,7 +153,7 @@ async def core_candidates(request: web.Request) -> web.Response:
     limit = parse_query_int(request.query.get("limit"), "limit", merge.CANDIDATE_LIMIT, 1,
                             merge.CANDIDATE_LIMIT)
     assert limit is not None
-    candidates = await merge.core_candidates(request.app, limit)
+    candidates = await merge.core_candidates(services_of(request), limit)
     return web.json_response({"candidates": candidates, "count": len(candidates)})
 
 

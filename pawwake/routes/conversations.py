@@ -6,12 +6,12 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.service_errors import guarded, json_body, read_json, read_object
+from pawwake.services import services_of
 
 
 def _session_ids(body: dict[str, Any], key: str) -> list[str]:
@@ -63,8 +63,7 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
     query = request.query.get("q", "").strip()
     if len(query) > 500:
         raise Invalid("query_too_long", "q is limited to 500 characters.")
-    page = await service.list_conversations(
-        request.app, query=query, trash=_flag(request, "trash"),
+    page = await service.list_conversations(services_of(request), query=query, trash=_flag(request, "trash"),
         limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
         offset=_int(request, "offset", 0, 0, 10_000_000))
     return json_body(page)
@@ -73,7 +72,7 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
 @guarded("Conversations")
 async def session_messages(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
-    rows = await service.session_messages(request.app, session_id,
+    rows = await service.session_messages(services_of(request), session_id,
                                           include_deleted=_flag(request, "include_deleted"))
     return json_body({"session_id": session_id, "messages": [_message(r) for r in rows]})
 
@@ -84,19 +83,19 @@ async def edit_message(request: web.Request) -> web.StreamResponse:
     body = await read_object(request)
     if set(body) != {"content"}:
         raise Invalid("invalid_body", "Send {\"content\": \"...\"}.")
-    row = await service.edit_message(request.app, message_id, service.content_of(body["content"]))
+    row = await service.edit_message(services_of(request), message_id, service.content_of(body["content"]))
     return json_body(_message(row))
 
 
 @guarded("Conversations")
 async def delete_message(request: web.Request) -> web.StreamResponse:
-    row = await service.set_message_deleted(request.app, _message_id(request), True)
+    row = await service.set_message_deleted(services_of(request), _message_id(request), True)
     return json_body(_message(row))
 
 
 @guarded("Conversations")
 async def restore_message(request: web.Request) -> web.StreamResponse:
-    row = await service.set_message_deleted(request.app, _message_id(request), False)
+    row = await service.set_message_deleted(services_of(request), _message_id(request), False)
     return json_body(_message(row))
 
 
@@ -104,16 +103,16 @@ async def restore_message(request: web.Request) -> web.StreamResponse:
 async def delete_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
     if _flag(request, "permanent"):
-        counts = await service.purge_session(request.app, session_id)
+        counts = await service.purge_session(services_of(request), session_id)
         return json_body({"session_id": session_id, "permanent": True, **counts})
-    trashed = await service.trash_session(request.app, session_id)
+    trashed = await service.trash_session(services_of(request), session_id)
     return json_body({"session_id": session_id, "permanent": False, "messages": trashed})
 
 
 @guarded("Conversations")
 async def restore_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
-    restored = await service.restore_session(request.app, session_id)
+    restored = await service.restore_session(services_of(request), session_id)
     return json_body({"session_id": session_id, "messages": restored})
 
 
@@ -124,7 +123,7 @@ async def batch_delete(request: web.Request) -> web.StreamResponse:
     permanent = body.get("permanent", False)
     if not isinstance(permanent, bool):
         raise Invalid("invalid_permanent", "permanent must be true or false.")
-    return json_body(await service.batch_delete(request.app, ids, permanent=permanent))
+    return json_body(await service.batch_delete(services_of(request), ids, permanent=permanent))
 
 
 @guarded("Conversations")
@@ -132,19 +131,19 @@ async def merge_sessions(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"source_ids", "target_id"})
     sources = _session_ids(body, "source_ids")
     target = service.session_id_of(body.get("target_id"), "target_id")
-    return json_body(await service.merge_sessions(request.app, sources, target))
+    return json_body(await service.merge_sessions(services_of(request), sources, target))
 
 
 @guarded("Conversations")
 async def import_conversations(request: web.Request) -> web.StreamResponse:
-    result = await service.import_conversations(request.app, await read_json(request))
+    result = await service.import_conversations(services_of(request), await read_json(request))
     return json_body(result, status=201 if result["imported"] else 200)
 
 
 @guarded("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
-    sessions = await service.export_conversations(request.app)
-    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
+    sessions = await service.export_conversations(services_of(request))
+    stamp = file_stamp(zone_of(services_of(request).config.current()))
     response = json_body(sessions)
     response.headers["Content-Disposition"] = (
         f'attachment; filename="pawwake-conversations-{stamp}.json"')

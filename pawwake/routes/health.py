@@ -4,26 +4,26 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pawwake import __version__, keys
-from pawwake.chat.turn_spool import spool_status
+from pawwake import __version__
 from pawwake.database import connected_database, database_state
+from pawwake.services import services_of
 
 
 async def health(request: web.Request) -> web.Response:
-    settings = await request.app[keys.CONFIG].fresh()
-    state = database_state(request.app)
-    database = connected_database(request.app)
+    settings = await services_of(request).config.fresh()
+    state = database_state(services_of(request).database)
+    database = connected_database(services_of(request).database)
     return web.json_response({
         "status": "running",
         "name": "Pawwake",
         "version": __version__,
         "database": state,
-        "database_kind": request.app[keys.DATABASE].kind if state != "disabled" else None,
+        "database_kind": services_of(request).database.kind if state != "disabled" else None,
         "vectors": ("pgvector" if database.pgvector else "numpy") if database else None,
         "memory": bool(database and settings.MEMORY_ENABLED),
         "partition": bool(database and settings.CACHE_PARTITION_ENABLED),
         "recall": bool(database and settings.CONVERSATION_RECALL_ENABLED),
-        "turn_spool": spool_status(request.app),
+        "turn_spool": services_of(request).turn_spool.status(),
     })
 
 

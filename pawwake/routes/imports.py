@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from pawwake import keys
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, seed, text_import
 from pawwake.memory.fields import (
@@ -19,6 +18,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import error, memory_errors, read_json
+from pawwake.services import services_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -69,14 +69,14 @@ async def import_text(request: web.Request) -> web.Response:
         skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
-    report = await text_import.import_text(request.app, text, skip_scoring=skip)
+    report = await text_import.import_text(services_of(request), text, skip_scoring=skip)
     return web.json_response(report)
 
 
 @memory_errors
 async def export(request: web.Request) -> web.Response:
-    document = await backup.export_backup(request.app)
-    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
+    document = await backup.export_backup(services_of(request))
+    stamp = file_stamp(zone_of(services_of(request).config.current()))
     return web.json_response(document, dumps=_dumps, headers={
         "Content-Disposition": f'attachment; filename="pawwake-memories-{stamp}.json"'})
 
@@ -87,7 +87,7 @@ def _dumps(value: Any) -> str:
 
 @memory_errors
 async def repair_links(request: web.Request) -> web.Response:
-    return web.json_response(await backup.repair_links(request.app))
+    return web.json_response(await backup.repair_links(services_of(request)))
 
 
 @memory_errors
@@ -106,14 +106,14 @@ async def import_backup(request: web.Request) -> web.Response:
             raise FieldError("file", "The file is not valid JSON.", "invalid_json") from None
     else:
         data = await read_json(request, max_bytes=None)
-    report = await backup.import_backup(request.app, data, dry_run=dry_run)
+    report = await backup.import_backup(services_of(request), data, dry_run=dry_run)
     return web.json_response(report)
 
 
 @memory_errors
 async def seed_memories(request: web.Request) -> web.Response:
     try:
-        report = await seed.import_seed(request.app)
+        report = await seed.import_seed(services_of(request))
     except seed.NoSeedFile as exc:
         return error(404, "seed_file_not_found", str(exc))
     return web.json_response(report)

@@ -7,12 +7,12 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat import conversation_index
 from pawwake.chat.ingest import TurnInvalid, ingest_turn, parse_turn
 from pawwake.chat.recall import search_fragments
 from pawwake.errors import api_error
 from pawwake.routes.body_limit import BodyTooLarge, read_bounded
+from pawwake.services import services_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_QUERY_CHARS = 2000
@@ -49,7 +49,7 @@ async def _read_json(request: web.Request) -> Any:
 
 async def post_turn(request: web.Request) -> web.Response:
     app = request.app
-    if app[keys.DATABASE] is None:
+    if services_of(app).database is None:
         return _no_database()
     try:
         turn = parse_turn(await _read_json(request))
@@ -58,7 +58,7 @@ async def post_turn(request: web.Request) -> web.Response:
                          f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
     except TurnInvalid as exc:
         return api_error(400, exc.code, str(exc))
-    result = await ingest_turn(app, turn)
+    result = await ingest_turn(services_of(app), turn)
     body = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":
@@ -127,9 +127,9 @@ def parse_search(params: dict[str, Any], *, text: bool, query_name: str = "q"
 
 async def search(request: web.Request) -> web.Response:
     app = request.app
-    if app[keys.DATABASE] is None:
+    if services_of(app).database is None:
         return _no_database()
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return api_error(409, "conversation_recall_disabled",
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
@@ -147,7 +147,7 @@ async def search(request: web.Request) -> web.Response:
     except (BadSearch, TurnInvalid) as exc:
         return api_error(400, exc.code, str(exc))
     query = options.pop("query")
-    outcome = await search_fragments(app, query, settings=settings, **options)
+    outcome = await search_fragments(services_of(app), query, settings=settings, **options)
     return web.json_response({
         "query": query,
         "mode": outcome.mode,
@@ -160,23 +160,23 @@ async def search(request: web.Request) -> web.Response:
 
 
 async def embedding_status(request: web.Request) -> web.Response:
-    if request.app[keys.DATABASE] is None:
+    if services_of(request).database is None:
         return _no_database()
-    return web.json_response(await conversation_index.index_status(request.app))
+    return web.json_response(await conversation_index.index_status(services_of(request)))
 
 
 async def rebuild_search(request: web.Request) -> web.Response:
     """Index every message that lacks terms, then wake the vector job."""
     app = request.app
-    if app[keys.DATABASE] is None:
+    if services_of(app).database is None:
         return _no_database()
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return api_error(409, "conversation_recall_disabled",
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
-    indexed = await conversation_index.index_pending(app)
-    await conversation_index.request_embedding(app)
-    status = await conversation_index.index_status(app)
+    indexed = await conversation_index.index_pending(services_of(app))
+    await conversation_index.request_embedding(services_of(app))
+    status = await conversation_index.index_status(services_of(app))
     return web.json_response({"indexed": indexed, **status}, status=202)
 
 

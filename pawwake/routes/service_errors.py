@@ -10,10 +10,10 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.conversations import Invalid
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.errors import api_error
+from pawwake.services import services_of
 from pawwake.settings import SettingError
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
@@ -28,7 +28,7 @@ def guarded(feature: str, *, setting_error_code: str = "invalid_setting"
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def wrapper(request: web.Request) -> web.StreamResponse:
-            if request.app[keys.DATABASE] is None:
+            if services_of(request).database is None:
                 return api_error(503, "database_unavailable",
                                  f"{feature} need the database (DATABASE_ENABLED=false).")
             try:

@@ -6,9 +6,9 @@ import logging
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.errors import api_error
 from pawwake.llm.models import ModelCatalog, ModelsUnavailable
+from pawwake.services import services_of
 from pawwake.settings import GROUPS, SettingError
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 async def get_settings(request: web.Request) -> web.Response:
     """Every setting with its value in force now; secrets masked."""
-    config = request.app[keys.CONFIG]
+    config = services_of(request).config
     await config.fresh()
     return web.json_response({"settings": config.public_view(), "groups": list(GROUPS)})
 
@@ -33,7 +33,7 @@ async def put_settings(request: web.Request) -> web.Response:
     if not isinstance(changes, dict):
         return api_error(400, "invalid_body",
                          "Send a JSON object of setting names to new values.")
-    config = request.app[keys.CONFIG]
+    config = services_of(request).config
     await config.fresh()
     try:
         applied = sorted(config.validate(changes))
@@ -47,16 +47,16 @@ async def put_settings(request: web.Request) -> web.Response:
 
 async def get_models(request: web.Request) -> web.Response:
     """The models the configured provider offers (cached for a few minutes)."""
-    settings = await request.app[keys.CONFIG].fresh()
+    settings = await services_of(request).config.fresh()
     try:
-        models = await request.app[keys.MODELS].list_for(request.app[keys.HTTP], settings)
+        models = await services_of(request).models.list_for(services_of(request).http, settings)
     except ModelsUnavailable as exc:
         return api_error(502, "models_unavailable", f"Could not list models: {exc}")
     return web.json_response(models.as_json())
 
 
 def setup(app: web.Application) -> None:
-    app[keys.MODELS] = ModelCatalog()
+    services_of(app).models = ModelCatalog()
     app.router.add_get("/api/settings", get_settings, name="api_settings")
     app.router.add_put("/api/settings", put_settings, name="api_settings_put")
     app.router.add_get("/api/models", get_models, name="api_models")

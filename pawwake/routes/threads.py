@@ -8,6 +8,7 @@ from aiohttp import web
 from pawwake.chat import threads as service
 from pawwake.chat.threads import session_id_of
 from pawwake.routes.service_errors import guarded, json_body, read_object
+from pawwake.services import services_of
 
 
 def _query_thread(request: web.Request) -> str:
@@ -16,18 +17,18 @@ def _query_thread(request: web.Request) -> str:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def status(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.status(request.app))
+    return json_body(await service.status(services_of(request)))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def list_threads(request: web.Request) -> web.StreamResponse:
-    return json_body({"threads": await service.list_threads(request.app)})
+    return json_body({"threads": await service.list_threads(services_of(request))})
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def switch(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"thread_id"})
-    thread_id = await service.switch(request.app, session_id_of(body.get("thread_id"),
+    thread_id = await service.switch(services_of(request), session_id_of(body.get("thread_id"),
                                                                 "thread_id"))
     return json_body({"active_thread": thread_id})
 
@@ -39,7 +40,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     source = body.get("inherit_summary_from")
     if source is not None:
         source = session_id_of(source, "inherit_summary_from")
-    return json_body(await service.create(request.app, thread_id, source), status=201)
+    return json_body(await service.create(services_of(request), thread_id, source), status=201)
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
@@ -47,17 +48,17 @@ async def rename(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"old_id", "new_id"})
     old_id = session_id_of(body.get("old_id"), "old_id")
     new_id = session_id_of(body.get("new_id"), "new_id")
-    return json_body(await service.rename(request.app, old_id, new_id))
+    return json_body(await service.rename(services_of(request), old_id, new_id))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def delete(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.delete(request.app, request.match_info["thread_id"]))
+    return json_body(await service.delete(services_of(request), request.match_info["thread_id"]))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def get_summary(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.get_summary(request.app, _query_thread(request)))
+    return json_body(await service.get_summary(services_of(request), _query_thread(request)))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
@@ -65,12 +66,12 @@ async def put_summary(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"thread_id", "summary"})
     thread_id = session_id_of(body.get("thread_id"), "thread_id")
     summary = service.summary_text(body.get("summary"))
-    return json_body(await service.put_summary(request.app, thread_id, summary))
+    return json_body(await service.put_summary(services_of(request), thread_id, summary))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def clear_summary(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.clear_summary(request.app, _query_thread(request)))
+    return json_body(await service.clear_summary(services_of(request), _query_thread(request)))
 
 
 def setup(app: web.Application) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.conversations import Invalid
 from pawwake.dashboard.i18n import request_language, translate
@@ -21,6 +20,7 @@ from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
 from pawwake.db.turn_injections import injections_of
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def _list_url(request: web.Request, *, trash: bool, **extra: str) -> str:
 async def _render_list(request: web.Request, *, query: str, trash: bool, page: int,
                        values: MultiMapping[str], status: int = 200) -> web.Response:
     lang = request_language(request)
-    result = await service.list_conversations(gateway(request), query=query, trash=trash,
+    result = await service.list_conversations(services_of(request), query=query, trash=trash,
                                               limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     pages = max(1, -(-result["total"] // PAGE_SIZE))
     rows = [{**item, "number": (page - 1) * PAGE_SIZE + i}
@@ -89,8 +89,8 @@ async def view_session(request: web.Request) -> web.Response:
     """One session's messages, deleted ones included (they can be restored here)."""
     lang = request_language(request)
     session_id = service.session_id_of(request.query.get("session"), "session")
-    rows = await service.session_messages(gateway(request), session_id, include_deleted=True)
-    database = gateway(request)[keys.DATABASE]
+    rows = await service.session_messages(services_of(request), session_id, include_deleted=True)
+    database = services_of(request).database
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
     injected = await injections_of(database.pool, replies) if database else {}
     messages = [{**row, "number": number, "role_key": ROLE_KEYS[row["role"]],
@@ -122,10 +122,10 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         if not isinstance(content, str) or not content.strip():
             return render_error(request, 400, translate(request_language(request),
                                                         "conv.error_empty"))
-        await service.edit_message(app, message_id, service.content_of(content))
+        await service.edit_message(services_of(app), message_id, service.content_of(content))
         done = "edited"
     elif action in ("delete", "restore"):
-        await service.set_message_deleted(app, message_id, action == "delete")
+        await service.set_message_deleted(services_of(app), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
         raise Invalid("invalid_action", "Unknown action.")
@@ -140,10 +140,10 @@ async def session_action(request: web.Request) -> web.StreamResponse:
     session_id = service.session_id_of(form.get("session"), "session")
     action = form.get("action")
     if action == "trash":
-        count = await service.trash_session(app, session_id)
+        count = await service.trash_session(services_of(app), session_id)
         raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
     if action == "restore":
-        count = await service.restore_session(app, session_id)
+        count = await service.restore_session(services_of(app), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
     raise Invalid("invalid_action", "Unknown action.")
@@ -164,16 +164,16 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
             return render_error(request, 400, translate(lang, "conv.error_merge"))
-        merged = await service.merge_sessions(app, selected, str(target))
+        merged = await service.merge_sessions(services_of(app), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
             count=str(merged["moved"]["messages"])))
     if action == "restore":
-        count = await service.restore_sessions(app, selected)
+        count = await service.restore_sessions(services_of(app), selected)
         raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
                                          count=str(count)))
     if action in ("trash", "purge"):
-        result = await service.batch_delete(app, selected, permanent=action == "purge")
+        result = await service.batch_delete(services_of(app), selected, permanent=action == "purge")
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))

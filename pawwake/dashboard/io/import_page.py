@@ -10,13 +10,13 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import backup, text_import
 from pawwake.memory.backup_format import BackupInvalid
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.store import MemoryConflict
+from pawwake.services import services_of
 from pawwake.text.json_input import parse_json
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ async def import_text(request: web.Request) -> web.Response:
         return _answer(request, text_card=_card(error=translate(lang, "import.text_empty"),
                                                 skip_scoring=skip), status=400)
     try:
-        report = await text_import.import_text(gateway(request), text, skip_scoring=skip)
+        report = await text_import.import_text(services_of(request), text, skip_scoring=skip)
     except text_import.LineTooLong as exc:
         return _answer(request, text_card=_card(error=translate(
             lang, "import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS),
@@ -145,7 +145,7 @@ async def backup_step(request: web.Request) -> web.Response:
     try:
         raw = _uploaded_text(form, "file", "backup")
         data = _parse_backup(raw)
-        report = await backup.import_backup(gateway(request), data, dry_run=step == "preview")
+        report = await backup.import_backup(services_of(request), data, dry_run=step == "preview")
     except UploadError as exc:
         return _answer(request, backup_card=_card(error=translate(lang, exc.key)), status=400)
     except BackupInvalid as exc:

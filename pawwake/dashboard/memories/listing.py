@@ -15,7 +15,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.backfill import backfill_context
 from pawwake.dashboard.memories.consolidation_context import consolidation_context
@@ -37,6 +36,7 @@ from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import MAX_LIMIT, search_memories
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +99,11 @@ def message(kind: str, text: str) -> dict[str, str]:
 
 async def _search_rows(app: web.Application, view: View, zone: Any
                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     if view.mode == "keyword":
         settings = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
     limit = SEARCH_LIMIT if view.layer is None else MAX_LIMIT
-    outcome = await search_memories(app, view.q, limit=limit, settings=settings)
+    outcome = await search_memories(services_of(app), view.q, limit=limit, settings=settings)
     results = [r for r in outcome.results
                if view.layer is None or int(r.memory["layer"]) == view.layer][:SEARCH_LIMIT]
     rows = [row_view(r.memory, number, zone, score=r.score, parts=r.parts,
@@ -137,9 +137,9 @@ async def region_context(request: web.Request, view: View, *,
                          report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the list region needs for ``view``: tabs with counts, rows, pager, search."""
     app = gateway(request)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     zone = zone_of(settings)
-    stats = await store.layer_stats(app)
+    stats = await store.layer_stats(services_of(app))
     counts = layer_counts(stats, view.status)
     search = None
     if view.searching:
@@ -151,8 +151,7 @@ async def region_context(request: web.Request, view: View, *,
         pages = page_count(total)
         if view.page > pages:
             view = replace(view, page=pages)
-        memories, total = await store.list_memories(
-            app, active=view.active, layer=view.layer, limit=PAGE_SIZE,
+        memories, total = await store.list_memories(services_of(app), active=view.active, layer=view.layer, limit=PAGE_SIZE,
             offset=(view.page - 1) * PAGE_SIZE)
         first = (view.page - 1) * PAGE_SIZE + 1
         rows = [row_view(m, first + i, zone) for i, m in enumerate(memories)]
@@ -212,7 +211,7 @@ def edit_state(row: Mapping[str, Any], values: Mapping[str, Any] | None = None,
 
 async def versions_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
     """The version chain of a row, oldest first, and which member an undo would act on."""
-    chain = await store.versions(app, memory_id)
+    chain = await store.versions(services_of(app), memory_id)
     current = [m for m in chain if m["superseded_by"] is None and m["is_active"]]
     current_id = current[-1]["id"] if current else None
     replaced_ids = {m["superseded_by"] for m in chain if m["superseded_by"] is not None}

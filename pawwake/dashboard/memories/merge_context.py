@@ -7,10 +7,10 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.memories.view import gateway, row_view, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import merge
+from pawwake.services import services_of
 
 # Why a revert cannot run now; each has a message in the catalog ("revert.<code>").
 REVERT_BLOCKERS = ("not_merged", "source_missing", "merged_again", "source_merged_elsewhere",
@@ -25,7 +25,7 @@ def blocker_key(code: str | None) -> str | None:
 
 async def sources_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
     """The sources of a merged memory, oldest first, and whether a revert would work now."""
-    found = await merge.sources_of(app, memory_id)
+    found = await merge.sources_of(services_of(app), memory_id)
     sources = []
     for number, source in enumerate(found["sources"], 1):
         item = row_view(source, number, zone)
@@ -52,10 +52,10 @@ async def candidates_context(request: web.Request, *, notice: dict[str, str] | N
     """Events that look like core memories (never promoted by themselves), with reasons."""
     app = gateway(request)
     try:
-        found = await merge.core_candidates(app)
+        found = await merge.core_candidates(services_of(app))
     except DatabaseUnavailable:
         return {"available": False, "entries": [], "notice": notice}
-    zone = zone_of(await app[keys.CONFIG].fresh())
+    zone = zone_of(await services_of(app).config.fresh())
     items = []
     for number, candidate in enumerate(found, 1):
         item = row_view(candidate, number, zone)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from yarl import URL
 
-from pawwake import __version__, job_admin, keys
-from pawwake.chat.turn_spool import spool_status
+from pawwake import __version__, job_admin
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
@@ -14,14 +13,15 @@ from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
+from pawwake.services import services_of
 
 
 async def status(request: web.Request) -> web.Response:
-    settings = await request.config_dict[keys.CONFIG].fresh()
+    settings = await services_of(request).config.fresh()
     app = gateway(request)
-    database = app[keys.DATABASE]
-    state = database_state(app)
-    on = connected_database(app) is not None
+    database = services_of(app).database
+    state = database_state(services_of(request).database)
+    on = connected_database(services_of(request).database) is not None
     context = {
         "version": __version__,
         "database": database.kind if database is not None else "disabled",
@@ -38,7 +38,7 @@ async def status(request: web.Request) -> web.Response:
         "default_model": settings.DEFAULT_MODEL,
         "gateway_key_set": bool(settings.GATEWAY_SECRET),
         "counts": None,
-        "turn_spool": spool_status(request.config_dict),
+        "turn_spool": services_of(request).turn_spool.status(),
     }
     context["jobs"] = None
     if on and state == "ready":
@@ -46,7 +46,7 @@ async def status(request: web.Request) -> web.Response:
             context["counts"] = await dashboard_counts(database.pool)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
-            context["jobs"] = await job_admin.health(app)
+            context["jobs"] = await job_admin.health(services_of(app))
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"

@@ -18,6 +18,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import Conflict
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +38,15 @@ async def threads_page(request: web.Request) -> web.Response:
     active one)."""
     app = gateway(request)
     lang = request_language(request)
-    status = await service.status(app)
+    status = await service.status(services_of(app))
     if not status["enabled"]:
         # Off: no thread is continued, so there is nothing to switch, delete or edit; every
         # stored session would show up as a "thread". The page explains instead.
         return render(request, TEMPLATE, {"status": status, "threads": [], "summary": None,
                                           "progress": 0, "progress_max": 0, "notice": None})
-    threads = await service.list_threads(app)
+    threads = await service.list_threads(services_of(app))
     wanted = request.query.get("summary") or status["active_thread"]
-    summary = await service.get_summary(app, session_id_of(wanted, "summary"))
+    summary = await service.get_summary(services_of(app), session_id_of(wanted, "summary"))
     x2 = 2 * status["x"]
     key = NOTICES.get(request.query.get("done", ""))
     return render(request, TEMPLATE, {
@@ -57,26 +58,26 @@ async def threads_page(request: web.Request) -> web.Response:
 async def _apply(app: web.Application, action: str, form: Mapping[str, Any]) -> dict[str, str]:
     """Run one form action; returns the query of the page to come back to."""
     if action == "switch":
-        await service.switch(app, session_id_of(form.get("thread"), "thread"))
+        await service.switch(services_of(app), session_id_of(form.get("thread"), "thread"))
         return {"done": "switched"}
     if action == "delete":
-        await service.delete(app, session_id_of(form.get("thread"), "thread"))
+        await service.delete(services_of(app), session_id_of(form.get("thread"), "thread"))
         return {"done": "deleted"}
     if action == "create":
         source = form.get("inherit") or None
-        await service.create(app, session_id_of(form.get("thread"), "thread"),
+        await service.create(services_of(app), session_id_of(form.get("thread"), "thread"),
                              session_id_of(source, "inherit") if source else None)
         return {"done": "created"}
     if action == "rename":
-        await service.rename(app, session_id_of(form.get("thread"), "thread"),
+        await service.rename(services_of(app), session_id_of(form.get("thread"), "thread"),
                              session_id_of(form.get("new_id"), "new_id"))
         return {"done": "renamed"}
     if action in ("summary_save", "summary_clear"):
         thread = session_id_of(form.get("thread"), "thread")
         if action == "summary_save":
-            await service.put_summary(app, thread, service.summary_text(form.get("summary")))
+            await service.put_summary(services_of(app), thread, service.summary_text(form.get("summary")))
             return {"done": "summary_saved", "summary": thread}
-        await service.clear_summary(app, thread)
+        await service.clear_summary(services_of(app), thread)
         return {"done": "summary_cleared", "summary": thread}
     raise Invalid("invalid_action", "Unknown action.")
 

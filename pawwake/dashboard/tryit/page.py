@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.partition_step import active_thread
 from pawwake.chat.pipeline import ChatRejected
@@ -25,6 +24,7 @@ from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import base_context, render
 from pawwake.dashboard.service_calls import gateway
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,10 @@ def panel_context(prepared: Any) -> dict[str, Any]:
 
 async def _page_context(request: web.Request) -> dict[str, Any]:
     app = gateway(request)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     sessions: list[str] = []
-    if app[keys.DATABASE] is not None:
-        listed = await service.list_conversations(app, limit=RECENT_SESSIONS)
+    if services_of(app).database is not None:
+        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS)
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
     return {"sessions": sessions, "default_model": settings.DEFAULT_MODEL,

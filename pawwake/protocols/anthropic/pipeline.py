@@ -31,6 +31,7 @@ from pawwake.memory.inject import memory_step
 from pawwake.protocols.anthropic.partition import messages_partition_step
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
+from pawwake.services import services_of
 
 
 @dataclass
@@ -84,7 +85,7 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
         body=upstream, client_messages=view,
         session_id=messages_session_id(headers, body, view), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at,
+        persist=services_of(app).database is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)

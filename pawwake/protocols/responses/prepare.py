@@ -28,6 +28,7 @@ from pawwake.chat.pipeline import (
 )
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
+from pawwake.services import services_of
 
 PROTOCOL = "responses"
 
@@ -73,7 +74,7 @@ async def prepare_responses(app: web.Application, settings: Any, headers: Mappin
         body={**body, "model": model}, client_messages=messages,
         session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
+        persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
