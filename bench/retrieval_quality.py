@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_search import memory_app
 
-from pawwake import keys
-from pawwake.memory import fusion
+from pawwake.search import fusion
+from pawwake.services import services_of
 from tests import retrieval_devset as devset_mod
 
 log = logging.getLogger("bench")
@@ -40,11 +40,11 @@ async def main(overrides: dict[str, object]) -> None:
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
               ) -> None:
-    from pawwake.memory.runtime import ensure_tokenizer
+    from pawwake.memory.resources import ensure_tokenizer
 
     await ensure_tokenizer(app)
     vectors = devset_mod.embed(devset)
-    base = app[keys.CONFIG].current().with_values(overrides)
+    base = services_of(app).config.current().with_values(overrides)
     ids = await devset_mod.fill(app, devset, vectors, base)
     log.info("%s", devset_mod.table("semantic-only (model alone)",
                                     devset_mod.semantic_only(devset, vectors)))

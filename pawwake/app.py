@@ -10,8 +10,8 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.auth import api_auth_middleware, warn_if_open
 from pawwake.chat.partition_step import partition_step
-from pawwake.chat.recall_inject import recall_step
-from pawwake.chat.recall_vectors import warming_message_vectors
+from pawwake.chat.recall.inject import recall_step
+from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.chat.turn_spool import open_turn_spool
 from pawwake.chat.turns import spooled_turn_writer
 from pawwake.cors import cors_preflight_middleware, setup_cors
@@ -21,7 +21,7 @@ from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
 from pawwake.memory.inject import memory_step
-from pawwake.memory.runtime import open_embedder
+from pawwake.memory.resources import open_embedder
 from pawwake.middlewares import error_middleware
 from pawwake.protocols.responses import route as responses_route
 from pawwake.routes import setup_routes

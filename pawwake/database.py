@@ -29,7 +29,7 @@ from pawwake.db.migrate import migrate
 from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, fetch_one
 
 if TYPE_CHECKING:
-    from pawwake.config import RuntimeConfig
+    from pawwake.live_settings import RuntimeConfig
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,12 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.jobs import Job
-from pawwake.memory import consolidate, embedding_jobs, embedding_worker, extract, reindex
-from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND
+from pawwake.memory import embedding_jobs, embedding_worker, reindex
+from pawwake.memory.consolidation import drafts as consolidate
+from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
+from pawwake.memory.extraction import job as extract
 from pawwake.services import Services
 
 HANDLERS: dict[str, Callable[[Services, Job], Awaitable[Any]]] = {

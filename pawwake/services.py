@@ -18,18 +18,18 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.chat.recall_vectors import MessageVectors
+from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
-from pawwake.config import RuntimeConfig
 from pawwake.database import Database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.jobs import JobRunner
+from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
-from pawwake.memory.term_stats import TermStats
 from pawwake.memory.vectors import VectorStore
+from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 

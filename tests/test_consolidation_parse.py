@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pawwake.memory import consolidate_parse as parse
-from pawwake.memory.consolidate_parse import AnswerUnreadable, CoverageError
+from pawwake.memory.consolidation import parse
+from pawwake.memory.consolidation.parse import AnswerUnreadable, CoverageError
 
 
 def row(memory_id: int, content: str, created: str, *, layer: int = 1, importance: int = 5,

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.chat.recall_inject import (
+from pawwake.chat.recall.inject import (
     format_retrieved_conversations,
     fragments_to_exclude,
     mark_fragments_seen,
 )
-from pawwake.chat.recall_rank import SessionHits, fragment_id, rank_sessions
+from pawwake.chat.recall.rank import SessionHits, fragment_id, rank_sessions
 from pawwake.db.pool import execute
-from pawwake.memory.fusion import Neighbourhood
+from pawwake.search.fusion import Neighbourhood
 from pawwake.services import services_of
 
 KEY = "recall-gateway-key-0123456789abcd"

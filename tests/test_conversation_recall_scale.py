@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.chat import recall_stats
+from pawwake.chat.recall import stats as recall_stats
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search

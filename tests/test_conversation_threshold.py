@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.chat.recall import conversation_threshold
+from pawwake.chat.recall.search import conversation_threshold
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS
 from pawwake.services import services_of
 from pawwake.settings import BY_NAME, Settings

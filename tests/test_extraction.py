@@ -11,8 +11,8 @@ import pytest
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import fetch_all, fetch_one, transaction
-from pawwake.memory.extract import EXTRACT_KIND, schedule_extraction
-from pawwake.memory.extract_parse import is_meta_talk, parse_answer
+from pawwake.memory.extraction.job import EXTRACT_KIND, schedule_extraction
+from pawwake.memory.extraction.parse import is_meta_talk, parse_answer
 from pawwake.services import services_of
 from pawwake.text import tokens
 from tests.fake_upstream import Reply, completion_body

@@ -2,7 +2,7 @@
 
 e5 gives even unrelated Chinese texts cosines around 0.8-0.86, and a paraphrase can sit
 below that, so no absolute cosine separates them: admission is by rank in the query's
-neighbourhood (``memory.fusion``) and the threshold is only a floor against noise. It must stay
+neighbourhood (``search.fusion``) and the threshold is only a floor against noise. It must stay
 below every paraphrase's cosine, and the neighbourhood must set the paraphrase apart where the
 raw cosine cannot. If the model or the floor changes, this fails and the default must be
 recalibrated.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, Embedder
-from pawwake.memory import fusion
+from pawwake.search import fusion
 from pawwake.settings import Settings
 from tests.memory_fixtures import KEYS, MEMORIES, UNRELATED_QUERIES
 

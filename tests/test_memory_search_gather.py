@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pawwake.db import memory_search as search_db
-from pawwake.memory.term_stats import TermStats
+from pawwake.search.term_stats import TermStats
 from pawwake.services import services_of
 from tests.memory_fixtures import insert_memory
 

@@ -10,7 +10,7 @@ import pytest
 
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.memory.search import search_memories
-from pawwake.memory.term_stats import EXACT_BELOW, GATHER_BUDGET, RECENT_WINDOW, TermStats
+from pawwake.search.term_stats import EXACT_BELOW, GATHER_BUDGET, RECENT_WINDOW, TermStats
 from pawwake.services import services_of
 from tests.memory_fixtures import insert_memory
 

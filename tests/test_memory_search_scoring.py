@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from pawwake.memory import fusion, scoring
+from pawwake.search import fusion, scoring
 from pawwake.settings import Settings
 from pawwake.text.tokens import idf_weight
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract import candidate_memories, similar_memory_ids
+from pawwake.memory.extraction.job import candidate_memories, similar_memory_ids
 from pawwake.memory.search import search_memories
 from pawwake.services import services_of
 from tests.memory_support import create

@@ -13,7 +13,7 @@ from bs4 import BeautifulSoup
 
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import fetch_all, transaction
-from pawwake.memory.extract import schedule_extraction
+from pawwake.memory.extraction.job import schedule_extraction
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_upstream import Reply, completion_body

@@ -13,7 +13,7 @@ from pawwake.db.pool import execute
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import search_memories
-from pawwake.memory.vector_index import VectorIndex, _Matrix, top_k
+from pawwake.search.vector_index import VectorIndex, _Matrix, top_k
 from pawwake.services import services_of
 from tests.memory_fixtures import insert_fixture, insert_memory
 

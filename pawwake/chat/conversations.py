@@ -11,7 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import transaction

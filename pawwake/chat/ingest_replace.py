@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat import conversation_index
+from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 
 if TYPE_CHECKING:

@@ -91,7 +91,7 @@ async def term_counts(pool: aiopg.Pool, terms: Sequence[str]) -> dict[str, int]:
 
 async def term_frequencies(pool: aiopg.Pool, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
     """(searchable messages, messages containing each term), counted exactly: the IDF
-    statistics of small collections (``recall_stats`` caches and estimates at scale)."""
+    statistics of small collections (``chat.recall.stats`` caches and estimates at scale)."""
     count, _ = await searchable_count(pool)
     return count, await term_counts(pool, terms)
 

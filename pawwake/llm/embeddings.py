@@ -41,7 +41,7 @@ from pawwake.text.tokens import bounded
 log = logging.getLogger(__name__)
 
 # Noise floor of a semantic candidate (raw cosine); admission itself is by rank within the
-# query's neighbourhood (memory.fusion). e5 puts unrelated texts at 0.7-0.86 and a paraphrase
+# query's neighbourhood (search.fusion). e5 puts unrelated texts at 0.7-0.86 and a paraphrase
 # can sit at 0.80; OpenAI-style models spread lower. Pinned by a test.
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.3, "local": 0.78}
 API_BATCH = 64

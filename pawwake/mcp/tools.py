@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.llm.embeddings import EmbeddingError

@@ -22,7 +22,7 @@ from pawwake.memory.backup_format import (
     validate_backup,
 )
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import MemoryConflict, pool_of
 
 if TYPE_CHECKING:

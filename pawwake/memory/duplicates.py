@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
-from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services

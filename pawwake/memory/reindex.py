@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
 from pawwake.jobs import Job
-from pawwake.memory import runtime  # runtime registers this job: import the module
+from pawwake.memory import resources as runtime  # runtime registers this job: import the module
 
 if TYPE_CHECKING:
     from pawwake.services import Services

@@ -32,8 +32,9 @@ from pawwake.llm.embeddings import (
     QueryEmbeddingTimeout,
     semantic_threshold,
 )
-from pawwake.memory import fusion, scoring, vectors
-from pawwake.memory.runtime import ensure_tokenizer
+from pawwake.memory import vectors
+from pawwake.memory.resources import ensure_tokenizer
+from pawwake.search import fusion, scoring
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 

@@ -17,7 +17,7 @@ from pawwake.db import memories as db
 from pawwake.db.pool import transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.fields import FieldError, parse_create
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
 from pawwake.memory.text_import import split_lines
 

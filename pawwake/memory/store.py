@@ -17,7 +17,7 @@ from pawwake.db import memories as db
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services

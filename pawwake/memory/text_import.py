@@ -16,9 +16,9 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract_parse import answer_excerpt
+from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import pool_of
 from pawwake.text.storable import storable_text
 

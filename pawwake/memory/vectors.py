@@ -21,7 +21,7 @@ from pawwake.database import Database
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import connection
 from pawwake.llm.embeddings import Provenance
-from pawwake.memory.vector_index import VectorIndex
+from pawwake.search.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
 

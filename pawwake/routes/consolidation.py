@@ -15,8 +15,10 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.memory import consolidate, merge
-from pawwake.memory.consolidate import SelectionRefused
+from pawwake.memory.consolidation import drafts as consolidate
+from pawwake.memory.consolidation import merge
+from pawwake.memory.consolidation.drafts import SelectionRefused
+from pawwake.memory.consolidation.merge import DetailedConflict, MergeRequest
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,
@@ -30,7 +32,6 @@ from pawwake.memory.fields import (
     reject_unknown,
     require_object,
 )
-from pawwake.memory.merge import DetailedConflict, MergeRequest
 from pawwake.routes.memories import Handler, error, memory_errors, memory_id, read_json
 from pawwake.services import services_of
 

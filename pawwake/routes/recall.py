@@ -7,9 +7,9 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.chat import conversation_index
 from pawwake.chat.ingest import TurnInvalid, ingest_turn, parse_turn
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall import index as conversation_index
+from pawwake.chat.recall.search import search_fragments
 from pawwake.errors import api_error
 from pawwake.routes.body_limit import BodyTooLarge, read_bounded
 from pawwake.services import services_of

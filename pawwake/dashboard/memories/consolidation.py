@@ -24,7 +24,9 @@ from pawwake.dashboard.memories.listing import (
 from pawwake.dashboard.memories.view import View, gateway, parse_view
 from pawwake.dashboard.render import is_htmx
 from pawwake.db.errors import NotFound
-from pawwake.memory import consolidate, merge
+from pawwake.memory.consolidation import drafts as consolidate
+from pawwake.memory.consolidation import merge
+from pawwake.memory.consolidation.merge import DetailedConflict, MergeRequest
 from pawwake.memory.fields import (
     FieldError,
     parse_content,
@@ -33,7 +35,6 @@ from pawwake.memory.fields import (
     parse_int,
     parse_title,
 )
-from pawwake.memory.merge import DetailedConflict, MergeRequest
 from pawwake.services import services_of
 
 log = logging.getLogger(__name__)

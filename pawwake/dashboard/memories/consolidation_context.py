@@ -15,7 +15,7 @@ from aiohttp_session import get_session
 
 from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.memory import consolidate
+from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.services import services_of
 
 RUNNING = ("queued", "running", "retrying")

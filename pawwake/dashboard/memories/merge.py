@@ -26,7 +26,9 @@ from pawwake.dashboard.memories.listing import (
 from pawwake.dashboard.memories.merge_context import blocker_key, candidates_context
 from pawwake.dashboard.memories.view import LAYER_KEYS, View, parse_view
 from pawwake.db.errors import NotFound
-from pawwake.memory import merge, store
+from pawwake.memory import store
+from pawwake.memory.consolidation import merge
+from pawwake.memory.consolidation.merge import DetailedConflict, MergeRequest
 from pawwake.memory.fields import (
     FieldError,
     parse_content,
@@ -34,7 +36,6 @@ from pawwake.memory.fields import (
     parse_int,
     parse_title,
 )
-from pawwake.memory.merge import DetailedConflict, MergeRequest
 from pawwake.memory.store import MemoryConflict
 from pawwake.services import services_of
 

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from pawwake.dashboard.memories.view import gateway, row_view, zone_of
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.memory import merge
+from pawwake.memory.consolidation import merge
 from pawwake.services import services_of
 
 # Why a revert cannot run now; each has a message in the catalog ("revert.<code>").

@@ -26,7 +26,7 @@ from pawwake.chat.pipeline import (
     drop_gateway_fields,
     run_steps,
 )
-from pawwake.chat.recall_inject import recall_step
+from pawwake.chat.recall.inject import recall_step
 from pawwake.memory.inject import memory_step
 from pawwake.protocols.anthropic.partition import messages_partition_step
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context

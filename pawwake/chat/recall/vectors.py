@@ -4,7 +4,7 @@ Both backends read neighbours best first and keep those whose message is searcha
 excluded and embedded from its current text; when filtered ones leave fewer than ``k``, the
 read widens (x4, up to ``NEAREST_FETCH_CAP`` neighbours). The numpy index holds the message
 vectors of the provenance in process (loaded once, then refreshed incrementally, see
-``memory.vector_index``), so a search reads no vectors from the database, only the few
+``search.vector_index``), so a search reads no vectors from the database, only the few
 neighbours' rows to check them: trash, restore, edits and deletes count at once.
 """
 
@@ -23,11 +23,11 @@ import psycopg2
 
 from pawwake.db import fragments as db
 from pawwake.llm.embeddings import Provenance
-from pawwake.memory.vector_index import VectorIndex
+from pawwake.search.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from pawwake.config import RuntimeConfig
     from pawwake.database import Database
+    from pawwake.live_settings import RuntimeConfig
     from pawwake.llm.embeddings import Embedder
     from pawwake.memory.vectors import VectorStore
 

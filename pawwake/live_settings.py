@@ -11,7 +11,7 @@ from typing import Any
 import aiopg
 import psycopg2
 
-from pawwake.db import config as config_db
+from pawwake.db import gateway_config as config_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.settings import (
     BY_NAME,

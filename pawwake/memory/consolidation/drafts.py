@@ -26,11 +26,11 @@ from pawwake.llm.upstream import (
     UsageBooking,
     complete,
 )
-from pawwake.memory import consolidate_parse as parse
-from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND
-from pawwake.memory.extract_parse import answer_excerpt
+from pawwake.memory.consolidation import parse
+from pawwake.memory.consolidation.merge import DetailedConflict, draft_states
+from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
+from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import FieldError
-from pawwake.memory.merge import DetailedConflict, draft_states
 from pawwake.memory.store import pool_of
 
 if TYPE_CHECKING:

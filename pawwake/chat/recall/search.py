@@ -2,7 +2,7 @@
 
 Keyword candidates come from the GIN-indexed terms, semantic ones from message vectors whose
 raw cosine reaches ``CONVERSATION_MIN_SCORE_THRESHOLD``; sessions are ranked by
-``recall_rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
+``recall.rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
 fragment: its best matching messages with ``context`` neighbours on each side. Stateless:
 callers pass the sessions and fragment ids to leave out (the next candidates move up).
 """
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat import conversation_index, recall_stats
-from pawwake.chat.recall_rank import (
+from pawwake.chat.recall import index as conversation_index
+from pawwake.chat.recall import stats as recall_stats
+from pawwake.chat.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
     SessionHits,
@@ -26,8 +27,8 @@ from pawwake.chat.recall_rank import (
 )
 from pawwake.db import fragments as db
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
-from pawwake.memory import fusion
-from pawwake.memory.scoring import keyword_score
+from pawwake.search import fusion
+from pawwake.search.scoring import keyword_score
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
@@ -125,7 +126,7 @@ async def _semantic(services: Services, settings: Mapping[str, Any], query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
-    """Add the messages admitted by rank in the query's neighbourhood (``memory.fusion``) to
+    """Add the messages admitted by rank in the query's neighbourhood (``search.fusion``) to
     ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
     database = services.database
     assert database is not None

@@ -10,7 +10,7 @@ exact figures keep small collections predictable).
 Matching is bounded the same way: a listed term whose messages would exceed
 ``GATHER_BUDGET`` rows is only matched among the ``RECENT_WINDOW`` newest messages, and
 gathered rows are capped at ``GATHER_CAP`` should the statistics be stale. Same approach and
-limits as memory search's ``pawwake.memory.term_stats``.
+limits as memory search's ``pawwake.search.term_stats``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import aiopg
 
 from pawwake.db import fragments as db
 from pawwake.db import memory_search
-from pawwake.memory.term_stats import GATHER_BUDGET, GATHER_CAP, RECENT_WINDOW
+from pawwake.search.term_stats import GATHER_BUDGET, GATHER_CAP, RECENT_WINDOW
 
 EXACT_BELOW = 5000
 

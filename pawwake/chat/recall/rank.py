@@ -3,7 +3,7 @@
 Sessions are scored on three parts: keyword (best IDF-weighted share of query terms in one
 message) and recency of the newest matching message, each min-max normalised across the
 candidate pool, and semantic: the best admitted message's place in the query's neighbourhood
-(``memory.fusion``, the rule memory search uses), so a pool without a clear match cannot
+(``search.fusion``, the rule memory search uses), so a pool without a clear match cannot
 reach 1.0.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pawwake.memory.fusion import Neighbourhood
+from pawwake.search.fusion import Neighbourhood
 
 MATCH_CHARS = 200
 CONTEXT_CHARS = 80

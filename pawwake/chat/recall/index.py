@@ -22,8 +22,8 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
-from pawwake.memory import runtime
-from pawwake.memory.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.memory import resources as runtime
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services

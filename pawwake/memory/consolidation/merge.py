@@ -18,11 +18,11 @@ from pawwake.db import consolidation as db
 from pawwake.db import memories as memories_db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory import consolidate_parse as parse
-from pawwake.memory.consolidate_parse import CONSOLIDATE_KIND, CORE_LAYER
+from pawwake.memory.consolidation import parse
+from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.fields import FieldError
-from pawwake.memory.runtime import terms_for
+from pawwake.memory.resources import terms_for
 from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json, pool_of
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiopg
 
-from pawwake.chat.recall import search_fragments
+from pawwake.chat.recall.search import search_fragments
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
 from pawwake.db.partition_state import load_state

@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 
 import psycopg2
 
-from pawwake.config import RuntimeConfig
 from pawwake.database import Database
+from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
 from pawwake.memory.vectors import VectorStore
 from pawwake.settings import Settings

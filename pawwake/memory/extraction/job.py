@@ -21,7 +21,7 @@ from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.memory.embedding_jobs import request_embedding
-from pawwake.memory.extract_parse import (
+from pawwake.memory.extraction.parse import (
     ExtractedItem,
     ExtractionAnswerError,
     answer_excerpt,

@@ -1,0 +1,2 @@
+"""Learning memories from conversations: when to extract, the durable job, and reading the
+model's answer."""
