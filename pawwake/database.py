@@ -120,6 +120,14 @@ class Database:
             await self._pool.wait_closed()
 
 
+def require_database(database: Database | None) -> Database:
+    """``database``, or ``DatabaseUnavailable`` (answered 503) when it is turned off. Its
+    ``pool`` answers the same 503 while it is not connected yet."""
+    if database is None:
+        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).")
+    return database
+
+
 def connected_database(database: Database | None) -> Database | None:
     """The database if it is here now; ``None`` when it is turned off or not connected yet.
     Reads on the chat path use this and simply skip what needs the database."""

@@ -7,22 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.conversations import Invalid
 from pawwake.db import jobs as jobs_db
-from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.db.errors import NotFound
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 # Job kinds whose failure means the gateway is not learning memories.
 MEMORY_KINDS = frozenset({"memory_extract"})
 STATUS_FILTERS = (*jobs_db.LIST_FILTERS, "all")
 MAX_LIMIT = 200
-
-
-def _pool(services: Services) -> Any:
-    database = services.database
-    if database is None:
-        raise DatabaseUnavailable("Background jobs need the database (DATABASE_ENABLED=false).")
-    return database.pool
 
 
 def status_filter(value: str | None, default: str = "all") -> str | None:
@@ -46,15 +40,15 @@ def shown(row: dict[str, Any]) -> dict[str, Any]:
             "can_discard": row["stored_status"] in ("pending", "dead", "failed")}
 
 
-async def list_jobs(services: Services, status: str | None, *, kind: str | None = None,
+async def list_jobs(database: Database, status: str | None, *, kind: str | None = None,
                     limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
-    rows = await jobs_db.list_jobs(_pool(services), status, kind=kind,
+    rows = await jobs_db.list_jobs(database.pool, status, kind=kind,
                                    limit=max(1, min(limit, MAX_LIMIT)), before_id=before_id)
     return [shown(row) for row in rows]
 
 
-async def get_job(services: Services, job_id: int) -> dict[str, Any]:
-    row = await jobs_db.listed_job(_pool(services), job_id)
+async def get_job(database: Database, job_id: int) -> dict[str, Any]:
+    row = await jobs_db.listed_job(database.pool, job_id)
     if row is None:
         raise NotFound(f"job {job_id}")
     return shown(row)
@@ -62,26 +56,26 @@ async def get_job(services: Services, job_id: int) -> dict[str, Any]:
 
 async def retry(services: Services, job_id: int) -> dict[str, Any]:
     """Run the job again now, with a fresh set of attempts (NotFound / Conflict)."""
-    job = shown(await jobs_db.retry_now(_pool(services), job_id))
+    job = shown(await jobs_db.retry_now(services.require_database().pool, job_id))
     services.jobs.wake()
     return job
 
 
-async def discard(services: Services, job_id: int) -> dict[str, Any]:
+async def discard(database: Database, job_id: int) -> dict[str, Any]:
     """Give up on the job; it stays stored but never runs again (NotFound / Conflict)."""
-    return shown(await jobs_db.discard(_pool(services), job_id))
+    return shown(await jobs_db.discard(database.pool, job_id))
 
 
-async def health(services: Services) -> dict[str, Any]:
+async def health(database: Database) -> dict[str, Any]:
     """Counts of jobs that need attention, per shown status and per kind, and whether memory
     learning is among them (the status page must not call memory fine then)."""
-    rows = await jobs_db.attention_counts(_pool(services))
+    rows = await jobs_db.attention_counts(database.pool)
     totals = dict.fromkeys(("retrying", "dead", "failed"), 0)
     kinds: dict[str, dict[str, int]] = {}
     for row in rows:
         totals[row["status"]] = totals.get(row["status"], 0) + row["jobs"]
         kinds.setdefault(row["kind"], dict.fromkeys(totals, 0))[row["status"]] = row["jobs"]
-    overview = await jobs_db.kind_overview(_pool(services))
+    overview = await jobs_db.kind_overview(database.pool)
     for row in overview:
         row["state"] = ("error" if row["dead"] or row["failed"]
                         else "warning" if row["retrying"] else "ok")

@@ -21,8 +21,7 @@ from pawwake import keys
 from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
-from pawwake.database import Database
-from pawwake.db.errors import DatabaseUnavailable
+from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
@@ -66,19 +65,9 @@ class Services:
         self.embedder.use_http(session)
 
     def require_database(self) -> Database:
-        """The connected database, or the one 503 error (``DatabaseUnavailable``) when it is
-        turned off or not connected yet."""
+        """The database, or the one 503 error when it is turned off (reading its ``pool``
+        before it connects is the same 503)."""
         return require_database(self.database)
-
-
-def require_database(database: Database | None) -> Database:
-    """``database`` when it is connected; otherwise ``DatabaseUnavailable`` (answered 503)."""
-    if database is None:
-        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).")
-    if not database.ready:
-        raise DatabaseUnavailable("The database is not connected yet; the gateway keeps "
-                                  "trying in the background.")
-    return database
 
 
 def build_services(settings: Settings) -> Services:
@@ -108,3 +97,8 @@ def services_of(where: web.Request | web.Application) -> Services:
     if isinstance(where, web.Application):
         return where[keys.SERVICES]
     return where.config_dict[keys.SERVICES]
+
+
+def database_of(where: web.Request | web.Application) -> Database:
+    """The database for a route that cannot work without it (503 when it is turned off)."""
+    return services_of(where).require_database()

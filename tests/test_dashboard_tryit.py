@@ -12,7 +12,7 @@ from bs4 import BeautifulSoup
 
 from pawwake.chat import conversations as service
 from pawwake.db.pool import fetch_all
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.fake_upstream import Reply, text_stream
 from tests.gateway_support import chat_body, settle, stored_messages
@@ -196,7 +196,7 @@ async def test_the_record_follows_a_reply_into_a_merged_session(gateway: Any,
                                      headers={"X-Session-Id": session})
         await response.read()
     await settle(client)
-    await service.merge_sessions(services_of(client.server.app), ["left"], "right")
+    await service.merge_sessions(database_of(client.server.app), ["left"], "right")
     page = BeautifulSoup(await (await client.get("/dashboard/conversations/view?session=right")
                                 ).text(), "html.parser")
     assert len(page.select(f"[data-injected-memory='{memory}']")) == 2

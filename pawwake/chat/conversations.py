@@ -19,6 +19,7 @@ from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,6 @@ class Invalid(ValueError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _pool(services: Services) -> Any:
-    database = services.database
-    assert database is not None
-    return database.pool
 
 
 def session_id_of(value: Any, name: str = "session_id") -> str:
@@ -81,7 +76,7 @@ async def list_conversations(services: Services, *, query: str = "", trash: bool
     Every whitespace-separated part of ``query`` must appear in one message. The keyword index
     narrows the candidates; when it finds nothing (a partial word, say) the text is scanned.
     """
-    pool = _pool(services)
+    pool = services.require_database().pool
     phrases = [p for p in query.split() if p]
     terms = await _search_terms(services, phrases) if phrases and not trash else None
     total, rows = await db.list_sessions(pool, trash=trash, limit=limit, offset=offset,
@@ -93,9 +88,9 @@ async def list_conversations(services: Services, *, query: str = "", trash: bool
             "items": rows}
 
 
-async def session_messages(services: Services, session_id: str, *,
+async def session_messages(database: Database, session_id: str, *,
                            include_deleted: bool = False) -> list[dict[str, Any]]:
-    rows = await db.session_messages(_pool(services), session_id, include_deleted=True)
+    rows = await db.session_messages(database.pool, session_id, include_deleted=True)
     if not rows:
         raise NotFound(f"session {session_id}")
     if include_deleted or all(row["deleted_at"] is not None for row in rows):
@@ -105,40 +100,40 @@ async def session_messages(services: Services, session_id: str, *,
 
 async def edit_message(services: Services, message_id: int, content: str) -> dict[str, Any]:
     """Change a message's text and re-index it in the same transaction."""
-    async with transaction(_pool(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         row = await db.edit_message(cur, message_id, content)
         await conversation_index.reindex_messages(services, cur, [(message_id, content)])
     return row
 
 
-async def set_message_deleted(services: Services, message_id: int, deleted: bool
+async def set_message_deleted(database: Database, message_id: int, deleted: bool
                               ) -> dict[str, Any]:
-    async with transaction(_pool(services)) as cur:
+    async with transaction(database.pool) as cur:
         return await db.set_message_deleted(cur, message_id, deleted)
 
 
-async def trash_session(services: Services, session_id: str) -> int:
-    async with transaction(_pool(services)) as cur:
+async def trash_session(database: Database, session_id: str) -> int:
+    async with transaction(database.pool) as cur:
         return await db.trash_session(cur, session_id)
 
 
-async def restore_session(services: Services, session_id: str) -> int:
-    async with transaction(_pool(services)) as cur:
+async def restore_session(database: Database, session_id: str) -> int:
+    async with transaction(database.pool) as cur:
         return await db.restore_session(cur, session_id)
 
 
-async def restore_sessions(services: Services, session_ids: list[str]) -> int:
+async def restore_sessions(database: Database, session_ids: list[str]) -> int:
     """Restore several trashed sessions in one transaction (all or none)."""
-    async with transaction(_pool(services)) as cur:
+    async with transaction(database.pool) as cur:
         return sum([await db.restore_session(cur, s) for s in dict.fromkeys(session_ids)])
 
 
-async def purge_session(services: Services, session_id: str) -> dict[str, int]:
-    async with transaction(_pool(services)) as cur:
+async def purge_session(database: Database, session_id: str) -> dict[str, int]:
+    async with transaction(database.pool) as cur:
         return await db.purge_session(cur, session_id)
 
 
-async def batch_delete(services: Services, session_ids: list[str], *, permanent: bool
+async def batch_delete(database: Database, session_ids: list[str], *, permanent: bool
                        ) -> dict[str, Any]:
     """Trash (or purge from the trash) several sessions in one transaction.
 
@@ -148,7 +143,7 @@ async def batch_delete(services: Services, session_ids: list[str], *, permanent:
     done: list[str] = []
     missing: list[str] = []
     messages = usage_rows = 0
-    async with transaction(_pool(services)) as cur:
+    async with transaction(database.pool) as cur:
         for session_id in dict.fromkeys(session_ids):
             try:
                 if permanent:
@@ -168,7 +163,7 @@ async def batch_delete(services: Services, session_ids: list[str], *, permanent:
     return result
 
 
-async def merge_sessions(services: Services, source_ids: list[str], target_id: str
+async def merge_sessions(database: Database, source_ids: list[str], target_id: str
                          ) -> dict[str, Any]:
     """Move the sources' messages and token usage into the target; returns moved counts and
     the target's totals afterwards."""
@@ -176,9 +171,9 @@ async def merge_sessions(services: Services, source_ids: list[str], target_id: s
     if not sources:
         raise Invalid("invalid_source_ids", "Give at least one source session other than the "
                                             "target.")
-    async with transaction(_pool(services)) as cur:
+    async with transaction(database.pool) as cur:
         moved = await db.merge_sessions(cur, sources, target_id)
-    totals = await db.session_totals(_pool(services), target_id)
+    totals = await db.session_totals(database.pool, target_id)
     log.info("merged %d sessions into one (%d messages)", len(sources), moved["messages"])
     return {"target_id": target_id, "source_ids": sources, "moved": moved, "target": totals}
 
@@ -257,7 +252,7 @@ async def import_conversations(services: Services, body: Any) -> dict[str, Any]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())
-    async with transaction(_pool(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         inserted: list[tuple[int, str]] = []
         for session_id, rows in sessions.items():
             inserted += await db.insert_imported(cur, session_id, rows)
@@ -267,17 +262,17 @@ async def import_conversations(services: Services, body: Any) -> dict[str, Any]:
             "skipped": total - len(inserted)}
 
 
-async def export_conversations(services: Services) -> list[dict[str, Any]]:
+async def export_conversations(database: Database) -> list[dict[str, Any]]:
     """Live messages as ``[{session_id, messages: [...]}]``, the shape import accepts."""
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for row in await db.export_messages(_pool(services)):
+    for row in await db.export_messages(database.pool):
         sessions.setdefault(row["session_id"], []).append({
             "role": row["role"], "content": row["content"], "model": row["model"],
             "created_at": row["created_at"].isoformat(), "metadata": row["metadata"] or {}})
     return [{"session_id": sid, "messages": messages} for sid, messages in sessions.items()]
 
 
-async def usage_by_session(services: Services, limit: int, offset: int
+async def usage_by_session(database: Database, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""
-    return await db.usage_by_session(_pool(services), limit, offset)
+    return await db.usage_by_session(database.pool, limit, offset)

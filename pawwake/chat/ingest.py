@@ -235,8 +235,7 @@ def rows_for(turn: Turn) -> list[NewMessage]:
 
 async def ingest_turn(services: Services, turn: Turn) -> IngestResult:
     """Store ``turn`` once; see the module docstring."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     settings = await services.config.fresh()
     recall = bool(settings.CONVERSATION_RECALL_ENABLED)
     terms = await conversation_index.terms_for(services, [m.text for m in turn.messages]) \

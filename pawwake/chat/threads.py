@@ -20,17 +20,12 @@ from pawwake.db.partition_state import load_state, lock_thread
 from pawwake.db.pool import cursor, transaction
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 MAX_SUMMARY = 200_000
 
 __all__ = ["Invalid", "session_id_of"]
-
-
-def _pool(services: Services) -> Any:
-    database = services.database
-    assert database is not None
-    return database.pool
 
 
 async def _active(services: Services) -> str:
@@ -57,7 +52,7 @@ async def status(services: Services) -> dict[str, Any]:
     settings = await services.config.fresh()
     thread = active_thread(settings)
     x = max(1, int(settings.CACHE_PARTITION_X))
-    async with cursor(_pool(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         state = await load_state(cur, thread)
         # Counted, not read: the page stays cheap however many messages the thread holds.
         stored, live = await db.round_counts(cur, thread, state.zone_start_message_id)
@@ -79,7 +74,7 @@ async def status(services: Services) -> dict[str, Any]:
 
 async def list_threads(services: Services) -> list[dict[str, Any]]:
     active = await _active(services)
-    async with cursor(_pool(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         rows = await db.list_threads(cur)
     threads = [{"thread_id": r["thread_id"], "messages": r["messages"],
                 "last_activity": r["last_activity"], "active": r["thread_id"] == active,
@@ -96,10 +91,10 @@ async def switch(services: Services, thread_id: str) -> str:
     return thread_id
 
 
-async def create(services: Services, thread_id: str, inherit_from: str | None
+async def create(database: Database, thread_id: str, inherit_from: str | None
                  ) -> dict[str, Any]:
     """A new thread's state row, optionally starting with another thread's summary parts."""
-    async with transaction(_pool(services)) as cur:
+    async with transaction(database.pool) as cur:
         await _lock(cur, thread_id, *([inherit_from] if inherit_from else []))
         if await db.state_exists(cur, thread_id) or await db.any_message_count(cur, thread_id):
             raise Conflict(f"thread {thread_id} already exists", "thread_exists", thread=thread_id)
@@ -118,7 +113,7 @@ async def rename(services: Services, old_id: str, new_id: str) -> dict[str, Any]
     """Move messages, token usage and state in one transaction; follow an active rename."""
     if old_id == new_id:
         raise Invalid("same_thread_id", "new_id must differ from old_id.")
-    async with transaction(_pool(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         await _lock(cur, old_id, new_id)
         if await db.state_exists(cur, new_id) or await db.any_message_count(cur, new_id):
             raise Conflict(f"thread {new_id} already exists", "thread_exists", thread=new_id)
@@ -136,7 +131,7 @@ async def delete(services: Services, thread_id: str) -> dict[str, Any]:
     if thread_id == await _active(services):
         raise Conflict("the active thread cannot be deleted; switch to another one first",
                        "active_thread")
-    async with transaction(_pool(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         await _lock(cur, thread_id)
         state_rows = await db.delete_state(cur, thread_id)
         trashed = 0
@@ -147,26 +142,26 @@ async def delete(services: Services, thread_id: str) -> dict[str, Any]:
     return {"thread_id": thread_id, "trashed_messages": trashed, "state_deleted": bool(state_rows)}
 
 
-async def get_summary(services: Services, thread_id: str) -> dict[str, Any]:
-    async with cursor(_pool(services)) as cur:
+async def get_summary(database: Database, thread_id: str) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         state = await load_state(cur, thread_id)
     return {"thread_id": thread_id, "parts": state.summary_parts,
             "summary": "\n\n".join(state.summary_parts),
             "chars": sum(len(p) for p in state.summary_parts)}
 
 
-async def put_summary(services: Services, thread_id: str, summary: str) -> dict[str, Any]:
+async def put_summary(database: Database, thread_id: str, summary: str) -> dict[str, Any]:
     """Replace every part with one (an empty text clears the summary)."""
     parts = [summary] if summary.strip() else []
-    async with transaction(_pool(services)) as cur:
+    async with transaction(database.pool) as cur:
         await lock_thread(cur, thread_id)
         await db.set_summary(cur, thread_id, parts)
-    return await get_summary(services, thread_id)
+    return await get_summary(database, thread_id)
 
 
-async def clear_summary(services: Services, thread_id: str) -> dict[str, Any]:
-    async with transaction(_pool(services)) as cur:
+async def clear_summary(database: Database, thread_id: str) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         await lock_thread(cur, thread_id)
         if await db.state_exists(cur, thread_id):
             await db.set_summary(cur, thread_id, [])
-    return await get_summary(services, thread_id)
+    return await get_summary(database, thread_id)

@@ -271,8 +271,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
     The same transaction keeps the recall index current and enqueues memory extraction when
     this turn closes an interval, so both happen exactly when the turn is stored.
     """
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     settings = await services.config.fresh()
     model = turn.model
     call_ids = trailing_call_ids(turn.client_messages)

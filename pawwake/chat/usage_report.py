@@ -84,8 +84,7 @@ def build_report(rows: list[dict[str, Any]], today: date, days: int) -> UsageRep
 
 async def usage_report(services: Services, days: int) -> UsageReport:
     """The report for the last ``days`` local days, today included."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     settings = services.config.current()
     zone = zone_of(settings)
     today = local_today(zone)

@@ -144,7 +144,7 @@ async def _update_memory(services: Services, args: dict[str, Any]
 async def _archive_memory(services: Services, args: dict[str, Any]
                           ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("id",))
-    row = await store.archive_memory(services, _memory_id(args.get("id")))
+    row = await store.archive_memory(services.require_database(), _memory_id(args.get("id")))
     return f"Archived #{row['id']}.", {"archived": True, "memory": memory_json(row)}
 
 
@@ -177,7 +177,7 @@ async def _due_reminders(services: Services, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     """Claim the due reminders and mark them delivered: this answer is their delivery."""
     reject_unknown(args, ())
-    pool = store.pool_of(services)
+    pool = services.require_database().pool
     token = uuid.uuid4().hex
     due = await reminders.claim_due(pool, token, REMINDERS_PER_REQUEST)
     if due:

@@ -42,7 +42,7 @@ class VectorsDisabled(Exception):
 async def start_backfill(services: Services, *, confirm_rebuild: bool = False
                          ) -> dict[str, Any]:
     """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
-    database = _database(services)
+    database = services.require_database()
     settings = await services.config.fresh()
     if not settings.MEMORY_VECTOR_ENABLED:
         raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
@@ -65,7 +65,7 @@ async def start_backfill(services: Services, *, confirm_rebuild: bool = False
 
 async def backfill_status(services: Services) -> dict[str, Any]:
     """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
-    database = _database(services)
+    database = services.require_database()
     settings = await services.config.fresh()
     embedder = services.embedder
     error = None

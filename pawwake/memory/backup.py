@@ -23,9 +23,10 @@ from pawwake.memory.backup_format import (
 )
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.resources import terms_for
-from pawwake.memory.store import MemoryConflict, pool_of
+from pawwake.memory.store import MemoryConflict
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -51,15 +52,15 @@ class _RollBack(Exception):
     """Raised at the end of a dry run so the transaction's work is undone."""
 
 
-async def database_identity(services: Services) -> str:
-    async with cursor(pool_of(services)) as cur:
+async def database_identity(database: Database) -> str:
+    async with cursor(database.pool) as cur:
         return await db.source_database_id(cur, secrets.token_hex(16))
 
 
-async def export_backup(services: Services) -> dict[str, Any]:
+async def export_backup(database: Database) -> dict[str, Any]:
     """Every memory in one consistent snapshot; refuses while links dangle."""
-    identity = await database_identity(services)
-    async with transaction(pool_of(services)) as cur:
+    identity = await database_identity(database)
+    async with transaction(database.pool) as cur:
         await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         broken = await db.dangling_links(cur)
         if broken:
@@ -68,9 +69,9 @@ async def export_backup(services: Services) -> dict[str, Any]:
     return export_document(rows, identity, datetime.now(UTC))
 
 
-async def repair_links(services: Services) -> dict[str, Any]:
+async def repair_links(database: Database) -> dict[str, Any]:
     """Drop references to missing rows (the memories that held them stay as they are)."""
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         broken = await db.dangling_links(cur)
         for row in broken:
             await db.clear_links(cur, row["id"], row["missing_sources"],
@@ -88,10 +89,10 @@ async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict
     """Validate, then import in one transaction; report ``{imported, skipped, conflicts}``."""
     version, items, header = validate_backup(data)
     terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [item.content for item in items])
-    identity = await database_identity(services)
+    identity = await database_identity(services.require_database())
     report: dict[str, Any] = {}
     try:
-        async with transaction(pool_of(services)) as cur:
+        async with transaction(services.require_database().pool) as cur:
             await db.lock_memory_imports(cur)
             report = await _apply(cur, items, terms, version)
             if dry_run:

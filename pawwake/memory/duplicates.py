@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.memory.resources import terms_for
-from pawwake.memory.store import pool_of
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -67,7 +66,7 @@ async def check_duplicate(services: Services, content: str,
                           threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """``{is_duplicate, reason: exact|containment|jaccard|null, matched_id, similarity}``."""
     [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [content])
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         [(_key, exact)] = await db.content_key_matches(cur, [content])
         if exact is not None:
             return _answer(True, "exact", exact, 1.0)

@@ -27,8 +27,7 @@ DEFAULT_BATCH = 32
 
 async def embed_missing_memories(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: embed rows lacking a current vector; returns the final coverage."""
-    database = services.database
-    assert database is not None
+    database = job.database
     embedder, store = services.embedder, services.vectors
     settings = await services.config.fresh()
     if not settings.MEMORY_VECTOR_ENABLED:

@@ -84,8 +84,7 @@ async def recall_for_request(services: Services, settings: Any, session_id: str,
     (excluded before the limit, so the next candidates move up). In hybrid mode only results
     whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
     always has nearest neighbours, so without it an unrelated message would bring in noise."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
         return [], "off"

@@ -30,8 +30,7 @@ TABLES = ("memories", "conversations")
 
 async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: see the module docstring."""
-    database = services.database
-    assert database is not None
+    database = job.database
     stored = await jobs_db.get_job(database.pool, job.id)
     progress = dict((stored or {}).get("progress") or {})
     for table in TABLES:

@@ -243,8 +243,7 @@ async def _query_vector(services: Services, settings: Mapping[str, Any], query: 
         return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
     if nothing_to_search(query):
         return None, None
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     embedder = services.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)

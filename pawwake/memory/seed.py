@@ -18,7 +18,6 @@ from pawwake.db.pool import transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.fields import FieldError, parse_create
 from pawwake.memory.resources import terms_for
-from pawwake.memory.store import pool_of
 from pawwake.memory.text_import import split_lines
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ async def import_seed(services: Services) -> dict[str, Any]:
     unique = list(by_external_id.values())
     terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [item["content"] for item in unique])
     rows = [{**item, "search_terms": t} for item, t in zip(unique, terms, strict=True)]
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         await db.lock_memory_imports(cur)
         inserted = await db.insert_memories(cur, rows)
     if inserted:

@@ -11,15 +11,14 @@ import logging
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-import aiopg
-
 from pawwake.db import memories as db
-from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
+from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.resources import terms_for
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -37,13 +36,6 @@ class MemoryConflict(Conflict):
         self.message = message
 
 
-def pool_of(services: Services) -> aiopg.Pool:
-    database = services.database
-    if database is None:
-        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).")
-    return database.pool
-
-
 def memory_json(row: dict[str, Any]) -> dict[str, Any]:
     """A row as the API shows it (times in ISO 8601 with offset)."""
     shown: dict[str, Any] = {}
@@ -58,8 +50,8 @@ def memory_json(row: dict[str, Any]) -> dict[str, Any]:
 
 # --- single rows -------------------------------------------------------------------------
 
-async def get_memory(services: Services, memory_id: int) -> dict[str, Any]:
-    async with cursor(pool_of(services)) as cur:
+async def get_memory(database: Database, memory_id: int) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         row = await db.get_memory(cur, memory_id)
     if row is None:
         raise NotFound(f"No memory with id {memory_id}.")
@@ -75,7 +67,7 @@ async def create_memory(services: Services, fields: dict[str, Any]
     """
     [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [fields["content"]])
     row = {**fields, "search_terms": terms}
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         for _attempt in range(3):
             inserted = await db.insert_memories(cur, [row])
             if inserted:
@@ -93,7 +85,7 @@ async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any
                       ) -> tuple[dict[str, Any], list[str]]:
     """Apply content/importance/layer/title; new content gets new terms and loses its vector."""
     terms = (await terms_for(services.settings.PAWWAKE_DATA_DIR, [changes["content"]]))[0] if "content" in changes else None
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         row = await db.get_memory(cur, memory_id, for_update=True)
         if row is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -108,8 +100,8 @@ async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any
     return row, sorted(name for name in updates if name != "search_terms")
 
 
-async def archive_memory(services: Services, memory_id: int) -> dict[str, Any]:
-    async with transaction(pool_of(services)) as cur:
+async def archive_memory(database: Database, memory_id: int) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if not row["is_active"]:
             raise MemoryConflict("already_archived", f"Memory {memory_id} is already archived.")
@@ -117,8 +109,8 @@ async def archive_memory(services: Services, memory_id: int) -> dict[str, Any]:
         return await db.get_memory(cur, memory_id)
 
 
-async def restore_memory(services: Services, memory_id: int) -> dict[str, Any]:
-    async with transaction(pool_of(services)) as cur:
+async def restore_memory(database: Database, memory_id: int) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["is_active"]:
             raise MemoryConflict("not_archived", f"Memory {memory_id} is not archived.")
@@ -129,9 +121,9 @@ async def restore_memory(services: Services, memory_id: int) -> dict[str, Any]:
         return await db.get_memory(cur, memory_id)
 
 
-async def delete_memory(services: Services, memory_id: int) -> None:
+async def delete_memory(database: Database, memory_id: int) -> None:
     """Delete for good: only archived rows outside version chains and not needed for a revert."""
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["is_active"]:
             raise MemoryConflict("not_archived", f"Memory {memory_id} is active; archive it "
@@ -145,9 +137,9 @@ async def delete_memory(services: Services, memory_id: int) -> None:
         await db.delete_memories(cur, [memory_id])
 
 
-async def promote_memory(services: Services, memory_id: int) -> dict[str, Any]:
+async def promote_memory(database: Database, memory_id: int) -> dict[str, Any]:
     """Make an active memory core (layer 3); promoting a core memory changes nothing."""
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if not row["is_active"]:
             raise MemoryConflict("archived", f"Memory {memory_id} is archived; restore it first.")
@@ -165,21 +157,21 @@ async def _locked(cur: Any, memory_id: int) -> dict[str, Any]:
 
 # --- version chains ------------------------------------------------------------------------
 
-async def versions(services: Services, memory_id: int) -> list[dict[str, Any]]:
+async def versions(database: Database, memory_id: int) -> list[dict[str, Any]]:
     """The whole chain ``memory_id`` belongs to, oldest first (just the row when unchained)."""
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(database.pool) as cur:
         chain = await db.version_chain(cur, memory_id)
     if not chain:
         raise NotFound(f"No memory with id {memory_id}.")
     return chain
 
 
-async def undo_supersede(services: Services, memory_id: int) -> dict[str, Any]:
+async def undo_supersede(database: Database, memory_id: int) -> dict[str, Any]:
     """Bring back the older version and archive the newer one, in one transaction.
 
     ``memory_id`` may name either side: the replaced row, or the row that replaced it.
     """
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["superseded_by"] is not None:
             older_id, newer_id = memory_id, row["superseded_by"]
@@ -206,9 +198,9 @@ async def undo_supersede(services: Services, memory_id: int) -> dict[str, Any]:
 
 # --- batches -------------------------------------------------------------------------------
 
-async def batch_update(services: Services, ids: list[int], fields: dict[str, Any]
+async def batch_update(database: Database, ids: list[int], fields: dict[str, Any]
                        ) -> dict[str, Any]:
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         found = {row["id"] for row in await db.lock_memories(cur, ids)}
         changed = await db.update_many(cur, sorted(found), fields)
     return _batch_report("updated", ids, changed,
@@ -216,8 +208,8 @@ async def batch_update(services: Services, ids: list[int], fields: dict[str, Any
                           "unchanged": len(found) - len(changed)})
 
 
-async def batch_archive(services: Services, ids: list[int]) -> dict[str, Any]:
-    async with transaction(pool_of(services)) as cur:
+async def batch_archive(database: Database, ids: list[int]) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         rows = await db.lock_memories(cur, ids)
         changed = await db.archive_memories(cur, [r["id"] for r in rows if r["is_active"]])
     return _batch_report("archived", ids, changed,
@@ -225,8 +217,8 @@ async def batch_archive(services: Services, ids: list[int]) -> dict[str, Any]:
                           "already_archived": sum(not r["is_active"] for r in rows)})
 
 
-async def batch_restore(services: Services, ids: list[int]) -> dict[str, Any]:
-    async with transaction(pool_of(services)) as cur:
+async def batch_restore(database: Database, ids: list[int]) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         rows = await db.lock_memories(cur, ids)
         archived = [r for r in rows if not r["is_active"]]
         changed = await db.restore_memories(
@@ -237,9 +229,9 @@ async def batch_restore(services: Services, ids: list[int]) -> dict[str, Any]:
                           "superseded": sum(r["superseded_by"] is not None for r in archived)})
 
 
-async def batch_delete(services: Services, ids: list[int]) -> dict[str, Any]:
+async def batch_delete(database: Database, ids: list[int]) -> dict[str, Any]:
     """Permanently delete archived rows among ``ids``, keeping chain members and merge sources."""
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         rows = await db.lock_memories(cur, ids)
         archived = [r["id"] for r in rows if not r["is_active"]]
         chained = await db.chain_members(cur, archived) if archived else set()
@@ -260,17 +252,17 @@ def _batch_report(verb: str, ids: list[int], changed: list[int], skipped: dict[s
 
 # --- overview and housekeeping -------------------------------------------------------------
 
-async def list_memories(services: Services, *, active: bool, layer: int | None, limit: int,
+async def list_memories(database: Database, *, active: bool, layer: int | None, limit: int,
                         offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await db.list_memories(cur, active=active, layer=layer, limit=limit,
                                       offset=offset)
         total = await db.count_memories(cur, active=active, layer=layer)
     return rows, total
 
 
-async def layer_stats(services: Services) -> dict[str, Any]:
-    async with cursor(pool_of(services)) as cur:
+async def layer_stats(database: Database) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         counts = {row["layer"]: row for row in await db.layer_counts(cur)}
     layers = [{"layer": layer, "name": name,
                "active": int(counts.get(layer, {}).get("active", 0)),
@@ -280,9 +272,9 @@ async def layer_stats(services: Services) -> dict[str, Any]:
             "archived": sum(item["archived"] for item in layers)}
 
 
-async def cleanup_fragments(services: Services, days: float) -> dict[str, Any]:
+async def cleanup_fragments(database: Database, days: float) -> dict[str, Any]:
     """Delete archived fragments archived more than ``days`` ago, except rows still needed."""
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(database.pool) as cur:
         old = await db.archived_fragments_before(cur, days)
         chained = await db.chain_members(cur, old) if old else set()
         sources = (await db.merge_sources(cur, old) - chained) if old else set()

@@ -19,7 +19,6 @@ from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.resources import terms_for
-from pawwake.memory.store import pool_of
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
@@ -124,7 +123,7 @@ async def _score_batch(services: Services, settings: Any, model: str, batch: lis
         reply = await upstream.complete(services.http, settings, scoring_messages(batch),
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
-                                        usage=upstream.UsageBooking(pool_of(services), "extract"))
+                                        usage=upstream.UsageBooking(services.require_database().pool, "extract"))
     except upstream.UpstreamFailure as exc:
         return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:
@@ -147,7 +146,7 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool) -> d
     for number, line in enumerate(lines, 1):
         if len(line) > MAX_CONTENT_CHARS:
             raise LineTooLong(number)
-    pool = pool_of(services)
+    pool = services.require_database().pool
     async with cursor(pool) as cur:
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
     if skip_scoring or not fresh:

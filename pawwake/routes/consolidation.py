@@ -33,7 +33,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import Handler, error, memory_errors, memory_id, read_json
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 MERGE_FIELDS = ("source_ids", "content", "title", "importance", "layer", "draft_id",
                 "expected", "confirm_core")
@@ -89,13 +89,13 @@ async def start(request: web.Request) -> web.Response:
 @memory_errors
 async def status(request: web.Request) -> web.Response:
     job_id = parse_query_int(request.query.get("job_id"), "job_id", None, 1, 2 ** 63 - 1)
-    return web.json_response(await consolidate.status(services_of(request), job_id))
+    return web.json_response(await consolidate.status(database_of(request), job_id))
 
 
 @memory_errors
 @with_details
 async def cancel(request: web.Request) -> web.Response:
-    return web.json_response(await consolidate.cancel(services_of(request)))
+    return web.json_response(await consolidate.cancel(database_of(request)))
 
 
 def parse_merge(body: Any) -> MergeRequest:
@@ -154,7 +154,7 @@ async def core_candidates(request: web.Request) -> web.Response:
     limit = parse_query_int(request.query.get("limit"), "limit", merge.CANDIDATE_LIMIT, 1,
                             merge.CANDIDATE_LIMIT)
     assert limit is not None
-    candidates = await merge.core_candidates(services_of(request), limit)
+    candidates = await merge.core_candidates(database_of(request), limit)
     return web.json_response({"candidates": candidates, "count": len(candidates)})
 
 

@@ -11,7 +11,7 @@ from pawwake.chat.conversations import Invalid
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.service_errors import guarded, json_body, read_json, read_object
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 
 def _session_ids(body: dict[str, Any], key: str) -> list[str]:
@@ -72,7 +72,7 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
 @guarded("Conversations")
 async def session_messages(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
-    rows = await service.session_messages(services_of(request), session_id,
+    rows = await service.session_messages(database_of(request), session_id,
                                           include_deleted=_flag(request, "include_deleted"))
     return json_body({"session_id": session_id, "messages": [_message(r) for r in rows]})
 
@@ -89,13 +89,13 @@ async def edit_message(request: web.Request) -> web.StreamResponse:
 
 @guarded("Conversations")
 async def delete_message(request: web.Request) -> web.StreamResponse:
-    row = await service.set_message_deleted(services_of(request), _message_id(request), True)
+    row = await service.set_message_deleted(database_of(request), _message_id(request), True)
     return json_body(_message(row))
 
 
 @guarded("Conversations")
 async def restore_message(request: web.Request) -> web.StreamResponse:
-    row = await service.set_message_deleted(services_of(request), _message_id(request), False)
+    row = await service.set_message_deleted(database_of(request), _message_id(request), False)
     return json_body(_message(row))
 
 
@@ -103,16 +103,16 @@ async def restore_message(request: web.Request) -> web.StreamResponse:
 async def delete_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
     if _flag(request, "permanent"):
-        counts = await service.purge_session(services_of(request), session_id)
+        counts = await service.purge_session(database_of(request), session_id)
         return json_body({"session_id": session_id, "permanent": True, **counts})
-    trashed = await service.trash_session(services_of(request), session_id)
+    trashed = await service.trash_session(database_of(request), session_id)
     return json_body({"session_id": session_id, "permanent": False, "messages": trashed})
 
 
 @guarded("Conversations")
 async def restore_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
-    restored = await service.restore_session(services_of(request), session_id)
+    restored = await service.restore_session(database_of(request), session_id)
     return json_body({"session_id": session_id, "messages": restored})
 
 
@@ -123,7 +123,7 @@ async def batch_delete(request: web.Request) -> web.StreamResponse:
     permanent = body.get("permanent", False)
     if not isinstance(permanent, bool):
         raise Invalid("invalid_permanent", "permanent must be true or false.")
-    return json_body(await service.batch_delete(services_of(request), ids, permanent=permanent))
+    return json_body(await service.batch_delete(database_of(request), ids, permanent=permanent))
 
 
 @guarded("Conversations")
@@ -131,7 +131,7 @@ async def merge_sessions(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"source_ids", "target_id"})
     sources = _session_ids(body, "source_ids")
     target = service.session_id_of(body.get("target_id"), "target_id")
-    return json_body(await service.merge_sessions(services_of(request), sources, target))
+    return json_body(await service.merge_sessions(database_of(request), sources, target))
 
 
 @guarded("Conversations")
@@ -142,7 +142,7 @@ async def import_conversations(request: web.Request) -> web.StreamResponse:
 
 @guarded("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
-    sessions = await service.export_conversations(services_of(request))
+    sessions = await service.export_conversations(database_of(request))
     stamp = file_stamp(zone_of(services_of(request).config.current()))
     response = json_body(sessions)
     response.headers["Content-Disposition"] = (

@@ -18,7 +18,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import error, memory_errors, read_json
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ async def import_text(request: web.Request) -> web.Response:
 
 @memory_errors
 async def export(request: web.Request) -> web.Response:
-    document = await backup.export_backup(services_of(request))
+    document = await backup.export_backup(database_of(request))
     stamp = file_stamp(zone_of(services_of(request).config.current()))
     return web.json_response(document, dumps=_dumps, headers={
         "Content-Disposition": f'attachment; filename="pawwake-memories-{stamp}.json"'})
@@ -87,7 +87,7 @@ def _dumps(value: Any) -> str:
 
 @memory_errors
 async def repair_links(request: web.Request) -> web.Response:
-    return web.json_response(await backup.repair_links(services_of(request)))
+    return web.json_response(await backup.repair_links(database_of(request)))
 
 
 @memory_errors

@@ -14,7 +14,7 @@ from aiohttp import web
 from pawwake import job_admin
 from pawwake.chat.conversations import Invalid
 from pawwake.routes.service_errors import guarded, json_body
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 FEATURE = "Background jobs"
 
@@ -39,7 +39,7 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
 async def list_jobs(request: web.Request) -> web.StreamResponse:
     status = job_admin.status_filter(request.query.get("status"))
     limit = _query_int(request, "limit", 50) or 1
-    jobs = await job_admin.list_jobs(services_of(request), status, kind=request.query.get("kind"),
+    jobs = await job_admin.list_jobs(database_of(request), status, kind=request.query.get("kind"),
                                      limit=limit,
                                      before_id=_query_int(request, "before_id", None))
     return json_body({"jobs": jobs, "status": status or "all"})
@@ -47,7 +47,7 @@ async def list_jobs(request: web.Request) -> web.StreamResponse:
 
 @guarded(FEATURE)
 async def get_job(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.get_job(services_of(request), _job_id(request)))
+    return json_body(await job_admin.get_job(database_of(request), _job_id(request)))
 
 
 @guarded(FEATURE)
@@ -57,7 +57,7 @@ async def retry(request: web.Request) -> web.StreamResponse:
 
 @guarded(FEATURE)
 async def discard(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.discard(services_of(request), _job_id(request)))
+    return json_body(await job_admin.discard(database_of(request), _job_id(request)))
 
 
 def setup(app: web.Application) -> None:

@@ -29,7 +29,7 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.store import MemoryConflict, memory_json
 from pawwake.routes.body_limit import BodyTooLarge, read_bounded
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ async def list_all(request: web.Request) -> web.Response:
     limit = parse_query_int(query.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     offset = parse_query_int(query.get("offset"), "offset", 0, 0, MAX_ID)
     assert limit is not None and offset is not None
-    rows, total = await store.list_memories(services_of(request), active=status == "active", layer=layer,
+    rows, total = await store.list_memories(database_of(request), active=status == "active", layer=layer,
                                             limit=limit, offset=offset)
     return web.json_response({"memories": [memory_json(r) for r in rows], "total": total,
                               "status": status, "layer": layer, "limit": limit,
@@ -145,7 +145,7 @@ async def list_all(request: web.Request) -> web.Response:
 
 @memory_errors
 async def get_one(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.get_memory(services_of(request), memory_id(request))))
+    return web.json_response(memory_json(await store.get_memory(database_of(request), memory_id(request))))
 
 
 @memory_errors
@@ -161,33 +161,33 @@ async def delete(request: web.Request) -> web.Response:
     """Archive by default; ``?soft=false`` deletes an archived memory for good."""
     number = memory_id(request)
     if parse_query_bool(request.query.get("soft"), "soft", True):
-        row = await store.archive_memory(services_of(request), number)
+        row = await store.archive_memory(database_of(request), number)
         return web.json_response({"archived": True, "memory": memory_json(row)})
-    await store.delete_memory(services_of(request), number)
+    await store.delete_memory(database_of(request), number)
     return web.json_response({"deleted": True, "id": number})
 
 
 @memory_errors
 async def restore(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.restore_memory(services_of(request),
+    return web.json_response(memory_json(await store.restore_memory(database_of(request),
                                                                     memory_id(request))))
 
 
 @memory_errors
 async def promote(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.promote_memory(services_of(request),
+    return web.json_response(memory_json(await store.promote_memory(database_of(request),
                                                                     memory_id(request))))
 
 
 @memory_errors
 async def undo_supersede(request: web.Request) -> web.Response:
-    result = await store.undo_supersede(services_of(request), memory_id(request))
+    result = await store.undo_supersede(database_of(request), memory_id(request))
     return web.json_response({name: memory_json(row) for name, row in result.items()})
 
 
 @memory_errors
 async def versions(request: web.Request) -> web.Response:
-    chain = await store.versions(services_of(request), memory_id(request))
+    chain = await store.versions(database_of(request), memory_id(request))
     current = [row["id"] for row in chain if row["superseded_by"] is None and row["is_active"]]
     return web.json_response({"versions": [memory_json(row) for row in chain],
                               "current_id": current[-1] if current else None})
@@ -208,7 +208,7 @@ async def batch_update(request: web.Request) -> web.Response:
     if "content" in body["fields"]:
         raise FieldError("content", "Content is edited one memory at a time.")
     fields = parse_edit(body.get("fields"), BULK_FIELDS)
-    return web.json_response(await store.batch_update(services_of(request), body["ids"], fields))
+    return web.json_response(await store.batch_update(database_of(request), body["ids"], fields))
 
 
 @memory_errors
@@ -219,19 +219,19 @@ async def batch_delete(request: web.Request) -> web.Response:
     if "soft" in body:
         soft = parse_bool(body["soft"], "soft")
     if soft:
-        return web.json_response(await store.batch_archive(services_of(request), body["ids"]))
-    return web.json_response(await store.batch_delete(services_of(request), body["ids"]))
+        return web.json_response(await store.batch_archive(database_of(request), body["ids"]))
+    return web.json_response(await store.batch_delete(database_of(request), body["ids"]))
 
 
 @memory_errors
 async def batch_restore(request: web.Request) -> web.Response:
     body = await _batch_body(request, ("ids",))
-    return web.json_response(await store.batch_restore(services_of(request), body["ids"]))
+    return web.json_response(await store.batch_restore(database_of(request), body["ids"]))
 
 
 @memory_errors
 async def layer_stats(request: web.Request) -> web.Response:
-    return web.json_response(await store.layer_stats(services_of(request)))
+    return web.json_response(await store.layer_stats(database_of(request)))
 
 
 @memory_errors
@@ -254,7 +254,7 @@ async def cleanup_fragments(request: web.Request) -> web.Response:
     days = body.get("days", DEFAULT_CLEANUP_DAYS)
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days <= 36500:
         raise FieldError("days", "'days' must be a number from 0 to 36500.")
-    return web.json_response(await store.cleanup_fragments(services_of(request), days))
+    return web.json_response(await store.cleanup_fragments(database_of(request), days))
 
 
 def setup(app: web.Application) -> None:

@@ -8,7 +8,7 @@ from aiohttp import web
 from pawwake.chat import threads as service
 from pawwake.chat.threads import session_id_of
 from pawwake.routes.service_errors import guarded, json_body, read_object
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 
 def _query_thread(request: web.Request) -> str:
@@ -40,7 +40,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     source = body.get("inherit_summary_from")
     if source is not None:
         source = session_id_of(source, "inherit_summary_from")
-    return json_body(await service.create(services_of(request), thread_id, source), status=201)
+    return json_body(await service.create(database_of(request), thread_id, source), status=201)
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
@@ -58,7 +58,7 @@ async def delete(request: web.Request) -> web.StreamResponse:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def get_summary(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.get_summary(services_of(request), _query_thread(request)))
+    return json_body(await service.get_summary(database_of(request), _query_thread(request)))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
@@ -66,12 +66,12 @@ async def put_summary(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"thread_id", "summary"})
     thread_id = session_id_of(body.get("thread_id"), "thread_id")
     summary = service.summary_text(body.get("summary"))
-    return json_body(await service.put_summary(services_of(request), thread_id, summary))
+    return json_body(await service.put_summary(database_of(request), thread_id, summary))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def clear_summary(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.clear_summary(services_of(request), _query_thread(request)))
+    return json_body(await service.clear_summary(database_of(request), _query_thread(request)))
 
 
 def setup(app: web.Application) -> None:

@@ -62,8 +62,7 @@ async def request_embedding(services: Services) -> None:
 
 async def index_pending(services: Services, *, limit: int | None = None) -> int:
     """Give terms to messages that have none; returns how many were indexed."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     done, after = 0, 0
     while limit is None or done < limit:
         batch = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
@@ -94,8 +93,7 @@ async def reindex_messages(services: Services, cur: Any, ids_and_texts: Sequence
 
 async def embed_missing_messages(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: embed searchable messages lacking a current vector, batch by batch."""
-    database = services.database
-    assert database is not None
+    database = job.database
     settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return {"skipped": "conversation recall is off"}
@@ -115,8 +113,7 @@ async def ensure_vector_index(services: Services, settings: Mapping[str, Any],
                               provenance: Provenance) -> bool:
     """The provenance's HNSW index on message vectors (pgvector only; built once, concurrently,
     so ingest goes on). True when searches can use it."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     return await services.vectors.ensure_hnsw_index(database, settings, provenance,
                                                      table=VECTOR_TABLE)
 
@@ -136,8 +133,7 @@ def request_vector_index(services: Services, settings: Mapping[str, Any],
 
 async def index_status(services: Services) -> dict[str, Any]:
     """Keyword index coverage, vector coverage and the embedding job's state."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     settings = await services.config.fresh()
     counts = await db.index_counts(database.pool)
     provenance = services.embedder.configured_provenance(settings)

@@ -70,8 +70,7 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
     (created_at, id) order) stay searchable: the current thread's history that slid out of
     the live zones."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     settings = settings if settings is not None else await services.config.fresh()
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
@@ -128,8 +127,7 @@ async def _semantic(services: Services, settings: Mapping[str, Any], query: str,
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
     """Add the messages admitted by rank in the query's neighbourhood (``search.fusion``) to
     ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
-    database = services.database
-    assert database is not None
+    database = services.require_database()
     if nothing_to_search(query):  # not worth a model call
         return False, None, None, None
     try:

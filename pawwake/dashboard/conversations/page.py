@@ -20,7 +20,7 @@ from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
 from pawwake.db.turn_injections import injections_of
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ async def view_session(request: web.Request) -> web.Response:
     """One session's messages, deleted ones included (they can be restored here)."""
     lang = request_language(request)
     session_id = service.session_id_of(request.query.get("session"), "session")
-    rows = await service.session_messages(services_of(request), session_id, include_deleted=True)
+    rows = await service.session_messages(database_of(request), session_id, include_deleted=True)
     database = services_of(request).database
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
     injected = await injections_of(database.pool, replies) if database else {}
@@ -125,7 +125,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         await service.edit_message(services_of(app), message_id, service.content_of(content))
         done = "edited"
     elif action in ("delete", "restore"):
-        await service.set_message_deleted(services_of(app), message_id, action == "delete")
+        await service.set_message_deleted(database_of(app), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
         raise Invalid("invalid_action", "Unknown action.")
@@ -140,10 +140,10 @@ async def session_action(request: web.Request) -> web.StreamResponse:
     session_id = service.session_id_of(form.get("session"), "session")
     action = form.get("action")
     if action == "trash":
-        count = await service.trash_session(services_of(app), session_id)
+        count = await service.trash_session(database_of(app), session_id)
         raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
     if action == "restore":
-        count = await service.restore_session(services_of(app), session_id)
+        count = await service.restore_session(database_of(app), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
     raise Invalid("invalid_action", "Unknown action.")
@@ -164,16 +164,16 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
             return render_error(request, 400, translate(lang, "conv.error_merge"))
-        merged = await service.merge_sessions(services_of(app), selected, str(target))
+        merged = await service.merge_sessions(database_of(app), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
             count=str(merged["moved"]["messages"])))
     if action == "restore":
-        count = await service.restore_sessions(services_of(app), selected)
+        count = await service.restore_sessions(database_of(app), selected)
         raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
                                          count=str(count)))
     if action in ("trash", "purge"):
-        result = await service.batch_delete(services_of(app), selected, permanent=action == "purge")
+        result = await service.batch_delete(database_of(app), selected, permanent=action == "purge")
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))

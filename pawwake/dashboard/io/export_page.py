@@ -14,7 +14,7 @@ from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, store
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def _panel(**values: Any) -> dict[str, Any]:
 
 async def _stats(request: web.Request) -> dict[str, Any] | None:
     try:
-        return await store.layer_stats(services_of(request))
+        return await store.layer_stats(database_of(request))
     except DatabaseUnavailable:
         return None
 
@@ -51,7 +51,7 @@ async def _broken_view(request: web.Request, broken: list[dict[str, Any]]
     shown = []
     for number, item in enumerate(broken[:MAX_BROKEN_SHOWN], 1):
         try:
-            content = (await store.get_memory(services_of(request), int(item["id"])))["content"]
+            content = (await store.get_memory(database_of(request), int(item["id"])))["content"]
         except NotFound:
             content = ""
         if len(content) > CONTENT_CHARS:
@@ -66,7 +66,7 @@ async def download(request: web.Request) -> web.StreamResponse:
     """The backup as an attachment; refused (409, with the list) while links dangle."""
     lang = request_language(request)
     try:
-        document = await backup.export_backup(services_of(request))
+        document = await backup.export_backup(database_of(request))
     except backup.BrokenLinks as exc:
         panel = _panel(broken=await _broken_view(request, exc.broken),
                        broken_total=len(exc.broken), stats=await _stats(request))
@@ -90,7 +90,7 @@ async def repair(request: web.Request) -> web.Response:
                                                        stats=await _stats(request))},
                       fragment=PANEL)
     try:
-        report = await backup.repair_links(services_of(request))
+        report = await backup.repair_links(database_of(request))
     except DatabaseUnavailable:
         return render(request, PAGE, {"export": _panel(error=translate(
             request_language(request), "memories.no_database"))}, fragment=PANEL, status=503)

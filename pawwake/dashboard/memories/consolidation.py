@@ -35,7 +35,7 @@ from pawwake.memory.fields import (
     parse_int,
     parse_title,
 )
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ async def cancel(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        await consolidate.cancel(services_of(request))
+        await consolidate.cancel(database_of(request))
     except DetailedConflict as exc:
         return await _panel(request, view, status=409, problem=start_refusal(lang, exc.code))
     if not is_htmx(request):

@@ -16,7 +16,7 @@ from aiohttp_session import get_session
 from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.consolidation import drafts as consolidate
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 RUNNING = ("queued", "running", "retrying")
 # Error codes of a failed run that the page explains in the visitor's language.
@@ -92,7 +92,7 @@ async def consolidation_context(request: web.Request, *,
     """The panel: a form to start a run, the run's progress, or its drafts."""
     app = gateway(request)
     try:
-        state = await consolidate.status(services_of(app))
+        state = await consolidate.status(database_of(app))
     except DatabaseUnavailable:
         return {"available": False, "problem": problem, "notice": notice}
     settings = await services_of(app).config.fresh()
@@ -133,5 +133,5 @@ async def consolidation_context(request: web.Request, *,
 
 async def latest_drafts(app: web.Application) -> list[dict[str, Any]]:
     """The drafts of the latest finished run, with their current state."""
-    state = await consolidate.status(services_of(app))
+    state = await consolidate.status(database_of(app))
     return list(state.get("drafts") or []) if state["status"] == "done" else []

@@ -36,7 +36,7 @@ from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import MAX_LIMIT, search_memories
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ async def region_context(request: web.Request, view: View, *,
     app = gateway(request)
     settings = await services_of(app).config.fresh()
     zone = zone_of(settings)
-    stats = await store.layer_stats(services_of(app))
+    stats = await store.layer_stats(database_of(app))
     counts = layer_counts(stats, view.status)
     search = None
     if view.searching:
@@ -151,7 +151,7 @@ async def region_context(request: web.Request, view: View, *,
         pages = page_count(total)
         if view.page > pages:
             view = replace(view, page=pages)
-        memories, total = await store.list_memories(services_of(app), active=view.active, layer=view.layer, limit=PAGE_SIZE,
+        memories, total = await store.list_memories(database_of(app), active=view.active, layer=view.layer, limit=PAGE_SIZE,
             offset=(view.page - 1) * PAGE_SIZE)
         first = (view.page - 1) * PAGE_SIZE + 1
         rows = [row_view(m, first + i, zone) for i, m in enumerate(memories)]
@@ -211,7 +211,7 @@ def edit_state(row: Mapping[str, Any], values: Mapping[str, Any] | None = None,
 
 async def versions_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
     """The version chain of a row, oldest first, and which member an undo would act on."""
-    chain = await store.versions(services_of(app), memory_id)
+    chain = await store.versions(database_of(app), memory_id)
     current = [m for m in chain if m["superseded_by"] is None and m["is_active"]]
     current_id = current[-1]["id"] if current else None
     replaced_ids = {m["superseded_by"] for m in chain if m["superseded_by"] is not None}

@@ -37,7 +37,7 @@ from pawwake.memory.fields import (
     parse_title,
 )
 from pawwake.memory.store import MemoryConflict
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def merge_form_view(memories: list[dict[str, Any]], *, fields: dict[str, str] | 
 
 async def _sources(request: web.Request, ids: list[int]) -> list[dict[str, Any]]:
     """The ticked memories, oldest first (the order their texts are joined in)."""
-    found = [await store.get_memory(services_of(request), memory_id) for memory_id in ids]
+    found = [await store.get_memory(database_of(request), memory_id) for memory_id in ids]
     return sorted(found, key=lambda memory: (memory["created_at"], memory["id"]))
 
 
@@ -165,7 +165,7 @@ async def promote(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        await store.promote_memory(services_of(request), memory_id_from(form))
+        await store.promote_memory(database_of(request), memory_id_from(form))
     except MemoryConflict:
         notice = message("alert", translate(lang, "refusal.archived"))
         return await respond(request, view, fragment=CANDIDATES, status=409,

@@ -10,7 +10,7 @@ from aiohttp import web
 from pawwake.dashboard.memories.view import gateway, row_view, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.consolidation import merge
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 # Why a revert cannot run now; each has a message in the catalog ("revert.<code>").
 REVERT_BLOCKERS = ("not_merged", "source_missing", "merged_again", "source_merged_elsewhere",
@@ -52,7 +52,7 @@ async def candidates_context(request: web.Request, *, notice: dict[str, str] | N
     """Events that look like core memories (never promoted by themselves), with reasons."""
     app = gateway(request)
     try:
-        found = await merge.core_candidates(services_of(app))
+        found = await merge.core_candidates(database_of(app))
     except DatabaseUnavailable:
         return {"available": False, "entries": [], "notice": notice}
     zone = zone_of(await services_of(app).config.fresh())

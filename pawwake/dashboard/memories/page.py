@@ -36,7 +36,7 @@ from pawwake.dashboard.memories.view import (
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_edit
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ async def edit_form(request: web.Request) -> web.Response:
     if not is_htmx(request):
         raise _to_list(request, view, edit=str(number))
     app = gateway(request)
-    memory = await store.get_memory(services_of(app), memory_id_from(request.query))
+    memory = await store.get_memory(database_of(app), memory_id_from(request.query))
     row = row_view(memory, number, zone_of(await services_of(app).config.fresh()))
     return await _row_response(request, view, memory, number, edit=edit_state(row))
 
@@ -110,7 +110,7 @@ async def show_row(request: web.Request) -> web.Response:
     view = parse_view(request.query)
     if not is_htmx(request):
         raise _to_list(request, view)
-    memory = await store.get_memory(services_of(request), memory_id_from(request.query))
+    memory = await store.get_memory(database_of(request), memory_id_from(request.query))
     return await _row_response(request, view, memory, row_number_from(request.query))
 
 
@@ -127,7 +127,7 @@ async def save_edit(request: web.Request) -> web.Response:
     try:
         changes = parse_edit(values)
     except FieldError as exc:
-        memory = await store.get_memory(services_of(app), memory_id)
+        memory = await store.get_memory(database_of(app), memory_id)
         errors = {exc.field or "content": field_message(lang, exc)}
         edit = edit_state(row_view(memory, number, zone), values, errors)
         if is_htmx(request):
@@ -162,7 +162,7 @@ async def _panel(request: web.Request, kind: str) -> web.Response:
     zone = zone_of(await services_of(app).config.fresh())
     panel = (await versions_view(app, memory_id, zone) if kind == "versions"
              else await sources_view(app, memory_id, zone))
-    row = {**row_view(await store.get_memory(services_of(app), memory_id), number, zone), "panel": panel}
+    row = {**row_view(await store.get_memory(database_of(app), memory_id), number, zone), "panel": panel}
     return render(request, PANEL, {"row": row, "view": view})
 
 

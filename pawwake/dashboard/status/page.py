@@ -13,7 +13,7 @@ from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 
 async def status(request: web.Request) -> web.Response:
@@ -46,7 +46,7 @@ async def status(request: web.Request) -> web.Response:
             context["counts"] = await dashboard_counts(database.pool)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
-            context["jobs"] = await job_admin.health(services_of(app))
+            context["jobs"] = await job_admin.health(database_of(app))
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"

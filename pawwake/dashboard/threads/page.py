@@ -18,7 +18,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import Conflict
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ async def threads_page(request: web.Request) -> web.Response:
                                           "progress": 0, "progress_max": 0, "notice": None})
     threads = await service.list_threads(services_of(app))
     wanted = request.query.get("summary") or status["active_thread"]
-    summary = await service.get_summary(services_of(app), session_id_of(wanted, "summary"))
+    summary = await service.get_summary(database_of(app), session_id_of(wanted, "summary"))
     x2 = 2 * status["x"]
     key = NOTICES.get(request.query.get("done", ""))
     return render(request, TEMPLATE, {
@@ -65,7 +65,7 @@ async def _apply(app: web.Application, action: str, form: Mapping[str, Any]) -> 
         return {"done": "deleted"}
     if action == "create":
         source = form.get("inherit") or None
-        await service.create(services_of(app), session_id_of(form.get("thread"), "thread"),
+        await service.create(database_of(app), session_id_of(form.get("thread"), "thread"),
                              session_id_of(source, "inherit") if source else None)
         return {"done": "created"}
     if action == "rename":
@@ -75,9 +75,9 @@ async def _apply(app: web.Application, action: str, form: Mapping[str, Any]) -> 
     if action in ("summary_save", "summary_clear"):
         thread = session_id_of(form.get("thread"), "thread")
         if action == "summary_save":
-            await service.put_summary(services_of(app), thread, service.summary_text(form.get("summary")))
+            await service.put_summary(database_of(app), thread, service.summary_text(form.get("summary")))
             return {"done": "summary_saved", "summary": thread}
-        await service.clear_summary(services_of(app), thread)
+        await service.clear_summary(database_of(app), thread)
         return {"done": "summary_cleared", "summary": thread}
     raise Invalid("invalid_action", "Unknown action.")
 

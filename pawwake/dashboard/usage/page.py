@@ -14,7 +14,7 @@ from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
-from pawwake.services import services_of
+from pawwake.services import database_of, services_of
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
@@ -43,7 +43,7 @@ async def usage(request: web.Request) -> web.Response:
         "has_usage": False}
     if services_of(app).database is not None:
         report = await usage_report(services_of(app), days)
-        total_sessions, sessions = await service.usage_by_session(services_of(app), SESSION_PAGE, (page_number - 1) * SESSION_PAGE)
+        total_sessions, sessions = await service.usage_by_session(database_of(app), SESSION_PAGE, (page_number - 1) * SESSION_PAGE)
         context.update(
             report=report, sessions=sessions,
             chart=chart([(day, totals.by_kind) for day, totals in report.days], USAGE_TYPES),

@@ -31,9 +31,9 @@ from pawwake.memory.consolidation.merge import DetailedConflict, draft_states
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import FieldError
-from pawwake.memory.store import pool_of
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ async def start_selection(services: Services, ids: list[int]) -> dict[str, Any]:
     reminder waiting."""
     settings = await services.config.fresh()
     tz_hours = settings.TIMEZONE_HOURS
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         rows = await db.rows_by_ids(cur, ids, tz_hours)
     missing = sorted(set(ids) - {r["id"] for r in rows})
     if missing:
@@ -108,7 +108,7 @@ async def start_range(services: Services, date_from: date, date_to: date) -> dic
                                "range_too_long")
     settings = await services.config.fresh()
     tz_hours = settings.TIMEZONE_HOURS
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         count = await db.count_range(cur, date_from, date_to, tz_hours)
     if count == 0:
         raise SelectionRefused(None, "No active fragment or event without a pending reminder "
@@ -123,7 +123,7 @@ async def start_range(services: Services, date_from: date, date_to: date) -> dic
 
 
 async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> dict[str, Any]:
-    pool = pool_of(services)
+    pool = services.require_database().pool
     job_id = await jobs_db.enqueue_job(pool, CONSOLIDATE_KIND, payload, dedupe_key="single",
                                        max_attempts=JOB_ATTEMPTS)
     if job_id is None:
@@ -136,18 +136,18 @@ async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> d
     return {"job_id": job_id, "status": "queued", "mode": payload["mode"], "items": items}
 
 
-async def cancel(services: Services) -> dict[str, Any]:
+async def cancel(database: Database) -> dict[str, Any]:
     cancelled = await db.cancel_unfinished(
-        pool_of(services), CONSOLIDATE_KIND,
+        database.pool, CONSOLIDATE_KIND,
         {"code": "cancelled", "message": "The draft run was cancelled."})
     if not cancelled:
         raise DetailedConflict("not_running", "No draft run is queued or running.")
     return {"cancelled": True, "job_id": cancelled[0]}
 
 
-async def status(services: Services, job_id: int | None = None) -> dict[str, Any]:
+async def status(database: Database, job_id: int | None = None) -> dict[str, Any]:
     """The latest (or the named) draft job as a UI shows it; drafts carry their state now."""
-    pool = pool_of(services)
+    pool = database.pool
     if job_id is None:
         job = await jobs_db.latest_of_kind(pool, CONSOLIDATE_KIND)
         if job is None:
@@ -167,7 +167,7 @@ async def status(services: Services, job_id: int | None = None) -> dict[str, Any
         shown["retry_at"] = job["run_after"].isoformat()
         shown["last_error"] = job["last_error"]
     if job["status"] == "done":
-        shown["drafts"] = await draft_states(services, result.get("drafts", []))
+        shown["drafts"] = await draft_states(database, result.get("drafts", []))
         shown["stats"] = result.get("stats", {})
     if shown["status"] == "failed":
         shown["error"] = result.get("error") or {
@@ -200,7 +200,7 @@ class DraftRun:
     def __init__(self, services: Services, job: Job, settings: Any) -> None:
         self.job = job
         self.services = services
-        self.pool = pool_of(services)
+        self.pool = services.require_database().pool
         self.settings = settings
         self.tz_hours = float(job.payload["timezone_hours"])
         self.model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
@@ -371,7 +371,7 @@ class DraftRun:
 async def run_draft_job(services: Services, job: Job) -> dict[str, Any] | None:
     """Job handler for CONSOLIDATE_KIND."""
     settings = await services.config.fresh()
-    pool = pool_of(services)
+    pool = services.require_database().pool
     stored = await jobs_db.get_job(pool, job.id)
     resume = (stored or {}).get("progress", {}).get("resume")
     try:

@@ -23,9 +23,10 @@ from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.fields import FieldError
 from pawwake.memory.resources import terms_for
-from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json, pool_of
+from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
 
 if TYPE_CHECKING:
+    from pawwake.database import Database
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -60,24 +61,24 @@ class MergeRequest:
 
 # --- drafts --------------------------------------------------------------------------------
 
-async def find_draft(services: Services, draft_id: str) -> dict[str, Any]:
+async def find_draft(database: Database, draft_id: str) -> dict[str, Any]:
     """A draft made by a finished draft job (404 when there is no such draft)."""
     parsed = parse.parse_draft_id(draft_id)
-    draft = (await db.finished_draft(pool_of(services), CONSOLIDATE_KIND, parsed[0], draft_id)
+    draft = (await db.finished_draft(database.pool, CONSOLIDATE_KIND, parsed[0], draft_id)
              if parsed else None)
     if draft is None:
         raise NotFound(f"No draft {draft_id!r}; make new drafts.")
     return dict(draft)
 
 
-async def draft_states(services: Services, drafts: list[dict[str, Any]]
+async def draft_states(database: Database, drafts: list[dict[str, Any]]
                        ) -> list[dict[str, Any]]:
     """Each draft with ``state``: ``confirmed`` (and ``merged_id``), ``stale`` (a source changed
     since the draft was made; ``changed_ids``) or ``ready``."""
     ids = sorted({i for d in drafts for i in d["source_ids"]})
     if not ids:
         return []
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(database.pool) as cur:
         current = {r["id"]: r for r in await db.rows_by_ids(cur, ids, 0)}
         holders = await db.merges_holding(cur, ids)
     shown = []
@@ -106,14 +107,14 @@ async def merge_memories(services: Services, request: MergeRequest) -> dict[str,
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
     settings = await services.config.fresh()
     tz_hours = settings.TIMEZONE_HOURS
-    draft = await find_draft(services, request.draft_id) if request.draft_id else None
+    draft = await find_draft(services.require_database(), request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
     content = request.content or (draft["content"] if draft else None)
     if content is None:
         raise FieldError("content", "'content' is required for a merge.", "missing_field")
     title = request.title if request.title_given or draft is None else draft["title"]
     [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [content])
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         rows = await memories_db.lock_memories(cur, source_ids)
         await _check_sources(cur, request, draft, source_ids, rows)
         floor = parse.target_layer(r["layer"] for r in rows)
@@ -188,7 +189,7 @@ async def _check_sources(cur: Any, request: MergeRequest, draft: dict[str, Any] 
 async def revert_merge(services: Services, memory_id: int) -> dict[str, Any]:
     """Restore every source and archive the merged memory; afterwards it is no longer a merge."""
     settings = await services.config.fresh()
-    async with transaction(pool_of(services)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         first = await memories_db.get_memory(cur, memory_id)
         if first is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -247,7 +248,7 @@ def _blocker(code: str, message: str, **details: Any) -> dict[str, Any]:
 async def sources_of(services: Services, memory_id: int) -> dict[str, Any]:
     """The sources of a merged memory, oldest first, and whether a revert would work now."""
     settings = await services.config.fresh()
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         memory = await memories_db.get_memory(cur, memory_id)
         if memory is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -268,10 +269,10 @@ async def sources_of(services: Services, memory_id: int) -> dict[str, Any]:
 
 # --- core candidates -----------------------------------------------------------------------
 
-async def core_candidates(services: Services, limit: int = CANDIDATE_LIMIT
+async def core_candidates(database: Database, limit: int = CANDIDATE_LIMIT
                           ) -> list[dict[str, Any]]:
     """Events worth promoting to core, with the reasons; nothing is promoted here."""
-    async with cursor(pool_of(services)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await db.core_candidates(cur, min_sources=CANDIDATE_MIN_SOURCES,
                                         min_importance=CANDIDATE_MIN_IMPORTANCE,
                                         limit=min(limit, CANDIDATE_LIMIT))

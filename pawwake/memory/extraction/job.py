@@ -112,8 +112,7 @@ async def similar_memory_ids(services: Services, settings: Any, query_text: str
 
 async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     """The durable job: read the window, ask the model, apply the answer atomically."""
-    database = services.database
-    assert database is not None
+    database = job.database
     settings = await services.config.fresh()
     session_id = job.payload["session_id"]
     upto = int(job.payload["rounds"])
@@ -167,8 +166,7 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
 async def apply_items(services: Services, job: Job, session_id: str, items: list[ExtractedItem],
                       candidate_ids: set[int], message_ids: list[int]) -> dict[str, Any]:
     """Write every item and the job's completion in one transaction."""
-    database = services.database
-    assert database is not None
+    database = job.database
     counts = {"added": 0, "duplicates": 0, "superseded": 0, "refused_supersede": 0,
               "reminders_moved": 0}
     # Cut before the transaction opens: one trip to the tokenizer thread, no row locks held
