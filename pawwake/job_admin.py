@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.conversations import Invalid
+from pawwake.database import require_database
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import NotFound
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
+    from pawwake.jobs import JobRunner
 
 # Job kinds whose failure means the gateway is not learning memories.
 MEMORY_KINDS = frozenset({"memory_extract"})
@@ -54,16 +55,16 @@ async def get_job(database: Database, job_id: int) -> dict[str, Any]:
     return shown(row)
 
 
-async def retry(services: Services, job_id: int) -> dict[str, Any]:
+async def retry(runner: JobRunner, job_id: int) -> dict[str, Any]:
     """Run the job again now, with a fresh set of attempts (NotFound / Conflict)."""
-    job = shown(await jobs_db.retry_now(services.require_database().pool, job_id))
-    services.jobs.wake()
+    job = shown(await jobs_db.retry_now(require_database(runner.database).pool, job_id))
+    runner.wake()
     return job
 
 
-async def discard(database: Database, job_id: int) -> dict[str, Any]:
+async def discard(runner: JobRunner, job_id: int) -> dict[str, Any]:
     """Give up on the job; it stays stored but never runs again (NotFound / Conflict)."""
-    return shown(await jobs_db.discard(database.pool, job_id))
+    return shown(await jobs_db.discard(require_database(runner.database).pool, job_id))
 
 
 async def health(database: Database) -> dict[str, Any]:

@@ -52,12 +52,12 @@ async def get_job(request: web.Request) -> web.StreamResponse:
 
 @guarded(FEATURE)
 async def retry(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.retry(services_of(request), _job_id(request)))
+    return json_body(await job_admin.retry(services_of(request).jobs, _job_id(request)))
 
 
 @guarded(FEATURE)
 async def discard(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.discard(database_of(request), _job_id(request)))
+    return json_body(await job_admin.discard(services_of(request).jobs, _job_id(request)))
 
 
 def setup(app: web.Application) -> None:

@@ -59,7 +59,7 @@ async def job_action(request: web.Request) -> web.StreamResponse:
     if services_of(request).database is None:
         return render_error(request, 503, translate(lang, "jobs.no_database"))
     act, outcome = ACTIONS[action]
-    job = await act(services_of(request), int(raw_id))
+    job = await act(services_of(request).jobs, int(raw_id))
     if form.get("back") == "status":  # from the status page's jobs card: back to that card
         query = {"job_done": outcome, "job": str(job["id"])}
         raise web.HTTPSeeOther(str(request.app.router["status"].url_for().with_query(query))
