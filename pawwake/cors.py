@@ -19,7 +19,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from pawwake.errors import openai_error
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ async def current_policy(request: web.Request) -> CorsPolicy:
     """The policy in force now (CORS_ALLOW_ORIGINS is hot: dashboard saves apply at once).
     On /mcp ``*`` does not count: the MCP security notes want each browser origin checked."""
     services = services_of(request)
-    settings = await services.config.fresh()
+    settings = await settings_of(request)
     policy = parse_policy(settings.CORS_ALLOW_ORIGINS,
                           gateway_secret_set=bool(services.settings.GATEWAY_SECRET))
     if request.path == MCP_PATH and policy.any_origin:

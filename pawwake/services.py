@@ -6,7 +6,9 @@ the workers start). The one exception is the HTTP client, which aiohttp can only
 a running event loop: ``http`` answers once the HTTP context has opened it.
 
 Routes, the dashboard and assembly reach the object with ``services_of(request)`` (also from a
-sub-app) or ``services_of(app)``; the services below them take the parts they use.
+sub-app) or ``services_of(app)``; the services below them take the parts they use. A request
+reads the settings in force once, with ``settings_of(request)``, and passes that snapshot down;
+a background job reads them once when it starts.
 """
 
 from __future__ import annotations
@@ -102,3 +104,16 @@ def services_of(where: web.Request | web.Application) -> Services:
 def database_of(where: web.Request | web.Application) -> Database:
     """The database for a route that cannot work without it (503 when it is turned off)."""
     return services_of(where).require_database()
+
+
+_SETTINGS_NOW: web.RequestKey[Settings] = web.RequestKey("settings_now")
+
+
+async def settings_of(request: web.Request) -> Settings:
+    """The settings for this request: read once, at its first use, and the same snapshot for
+    the rest of it (a dashboard save meanwhile applies from the next request)."""
+    settings = request.get(_SETTINGS_NOW)
+    if settings is None:
+        settings = await settings_of(request)
+        request[_SETTINGS_NOW] = settings
+    return settings

@@ -21,6 +21,7 @@ from pawwake.text.storable import storable_text
 if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +61,18 @@ def content_of(value: Any) -> str:
     return value
 
 
-async def _search_terms(services: Services, phrases: list[str]) -> list[str] | None:
+async def _search_terms(services: Services, settings: Settings, phrases: list[str]
+                        ) -> list[str] | None:
     """Index terms of the search phrases when recall keeps an index, else None (scan)."""
-    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return None
     terms = await conversation_index.terms_for(services, phrases)
     return sorted({t for group in terms for t in group}) or None
 
 
-async def list_conversations(services: Services, *, query: str = "", trash: bool = False,
-                             limit: int = 20, offset: int = 0) -> dict[str, Any]:
+async def list_conversations(services: Services, *, settings: Settings, query: str = "",
+                             trash: bool = False, limit: int = 20, offset: int = 0
+                             ) -> dict[str, Any]:
     """One page of sessions, newest activity first, optionally only those containing a phrase.
 
     Every whitespace-separated part of ``query`` must appear in one message. The keyword index
@@ -78,7 +80,7 @@ async def list_conversations(services: Services, *, query: str = "", trash: bool
     """
     pool = services.require_database().pool
     phrases = [p for p in query.split() if p]
-    terms = await _search_terms(services, phrases) if phrases and not trash else None
+    terms = await _search_terms(services, settings, phrases) if phrases and not trash else None
     total, rows = await db.list_sessions(pool, trash=trash, limit=limit, offset=offset,
                                          phrases=phrases, terms=terms)
     if terms and total == 0:
@@ -98,11 +100,12 @@ async def session_messages(database: Database, session_id: str, *,
     return [row for row in rows if row["deleted_at"] is None]
 
 
-async def edit_message(services: Services, message_id: int, content: str) -> dict[str, Any]:
+async def edit_message(services: Services, message_id: int, content: str, *,
+                       settings: Settings) -> dict[str, Any]:
     """Change a message's text and re-index it in the same transaction."""
     async with transaction(services.require_database().pool) as cur:
         row = await db.edit_message(cur, message_id, content)
-        await conversation_index.reindex_messages(services, cur, [(message_id, content)])
+        await conversation_index.reindex_messages(services, cur, [(message_id, content)], settings=settings)
     return row
 
 
@@ -248,7 +251,7 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     return dict(by_session)
 
 
-async def import_conversations(services: Services, body: Any) -> dict[str, Any]:
+async def import_conversations(services: Services, body: Any, *, settings: Settings) -> dict[str, Any]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())
@@ -257,7 +260,7 @@ async def import_conversations(services: Services, body: Any) -> dict[str, Any]:
         for session_id, rows in sessions.items():
             inserted += await db.insert_imported(cur, session_id, rows)
         if inserted:
-            await conversation_index.reindex_messages(services, cur, inserted)
+            await conversation_index.reindex_messages(services, cur, inserted, settings=settings)
     return {"sessions": len(sessions), "received": total, "imported": len(inserted),
             "skipped": total - len(inserted)}
 

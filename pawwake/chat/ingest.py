@@ -28,6 +28,7 @@ from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -233,10 +234,9 @@ def rows_for(turn: Turn) -> list[NewMessage]:
     return rows
 
 
-async def ingest_turn(services: Services, turn: Turn) -> IngestResult:
+async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> IngestResult:
     """Store ``turn`` once; see the module docstring."""
     database = services.require_database()
-    settings = await services.config.fresh()
     recall = bool(settings.CONVERSATION_RECALL_ENABLED)
     terms = await conversation_index.terms_for(services, [m.text for m in turn.messages]) \
         if recall else None
@@ -244,7 +244,7 @@ async def ingest_turn(services: Services, turn: Turn) -> IngestResult:
         await turns_db.lock_session_writes(cur, turn.session_id)
         found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
         if found is not None:
-            replaced = (await replace_final_reply(services, cur, found, turn)
+            replaced = (await replace_final_reply(services, settings, cur, found, turn)
                         if turn.replace_reply else None)
             if replaced is None:
                 return IngestResult(status="duplicate")

@@ -21,15 +21,13 @@ from pawwake.db.pool import cursor, transaction
 
 if TYPE_CHECKING:
     from pawwake.database import Database
+    from pawwake.live_settings import RuntimeConfig
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 MAX_SUMMARY = 200_000
 
 __all__ = ["Invalid", "session_id_of"]
-
-
-async def _active(services: Services) -> str:
-    return active_thread(await services.config.fresh())
 
 
 async def _lock(cur: Any, *thread_ids: str) -> None:
@@ -47,12 +45,11 @@ def summary_text(value: Any) -> str:
     return value
 
 
-async def status(services: Services) -> dict[str, Any]:
+async def status(database: Database, *, settings: Settings) -> dict[str, Any]:
     """What the dashboard shows: zones, rotation progress and the summary's health."""
-    settings = await services.config.fresh()
     thread = active_thread(settings)
     x = max(1, int(settings.CACHE_PARTITION_X))
-    async with cursor(services.require_database().pool) as cur:
+    async with cursor(database.pool) as cur:
         state = await load_state(cur, thread)
         # Counted, not read: the page stays cheap however many messages the thread holds.
         stored, live = await db.round_counts(cur, thread, state.zone_start_message_id)
@@ -72,9 +69,9 @@ async def status(services: Services) -> dict[str, Any]:
     }
 
 
-async def list_threads(services: Services) -> list[dict[str, Any]]:
-    active = await _active(services)
-    async with cursor(services.require_database().pool) as cur:
+async def list_threads(database: Database, *, settings: Settings) -> list[dict[str, Any]]:
+    active = active_thread(settings)
+    async with cursor(database.pool) as cur:
         rows = await db.list_threads(cur)
     threads = [{"thread_id": r["thread_id"], "messages": r["messages"],
                 "last_activity": r["last_activity"], "active": r["thread_id"] == active,
@@ -85,9 +82,9 @@ async def list_threads(services: Services) -> list[dict[str, Any]]:
     return threads
 
 
-async def switch(services: Services, thread_id: str) -> str:
+async def switch(config: RuntimeConfig, thread_id: str) -> str:
     """Make ``thread_id`` the active thread (stored: it survives restarts)."""
-    await services.config.update({"PARTITION_SESSION_ID": thread_id})
+    await config.update({"PARTITION_SESSION_ID": thread_id})
     return thread_id
 
 
@@ -109,7 +106,8 @@ async def create(database: Database, thread_id: str, inherit_from: str | None
             "inherited_from": inherit_from}
 
 
-async def rename(services: Services, old_id: str, new_id: str) -> dict[str, Any]:
+async def rename(services: Services, old_id: str, new_id: str, *, settings: Settings
+                 ) -> dict[str, Any]:
     """Move messages, token usage and state in one transaction; follow an active rename."""
     if old_id == new_id:
         raise Invalid("same_thread_id", "new_id must differ from old_id.")
@@ -120,18 +118,18 @@ async def rename(services: Services, old_id: str, new_id: str) -> dict[str, Any]
         counts = await db.rename_thread(cur, old_id, new_id)
         if counts["messages"] == 0 and counts["state_rows"] == 0:
             raise NotFound(f"thread {old_id}")
-    switched = await _active(services) == old_id
+    switched = active_thread(settings) == old_id
     if switched:
-        await switch(services, new_id)
+        await switch(services.config, new_id)
     return {"old_id": old_id, "new_id": new_id, "switched": switched, **counts}
 
 
-async def delete(services: Services, thread_id: str) -> dict[str, Any]:
+async def delete(database: Database, thread_id: str, *, settings: Settings) -> dict[str, Any]:
     """Drop the thread's state; its messages go to the conversation trash (restorable)."""
-    if thread_id == await _active(services):
+    if thread_id == active_thread(settings):
         raise Conflict("the active thread cannot be deleted; switch to another one first",
                        "active_thread")
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(database.pool) as cur:
         await _lock(cur, thread_id)
         state_rows = await db.delete_state(cur, thread_id)
         trashed = 0

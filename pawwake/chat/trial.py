@@ -27,7 +27,7 @@ from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
 
 if TYPE_CHECKING:
-    pass
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,13 @@ def provider_message(data: bytes, settings: Any) -> str:
 
 
 async def trial_chat(app: web.Application, session_id: str, model: str,
-                     messages: list[dict[str, Any]]) -> AsyncIterator[tuple[str, Any]]:
+                     messages: list[dict[str, Any]], *, settings: Settings
+                     ) -> AsyncIterator[tuple[str, Any]]:
     """Run one streamed turn; see the module docstring for the events.
 
     Raises ChatRejected before anything is yielded when the pipeline refuses the request.
     Leaving the generator early (the page went away) releases the turn's claims."""
     services = app[keys.SERVICES]
-    settings = await services.config.fresh()
     body: dict[str, Any] = {"messages": messages, "stream": True}
     if model:
         body["model"] = model

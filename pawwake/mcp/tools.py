@@ -34,8 +34,9 @@ from pawwake.routes.recall import BadSearch, parse_search
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
-Tool = Callable[["Services", dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
+Tool = Callable[["Services", "Settings", dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1
 ADD_FIELDS = tuple(name for name in CREATE_FIELDS if name != "layer")
 UPDATE_FIELDS = ("id", *EDIT_FIELDS)
@@ -53,10 +54,11 @@ def exists(name: str) -> bool:
     return name in _TOOLS
 
 
-async def call(services: Services, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call(services: Services, settings: Settings, name: str, arguments: dict[str, Any]
+               ) -> dict[str, Any]:
     """Run one tool; refusals become ``isError`` results, other failures propagate."""
     try:
-        text, structured = await _TOOLS[name](services, arguments)
+        text, structured = await _TOOLS[name](services, settings, arguments)
     except FieldError as exc:
         return _error(exc.message, exc.code, field=exc.field)
     except (BadInput, BadSearch) as exc:
@@ -102,12 +104,12 @@ def _memory_line(memory: dict[str, Any]) -> str:
     return " ".join(parts) + " " + memory["content"]
 
 
-async def _search_memories(services: Services, args: dict[str, Any]
+async def _search_memories(services: Services, settings: Settings, args: dict[str, Any]
                            ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "limit"))
     query = check_query(args.get("query"), "query")
     limit = check_limit(args.get("limit"), from_text=False)
-    outcome = await search_memories(services, query, limit=limit)
+    outcome = await search_memories(services, query, limit=limit, settings=settings)
     found = [{
         "id": r.id, "content": r.memory["content"], "title": r.memory["title"],
         "importance": r.memory["importance"], "layer": r.memory["layer"],
@@ -120,7 +122,7 @@ async def _search_memories(services: Services, args: dict[str, Any]
     return "\n".join(lines), {"query": query, "mode": outcome.mode, "memories": found}
 
 
-async def _add_memory(services: Services, args: dict[str, Any]
+async def _add_memory(services: Services, settings: Settings, args: dict[str, Any]
                       ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ADD_FIELDS)
     if "importance" not in args:
@@ -130,7 +132,7 @@ async def _add_memory(services: Services, args: dict[str, Any]
     return f"{verb}: {_memory_line(row)}", {"inserted": inserted, "memory": memory_json(row)}
 
 
-async def _update_memory(services: Services, args: dict[str, Any]
+async def _update_memory(services: Services, settings: Settings, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, UPDATE_FIELDS)
     number = _memory_id(args.get("id"))
@@ -141,14 +143,14 @@ async def _update_memory(services: Services, args: dict[str, Any]
             {"changed": changed, "memory": memory_json(row)})
 
 
-async def _archive_memory(services: Services, args: dict[str, Any]
+async def _archive_memory(services: Services, settings: Settings, args: dict[str, Any]
                           ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("id",))
     row = await store.archive_memory(services.require_database(), _memory_id(args.get("id")))
     return f"Archived #{row['id']}.", {"archived": True, "memory": memory_json(row)}
 
 
-async def _search_conversations(services: Services, args: dict[str, Any]
+async def _search_conversations(services: Services, settings: Settings, args: dict[str, Any]
                                 ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "exclude_fragment_ids", "exclude_session_ids",
                           "max_sessions"))
@@ -156,7 +158,6 @@ async def _search_conversations(services: Services, args: dict[str, Any]
     options = parse_search(params, text=False, query_name="query")
     if services.database is None:
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
-    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         raise ToolRefused("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
@@ -173,7 +174,7 @@ async def _search_conversations(services: Services, args: dict[str, Any]
                   "fragment_ids": [f["fragment_id"] for f in outcome.fragments]}
 
 
-async def _due_reminders(services: Services, args: dict[str, Any]
+async def _due_reminders(services: Services, settings: Settings, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     """Claim the due reminders and mark them delivered: this answer is their delivery."""
     reject_unknown(args, ())

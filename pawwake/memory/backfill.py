@@ -14,6 +14,7 @@ from pawwake.memory.embedding_jobs import EMBED_KIND
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,11 @@ class VectorsDisabled(Exception):
     """MEMORY_VECTOR_ENABLED is off: there is nothing to backfill."""
 
 
-async def start_backfill(services: Services, *, confirm_rebuild: bool = False
+async def start_backfill(services: Services, *, settings: Settings,
+                         confirm_rebuild: bool = False
                          ) -> dict[str, Any]:
     """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
     database = services.require_database()
-    settings = await services.config.fresh()
     if not settings.MEMORY_VECTOR_ENABLED:
         raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
     provenance = await services.embedder.provenance(settings)  # may raise EmbeddingError
@@ -63,10 +64,9 @@ async def start_backfill(services: Services, *, confirm_rebuild: bool = False
     return {"job_id": job_id, "rebuild": rebuilding, "provenance": provenance.as_dict()}
 
 
-async def backfill_status(services: Services) -> dict[str, Any]:
+async def backfill_status(services: Services, *, settings: Settings) -> dict[str, Any]:
     """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
     database = services.require_database()
-    settings = await services.config.fresh()
     embedder = services.embedder
     error = None
     try:

@@ -40,6 +40,7 @@ from pawwake.text.query import embedding_text, nothing_to_search
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class _Semantic:
 
 async def search_memories(services: Services, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
-                          settings: Mapping[str, Any] | None = None,
+                          settings: Settings,
                           touch: bool = True) -> SearchOutcome:
     """Search active memories for ``query``; see the module docstring for the scoring.
 
@@ -95,7 +96,6 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     database = services.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
-    settings = settings if settings is not None else await services.config.fresh()
     limit = max(1, min(MAX_LIMIT, int(limit)))
     exclude = sorted({int(i) for i in exclude_ids})
     await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)

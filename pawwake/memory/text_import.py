@@ -23,6 +23,7 @@ from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +87,10 @@ SCORING_PROBLEMS = {
 }
 
 
-async def score_lines(services: Services, lines: list[str]
+async def score_lines(services: Services, settings: Settings, lines: list[str]
                       ) -> tuple[list[int], list[bool], list[dict[str, Any]]]:
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
-    settings = await services.config.fresh()
     model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
     scores: list[int] = []
     by_model: list[bool] = []
@@ -136,7 +136,8 @@ async def _score_batch(services: Services, settings: Any, model: str, batch: lis
     return result, {}
 
 
-async def import_text(services: Services, text: str, *, skip_scoring: bool) -> dict[str, Any]:
+async def import_text(services: Services, text: str, *, skip_scoring: bool,
+                      settings: Settings) -> dict[str, Any]:
     """Import each new line as a fragment; report ``{imported, skipped, scored, warnings,
     notices}``: ``warnings`` in English, ``notices`` the same as codes with their values."""
     lines = split_lines(storable_text(text))
@@ -152,7 +153,7 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool) -> d
     if skip_scoring or not fresh:
         scores, by_model, notices = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
     else:
-        scores, by_model, notices = await score_lines(services, fresh)
+        scores, by_model, notices = await score_lines(services, settings, fresh)
     terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, fresh)
     async with transaction(pool) as cur:
         await db.lock_memory_imports(cur)

@@ -42,7 +42,7 @@ from pawwake.llm.sse import (
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
         app = request.app
         turn = turn_class(request)
         try:
-            settings = await services_of(app).config.fresh()
+            settings = await settings_of(request)
             raw = await request.read()
             body = turn.parse_body(raw)
             turn.task = services_of(app).tasks.spawn(turn.run(settings, body, raw),
@@ -444,7 +444,7 @@ async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
     app = request.app
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:

@@ -6,11 +6,11 @@ from aiohttp import web
 
 from pawwake import __version__
 from pawwake.database import connected_database, database_state
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 
 
 async def health(request: web.Request) -> web.Response:
-    settings = await services_of(request).config.fresh()
+    settings = await settings_of(request)
     state = database_state(services_of(request).database)
     database = connected_database(services_of(request).database)
     return web.json_response({

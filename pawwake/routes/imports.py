@@ -18,7 +18,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import error, memory_errors, read_json
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ async def import_text(request: web.Request) -> web.Response:
         skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
-    report = await text_import.import_text(services_of(request), text, skip_scoring=skip)
+    report = await text_import.import_text(services_of(request), text, skip_scoring=skip, settings=await settings_of(request))
     return web.json_response(report)
 
 

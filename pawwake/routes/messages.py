@@ -15,7 +15,7 @@ from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.protocols.anthropic.upstream import forward_messages
 from pawwake.routes.chat import turn_handler
 from pawwake.routes.messages_relay import MessagesTurn, upstream_url
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 
 messages = turn_handler(MessagesTurn)  # POST /v1/messages
 
@@ -23,7 +23,7 @@ messages = turn_handler(MessagesTurn)  # POST /v1/messages
 async def count_tokens(request: web.Request) -> web.Response:
     """Passed through as sent: the provider counts the client's own request."""
     app = request.app
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     raw = await request.read()
     url = upstream_url(settings, request, "/count_tokens")
     try:

@@ -12,7 +12,7 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.search import search_fragments
 from pawwake.errors import api_error
 from pawwake.routes.body_limit import BodyTooLarge, read_bounded
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_QUERY_CHARS = 2000
@@ -58,7 +58,7 @@ async def post_turn(request: web.Request) -> web.Response:
                          f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
     except TurnInvalid as exc:
         return api_error(400, exc.code, str(exc))
-    result = await ingest_turn(services_of(app), turn)
+    result = await ingest_turn(services_of(app), turn, settings=await settings_of(request))
     body = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":
@@ -129,7 +129,7 @@ async def search(request: web.Request) -> web.Response:
     app = request.app
     if services_of(app).database is None:
         return _no_database()
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     if not settings.CONVERSATION_RECALL_ENABLED:
         return api_error(409, "conversation_recall_disabled",
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
@@ -162,7 +162,7 @@ async def search(request: web.Request) -> web.Response:
 async def embedding_status(request: web.Request) -> web.Response:
     if services_of(request).database is None:
         return _no_database()
-    return web.json_response(await conversation_index.index_status(services_of(request)))
+    return web.json_response(await conversation_index.index_status(services_of(request), settings=await settings_of(request)))
 
 
 async def rebuild_search(request: web.Request) -> web.Response:
@@ -170,13 +170,13 @@ async def rebuild_search(request: web.Request) -> web.Response:
     app = request.app
     if services_of(app).database is None:
         return _no_database()
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     if not settings.CONVERSATION_RECALL_ENABLED:
         return api_error(409, "conversation_recall_disabled",
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     indexed = await conversation_index.index_pending(services_of(app))
     await conversation_index.request_embedding(services_of(app))
-    status = await conversation_index.index_status(services_of(app))
+    status = await conversation_index.index_status(services_of(app), settings=await settings_of(request))
     return web.json_response({"indexed": indexed, **status}, status=202)
 
 

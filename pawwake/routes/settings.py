@@ -8,7 +8,7 @@ from aiohttp import web
 
 from pawwake.errors import api_error
 from pawwake.llm.models import ModelCatalog, ModelsUnavailable
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 async def get_settings(request: web.Request) -> web.Response:
     """Every setting with its value in force now; secrets masked."""
     config = services_of(request).config
-    await config.fresh()
+    await settings_of(request)  # starts a re-read of saved values when due
     return web.json_response({"settings": config.public_view(), "groups": list(GROUPS)})
 
 
@@ -34,7 +34,7 @@ async def put_settings(request: web.Request) -> web.Response:
         return api_error(400, "invalid_body",
                          "Send a JSON object of setting names to new values.")
     config = services_of(request).config
-    await config.fresh()
+    await settings_of(request)  # starts a re-read of saved values when due
     try:
         applied = sorted(config.validate(changes))
         await config.update(changes)
@@ -47,7 +47,7 @@ async def put_settings(request: web.Request) -> web.Response:
 
 async def get_models(request: web.Request) -> web.Response:
     """The models the configured provider offers (cached for a few minutes)."""
-    settings = await services_of(request).config.fresh()
+    settings = await settings_of(request)
     try:
         models = await services_of(request).models.list_for(services_of(request).http, settings)
     except ModelsUnavailable as exc:

@@ -27,6 +27,7 @@ from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,8 @@ async def index_pending(services: Services, *, limit: int | None = None) -> int:
 
 
 async def reindex_messages(services: Services, cur: Any, ids_and_texts: Sequence[
-        tuple[int, str]]) -> None:
+        tuple[int, str]], *, settings: Settings) -> None:
     """After an edit or import inside ``cur``'s transaction: new terms, and a vector job."""
-    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
@@ -131,10 +131,9 @@ def request_vector_index(services: Services, settings: Mapping[str, Any],
                           name="conversation-vector-index")
 
 
-async def index_status(services: Services) -> dict[str, Any]:
+async def index_status(services: Services, *, settings: Settings) -> dict[str, Any]:
     """Keyword index coverage, vector coverage and the embedding job's state."""
     database = services.require_database()
-    settings = await services.config.fresh()
     counts = await db.index_counts(database.pool)
     provenance = services.embedder.configured_provenance(settings)
     done, total = await db.vector_coverage(database.pool, provenance)

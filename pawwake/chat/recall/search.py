@@ -34,6 +34,7 @@ from pawwake.text.query import embedding_text, nothing_to_search
 
 if TYPE_CHECKING:
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +65,13 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
                            keep_excluded_below: int = 0,
-                           settings: Mapping[str, Any] | None = None) -> RecallOutcome:
+                           settings: Settings) -> RecallOutcome:
     """Search stored conversations for ``query``; see the module docstring.
 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
     (created_at, id) order) stay searchable: the current thread's history that slid out of
     the live zones."""
     database = services.require_database()
-    settings = settings if settings is not None else await services.config.fresh()
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
     await conversation_index.index_pending(services, limit=CATCH_UP_LIMIT)

@@ -20,7 +20,7 @@ from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
 from pawwake.db.turn_injections import injections_of
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ async def _render_list(request: web.Request, *, query: str, trash: bool, page: i
                        values: MultiMapping[str], status: int = 200) -> web.Response:
     lang = request_language(request)
     result = await service.list_conversations(services_of(request), query=query, trash=trash,
-                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, settings=await settings_of(request))
     pages = max(1, -(-result["total"] // PAGE_SIZE))
     rows = [{**item, "number": (page - 1) * PAGE_SIZE + i}
             for i, item in enumerate(result["items"], start=1)]
@@ -122,7 +122,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         if not isinstance(content, str) or not content.strip():
             return render_error(request, 400, translate(request_language(request),
                                                         "conv.error_empty"))
-        await service.edit_message(services_of(app), message_id, service.content_of(content))
+        await service.edit_message(services_of(app), message_id, service.content_of(content), settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):
         await service.set_message_deleted(database_of(app), message_id, action == "delete")

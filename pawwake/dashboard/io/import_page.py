@@ -16,7 +16,7 @@ from pawwake.memory import backup, text_import
 from pawwake.memory.backup_format import BackupInvalid
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.store import MemoryConflict
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import parse_json
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ async def import_text(request: web.Request) -> web.Response:
         return _answer(request, text_card=_card(error=translate(lang, "import.text_empty"),
                                                 skip_scoring=skip), status=400)
     try:
-        report = await text_import.import_text(services_of(request), text, skip_scoring=skip)
+        report = await text_import.import_text(services_of(request), text, skip_scoring=skip, settings=await settings_of(request))
     except text_import.LineTooLong as exc:
         return _answer(request, text_card=_card(error=translate(
             lang, "import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS),

@@ -30,7 +30,7 @@ from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import MemoryConflict
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ async def _refused(request: web.Request, view: View, memory_id: int, number: int
     if not is_htmx(request):
         return await render_region(request, view, status=409,
                                    notice=message("alert", text))
-    settings = await services_of(request).config.fresh()
+    settings = await settings_of(request)
     memory = await store.get_memory(database_of(request), memory_id)
     row = row_view(memory, number, zone_of(settings))
     row.update(edit=None, panel=None, message=message("alert", text))

@@ -16,7 +16,7 @@ from aiohttp_session import get_session
 from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.consolidation import drafts as consolidate
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, settings_of
 
 RUNNING = ("queued", "running", "retrying")
 # Error codes of a failed run that the page explains in the visitor's language.
@@ -95,7 +95,7 @@ async def consolidation_context(request: web.Request, *,
         state = await consolidate.status(database_of(app))
     except DatabaseUnavailable:
         return {"available": False, "problem": problem, "notice": notice}
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     outcomes = outcomes or {}
     drafts = [draft_view(d, n, submitted=submitted, outcome=outcomes.get(n))
               for n, d in enumerate(state.get("drafts") or [], 1)]

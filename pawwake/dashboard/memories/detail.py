@@ -12,7 +12,7 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_usage
 from pawwake.local_time import local_minute, zone_of
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 
 TEMPLATE = "dashboard/memory.html"
 
@@ -23,7 +23,7 @@ async def memory_detail(request: web.Request) -> web.Response:
     if database is None:
         raise web.HTTPNotFound()
     memory_id = int(request.match_info["memory_id"])
-    zone = zone_of(await services_of(app).config.fresh())
+    zone = zone_of(await settings_of(request))
     async with cursor(database.pool) as cur:
         memory = await db.get_memory(cur, memory_id)
         if memory is None:

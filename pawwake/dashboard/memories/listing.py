@@ -36,7 +36,8 @@ from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import MAX_LIMIT, search_memories
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, services_of, settings_of
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,8 @@ def message(kind: str, text: str) -> dict[str, str]:
     return {"kind": kind, "text": text}
 
 
-async def _search_rows(app: web.Application, view: View, zone: Any
+async def _search_rows(app: web.Application, settings: Settings, view: View, zone: Any
                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    settings = await services_of(app).config.fresh()
     if view.mode == "keyword":
         settings = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
     limit = SEARCH_LIMIT if view.layer is None else MAX_LIMIT
@@ -137,13 +137,13 @@ async def region_context(request: web.Request, view: View, *,
                          report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the list region needs for ``view``: tabs with counts, rows, pager, search."""
     app = gateway(request)
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     zone = zone_of(settings)
     stats = await store.layer_stats(database_of(app))
     counts = layer_counts(stats, view.status)
     search = None
     if view.searching:
-        rows, search = await _search_rows(app, view, zone)
+        rows, search = await _search_rows(app, settings, view, zone)
         total = len(rows)
     else:
         view = view.listing()
@@ -162,7 +162,8 @@ async def region_context(request: web.Request, view: View, *,
         if row["n"] == versions_number:
             row["panel"] = await versions_view(app, row["id"], zone)
         elif row["n"] == sources_number and row["merged_count"]:
-            row["panel"] = await sources_view(app, row["id"], zone)
+            row["panel"] = await sources_view(database_of(app), row["id"], zone,
+                                                  settings=settings)
     return {"view": view, "tabs": tabs(request, view, stats, counts), "rows": rows,
             "total": total, "pager": pager(request, view, total), "search": search,
             "notice": notice, "report": report,

@@ -36,7 +36,7 @@ from pawwake.dashboard.memories.view import (
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_edit
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ async def _row_response(request: web.Request, view: View, memory: Any, number: i
                         edit: dict[str, Any] | None = None,
                         notice: dict[str, str] | None = None,
                         status: int = 200) -> web.Response:
-    settings = await services_of(request).config.fresh()
+    settings = await settings_of(request)
     row = row_view(memory, number, zone_of(settings))
     row.update(edit=edit, message=notice, panel=None)
     return render(request, ROW, {"row": row, "view": view}, status=status)
@@ -100,7 +100,7 @@ async def edit_form(request: web.Request) -> web.Response:
         raise _to_list(request, view, edit=str(number))
     app = gateway(request)
     memory = await store.get_memory(database_of(app), memory_id_from(request.query))
-    row = row_view(memory, number, zone_of(await services_of(app).config.fresh()))
+    row = row_view(memory, number, zone_of(await settings_of(request)))
     return await _row_response(request, view, memory, number, edit=edit_state(row))
 
 
@@ -123,7 +123,7 @@ async def save_edit(request: web.Request) -> web.Response:
     view = parse_view(form)
     memory_id, number = memory_id_from(form), row_number_from(form)
     values = form_edit_values(form)
-    zone = zone_of(await services_of(app).config.fresh())
+    zone = zone_of(await settings_of(request))
     try:
         changes = parse_edit(values)
     except FieldError as exc:
@@ -159,9 +159,10 @@ async def _panel(request: web.Request, kind: str) -> web.Response:
         raise _to_list(request, view, **{kind: str(number)})
     app = gateway(request)
     memory_id = memory_id_from(request.query)
-    zone = zone_of(await services_of(app).config.fresh())
+    settings = await settings_of(request)
+    zone = zone_of(settings)
     panel = (await versions_view(app, memory_id, zone) if kind == "versions"
-             else await sources_view(app, memory_id, zone))
+             else await sources_view(database_of(app), memory_id, zone, settings=settings))
     row = {**row_view(await store.get_memory(database_of(app), memory_id), number, zone), "panel": panel}
     return render(request, PANEL, {"row": row, "view": view})
 

@@ -13,7 +13,7 @@ from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.llm.models import ModelsUnavailable
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def _persona_file(request: web.Request) -> str | None:
 
 async def settings_page(request: web.Request) -> web.Response:
     config = services_of(request).config
-    await config.fresh()
+    await settings_of(request)  # starts a re-read of saved values when due
     lang = request_language(request)
     groups = groups_view(config.public_view(), lang)
     with_persona_placeholder(groups, _persona_file(request))
@@ -54,7 +54,7 @@ async def save_settings(request: web.Request) -> web.Response:
         return render_error(request, 400, translate(lang, "settings.error",
                                                     message=translate(lang, "settings.bad_group")))
     config = services_of(request).config
-    current = await config.fresh()
+    current = await settings_of(request)
     submitted = submitted_values(form)
     changes = form_changes(current, submitted)
     errors: dict[str, str] = {}
@@ -83,7 +83,7 @@ async def save_settings(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     """The provider's models: datalist options for htmx, a table as a page."""
-    settings = await services_of(request).config.fresh()
+    settings = await settings_of(request)
     catalog = services_of(request).models
     context: dict[str, Any] = {"models": [], "source": None, "error": None}
     status = 200

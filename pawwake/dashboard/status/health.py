@@ -41,7 +41,7 @@ async def embedding_line(app: web.Application, settings: Any) -> dict[str, Any]:
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"name": "embedding", "state": "off"}
     try:
-        status = await backfill_status(services_of(app))
+        status = await backfill_status(services_of(app), settings=settings)
     except (DatabaseUnavailable, psycopg2.Error, *UNAVAILABLE_ERRORS) as exc:
         # The page still renders; the line says the state could not be read.
         log.warning("embedding state unreadable on the status page (%s)", type(exc).__name__)

@@ -13,11 +13,11 @@ from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.stats import dashboard_counts
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, services_of, settings_of
 
 
 async def status(request: web.Request) -> web.Response:
-    settings = await services_of(request).config.fresh()
+    settings = await settings_of(request)
     app = gateway(request)
     database = services_of(app).database
     state = database_state(services_of(request).database)

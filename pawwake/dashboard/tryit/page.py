@@ -24,7 +24,7 @@ from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import base_context, render
 from pawwake.dashboard.service_calls import gateway
-from pawwake.services import services_of
+from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,10 @@ def panel_context(prepared: Any) -> dict[str, Any]:
 
 async def _page_context(request: web.Request) -> dict[str, Any]:
     app = gateway(request)
-    settings = await services_of(app).config.fresh()
+    settings = await settings_of(request)
     sessions: list[str] = []
     if services_of(app).database is not None:
-        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS)
+        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS, settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
     return {"sessions": sessions, "default_model": settings.DEFAULT_MODEL,
@@ -149,7 +149,7 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(gateway(request), session_id, model, messages)
+    events = trial_chat(gateway(request), session_id, model, messages, settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)
     return await _collected(request, events, lang, session_id, model, messages[-1]["content"])

@@ -35,6 +35,7 @@ from pawwake.memory.fields import FieldError
 if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +77,10 @@ class _ProviderDown(Exception):
 
 # --- starting, watching, cancelling --------------------------------------------------------
 
-async def start_selection(services: Services, ids: list[int]) -> dict[str, Any]:
+async def start_selection(services: Services, ids: list[int], *, settings: Settings
+                          ) -> dict[str, Any]:
     """Queue drafts for chosen memories (any layer): all must exist, be active and have no
     reminder waiting."""
-    settings = await services.config.fresh()
     tz_hours = settings.TIMEZONE_HOURS
     async with cursor(services.require_database().pool) as cur:
         rows = await db.rows_by_ids(cur, ids, tz_hours)
@@ -99,14 +100,14 @@ async def start_selection(services: Services, ids: list[int]) -> dict[str, Any]:
     return await _enqueue(services, payload, len(ids))
 
 
-async def start_range(services: Services, date_from: date, date_to: date) -> dict[str, Any]:
+async def start_range(services: Services, date_from: date, date_to: date, *,
+                      settings: Settings) -> dict[str, Any]:
     """Queue drafts for active fragments and events whose local date is in the range."""
     if date_to < date_from:
         raise SelectionRefused("date_to", "'date_to' is before 'date_from'.", "invalid_range")
     if (date_to - date_from).days + 1 > MAX_RANGE_DAYS:
         raise SelectionRefused("date_to", f"A range may span at most {MAX_RANGE_DAYS} days.",
                                "range_too_long")
-    settings = await services.config.fresh()
     tz_hours = settings.TIMEZONE_HOURS
     async with cursor(services.require_database().pool) as cur:
         count = await db.count_range(cur, date_from, date_to, tz_hours)

@@ -28,6 +28,7 @@ from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
 if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,9 @@ def _changed_sources(draft: dict[str, Any], current: dict[int, dict[str, Any]]) 
 
 # --- merge ---------------------------------------------------------------------------------
 
-async def merge_memories(services: Services, request: MergeRequest) -> dict[str, Any]:
+async def merge_memories(services: Services, request: MergeRequest, *, settings: Settings
+                         ) -> dict[str, Any]:
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
-    settings = await services.config.fresh()
     tz_hours = settings.TIMEZONE_HOURS
     draft = await find_draft(services.require_database(), request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
@@ -186,9 +187,9 @@ async def _check_sources(cur: Any, request: MergeRequest, draft: dict[str, Any] 
 
 # --- revert and sources --------------------------------------------------------------------
 
-async def revert_merge(services: Services, memory_id: int) -> dict[str, Any]:
+async def revert_merge(services: Services, memory_id: int, *, settings: Settings
+                       ) -> dict[str, Any]:
     """Restore every source and archive the merged memory; afterwards it is no longer a merge."""
-    settings = await services.config.fresh()
     async with transaction(services.require_database().pool) as cur:
         first = await memories_db.get_memory(cur, memory_id)
         if first is None:
@@ -245,10 +246,10 @@ def _blocker(code: str, message: str, **details: Any) -> dict[str, Any]:
     return {"code": code, "message": message, "details": details}
 
 
-async def sources_of(services: Services, memory_id: int) -> dict[str, Any]:
+async def sources_of(database: Database, memory_id: int, *, settings: Settings
+                     ) -> dict[str, Any]:
     """The sources of a merged memory, oldest first, and whether a revert would work now."""
-    settings = await services.config.fresh()
-    async with cursor(services.require_database().pool) as cur:
+    async with cursor(database.pool) as cur:
         memory = await memories_db.get_memory(cur, memory_id)
         if memory is None:
             raise NotFound(f"No memory with id {memory_id}.")
