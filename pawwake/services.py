@@ -114,6 +114,6 @@ async def settings_of(request: web.Request) -> Settings:
     the rest of it (a dashboard save meanwhile applies from the next request)."""
     settings = request.get(_SETTINGS_NOW)
     if settings is None:
-        settings = await settings_of(request)
+        settings = await services_of(request).config.fresh()
         request[_SETTINGS_NOW] = settings
     return settings
