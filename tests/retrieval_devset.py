@@ -190,10 +190,12 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     by_floor = dict.fromkeys(FLOORS, 0)
     unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
     for text in devset.none:
-        results, _ = await recall_for_request(services_of(app), settings, "devset", text, partition=False,
+        results, _ = await recall_for_request(services_of(app), settings, "devset", text,
+                                              partition=False,
                                               touch=False)
         injected += len(results)
-        results, _ = await recall_for_request(services_of(app), unfloored, "devset", text, partition=False,
+        results, _ = await recall_for_request(services_of(app), unfloored, "devset", text,
+                                              partition=False,
                                               touch=False)
         for floor in FLOORS:
             by_floor[floor] += sum(r.relevance >= floor for r in results)

@@ -90,7 +90,8 @@ async def nearest_ids(app: Any, query: str) -> list[int]:
     """Every live message by cosine with ``query`` on the numpy index."""
     settings = await services_of(app).config.fresh()
     vector, provenance = await services_of(app).embedder.embed_query(settings, query)
-    rows = await services_of(app).recall_vectors.nearest(services_of(app).database.pool, provenance, vector,
+    rows = await services_of(app).recall_vectors.nearest(services_of(app).database.pool,
+                                                         provenance, vector,
                                                   100, [], pgvector=False)
     return [row["id"] for row in rows]
 

@@ -37,7 +37,8 @@ async def test_the_embedding_job_builds_the_index_the_search_walks(client: Any) 
     app, provenance = await embed_all(client)
     pool = services_of(app).database.pool
     assert await vectors_db.hnsw_index_exists(pool, provenance, TABLE)
-    vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(), "京都")
+    vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(),
+                                                            "京都")
     async with pool.acquire() as conn, conn.cursor() as cur:
         await cur.execute("SET enable_seqscan = off")  # eight rows: force the planner's hand
         await cur.execute("EXPLAIN " + fragments_db.nearest_sql(provenance),
@@ -61,7 +62,8 @@ async def test_nearest_widens_past_excluded_stale_and_deleted_messages(client: A
                         " AND role = 'user'")
     await execute(pool, "UPDATE conversations SET content = content || '（已编辑）'"
                         " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
-    vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(), "京都旅行")
+    vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(),
+                                                            "京都旅行")
     vectors = services_of(app).recall_vectors
     rows = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=True)
     exact = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=False)

@@ -108,7 +108,8 @@ async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> N
     settings = services_of(app).config.current()
     counts = []
     for query in UNRELATED:
-        injected, mode = await recall_for_request(services_of(app), settings, "s", query, partition=False,
+        injected, mode = await recall_for_request(services_of(app), settings, "s", query,
+                                                  partition=False,
                                                   touch=False)
         assert mode == "hybrid"
         counts.append(len(injected))
@@ -123,16 +124,20 @@ async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> N
 async def test_excluded_ids_make_room_for_the_next_candidates(make_client: Any) -> None:
     _client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
     parents = {"spring_festival", "moving", "insurance"}
-    first = await search_memories(services_of(app), "爸妈", limit=1, settings=services_of(app).config.current())
+    first = await search_memories(services_of(app), "爸妈", limit=1,
+                                  settings=services_of(app).config.current())
     assert len(first.results) == 1
     first_key = keys_of([first.results[0].id], ids)[0]
     assert first_key in parents
-    second = await search_memories(services_of(app), "爸妈", limit=1, exclude_ids=[first.results[0].id], settings=services_of(app).config.current())
+    second = await search_memories(services_of(app), "爸妈", limit=1,
+                                   exclude_ids=[first.results[0].id],
+                                   settings=services_of(app).config.current())
     assert len(second.results) == 1
     second_key = keys_of([second.results[0].id], ids)[0]
     assert second_key in parents and second_key != first_key
     everything = await search_memories(services_of(app), "爸妈", limit=10,
-                                       exclude_ids=[ids[k] for k in parents], settings=services_of(app).config.current())
+                                       exclude_ids=[ids[k] for k in parents],
+                                       settings=services_of(app).config.current())
     assert not {keys_of([r.id], ids)[0] for r in everything.results} & parents
 
 
@@ -160,7 +165,8 @@ async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> 
 
 async def test_the_score_floor_applies_before_the_limit(make_client: Any) -> None:
     _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    loose = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3, settings=services_of(app).config.current())
+    loose = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3,
+                                  settings=services_of(app).config.current())
     assert len(loose.results) == 3
     strict_settings = services_of(app).config.current().with_values({"MIN_SCORE_THRESHOLD": 0.4})
     strict = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3,
@@ -174,7 +180,8 @@ async def test_the_score_floor_applies_before_the_limit(make_client: Any) -> Non
 
 async def test_scores_follow_the_keyword_only_formula(make_client: Any) -> None:
     _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    outcome = await search_memories(services_of(app), "小橘", limit=1, settings=services_of(app).config.current())
+    outcome = await search_memories(services_of(app), "小橘", limit=1,
+                                    settings=services_of(app).config.current())
     top = outcome.results[0]
     expected = (0.5 * top.parts["keyword"] + 0.3 * top.parts["importance"]
                 + 0.2 * top.parts["recency"])
@@ -189,7 +196,8 @@ async def test_recency_counts_from_the_event_date_when_set(make_client: Any) -> 
     old_event = await insert_memory(pool, "去青岛看海", event_date="2020-07-01")
     fresh = await insert_memory(pool, "去青岛吃海鲜", created_days_ago=1)
     old_row = await insert_memory(pool, "去青岛出差", created_days_ago=90)
-    outcome = await search_memories(services_of(app), "青岛", limit=5, settings=services_of(app).config.current())
+    outcome = await search_memories(services_of(app), "青岛", limit=5,
+                                    settings=services_of(app).config.current())
     order = [r.id for r in outcome.results]
     assert order == [fresh, old_row, old_event]
     recency = {r.id: r.parts["recency"] for r in outcome.results}
@@ -201,7 +209,8 @@ async def test_hybrid_scores_use_the_configured_weights(make_client: Any) -> Non
     _client, app, ids = await start(make_client, MEMORY_HW_KEYWORD=0.1, MEMORY_HW_SEMANTIC=0.6,
                                    MEMORY_HW_IMPORTANCE=0.2, MEMORY_HW_RECENCY=0.1)
     await backfill(app)
-    outcome = await search_memories(services_of(app), "小橘爱吃什么", limit=3, settings=services_of(app).config.current())
+    outcome = await search_memories(services_of(app), "小橘爱吃什么", limit=3,
+                                    settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     for r in outcome.results:
         assert r.score == pytest.approx(0.1 * r.parts["keyword"] + 0.6 * r.parts["semantic"]
@@ -232,6 +241,7 @@ async def test_get_and_post_agree(make_client: Any) -> None:
     assert set(first) >= {"id", "content", "importance", "layer", "score", "score_parts",
                           "similarity", "event_date", "created_at", "title"}
     assert set(first["score_parts"]) == {"keyword", "semantic", "importance", "recency"}
-    stored = await fetch_one(services_of(app).database.pool, "SELECT content FROM memories WHERE id = %s",
+    stored = await fetch_one(services_of(app).database.pool,
+                             "SELECT content FROM memories WHERE id = %s",
                              (first["id"],))
     assert first["content"] == stored["content"]

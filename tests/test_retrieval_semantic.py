@@ -47,7 +47,8 @@ async def filled(make_client: Any) -> tuple[Any, dict[str, int]]:
 async def test_the_nearest_neighbour_enters_the_pool_and_wins(make_client: Any, query: str,
                                                              expected: str) -> None:
     app, ids = await filled(make_client)
-    outcome = await search_memories(services_of(app), query, limit=5, settings=services_of(app).config.current())
+    outcome = await search_memories(services_of(app), query, limit=5,
+                                    settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     assert outcome.threshold is not None and outcome.threshold < 0.87  # a noise floor now
     assert [r.id for r in outcome.results][:1] == [ids[expected]], [
@@ -68,14 +69,16 @@ async def test_cross_language_queries_find_the_memory(make_client: Any, query: s
     of these twelve for "花生过敏"), so the figure is "found", not "first"; the dev set reports
     both directions."""
     app, ids = await filled(make_client)
-    outcome = await search_memories(services_of(app), query, limit=5, settings=services_of(app).config.current())
+    outcome = await search_memories(services_of(app), query, limit=5,
+                                    settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     assert ids[expected] in [r.id for r in outcome.results]
 
 
 async def test_a_literal_match_still_wins_over_a_semantic_neighbour(make_client: Any) -> None:
     app, ids = await filled(make_client)
-    outcome = await search_memories(services_of(app), "sourdough starter", limit=5, settings=services_of(app).config.current())
+    outcome = await search_memories(services_of(app), "sourdough starter", limit=5,
+                                    settings=services_of(app).config.current())
     assert outcome.results[0].id == ids["The user named their sourdough starter Gerald"]
     assert outcome.results[0].parts["keyword"] == 1.0
 

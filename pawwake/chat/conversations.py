@@ -105,7 +105,8 @@ async def edit_message(services: Services, message_id: int, content: str, *,
     """Change a message's text and re-index it in the same transaction."""
     async with transaction(services.require_database().pool) as cur:
         row = await db.edit_message(cur, message_id, content)
-        await conversation_index.reindex_messages(services, cur, [(message_id, content)], settings=settings)
+        await conversation_index.reindex_messages(services, cur, [(message_id, content)],
+                                                  settings=settings)
     return row
 
 
@@ -251,7 +252,8 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     return dict(by_session)
 
 
-async def import_conversations(services: Services, body: Any, *, settings: Settings) -> dict[str, Any]:
+async def import_conversations(services: Services, body: Any, *, settings: Settings) -> dict[str,
+                                                                                             Any]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())

@@ -225,8 +225,9 @@ async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
     if prepared.persist:
         prepared.after_success.append(turn_writer(app))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
+    services = services_of(app)
     context = ChatContext(settings=step_settings or settings,
-                          database=connected_database(services_of(app).database), http=services_of(app).http)
+                          database=connected_database(services.database), http=services.http)
     try:
         for step in steps:
             await step(context, prepared)

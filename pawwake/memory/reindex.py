@@ -39,7 +39,8 @@ async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
             rows = await reindex_db.rows_after(database.pool, table, after, BATCH)
             if not rows:
                 break
-            terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, [row["content"] for row in rows])
+            terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR,
+                                            [row["content"] for row in rows])
             await reindex_db.store_terms(database.pool, table, [
                 (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])
             after = rows[-1]["id"]

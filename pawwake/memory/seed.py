@@ -94,7 +94,8 @@ async def import_seed(services: Services) -> dict[str, Any]:
     for item in items:  # the first of two items with one id wins
         by_external_id.setdefault(item["external_id"], item)
     unique = list(by_external_id.values())
-    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [item["content"] for item in unique])
+    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR,
+                            [item["content"] for item in unique])
     rows = [{**item, "search_terms": t} for item, t in zip(unique, terms, strict=True)]
     async with transaction(services.require_database().pool) as cur:
         await db.lock_memory_imports(cur)

@@ -84,7 +84,8 @@ async def create_memory(services: Services, fields: dict[str, Any]
 async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any]
                       ) -> tuple[dict[str, Any], list[str]]:
     """Apply content/importance/layer/title; new content gets new terms and loses its vector."""
-    terms = (await terms_for(services.settings.PAWWAKE_DATA_DIR, [changes["content"]]))[0] if "content" in changes else None
+    terms = (await terms_for(services.settings.PAWWAKE_DATA_DIR,
+                             [changes["content"]]))[0] if "content" in changes else None
     async with transaction(services.require_database().pool) as cur:
         row = await db.get_memory(cur, memory_id, for_update=True)
         if row is None:

@@ -123,7 +123,8 @@ async def _score_batch(services: Services, settings: Any, model: str, batch: lis
         reply = await upstream.complete(services.http, settings, scoring_messages(batch),
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
-                                        usage=upstream.UsageBooking(services.require_database().pool, "extract"))
+                                        usage=upstream.UsageBooking(
+                                            services.require_database().pool, "extract"))
     except upstream.UpstreamFailure as exc:
         return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:

@@ -70,13 +70,15 @@ async def start(request: web.Request) -> web.Response:
         if len(ids) < 2:
             raise FieldError("ids", "Select at least 2 memories to consolidate.",
                              "too_few_memories")
-        started = await consolidate.start_selection(services_of(request), ids, settings=await settings_of(request))
+        started = await consolidate.start_selection(services_of(request), ids,
+                                                    settings=await settings_of(request))
     elif "date_from" in body or "date_to" in body:
         reject_unknown(body, ("date_from", "date_to"))
         for name in ("date_from", "date_to"):
             if body.get(name) is None:
                 raise FieldError(name, f"'{name}' is required (YYYY-MM-DD).", "missing_field")
-        started = await consolidate.start_range(services_of(request), parse_event_date(body["date_from"], "date_from"),
+        started = await consolidate.start_range(services_of(request),
+                                                parse_event_date(body["date_from"], "date_from"),
             parse_event_date(body["date_to"], "date_to"), settings=await settings_of(request))
     else:
         reject_unknown(body, ("ids", "date_from", "date_to"))
@@ -135,18 +137,22 @@ async def merge_memories(request: web.Request) -> web.Response:
     """Confirm a draft (``draft_id``, fields optional: the draft's are used) or merge chosen
     memories (``source_ids`` and ``content`` required). 201 with the new memory."""
     wanted = parse_merge(await read_json(request))
-    return web.json_response(await merge.merge_memories(services_of(request), wanted, settings=await settings_of(request)), status=201)
+    merged = await merge.merge_memories(services_of(request), wanted,
+                                        settings=await settings_of(request))
+    return web.json_response(merged, status=201)
 
 
 @memory_errors
 @with_details
 async def revert(request: web.Request) -> web.Response:
-    return web.json_response(await merge.revert_merge(services_of(request), memory_id(request), settings=await settings_of(request)))
+    return web.json_response(await merge.revert_merge(services_of(request), memory_id(request),
+                                                      settings=await settings_of(request)))
 
 
 @memory_errors
 async def sources(request: web.Request) -> web.Response:
-    return web.json_response(await merge.sources_of(database_of(request), memory_id(request), settings=await settings_of(request)))
+    return web.json_response(await merge.sources_of(database_of(request), memory_id(request),
+                                                    settings=await settings_of(request)))
 
 
 @memory_errors

@@ -63,7 +63,8 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
     query = request.query.get("q", "").strip()
     if len(query) > 500:
         raise Invalid("query_too_long", "q is limited to 500 characters.")
-    page = await service.list_conversations(services_of(request), query=query, trash=_flag(request, "trash"),
+    page = await service.list_conversations(services_of(request), query=query, trash=_flag(request,
+                                                                                           "trash"),
         limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
         offset=_int(request, "offset", 0, 0, 10_000_000), settings=await settings_of(request))
     return json_body(page)
@@ -83,7 +84,9 @@ async def edit_message(request: web.Request) -> web.StreamResponse:
     body = await read_object(request)
     if set(body) != {"content"}:
         raise Invalid("invalid_body", "Send {\"content\": \"...\"}.")
-    row = await service.edit_message(services_of(request), message_id, service.content_of(body["content"]), settings=await settings_of(request))
+    row = await service.edit_message(services_of(request), message_id,
+                                     service.content_of(body["content"]),
+                                     settings=await settings_of(request))
     return json_body(_message(row))
 
 
@@ -136,7 +139,8 @@ async def merge_sessions(request: web.Request) -> web.StreamResponse:
 
 @guarded("Conversations")
 async def import_conversations(request: web.Request) -> web.StreamResponse:
-    result = await service.import_conversations(services_of(request), await read_json(request), settings=await settings_of(request))
+    result = await service.import_conversations(services_of(request), await read_json(request),
+                                                settings=await settings_of(request))
     return json_body(result, status=201 if result["imported"] else 200)
 
 

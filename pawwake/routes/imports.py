@@ -69,7 +69,8 @@ async def import_text(request: web.Request) -> web.Response:
         skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
-    report = await text_import.import_text(services_of(request), text, skip_scoring=skip, settings=await settings_of(request))
+    report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
+                                           settings=await settings_of(request))
     return web.json_response(report)
 
 

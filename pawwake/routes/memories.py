@@ -136,7 +136,8 @@ async def list_all(request: web.Request) -> web.Response:
     limit = parse_query_int(query.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     offset = parse_query_int(query.get("offset"), "offset", 0, 0, MAX_ID)
     assert limit is not None and offset is not None
-    rows, total = await store.list_memories(database_of(request), active=status == "active", layer=layer,
+    rows, total = await store.list_memories(database_of(request), active=status == "active",
+                                            layer=layer,
                                             limit=limit, offset=offset)
     return web.json_response({"memories": [memory_json(r) for r in rows], "total": total,
                               "status": status, "layer": layer, "limit": limit,
@@ -145,7 +146,8 @@ async def list_all(request: web.Request) -> web.Response:
 
 @memory_errors
 async def get_one(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.get_memory(database_of(request), memory_id(request))))
+    return web.json_response(memory_json(await store.get_memory(database_of(request),
+                                                                memory_id(request))))
 
 
 @memory_errors

@@ -103,7 +103,8 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
 
 async def _search(request: web.Request, query: str, limit: int) -> web.Response:
     try:
-        outcome = await search_memories(services_of(request), query, limit=limit, settings=await settings_of(request))
+        outcome = await search_memories(services_of(request), query, limit=limit,
+                                        settings=await settings_of(request))
     except DatabaseUnavailable as exc:
         return api_error(503, "database_unavailable", str(exc))
     return web.json_response(_result_json(
@@ -144,7 +145,8 @@ async def backfill_start(request: web.Request) -> web.Response:
     except BadInput as exc:
         return api_error(400, exc.code, str(exc))
     try:
-        started = await start_backfill(services_of(request), confirm_rebuild=confirm, settings=await settings_of(request))
+        started = await start_backfill(services_of(request), confirm_rebuild=confirm,
+                                       settings=await settings_of(request))
     except RebuildNeedsConfirmation as exc:
         return api_error(409, "rebuild_needs_confirmation", str(exc))
     except VectorsDisabled as exc:
@@ -158,7 +160,8 @@ async def backfill_start(request: web.Request) -> web.Response:
 
 async def backfill_state(request: web.Request) -> web.Response:
     try:
-        return web.json_response(await backfill_status(services_of(request), settings=await settings_of(request)))
+        return web.json_response(await backfill_status(services_of(request),
+                                                       settings=await settings_of(request)))
     except DatabaseUnavailable as exc:
         return api_error(503, "database_unavailable", str(exc))
 

@@ -162,7 +162,9 @@ async def search(request: web.Request) -> web.Response:
 async def embedding_status(request: web.Request) -> web.Response:
     if services_of(request).database is None:
         return _no_database()
-    return web.json_response(await conversation_index.index_status(services_of(request), settings=await settings_of(request)))
+    status = await conversation_index.index_status(services_of(request),
+                                                   settings=await settings_of(request))
+    return web.json_response(status)
 
 
 async def rebuild_search(request: web.Request) -> web.Response:
@@ -176,7 +178,8 @@ async def rebuild_search(request: web.Request) -> web.Response:
                          "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     indexed = await conversation_index.index_pending(services_of(app))
     await conversation_index.request_embedding(services_of(app))
-    status = await conversation_index.index_status(services_of(app), settings=await settings_of(request))
+    status = await conversation_index.index_status(services_of(app),
+                                                   settings=await settings_of(request))
     return web.json_response({"indexed": indexed, **status}, status=202)
 
 

@@ -17,18 +17,21 @@ def _query_thread(request: web.Request) -> str:
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def status(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.status(database_of(request), settings=await settings_of(request)))
+    return json_body(await service.status(database_of(request),
+                                          settings=await settings_of(request)))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def list_threads(request: web.Request) -> web.StreamResponse:
-    return json_body({"threads": await service.list_threads(database_of(request), settings=await settings_of(request))})
+    return json_body({"threads": await service.list_threads(database_of(request),
+                                                            settings=await settings_of(request))})
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def switch(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"thread_id"})
-    thread_id = await service.switch(services_of(request).config, session_id_of(body.get("thread_id"),
+    thread_id = await service.switch(services_of(request).config,
+                                     session_id_of(body.get("thread_id"),
                                                                 "thread_id"))
     return json_body({"active_thread": thread_id})
 
@@ -48,12 +51,14 @@ async def rename(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, {"old_id", "new_id"})
     old_id = session_id_of(body.get("old_id"), "old_id")
     new_id = session_id_of(body.get("new_id"), "new_id")
-    return json_body(await service.rename(services_of(request), old_id, new_id, settings=await settings_of(request)))
+    return json_body(await service.rename(services_of(request), old_id, new_id,
+                                          settings=await settings_of(request)))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")
 async def delete(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.delete(database_of(request), request.match_info["thread_id"], settings=await settings_of(request)))
+    return json_body(await service.delete(database_of(request), request.match_info["thread_id"],
+                                          settings=await settings_of(request)))
 
 
 @guarded("Partition threads", setting_error_code="invalid_thread_id")

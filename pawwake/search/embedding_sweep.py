@@ -39,7 +39,8 @@ class EmbeddingTarget:
     store: Callable[[Provenance, VectorRows], Awaitable[Sequence[int]]]  # ids stored
 
 
-async def embed_missing(services: Services, job: Job, provenance: Provenance, target: EmbeddingTarget,
+async def embed_missing(services: Services, job: Job, provenance: Provenance,
+                        target: EmbeddingTarget,
                         batch: int) -> dict[str, Any]:
     """Embed every row ``target`` lists as lacking a current vector; returns the coverage.
 

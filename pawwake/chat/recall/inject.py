@@ -97,7 +97,8 @@ def recall_step(app: Any) -> Any:
                 state = await load_state(cur, prepared.session_id)
         # Messages before the zone start row in the thread's (created_at, id) order slid out
         # of zones A/B (imported ids need not follow dates); without a zone start, none did.
-        outcome = await search_fragments(services_of(app), query, max_sessions=limit, exclude_session_ids=[prepared.session_id],
+        outcome = await search_fragments(services_of(app), query, max_sessions=limit,
+                                         exclude_session_ids=[prepared.session_id],
             exclude_fragment_ids=seen, settings=settings,
             keep_excluded_below=state.zone_start_message_id or 0)
         block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)

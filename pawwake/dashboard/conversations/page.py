@@ -60,7 +60,8 @@ async def _render_list(request: web.Request, *, query: str, trash: bool, page: i
                        values: MultiMapping[str], status: int = 200) -> web.Response:
     lang = request_language(request)
     result = await service.list_conversations(services_of(request), query=query, trash=trash,
-                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, settings=await settings_of(request))
+                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE,
+                                              settings=await settings_of(request))
     pages = max(1, -(-result["total"] // PAGE_SIZE))
     rows = [{**item, "number": (page - 1) * PAGE_SIZE + i}
             for i, item in enumerate(result["items"], start=1)]
@@ -122,7 +123,8 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         if not isinstance(content, str) or not content.strip():
             return render_error(request, 400, translate(request_language(request),
                                                         "conv.error_empty"))
-        await service.edit_message(services_of(app), message_id, service.content_of(content), settings=await settings_of(request))
+        await service.edit_message(services_of(app), message_id, service.content_of(content),
+                                   settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):
         await service.set_message_deleted(database_of(app), message_id, action == "delete")

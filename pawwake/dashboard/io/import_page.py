@@ -83,7 +83,8 @@ async def import_text(request: web.Request) -> web.Response:
         return _answer(request, text_card=_card(error=translate(lang, "import.text_empty"),
                                                 skip_scoring=skip), status=400)
     try:
-        report = await text_import.import_text(services_of(request), text, skip_scoring=skip, settings=await settings_of(request))
+        report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
+                                               settings=await settings_of(request))
     except text_import.LineTooLong as exc:
         return _answer(request, text_card=_card(error=translate(
             lang, "import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS),

@@ -72,7 +72,8 @@ async def start(request: web.Request) -> web.Response:
     confirm = form.get("confirm_rebuild") == "1"
     problem, status = None, 200
     try:
-        await start_backfill(services_of(request), confirm_rebuild=confirm, settings=await settings_of(request))
+        await start_backfill(services_of(request), confirm_rebuild=confirm,
+                             settings=await settings_of(request))
     except RebuildNeedsConfirmation:
         problem, status = translate(lang, "backfill.confirm_needed"), 409
     except VectorsDisabled:

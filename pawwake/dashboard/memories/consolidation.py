@@ -90,13 +90,15 @@ async def start(request: web.Request) -> web.Response:
         if ids:
             if len(ids) < 2:
                 raise FieldError("ids", "too few", "too_few_memories")
-            await consolidate.start_selection(services_of(app), ids, settings=await settings_of(request))
+            await consolidate.start_selection(services_of(app), ids,
+                                              settings=await settings_of(request))
         else:
             date_from = parse_event_date(_text(form, "date_from") or None, "date_from")
             date_to = parse_event_date(_text(form, "date_to") or None, "date_to")
             if date_from is None or date_to is None:
                 raise FieldError("date_from", "dates needed", "missing_dates")
-            await consolidate.start_range(services_of(app), date_from, date_to, settings=await settings_of(request))
+            await consolidate.start_range(services_of(app), date_from, date_to,
+                                          settings=await settings_of(request))
     except DetailedConflict as exc:
         if from_bar:
             return await _bar_result(request, view, 409, message(
@@ -166,7 +168,8 @@ async def _confirm_one(request: web.Request, form: Mapping[str, Any], number: in
         return {"ok": False, "message": message("alert", translate(lang, "drafts.core_needs_ok"))}
     try:
         wanted = draft_request(form, number, draft)
-        await merge.merge_memories(services_of(request), wanted, settings=await settings_of(request))
+        await merge.merge_memories(services_of(request), wanted,
+                                   settings=await settings_of(request))
     except DetailedConflict as exc:
         key = f"drafts.refused_{exc.code}" if exc.code in CONFIRM_REFUSALS else "drafts.refused"
         return {"ok": False, "message": message("alert", translate(lang, key))}

@@ -151,7 +151,8 @@ async def region_context(request: web.Request, view: View, *,
         pages = page_count(total)
         if view.page > pages:
             view = replace(view, page=pages)
-        memories, total = await store.list_memories(database_of(app), active=view.active, layer=view.layer, limit=PAGE_SIZE,
+        memories, total = await store.list_memories(database_of(app), active=view.active,
+                                                    layer=view.layer, limit=PAGE_SIZE,
             offset=(view.page - 1) * PAGE_SIZE)
         first = (view.page - 1) * PAGE_SIZE + 1
         rows = [row_view(m, first + i, zone) for i, m in enumerate(memories)]

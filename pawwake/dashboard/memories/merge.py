@@ -123,7 +123,8 @@ async def merge_submit(request: web.Request) -> web.Response:
         if any(int(s["layer"]) == 3 for s in sources) and not wanted.confirm_core:
             return await _dialog(request, view, merge_form_view(
                 sources, fields=typed, problem=translate(lang, "drafts.core_needs_ok")), 409)
-        result = await merge.merge_memories(services_of(request), wanted, settings=await settings_of(request))
+        result = await merge.merge_memories(services_of(request), wanted,
+                                            settings=await settings_of(request))
     except FieldError as exc:
         field = exc.field if exc.field in ("content", "title", "importance", "layer") \
             else "layer"
@@ -149,7 +150,8 @@ async def revert(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        result = await merge.revert_merge(services_of(request), memory_id_from(form), settings=await settings_of(request))
+        result = await merge.revert_merge(services_of(request), memory_id_from(form),
+                                          settings=await settings_of(request))
     except DetailedConflict as exc:
         return await respond(request, view, status=409, oob=("candidates",),
                              notice=message("alert", translate(lang, blocker_key(exc.code)

@@ -163,7 +163,8 @@ async def _panel(request: web.Request, kind: str) -> web.Response:
     zone = zone_of(settings)
     panel = (await versions_view(app, memory_id, zone) if kind == "versions"
              else await sources_view(database_of(app), memory_id, zone, settings=settings))
-    row = {**row_view(await store.get_memory(database_of(app), memory_id), number, zone), "panel": panel}
+    row = {**row_view(await store.get_memory(database_of(app), memory_id), number, zone),
+           "panel": panel}
     return render(request, PANEL, {"row": row, "view": view})
 
 

@@ -63,7 +63,8 @@ async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
         await service.switch(services_of(app).config, session_id_of(form.get("thread"), "thread"))
         return {"done": "switched"}
     if action == "delete":
-        await service.delete(database_of(app), session_id_of(form.get("thread"), "thread"), settings=await settings_of(request))
+        await service.delete(database_of(app), session_id_of(form.get("thread"), "thread"),
+                             settings=await settings_of(request))
         return {"done": "deleted"}
     if action == "create":
         source = form.get("inherit") or None
@@ -72,12 +73,14 @@ async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
         return {"done": "created"}
     if action == "rename":
         await service.rename(services_of(app), session_id_of(form.get("thread"), "thread"),
-                             session_id_of(form.get("new_id"), "new_id"), settings=await settings_of(request))
+                             session_id_of(form.get("new_id"),
+                                           "new_id"), settings=await settings_of(request))
         return {"done": "renamed"}
     if action in ("summary_save", "summary_clear"):
         thread = session_id_of(form.get("thread"), "thread")
         if action == "summary_save":
-            await service.put_summary(database_of(app), thread, service.summary_text(form.get("summary")))
+            await service.put_summary(database_of(app), thread,
+                                      service.summary_text(form.get("summary")))
             return {"done": "summary_saved", "summary": thread}
         await service.clear_summary(database_of(app), thread)
         return {"done": "summary_cleared", "summary": thread}

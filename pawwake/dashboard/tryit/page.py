@@ -82,7 +82,8 @@ async def _page_context(request: web.Request) -> dict[str, Any]:
     settings = await settings_of(request)
     sessions: list[str] = []
     if services_of(app).database is not None:
-        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS, settings=await settings_of(request))
+        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS,
+                                                  settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
     return {"sessions": sessions, "default_model": settings.DEFAULT_MODEL,
@@ -149,7 +150,8 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(gateway(request), session_id, model, messages, settings=await settings_of(request))
+    events = trial_chat(gateway(request), session_id, model, messages,
+                        settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)
     return await _collected(request, events, lang, session_id, model, messages[-1]["content"])

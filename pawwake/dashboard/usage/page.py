@@ -43,7 +43,8 @@ async def usage(request: web.Request) -> web.Response:
         "has_usage": False}
     if services_of(app).database is not None:
         report = await usage_report(services_of(app), days)
-        total_sessions, sessions = await service.usage_by_session(database_of(app), SESSION_PAGE, (page_number - 1) * SESSION_PAGE)
+        total_sessions, sessions = await service.usage_by_session(database_of(app), SESSION_PAGE,
+                                                                  (page_number - 1) * SESSION_PAGE)
         context.update(
             report=report, sessions=sessions,
             chart=chart([(day, totals.by_kind) for day, totals in report.days], USAGE_TYPES),

@@ -108,7 +108,8 @@ async def merge_memories(services: Services, request: MergeRequest, *, settings:
                          ) -> dict[str, Any]:
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
     tz_hours = settings.TIMEZONE_HOURS
-    draft = await find_draft(services.require_database(), request.draft_id) if request.draft_id else None
+    draft = await find_draft(services.require_database(),
+                             request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
     content = request.content or (draft["content"] if draft else None)
     if content is None:
