@@ -8,13 +8,13 @@ from contextlib import AbstractAsyncContextManager
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.auth import api_auth_middleware, warn_if_open
+from pawwake.auth import warn_if_open
 from pawwake.chat.partition_step import partition_step
+from pawwake.chat.pipeline import ChatResources
 from pawwake.chat.recall.inject import recall_step
 from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.chat.turn_spool import open_turn_spool
 from pawwake.chat.turns import spooled_turn_writer
-from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import register_job_handlers
@@ -22,8 +22,7 @@ from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
 from pawwake.memory.inject import memory_step
 from pawwake.memory.resources import open_embedder
-from pawwake.middlewares import error_middleware
-from pawwake.protocols.responses import route as responses_route
+from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services
 from pawwake.settings import Settings
@@ -36,9 +35,8 @@ Resource = Callable[[], AbstractAsyncContextManager[None]]
 def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``: every shared object is built here (see
     ``pawwake.services``) and opens in app start-up, in order."""
-    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
-                          middlewares=[cors_preflight_middleware, error_middleware,
-                                       api_auth_middleware])
+    # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
+    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE)
     services = build_services(settings)
     app[keys.SERVICES] = services
     # Opened in this order, closed in reverse: background work drains before its resources go.
@@ -46,9 +44,9 @@ def create_app(settings: Settings) -> web.Application:
         app.cleanup_ctx.append(_while_app_runs(resource))
     app.on_shutdown.append(lambda _app: stop_connecting(services.database))
     warn_if_open(settings.GATEWAY_SECRET)
-    setup_cors(app)
+    app[keys.CHAT] = ChatResources()
+    setup_messages_steps(app)
     setup_routes(app)
-    responses_route.setup(app)
     register_job_handlers(services)
     app[keys.CHAT].steps.insert(0, partition_step(app))
     app[keys.CHAT].steps.append(memory_step(app))

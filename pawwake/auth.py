@@ -8,15 +8,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from pawwake.errors import error_for_path
+from pawwake.api_error import ApiError
 from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-PROTECTED_PREFIXES = ("/v1/", "/api/", "/import/", "/mcp")
-
 
 def presented_key(request: web.Request) -> str | None:
     """The key a program sent: ``X-Gateway-Key``, ``Authorization: Bearer`` or (as Anthropic
@@ -40,22 +37,15 @@ def key_matches(presented: str | None, secret: str) -> bool:
     return hmac.compare_digest(presented.encode("utf-8"), secret.encode("utf-8"))
 
 
-def is_protected(path: str) -> bool:
-    return path.startswith(PROTECTED_PREFIXES)
-
-
 @web.middleware
 async def api_auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Guard /v1, /api, /import and /mcp. Cookies never count here: only the header key does."""
-    if not is_protected(request.path):
-        return await handler(request)
+    """Guards every program sub-app (/v1, /api, /import, /mcp) it is installed on. Cookies never
+    count here: only the header key does. A refusal is rendered by the sub-app's error
+    middleware, in its envelope."""
     secret = services_of(request).settings.GATEWAY_SECRET
-    if not secret:
-        return await handler(request)
-    if not key_matches(presented_key(request), secret):
-        return error_for_path(request.path, 401, "invalid_api_key",
-                              "Missing or wrong gateway key: send X-Gateway-Key or "
-                              "Authorization: Bearer with GATEWAY_SECRET.")
+    if secret and not key_matches(presented_key(request), secret):
+        raise ApiError("invalid_api_key", "Missing or wrong gateway key: send X-Gateway-Key or "
+                       "Authorization: Bearer with GATEWAY_SECRET.", status=401)
     return await handler(request)
 
 

@@ -1,9 +1,9 @@
-"""CORS for /v1 and /mcp, so chat clients running in a browser on another origin can use the
-gateway.
+"""CORS for the /v1, /v1/messages and /mcp sub-apps, so chat clients running in a browser on
+another origin can use the gateway.
 
-/v1 and /mcp authenticate with a header (never a cookie), so responses allow the origin without
-credentials mode. /dashboard and /api never get CORS headers: the dashboard relies on its
-cookie and same-origin checks.
+Those sub-apps authenticate with a header (never a cookie), so responses allow the origin
+without credentials mode. /dashboard and /api never get CORS headers (``setup_cors`` is not
+called for them): the dashboard relies on its cookie and same-origin checks.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from pawwake import keys
 from pawwake.errors import openai_error
 from pawwake.services import services_of, settings_of
 
@@ -25,8 +26,6 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-CORS_PREFIX = "/v1/"
-MCP_PATH = "/mcp"  # MCP clients in a browser: only origins listed by name (DNS rebinding)
 ALLOWED_METHODS = "GET, POST, OPTIONS"
 # Always allowed; whatever else a preflight asks for (an SDK's own X-Stainless-* headers...)
 # is allowed too, as long as it is a valid header name: the key in a header is the guard.
@@ -89,25 +88,20 @@ def parse_policy(raw: str, *, gateway_secret_set: bool) -> CorsPolicy:
     return CorsPolicy(any_origin, frozenset(origins))
 
 
-def has_cors(path: str) -> bool:
-    return path.startswith(CORS_PREFIX) or path == MCP_PATH
-
-
 async def current_policy(request: web.Request) -> CorsPolicy:
     """The policy in force now (CORS_ALLOW_ORIGINS is hot: dashboard saves apply at once).
-    On /mcp ``*`` does not count: the MCP security notes want each browser origin checked."""
-    services = services_of(request)
+    On /mcp ``*`` does not count: the MCP security notes want each browser origin checked (its
+    sub-app sets ``keys.CORS_NAMED_ORIGINS_ONLY``; DNS rebinding)."""
     settings = await settings_of(request)
     policy = parse_policy(settings.CORS_ALLOW_ORIGINS,
-                          gateway_secret_set=bool(services.settings.GATEWAY_SECRET))
-    if request.path == MCP_PATH and policy.any_origin:
+                          gateway_secret_set=bool(services_of(request).settings.GATEWAY_SECRET))
+    if request.config_dict.get(keys.CORS_NAMED_ORIGINS_ONLY, False) and policy.any_origin:
         return CorsPolicy(False, policy.origins)
     return policy
 
 
 def _is_preflight(request: web.Request) -> bool:
-    return (request.method == "OPTIONS" and has_cors(request.path)
-            and "Origin" in request.headers
+    return (request.method == "OPTIONS" and "Origin" in request.headers
             and "Access-Control-Request-Method" in request.headers)
 
 
@@ -126,7 +120,7 @@ def allowed_headers(requested: str) -> str:
 @web.middleware
 async def cors_preflight_middleware(request: web.Request, handler: Handler
                                     ) -> web.StreamResponse:
-    """Answer a /v1 preflight here, before authentication (browsers never send the key on a
+    """Answer a preflight here, before authentication (browsers never send the key on a
     preflight) and without reaching a route or the provider."""
     if not _is_preflight(request):
         return await handler(request)
@@ -153,8 +147,6 @@ async def add_cors_headers(request: web.Request, response: web.StreamResponse) -
     """Runs as every response's headers are about to leave, so streamed replies and errors
     (401 included, so the browser shows it) carry the header too. The provider's own CORS
     headers never pass through: only this gateway's policy counts."""
-    if not has_cors(request.path):
-        return
     if not _is_preflight(request):
         for name in {name.lower() for name in response.headers
                      if name.lower().startswith("access-control-")}:
@@ -177,6 +169,8 @@ def _vary(response: web.StreamResponse, name: str) -> None:
         response.headers["Vary"] = f"{current}, {name}" if current else name
 
 
-def setup_cors(app: web.Application) -> None:
-    """Add the CORS headers to /v1 responses (the preflight middleware sits in create_app)."""
+def setup_cors(app: web.Application, *, named_origins_only: bool = False) -> None:
+    """Give a program sub-app CORS: the preflight answer (first of its middlewares) and the
+    headers on every response it sends. ``named_origins_only``: ``*`` does not count (MCP)."""
+    app[keys.CORS_NAMED_ORIGINS_ONLY] = named_origins_only
     app.on_response_prepare.append(add_cors_headers)

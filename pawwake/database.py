@@ -124,7 +124,8 @@ def require_database(database: Database | None) -> Database:
     """``database``, or ``DatabaseUnavailable`` (answered 503) when it is turned off. Its
     ``pool`` answers the same 503 while it is not connected yet."""
     if database is None:
-        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).")
+        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).",
+                                  "database_disabled")
     return database
 
 

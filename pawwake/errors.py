@@ -1,8 +1,14 @@
-"""Error bodies: OpenAI's envelope on /v1, Pawwake's own shape on /api."""
+"""Error envelopes: how each program surface writes a refusal (``api_error.ApiError``).
+
+Each sub-app names its envelope (``keys.ERROR_ENVELOPE``) and its error middleware uses it:
+OpenAI's on /v1, Anthropic's on /v1/messages, JSON-RPC's on /mcp, Pawwake's own on /api.
+"""
 
 from __future__ import annotations
 
 from aiohttp import web
+
+from pawwake.api_error import ApiError
 
 
 def openai_error(status: int, message: str, *, error_type: str = "invalid_request_error",
@@ -10,14 +16,6 @@ def openai_error(status: int, message: str, *, error_type: str = "invalid_reques
     """An error a chat client's OpenAI SDK understands."""
     body = {"error": {"message": message, "type": error_type, "code": code, "param": param}}
     return web.json_response(body, status=status)
-
-
-def api_error(status: int, code: str, message: str) -> web.Response:
-    """An error for Pawwake's own API: ``{"error": {"code", "message"}}``."""
-    return web.json_response({"error": {"code": code, "message": message}}, status=status)
-
-
-ANTHROPIC_PATHS = ("/v1/messages",)
 
 
 def anthropic_error(status: int, message: str, *, error_type: str | None = None
@@ -37,19 +35,30 @@ def anthropic_error_type(status: int) -> str:
             }.get(status, "invalid_request_error" if status < 500 else "api_error")
 
 
-def error_for_path(path: str, status: int, code: str, message: str) -> web.Response:
-    """Pick the error shape that the caller of ``path`` expects."""
-    if path == "/mcp":  # an MCP client reads a JSON-RPC error without an id
-        headers = {"WWW-Authenticate": 'Bearer realm="pawwake"'} if status == 401 else None
-        rpc_code = -32603 if status >= 500 else -32600  # internal error / invalid request
-        return web.json_response({"jsonrpc": "2.0", "id": None,
-                                  "error": {"code": rpc_code, "message": message}},
-                                 status=status, headers=headers)
-    if path.startswith(ANTHROPIC_PATHS):
-        return anthropic_error(status, message)
-    if path.startswith("/v1/"):
-        kind = "invalid_request_error" if status < 500 else "api_error"
-        if status == 401:
-            kind = "authentication_error"
-        return openai_error(status, message, error_type=kind, code=code)
-    return api_error(status, code, message)
+def api_envelope(exc: ApiError) -> web.Response:
+    """/api: ``{"error": {"code", "message", ...details}}``."""
+    return web.json_response({"error": {"code": exc.code, "message": exc.message,
+                                        **exc.details}}, status=exc.status)
+
+
+def openai_envelope(exc: ApiError) -> web.Response:
+    """/v1: OpenAI's ``{"error": {"message", "type", "code", "param"}}``."""
+    kind = "invalid_request_error" if exc.status < 500 else "api_error"
+    if exc.status == 401:
+        kind = "authentication_error"
+    return openai_error(exc.status, exc.message, error_type=kind, code=exc.code,
+                        param=exc.details.get("param"))
+
+
+def anthropic_envelope(exc: ApiError) -> web.Response:
+    """/v1/messages: Anthropic's ``{"type": "error", "error": {"type", "message"}}``."""
+    return anthropic_error(exc.status, exc.message)
+
+
+def jsonrpc_envelope(exc: ApiError) -> web.Response:
+    """/mcp: a JSON-RPC error without an id, as an MCP client reads it."""
+    headers = {"WWW-Authenticate": 'Bearer realm="pawwake"'} if exc.status == 401 else None
+    rpc_code = -32603 if exc.status >= 500 else -32600  # internal error / invalid request
+    return web.json_response({"jsonrpc": "2.0", "id": None,
+                              "error": {"code": rpc_code, "message": exc.message}},
+                             status=exc.status, headers=headers)

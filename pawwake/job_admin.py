@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.conversations import Invalid
+from pawwake.api_error import ApiError
 from pawwake.database import require_database
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import NotFound
@@ -24,7 +24,7 @@ def status_filter(value: str | None, default: str = "all") -> str | None:
     """A ``status`` query value checked against the known filters (None means every job)."""
     chosen = default if value in (None, "") else value
     if chosen not in STATUS_FILTERS:
-        raise Invalid("invalid_status", "Unknown status filter; use one of: "
+        raise ApiError("invalid_status", "Unknown status filter; use one of: "
                       + ", ".join(STATUS_FILTERS) + ".")
     return None if chosen == "all" else chosen
 
@@ -51,7 +51,7 @@ async def list_jobs(database: Database, status: str | None, *, kind: str | None 
 async def get_job(database: Database, job_id: int) -> dict[str, Any]:
     row = await jobs_db.listed_job(database.pool, job_id)
     if row is None:
-        raise NotFound(f"job {job_id}")
+        raise NotFound(f"No such job {job_id}.")
     return shown(row)
 
 

@@ -1,4 +1,5 @@
-"""Turns failures on /v1 and /api into the error body each caller expects."""
+"""The error middleware of every program sub-app (/api, /v1, /v1/messages, /mcp): whatever a
+handler raises leaves as JSON with a real status, in the sub-app's envelope."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.auth import is_protected
-from pawwake.db.errors import DatabaseUnavailable
+from pawwake.api_error import ApiError
+from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import UNAVAILABLE_ERRORS
-from pawwake.errors import error_for_path
 from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
@@ -22,40 +22,43 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Our own errors on program endpoints always carry JSON and a real status."""
+    """Refusals, HTTP errors (404/405/413 included), a database away and bugs, rendered by
+    ``keys.ERROR_ENVELOPE`` of the serving sub-app."""
     try:
         return await handler(request)
+    except ApiError as exc:
+        refusal = exc
     except web.HTTPRequestEntityTooLarge:
-        if not is_protected(request.path):
-            raise
         limit = services_of(request).settings.MAX_REQUEST_MB
-        return error_for_path(request.path, 413, "request_too_large",
-                              f"Request body is larger than {limit} MB (MAX_REQUEST_MB).")
+        refusal = ApiError("request_too_large",
+                           f"Request body is larger than {limit} MB (MAX_REQUEST_MB).", status=413)
     except web.HTTPException as exc:
-        if not is_protected(request.path) or exc.status < 400:
+        if exc.status < 400:
             raise
-        return error_for_path(request.path, exc.status, _code_for(exc.status),
-                              exc.text or exc.reason)
+        refusal = ApiError(_code_for(exc.status), exc.text or exc.reason, status=exc.status)
+    except NotFound as exc:
+        refusal = ApiError("not_found", str(exc), status=404)
+    except Conflict as exc:
+        refusal = ApiError("conflict", _sentence(str(exc)), status=409)
     except UNAVAILABLE_ERRORS as exc:
-        if not is_protected(request.path):
-            raise
-        return database_unavailable(request, exc)
+        refusal = database_unavailable(request, exc)
     except Exception:
-        if not is_protected(request.path):
-            raise
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_for_path(request.path, 500, "internal_error",
-                              "Internal error in the gateway; see its log.")
+        refusal = ApiError("internal_error", "Internal error in the gateway; see its log.",
+                           status=500)
+    return request.config_dict[keys.ERROR_ENVELOPE](refusal)
 
 
-def database_unavailable(request: web.Request, exc: BaseException) -> web.Response:
-    """503 ``database_unavailable``: the server is down, restarting or not connected yet."""
+def database_unavailable(request: web.Request, exc: BaseException) -> ApiError:
+    """503: the server is down, restarting, not connected yet or turned off. The code is
+    ``database_unavailable`` unless the raiser chose another (``DatabaseUnavailable.code``)."""
     log.warning("database unavailable on %s %s (%s)", request.method, request.path,
                 type(exc).__name__)
     note_unreachable(request.config_dict, exc)
-    message = (str(exc) if isinstance(exc, DatabaseUnavailable)
-               else "The database is unavailable right now; try again shortly.")
-    return error_for_path(request.path, 503, "database_unavailable", message)
+    if isinstance(exc, DatabaseUnavailable):
+        return ApiError(exc.code, str(exc), status=503)
+    return ApiError("database_unavailable",
+                    "The database is unavailable right now; try again shortly.", status=503)
 
 
 def note_unreachable(app: Mapping[Any, Any], exc: BaseException) -> None:
@@ -64,6 +67,12 @@ def note_unreachable(app: Mapping[Any, Any], exc: BaseException) -> None:
     database = services.database if services is not None else None
     if database is not None and not isinstance(exc, DatabaseUnavailable):
         database.mark_unreachable()
+
+
+def _sentence(clause: str) -> str:
+    """A database conflict's clause ("thread x already exists") as an API sentence."""
+    text = clause[:1].upper() + clause[1:]
+    return text if text.endswith(".") else text + "."
 
 
 def _code_for(status: int) -> str:

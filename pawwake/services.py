@@ -57,7 +57,7 @@ class Services:
 
     @property
     def http(self) -> aiohttp.ClientSession:
-        """The one shared client for upstream calls (opened by ``http_client_ctx``)."""
+        """The one shared client for upstream calls (opened by ``open_http_client``)."""
         if self._http is None:
             raise RuntimeError("the HTTP client opens with the app; it is not open now")
         return self._http

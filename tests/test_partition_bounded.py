@@ -137,7 +137,12 @@ async def test_two_instances_catching_up_together_jump_once(gateway: Any, upstre
     # Whichever came second found the first one's saved state: the same context, no jump.
     assert sorted(chat[-1]["content"] for chat in chats) == [
         now_turn("乙")["content"], now_turn("甲")["content"]]
-    assert [chat[:-1] for chat in chats] == [zone_a, zone_a]
+    assert [chat[:len(zone_a)] for chat in chats] == [zone_a, zone_a]
+    # On a busy host the first turn may be stored before the second reads its history: then
+    # the second carries that turn behind the same zone, and nothing else.
+    between = sorted((chat[len(zone_a):-1] for chat in chats), key=len)
+    assert between[0] == []
+    assert between[1] == [] or [m["role"] for m in between[1]] == ["user", "assistant"]
 
 
 async def test_a_tool_result_on_an_oversized_thread_continues_its_round(

@@ -11,6 +11,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pawwake.api_error import ApiError
 from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
@@ -32,21 +33,13 @@ MAX_IMPORT_MESSAGES = 20_000
 MAX_PAGE = 200
 MAX_BATCH = 500
 
-__all__ = ["Conflict", "Invalid", "NotFound"]
-
-
-class Invalid(ValueError):
-    """Input that cannot be used (400), with a snake_case code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+__all__ = ["Conflict", "NotFound"]
 
 
 def session_id_of(value: Any, name: str = "session_id") -> str:
-    """A session id as given, or Invalid."""
+    """A session id as given, or ApiError (400)."""
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_SESSION_ID:
-        raise Invalid(f"invalid_{name}",
+        raise ApiError(f"invalid_{name}",
                       f"{name} must be a non-empty string of at most {MAX_SESSION_ID} characters.")
     return value
 
@@ -55,9 +48,9 @@ def content_of(value: Any) -> str:
     if isinstance(value, str):
         value = storable_text(value)  # what is stored: "\x00" alone is empty, not content
     if not isinstance(value, str) or not value.strip():
-        raise Invalid("invalid_content", "content must be non-empty text.")
+        raise ApiError("invalid_content", "content must be non-empty text.")
     if len(value) > MAX_CONTENT:
-        raise Invalid("invalid_content", f"content is limited to {MAX_CONTENT} characters.")
+        raise ApiError("invalid_content", f"content is limited to {MAX_CONTENT} characters.")
     return value
 
 
@@ -94,7 +87,7 @@ async def session_messages(database: Database, session_id: str, *,
                            include_deleted: bool = False) -> list[dict[str, Any]]:
     rows = await db.session_messages(database.pool, session_id, include_deleted=True)
     if not rows:
-        raise NotFound(f"session {session_id}")
+        raise NotFound(f"No such session {session_id}.")
     if include_deleted or all(row["deleted_at"] is not None for row in rows):
         return rows  # a trashed session shows its trashed messages
     return [row for row in rows if row["deleted_at"] is None]
@@ -173,7 +166,7 @@ async def merge_sessions(database: Database, source_ids: list[str], target_id: s
     the target's totals afterwards."""
     sources = [s for s in dict.fromkeys(source_ids) if s != target_id]
     if not sources:
-        raise Invalid("invalid_source_ids", "Give at least one source session other than the "
+        raise ApiError("invalid_source_ids", "Give at least one source session other than the "
                                             "target.")
     async with transaction(database.pool) as cur:
         moved = await db.merge_sessions(cur, sources, target_id)
@@ -184,40 +177,40 @@ async def merge_sessions(database: Database, source_ids: list[str], target_id: s
 
 def _parse_time(value: Any, where: str) -> datetime:
     if not isinstance(value, str):
-        raise Invalid("invalid_created_at", f"{where}: created_at must be an ISO 8601 time.")
+        raise ApiError("invalid_created_at", f"{where}: created_at must be an ISO 8601 time.")
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise Invalid("invalid_created_at",
+        raise ApiError("invalid_created_at",
                       f"{where}: created_at must be an ISO 8601 time.") from None
     when = when if when.tzinfo else when.replace(tzinfo=UTC)
     if not moment_in_range(when):
-        raise Invalid("invalid_created_at", f"{where}: created_at must lie between the years"
+        raise ApiError("invalid_created_at", f"{where}: created_at must lie between the years"
                                             f" {MIN_YEAR} and {MAX_YEAR} (UTC).")
     return when
 
 
 def _parse_message(item: Any, where: str) -> dict[str, Any]:
     if not isinstance(item, dict):
-        raise Invalid("invalid_message", f"{where}: each message must be an object.")
+        raise ApiError("invalid_message", f"{where}: each message must be an object.")
     unknown = sorted(set(item) - {"session_id", "role", "content", "created_at", "metadata",
                                   "model"})
     if unknown:
-        raise Invalid("unknown_field", f"{where}: unknown field {unknown[0]}.")
+        raise ApiError("unknown_field", f"{where}: unknown field {unknown[0]}.")
     if item.get("role") not in ROLES:
-        raise Invalid("invalid_role", f"{where}: role must be one of {', '.join(ROLES)}.")
+        raise ApiError("invalid_role", f"{where}: role must be one of {', '.join(ROLES)}.")
     content = item.get("content")
     if not isinstance(content, str) or len(content) > MAX_CONTENT:
-        raise Invalid("invalid_content", f"{where}: content must be text of at most "
+        raise ApiError("invalid_content", f"{where}: content must be text of at most "
                                          f"{MAX_CONTENT} characters.")
     metadata = item.get("metadata", {})
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
-        raise Invalid("invalid_metadata", f"{where}: metadata must be an object.")
+        raise ApiError("invalid_metadata", f"{where}: metadata must be an object.")
     model = item.get("model")
     if model is not None and not isinstance(model, str):
-        raise Invalid("invalid_model", f"{where}: model must be text.")
+        raise ApiError("invalid_model", f"{where}: model must be text.")
     return {"role": item["role"], "content": content, "model": model, "metadata": metadata,
             "created_at": _parse_time(item.get("created_at"), where)}
 
@@ -225,17 +218,17 @@ def _parse_message(item: Any, where: str) -> dict[str, Any]:
 def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     """Validate a whole import before anything is written: messages grouped by session."""
     if not isinstance(body, list) or not body:
-        raise Invalid("invalid_body", "Send a non-empty JSON array.")
+        raise ApiError("invalid_body", "Send a non-empty JSON array.")
     by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
     count = 0
     for number, item in enumerate(body):
         where = f"item {number}"
         if not isinstance(item, dict):
-            raise Invalid("invalid_message", f"{where}: must be an object.")
+            raise ApiError("invalid_message", f"{where}: must be an object.")
         session_id = session_id_of(item.get("session_id"))
         if "messages" in item:
             if set(item) != {"session_id", "messages"} or not isinstance(item["messages"], list):
-                raise Invalid("invalid_session", f"{where}: a session is {{session_id, "
+                raise ApiError("invalid_session", f"{where}: a session is {{session_id, "
                                                  "messages: [...]}}.")
             messages = [_parse_message(m, f"{where} message {i}")
                         for i, m in enumerate(item["messages"])]
@@ -244,7 +237,7 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
                                        where)]
         count += len(messages)
         if count > MAX_IMPORT_MESSAGES:
-            raise Invalid("too_many_messages",
+            raise ApiError("too_many_messages",
                           f"An import holds at most {MAX_IMPORT_MESSAGES} messages.")
         by_session[session_id].extend(messages)
     for rows in by_session.values():

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pawwake.api_error import ApiError
 from pawwake.chat.ingest_replace import replace_final_reply
 from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
@@ -42,14 +43,6 @@ TURN_FIELDS = frozenset({"turn_id", "session_id", "source", "model", "messages",
                          "extract_memories", "metadata", "replace_reply"})
 MESSAGE_FIELDS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
-
-
-class TurnInvalid(ValueError):
-    """Bad input: ``code`` is the API error code, the message says what to fix."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -82,11 +75,11 @@ class IngestResult:
 def _identifier(body: dict[str, Any], name: str) -> str:
     value = body.get(name)
     if not isinstance(value, str) or not value.strip():
-        raise TurnInvalid(f"invalid_{name}", f"{name} must be a non-empty string.")
+        raise ApiError(f"invalid_{name}", f"{name} must be a non-empty string.")
     if len(value) > MAX_ID_CHARS:
-        raise TurnInvalid(f"invalid_{name}", f"{name} is limited to {MAX_ID_CHARS} characters.")
+        raise ApiError(f"invalid_{name}", f"{name} is limited to {MAX_ID_CHARS} characters.")
     if any(ord(ch) < 32 for ch in value):
-        raise TurnInvalid(f"invalid_{name}", f"{name} must not contain control characters.")
+        raise ApiError(f"invalid_{name}", f"{name} must not contain control characters.")
     return value
 
 
@@ -98,17 +91,17 @@ def _content_text(content: Any, where: str) -> str:
         for part in content:
             if (not isinstance(part, dict) or part.get("type") not in TEXT_PART_TYPES
                     or not isinstance(part.get("text"), str) or set(part) - {"type", "text"}):
-                raise TurnInvalid("invalid_content", f"{where}.content parts must be"
+                raise ApiError("invalid_content", f"{where}.content parts must be"
                                   ' {"type": "text", "text": "..."} objects.')
             parts.append(part["text"])
         text = "\n".join(parts)
     elif content is None:
         text = ""
     else:
-        raise TurnInvalid("invalid_content",
+        raise ApiError("invalid_content",
                           f"{where}.content must be a string or a list of text parts.")
     if len(text) > MAX_CONTENT_CHARS:
-        raise TurnInvalid("content_too_long",
+        raise ApiError("content_too_long",
                           f"{where}.content is limited to {MAX_CONTENT_CHARS} characters.")
     return text
 
@@ -116,13 +109,13 @@ def _content_text(content: Any, where: str) -> str:
 def _message(raw: Any, index: int) -> TurnMessage:
     where = f"messages[{index}]"
     if not isinstance(raw, dict):
-        raise TurnInvalid("invalid_message", f"{where} must be an object.")
+        raise ApiError("invalid_message", f"{where} must be an object.")
     unknown = sorted(set(raw) - MESSAGE_FIELDS)
     if unknown:
-        raise TurnInvalid("unknown_field", f"Unknown field: {where}.{unknown[0]}.")
+        raise ApiError("unknown_field", f"Unknown field: {where}.{unknown[0]}.")
     role = raw.get("role")
     if role not in ROLES:
-        raise TurnInvalid("invalid_role", f"{where}.role must be one of: {', '.join(ROLES)}.")
+        raise ApiError("invalid_role", f"{where}.role must be one of: {', '.join(ROLES)}.")
     text = _content_text(raw.get("content"), where)
     metadata: dict[str, Any] = {}
     calls = raw.get("tool_calls")
@@ -130,27 +123,27 @@ def _message(raw: Any, index: int) -> TurnMessage:
         if role != "assistant" or not isinstance(calls, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("id"), str) and c["id"]
                 for c in calls):
-            raise TurnInvalid("invalid_tool_calls", f"{where}.tool_calls must be a list of"
+            raise ApiError("invalid_tool_calls", f"{where}.tool_calls must be a list of"
                               " objects with an id, on an assistant message.")
         if calls:
             metadata["tool_calls"] = calls
     call_id = raw.get("tool_call_id")
     if role == "tool":
         if not isinstance(call_id, str) or not call_id:
-            raise TurnInvalid("invalid_tool_call_id",
+            raise ApiError("invalid_tool_call_id",
                               f"{where}.tool_call_id must be a non-empty string on a tool"
                               " message.")
         metadata["tool_call_id"] = call_id
     elif call_id is not None:
-        raise TurnInvalid("invalid_tool_call_id", f"{where}.tool_call_id is only for tool"
+        raise ApiError("invalid_tool_call_id", f"{where}.tool_call_id is only for tool"
                           " messages.")
     name = raw.get("name")
     if name is not None:
         if not isinstance(name, str) or len(name) > MAX_ID_CHARS:
-            raise TurnInvalid("invalid_name", f"{where}.name must be a short string.")
+            raise ApiError("invalid_name", f"{where}.name must be a short string.")
         metadata["name"] = name
     if not text.strip() and not metadata.get("tool_calls") and role != "tool":
-        raise TurnInvalid("empty_content", f"{where}.content must not be empty.")
+        raise ApiError("empty_content", f"{where}.content must not be empty.")
     return TurnMessage(role=role, text=text, metadata=metadata)
 
 
@@ -159,18 +152,18 @@ def parse_occurred_at(value: Any) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str) or "T" not in value.upper():
-        raise TurnInvalid("invalid_occurred_at",
+        raise ApiError("invalid_occurred_at",
                           "occurred_at must be an RFC 3339 time such as 2026-01-02T10:00:00Z.")
     try:
         moment = datetime.fromisoformat(value.strip().replace("z", "Z"))
     except ValueError:
-        raise TurnInvalid("invalid_occurred_at",
+        raise ApiError("invalid_occurred_at",
                           "occurred_at must be an RFC 3339 time such as"
                           " 2026-01-02T10:00:00Z.") from None
     if moment.tzinfo is None:
-        raise TurnInvalid("invalid_occurred_at", "occurred_at needs a UTC offset (Z or +hh:mm).")
+        raise ApiError("invalid_occurred_at", "occurred_at needs a UTC offset (Z or +hh:mm).")
     if not moment_in_range(moment):
-        raise TurnInvalid("invalid_occurred_at", f"occurred_at must lie between the years"
+        raise ApiError("invalid_occurred_at", f"occurred_at must lie between the years"
                           f" {MIN_YEAR} and {MAX_YEAR} (UTC).")
     return moment
 
@@ -178,39 +171,39 @@ def parse_occurred_at(value: Any) -> datetime | None:
 def parse_turn(body: Any) -> Turn:
     """Validate a request body strictly; unknown fields are refused, not ignored."""
     if not isinstance(body, dict):
-        raise TurnInvalid("invalid_body", "Send a JSON object.")
+        raise ApiError("invalid_body", "Send a JSON object.")
     unknown = sorted(set(body) - TURN_FIELDS)
     if unknown:
-        raise TurnInvalid("unknown_field", f"Unknown field: {unknown[0]}.")
+        raise ApiError("unknown_field", f"Unknown field: {unknown[0]}.")
     turn_id = _identifier(body, "turn_id")
     session_id = _identifier(body, "session_id")
     source = _identifier(body, "source")
     model = body.get("model")
     if model is not None and (not isinstance(model, str) or len(model) > MAX_MODEL_CHARS):
-        raise TurnInvalid("invalid_model", f"model must be a string of at most"
+        raise ApiError("invalid_model", f"model must be a string of at most"
                           f" {MAX_MODEL_CHARS} characters.")
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
-        raise TurnInvalid("invalid_messages", "messages must be a non-empty list.")
+        raise ApiError("invalid_messages", "messages must be a non-empty list.")
     if len(raw_messages) > MAX_MESSAGES:
-        raise TurnInvalid("too_many_messages", f"A turn holds at most {MAX_MESSAGES} messages.")
+        raise ApiError("too_many_messages", f"A turn holds at most {MAX_MESSAGES} messages.")
     messages = [_message(raw, i) for i, raw in enumerate(raw_messages)]
     extract = body.get("extract_memories", True)
     if not isinstance(extract, bool):
-        raise TurnInvalid("invalid_extract_memories", "extract_memories must be true or false.")
+        raise ApiError("invalid_extract_memories", "extract_memories must be true or false.")
     metadata = body.get("metadata", {})
     if metadata is None:
         metadata = {}
     if not isinstance(metadata, dict):
-        raise TurnInvalid("invalid_metadata", "metadata must be a JSON object.")
+        raise ApiError("invalid_metadata", "metadata must be a JSON object.")
     if len(json.dumps(metadata, ensure_ascii=False).encode("utf-8")) > MAX_METADATA_BYTES:
-        raise TurnInvalid("metadata_too_large",
+        raise ApiError("metadata_too_large",
                           f"metadata is limited to {MAX_METADATA_BYTES} bytes of JSON.")
     replace = body.get("replace_reply", False)
     if not isinstance(replace, bool):
-        raise TurnInvalid("invalid_replace_reply", "replace_reply must be true or false.")
+        raise ApiError("invalid_replace_reply", "replace_reply must be true or false.")
     if replace and messages[-1].role != "assistant":
-        raise TurnInvalid("invalid_replace_reply",
+        raise ApiError("invalid_replace_reply",
                           "replace_reply needs the turn's last message to be the assistant's"
                           " reply.")
     return Turn(turn_id=turn_id, session_id=session_id, source=source, messages=messages,

@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.api_error import ApiError
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.chat.persona import PersonaFile, resolve_persona
@@ -42,14 +43,12 @@ FailureHook = Callable[["PreparedChat", str], Awaitable[None]]
 ChatStep = Callable[["ChatContext", "PreparedChat"], Awaitable[None]]
 
 
-class ChatRejected(Exception):
-    """The request cannot be served as asked; routes answer with OpenAI's error envelope."""
+class ChatRejected(ApiError):
+    """The chat request cannot be served as asked (an ``ApiError`` written status first);
+    each protocol's turn answers it in its own envelope, ``param`` naming the field."""
 
     def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+        super().__init__(code, message, status=status, **({"param": param} if param else {}))
         self.param = param
 
 

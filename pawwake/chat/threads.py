@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.conversations import Invalid, session_id_of
+from pawwake.api_error import ApiError
+from pawwake.chat.conversations import session_id_of
 from pawwake.chat.partition_step import active_thread
 from pawwake.db import threads as db
 from pawwake.db.conversation_admin import trash_session
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 MAX_SUMMARY = 200_000
 
-__all__ = ["Invalid", "session_id_of"]
+__all__ = ["session_id_of"]
 
 
 async def _lock(cur: Any, *thread_ids: str) -> None:
@@ -39,9 +40,9 @@ async def _lock(cur: Any, *thread_ids: str) -> None:
 
 def summary_text(value: Any) -> str:
     if not isinstance(value, str):
-        raise Invalid("invalid_summary", "summary must be text.")
+        raise ApiError("invalid_summary", "summary must be text.")
     if len(value) > MAX_SUMMARY:
-        raise Invalid("invalid_summary", f"summary is limited to {MAX_SUMMARY} characters.")
+        raise ApiError("invalid_summary", f"summary is limited to {MAX_SUMMARY} characters.")
     return value
 
 
@@ -99,7 +100,7 @@ async def create(database: Database, thread_id: str, inherit_from: str | None
         if inherit_from is not None:
             if not await db.state_exists(cur, inherit_from) \
                     and not await db.any_message_count(cur, inherit_from):
-                raise NotFound(f"thread {inherit_from}")
+                raise NotFound(f"No such thread {inherit_from}.")
             parts = (await load_state(cur, inherit_from)).summary_parts
         await db.create_state(cur, thread_id, parts)
     return {"thread_id": thread_id, "summary_parts": len(parts),
@@ -110,14 +111,14 @@ async def rename(services: Services, old_id: str, new_id: str, *, settings: Sett
                  ) -> dict[str, Any]:
     """Move messages, token usage and state in one transaction; follow an active rename."""
     if old_id == new_id:
-        raise Invalid("same_thread_id", "new_id must differ from old_id.")
+        raise ApiError("same_thread_id", "new_id must differ from old_id.")
     async with transaction(services.require_database().pool) as cur:
         await _lock(cur, old_id, new_id)
         if await db.state_exists(cur, new_id) or await db.any_message_count(cur, new_id):
             raise Conflict(f"thread {new_id} already exists", "thread_exists", thread=new_id)
         counts = await db.rename_thread(cur, old_id, new_id)
         if counts["messages"] == 0 and counts["state_rows"] == 0:
-            raise NotFound(f"thread {old_id}")
+            raise NotFound(f"No such thread {old_id}.")
     switched = active_thread(settings) == old_id
     if switched:
         await switch(services.config, new_id)
@@ -136,7 +137,7 @@ async def delete(database: Database, thread_id: str, *, settings: Settings) -> d
         if await db.live_message_count(cur, thread_id):
             trashed = await trash_session(cur, thread_id)
         if not state_rows and not trashed:
-            raise NotFound(f"thread {thread_id}")
+            raise NotFound(f"No such thread {thread_id}.")
     return {"thread_id": thread_id, "trashed_messages": trashed, "state_deleted": bool(state_rows)}
 
 

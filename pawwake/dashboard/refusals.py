@@ -3,7 +3,7 @@ code (for the API and logs); pages show the code's text in the reader's language
 
 from __future__ import annotations
 
-from pawwake.chat.conversations import Invalid
+from pawwake.api_error import ApiError
 from pawwake.dashboard.i18n import STRINGS, translate
 from pawwake.db.errors import Conflict
 
@@ -12,25 +12,35 @@ ID_FIELDS = ("session_id", "session", "target_id", "new_id", "old_id", "thread_i
              "inherit", "inherit_summary_from", "summary")
 
 
-def _known(lang: str, key: str) -> bool:
+class PageRefusal(ValueError):
+    """Input a page cannot use (a view parameter, a form, an upload): ``key`` is the catalog
+    key of the explanation, ``status`` the answer's (400 unless said)."""
+
+    def __init__(self, key: str, status: int = 400) -> None:
+        super().__init__(key)
+        self.key = key
+        self.status = status
+
+
+def known(lang: str, key: str) -> bool:
     return key in STRINGS.get(lang, STRINGS["zh"])
 
 
 def conflict_reason(lang: str, exc: Conflict) -> str:
     """The reason a write clashed; the English message only for a clash without a code."""
     key = f"conflict.{exc.code}"
-    if exc.code and _known(lang, key):
+    if exc.code and known(lang, key):
         values = dict(exc.values)
-        if "status" in values and _known(lang, f"jobs_state.{values['status']}"):
+        if "status" in values and known(lang, f"jobs_state.{values['status']}"):
             values["status"] = translate(lang, f"jobs_state.{values['status']}")
         return translate(lang, key, **values)
     return str(exc)
 
 
-def invalid_text(lang: str, exc: Invalid) -> str:
+def invalid_text(lang: str, exc: ApiError) -> str:
     """Why the input cannot be used, never the English API message."""
     key = f"invalid.{exc.code}"
-    if _known(lang, key):
+    if known(lang, key):
         return translate(lang, key)
     if exc.code.removeprefix("invalid_") in ID_FIELDS:
         return translate(lang, "invalid.id")

@@ -109,7 +109,7 @@ async def edit_message(cur: Any, message_id: int, content: str) -> dict[str, Any
                       (message_id,))
     found = await cur.fetchone()
     if found is None:
-        raise NotFound(f"message {message_id}")
+        raise NotFound(f"No such message {message_id}.")
     if found[1] is not None:
         raise Conflict("restore the message before editing it", "message_deleted")
     await cur.execute(f"UPDATE conversations SET content = %s WHERE id = %s"
@@ -124,7 +124,7 @@ async def set_message_deleted(cur: Any, message_id: int, deleted: bool) -> dict[
                       f" RETURNING {_MESSAGE_COLUMNS}", (message_id,))
     row = await cur.fetchone()
     if row is None:
-        raise NotFound(f"message {message_id}")
+        raise NotFound(f"No such message {message_id}.")
     return rows_as_dicts(cur, [row])[0]
 
 
@@ -141,7 +141,7 @@ async def trash_session(cur: Any, session_id: str) -> int:
     await lock_session_writes(cur, session_id)
     _live, total = await _session_state(cur, session_id)
     if total == 0:
-        raise NotFound(f"session {session_id}")
+        raise NotFound(f"No such session {session_id}.")
     await cur.execute("UPDATE conversations SET deleted_at = now()"
                       " WHERE session_id = %s AND deleted_at IS NULL", (session_id,))
     return cur.rowcount
@@ -152,7 +152,7 @@ async def restore_session(cur: Any, session_id: str) -> int:
     await lock_session_writes(cur, session_id)
     live, total = await _session_state(cur, session_id)
     if total == 0:
-        raise NotFound(f"session {session_id}")
+        raise NotFound(f"No such session {session_id}.")
     if live:
         raise Conflict("the session is not in the trash", "not_in_trash")
     await cur.execute(
@@ -167,7 +167,7 @@ async def purge_session(cur: Any, session_id: str) -> dict[str, int]:
     await lock_session_writes(cur, session_id)
     live, total = await _session_state(cur, session_id)
     if total == 0:
-        raise NotFound(f"session {session_id}")
+        raise NotFound(f"No such session {session_id}.")
     if live:
         raise Conflict("only a session in the trash can be deleted permanently",
                        "purge_needs_trash")
@@ -189,7 +189,7 @@ async def merge_sessions(cur: Any, source_ids: Sequence[str], target_id: str) ->
     present = {row[0] for row in await cur.fetchall()}
     missing = [s for s in source_ids if s not in present]
     if missing:
-        raise NotFound(f"session {missing[0]}")
+        raise NotFound(f"No such session {missing[0]}.")
     await cur.execute(
         "SELECT 1 FROM conversations a JOIN conversations b ON a.turn_id = b.turn_id"
         " AND a.source = b.source AND a.id <> b.id"

@@ -16,4 +16,9 @@ class Conflict(RuntimeError):
 
 
 class DatabaseUnavailable(RuntimeError):
-    """The database cannot be reached right now (503)."""
+    """The database cannot be reached right now, or is turned off (503); ``code`` is the API
+    error code."""
+
+    def __init__(self, message: str = "", code: str = "database_unavailable") -> None:
+        super().__init__(message)
+        self.code = code

@@ -225,7 +225,7 @@ async def retry_now(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
         await cur.execute("SELECT status, kind, dedupe_key FROM jobs WHERE id = %s", (job_id,))
         row = await cur.fetchone()
         if row is None:
-            raise NotFound(f"job {job_id}")
+            raise NotFound(f"No such job {job_id}.")
         status, kind, dedupe_key = row
         if status in ("running", "done"):
             raise Conflict(f"job {job_id} is {status}", "job_state", status=status)
@@ -263,7 +263,7 @@ async def discard(pool: aiopg.Pool, job_id: int) -> dict[str, Any]:
             await cur.execute("SELECT status FROM jobs WHERE id = %s", (job_id,))
             row = await cur.fetchone()
             if row is None:
-                raise NotFound(f"job {job_id}")
+                raise NotFound(f"No such job {job_id}.")
             raise Conflict(f"job {job_id} is {row[0]}", "job_state", status=row[0])
     found = await listed_job(pool, job_id)
     assert found is not None

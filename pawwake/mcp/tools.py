@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from pawwake.api_error import ApiError
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -28,9 +29,9 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
-from pawwake.memory.store import MemoryConflict, memory_json
-from pawwake.routes.memory_search import BadInput, check_limit, check_query
-from pawwake.routes.recall import BadSearch, parse_search
+from pawwake.memory.store import memory_json
+from pawwake.routes.memory_search import check_limit, check_query
+from pawwake.routes.recall import parse_search
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -42,14 +43,6 @@ ADD_FIELDS = tuple(name for name in CREATE_FIELDS if name != "layer")
 UPDATE_FIELDS = ("id", *EDIT_FIELDS)
 
 
-class ToolRefused(Exception):
-    """A call the tool cannot do as asked; the message goes back to the model."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def exists(name: str) -> bool:
     return name in _TOOLS
 
@@ -59,16 +52,10 @@ async def call(services: Services, settings: Settings, name: str, arguments: dic
     """Run one tool; refusals become ``isError`` results, other failures propagate."""
     try:
         text, structured = await _TOOLS[name](services, settings, arguments)
-    except FieldError as exc:
+    except ApiError as exc:  # a bad argument or a refused change
         return _error(exc.message, exc.code, field=exc.field)
-    except (BadInput, BadSearch) as exc:
-        return _error(str(exc), exc.code)
-    except MemoryConflict as exc:
-        return _error(exc.message, exc.code)
     except NotFound as exc:
         return _error(str(exc), "not_found")
-    except ToolRefused as exc:
-        return _error(str(exc), exc.code)
     except DatabaseUnavailable as exc:
         return _error(str(exc), "database_unavailable")
     except EmbeddingError as exc:
@@ -159,7 +146,7 @@ async def _search_conversations(services: Services, settings: Settings, args: di
     if services.database is None:
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
     if not settings.CONVERSATION_RECALL_ENABLED:
-        raise ToolRefused("conversation_recall_disabled",
+        raise ApiError("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
     outcome = await search_fragments(services, query, settings=settings, **options)

@@ -44,7 +44,7 @@ class BrokenLinks(MemoryConflict):
     def __init__(self, broken: list[dict[str, Any]]) -> None:
         super().__init__("broken_links", f"{len(broken)} memories link to memories that no "
                          "longer exist; repair the links (POST /api/memories/repair-links) "
-                         "and export again.")
+                         "and export again.", broken=broken)
         self.broken = broken
 
 

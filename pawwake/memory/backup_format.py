@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from pawwake.api_error import ApiError
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,
@@ -59,11 +60,13 @@ class BackupItem:
                 "external_id": self.external_id, "source_session": self.source_session}
 
 
-class BackupInvalid(ValueError):
-    """The file cannot be imported; ``problems`` lists the first things wrong with it."""
+class BackupInvalid(ApiError):
+    """The file cannot be imported (400 ``invalid_backup``); ``problems`` lists the first things
+    wrong with it, the message the first three."""
 
     def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
+        super().__init__("invalid_backup", "The backup was not imported: "
+                         + "; ".join(problems[:3]), problems=problems)
         self.problems = problems
 
 

@@ -10,6 +10,7 @@ import re
 from datetime import UTC, date, datetime
 from typing import Any
 
+from pawwake.api_error import ApiError
 from pawwake.text.storable import storable_text
 
 CREATE_FIELDS = ("content", "importance", "layer", "title", "event_date", "remind_at",
@@ -29,17 +30,13 @@ _RFC3339 = re.compile(
     r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
-class FieldError(ValueError):
-    """A value a client sent that we refuse (400, or ``status``); ``field`` names it, ``code``
-    classifies it."""
+class FieldError(ApiError):
+    """An ``ApiError`` about one field a client sent (400, or ``status``): written field first,
+    as every parser here names the field it refuses; ``details`` go into the error body."""
 
     def __init__(self, field: str | None, message: str, code: str = "invalid_field",
-                 status: int = 400) -> None:
-        super().__init__(message)
-        self.field = field
-        self.code = code
-        self.message = message
-        self.status = status
+                 status: int = 400, **details: Any) -> None:
+        super().__init__(code, message, status=status, field=field, **details)
 
 
 def date_in_range(day: date) -> bool:

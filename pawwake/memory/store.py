@@ -11,8 +11,9 @@ import logging
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from pawwake.api_error import ApiError
 from pawwake.db import memories as db
-from pawwake.db.errors import Conflict, NotFound
+from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.resources import terms_for
@@ -27,13 +28,12 @@ LAYER_NAMES = {1: "fragment", 2: "event", 3: "core"}
 CORE_LAYER = 3
 
 
-class MemoryConflict(Conflict):
-    """A change refused because of the row's state (409), with a machine-readable code."""
+class MemoryConflict(ApiError):
+    """A change refused because of the row's state (409), with a machine-readable code and
+    optional details naming what is in the way."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(code, message, status=409, **details)
 
 
 def memory_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -18,10 +18,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.pipeline import (
     ChatRejected,
-    ChatResources,
     PreparedChat,
     after_failure,
     after_incomplete,
@@ -41,8 +39,8 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
-from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.services import services_of, settings_of
+from pawwake.sub_apps import gateway
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +123,7 @@ class ChatTurn:
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
-        self.app = request.app
+        self.app = gateway(request)
         self.prepared: PreparedChat | None = None
         self.capture: SseCapture | JsonCapture | None = None
         self.forwarded = False
@@ -271,7 +269,7 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
 
     async def handler(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
-        app = request.app
+        app = gateway(request)
         turn = turn_class(request)
         try:
             settings = await settings_of(request)
@@ -443,7 +441,7 @@ async def relay_body(turn: ChatTurn, upstream: aiohttp.ClientResponse) -> Relaye
 async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
-    app = request.app
+    app = gateway(request)
     settings = await settings_of(request)
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
@@ -458,7 +456,6 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    app[keys.CHAT] = ChatResources()
-    services_of(app).upstream_health = UpstreamHealth()
-    app.router.add_post("/v1/chat/completions", chat_completions, name="chat_completions")
-    app.router.add_get("/v1/models", list_models, name="models")
+    """Routes of the /v1 sub-app (the chat resources live on the gateway, set in app.py)."""
+    app.router.add_post("/chat/completions", chat_completions, name="chat_completions")
+    app.router.add_get("/models", list_models, name="models")

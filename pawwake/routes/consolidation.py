@@ -9,7 +9,6 @@ every source).
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -17,8 +16,7 @@ from aiohttp import web
 
 from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.memory.consolidation import merge
-from pawwake.memory.consolidation.drafts import SelectionRefused
-from pawwake.memory.consolidation.merge import DetailedConflict, MergeRequest
+from pawwake.memory.consolidation.merge import MergeRequest
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,
@@ -32,7 +30,7 @@ from pawwake.memory.fields import (
     reject_unknown,
     require_object,
 )
-from pawwake.routes.memories import Handler, error, memory_errors, memory_id, read_json
+from pawwake.routes.memories import memory_id, read_json
 from pawwake.services import database_of, services_of, settings_of
 
 MERGE_FIELDS = ("source_ids", "content", "title", "importance", "layer", "draft_id",
@@ -40,24 +38,6 @@ MERGE_FIELDS = ("source_ids", "content", "title", "importance", "layer", "draft_
 _FINGERPRINT = re.compile(r"^[0-9a-f]{32}$")
 
 
-def with_details(handler: Handler) -> Handler:
-    """Refusals that name the rows in the way keep those details in the error body."""
-
-    @functools.wraps(handler)
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except SelectionRefused as exc:
-            extra = {"field": exc.field} if exc.field else {}
-            return error(400, exc.code, exc.message, **extra, **exc.details)
-        except DetailedConflict as exc:
-            return error(409, exc.code, exc.message, **exc.details)
-
-    return wrapper
-
-
-@memory_errors
-@with_details
 async def start(request: web.Request) -> web.Response:
     """Queue a draft run for ``{"ids": [...]}`` or ``{"date_from", "date_to"}`` (202)."""
     body = require_object(await read_json(request))
@@ -88,14 +68,11 @@ async def start(request: web.Request) -> web.Response:
     return web.json_response({**started, "status_url": str(status_url)}, status=202)
 
 
-@memory_errors
 async def status(request: web.Request) -> web.Response:
     job_id = parse_query_int(request.query.get("job_id"), "job_id", None, 1, 2 ** 63 - 1)
     return web.json_response(await consolidate.status(database_of(request), job_id))
 
 
-@memory_errors
-@with_details
 async def cancel(request: web.Request) -> web.Response:
     return web.json_response(await consolidate.cancel(database_of(request)))
 
@@ -131,8 +108,6 @@ def parse_merge(body: Any) -> MergeRequest:
     return wanted
 
 
-@memory_errors
-@with_details
 async def merge_memories(request: web.Request) -> web.Response:
     """Confirm a draft (``draft_id``, fields optional: the draft's are used) or merge chosen
     memories (``source_ids`` and ``content`` required). 201 with the new memory."""
@@ -142,20 +117,16 @@ async def merge_memories(request: web.Request) -> web.Response:
     return web.json_response(merged, status=201)
 
 
-@memory_errors
-@with_details
 async def revert(request: web.Request) -> web.Response:
     return web.json_response(await merge.revert_merge(services_of(request), memory_id(request),
                                                       settings=await settings_of(request)))
 
 
-@memory_errors
 async def sources(request: web.Request) -> web.Response:
     return web.json_response(await merge.sources_of(database_of(request), memory_id(request),
                                                     settings=await settings_of(request)))
 
 
-@memory_errors
 async def core_candidates(request: web.Request) -> web.Response:
     limit = parse_query_int(request.query.get("limit"), "limit", merge.CANDIDATE_LIMIT, 1,
                             merge.CANDIDATE_LIMIT)
@@ -166,11 +137,11 @@ async def core_candidates(request: web.Request) -> web.Response:
 
 def setup(app: web.Application) -> None:
     add = app.router
-    add.add_post("/api/memories/consolidate", start, name="api_consolidate")
-    add.add_get("/api/memories/consolidate/status", status, name="api_consolidate_status")
-    add.add_post("/api/memories/consolidate/cancel", cancel, name="api_consolidate_cancel")
-    add.add_post("/api/memories/merge", merge_memories, name="api_memories_merge")
-    add.add_get("/api/memories/core-candidates", core_candidates,
+    add.add_post("/memories/consolidate", start, name="api_consolidate")
+    add.add_get("/memories/consolidate/status", status, name="api_consolidate_status")
+    add.add_post("/memories/consolidate/cancel", cancel, name="api_consolidate_cancel")
+    add.add_post("/memories/merge", merge_memories, name="api_memories_merge")
+    add.add_get("/memories/core-candidates", core_candidates,
                 name="api_memories_core_candidates")
-    add.add_post(r"/api/memories/{id:\d+}/revert-merge", revert, name="api_memory_revert_merge")
-    add.add_get(r"/api/memories/{id:\d+}/sources", sources, name="api_memory_sources")
+    add.add_post(r"/memories/{id:\d+}/revert-merge", revert, name="api_memory_revert_merge")
+    add.add_get(r"/memories/{id:\d+}/sources", sources, name="api_memory_sources")

@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from pawwake.api_error import ApiError
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, seed, text_import
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,
     parse_query_bool,
-    reject_unknown,
-    require_object,
 )
-from pawwake.routes.memories import error, memory_errors, read_json
+from pawwake.routes.api_body import Parser, read_fields, read_json
 from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
 _TRUE_FORM_VALUES = ("1", "true", "on", "yes")
+
+
+TEXT_IMPORT: dict[str, Parser] = {"text": lambda value: value,  # checked below, as a form's file is
+               "skip_scoring": functools.partial(parse_bool, field="skip_scoring")}
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -55,7 +59,6 @@ def _is_multipart(request: web.Request) -> bool:
     return request.content_type.startswith("multipart/")
 
 
-@memory_errors
 async def import_text(request: web.Request) -> web.Response:
     """JSON ``{text, skip_scoring}`` or a multipart form with a ``file`` (and ``skip_scoring``)."""
     if _is_multipart(request):
@@ -63,10 +66,8 @@ async def import_text(request: web.Request) -> web.Response:
         text = form.get("file", form.get("text"))
         skip = form.get("skip_scoring", "").strip().lower() in _TRUE_FORM_VALUES
     else:
-        body = require_object(await read_json(request, max_bytes=None))
-        reject_unknown(body, ("text", "skip_scoring"))
-        text = body.get("text")
-        skip = parse_bool(body.get("skip_scoring", False), "skip_scoring")
+        body = await read_fields(request, TEXT_IMPORT, {"skip_scoring": False}, max_bytes=None)
+        text, skip = body["text"], body["skip_scoring"]
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
     report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
@@ -74,7 +75,6 @@ async def import_text(request: web.Request) -> web.Response:
     return web.json_response(report)
 
 
-@memory_errors
 async def export(request: web.Request) -> web.Response:
     document = await backup.export_backup(database_of(request))
     stamp = file_stamp(zone_of(services_of(request).config.current()))
@@ -86,12 +86,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-@memory_errors
 async def repair_links(request: web.Request) -> web.Response:
     return web.json_response(await backup.repair_links(database_of(request)))
 
 
-@memory_errors
 async def import_backup(request: web.Request) -> web.Response:
     """A backup as the JSON body (or a multipart ``file``); ``?dry_run=true`` only previews."""
     dry_run = parse_query_bool(request.query.get("dry_run"), "dry_run", False)
@@ -111,19 +109,22 @@ async def import_backup(request: web.Request) -> web.Response:
     return web.json_response(report)
 
 
-@memory_errors
 async def seed_memories(request: web.Request) -> web.Response:
     try:
         report = await seed.import_seed(services_of(request))
     except seed.NoSeedFile as exc:
-        return error(404, "seed_file_not_found", str(exc))
+        raise ApiError("seed_file_not_found", str(exc), status=404) from exc
     return web.json_response(report)
 
 
 def setup(app: web.Application) -> None:
     add = app.router
-    add.add_post("/api/memories/import/text", import_text, name="api_memories_import_text")
-    add.add_post("/api/memories/import", import_backup, name="api_memories_import")
-    add.add_get("/api/memories/export", export, name="api_memories_export")
-    add.add_post("/api/memories/repair-links", repair_links, name="api_memories_repair_links")
-    add.add_get("/import/seed-memories", seed_memories, name="import_seed_memories")
+    add.add_post("/memories/import/text", import_text, name="api_memories_import_text")
+    add.add_post("/memories/import", import_backup, name="api_memories_import")
+    add.add_get("/memories/export", export, name="api_memories_export")
+    add.add_post("/memories/repair-links", repair_links, name="api_memories_repair_links")
+
+
+def setup_seed(app: web.Application) -> None:
+    """GET /import/seed-memories, on the /import sub-app."""
+    app.router.add_get("/seed-memories", seed_memories, name="import_seed_memories")

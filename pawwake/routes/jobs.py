@@ -12,8 +12,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import job_admin
-from pawwake.chat.conversations import Invalid
-from pawwake.routes.service_errors import guarded, json_body
+from pawwake.api_error import ApiError
+from pawwake.routes.database_required import database_required
+from pawwake.routes.json_reply import json_body
 from pawwake.services import database_of, services_of
 
 FEATURE = "Background jobs"
@@ -22,7 +23,7 @@ FEATURE = "Background jobs"
 def _job_id(request: web.Request) -> int:
     raw = request.match_info["job_id"]
     if not raw.isdigit() or len(raw) > 18:
-        raise Invalid("invalid_job_id", "A job id is a positive integer.")
+        raise ApiError("invalid_job_id", "A job id is a positive integer.")
     return int(raw)
 
 
@@ -31,11 +32,11 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
     if raw is None or raw == "":
         return default
     if not raw.isdigit() or len(raw) > 18:
-        raise Invalid(f"invalid_{name}", f"'{name}' must be a positive integer.")
+        raise ApiError(f"invalid_{name}", f"'{name}' must be a positive integer.")
     return int(raw)
 
 
-@guarded(FEATURE)
+@database_required(FEATURE)
 async def list_jobs(request: web.Request) -> web.StreamResponse:
     status = job_admin.status_filter(request.query.get("status"))
     limit = _query_int(request, "limit", 50) or 1
@@ -45,24 +46,24 @@ async def list_jobs(request: web.Request) -> web.StreamResponse:
     return json_body({"jobs": jobs, "status": status or "all"})
 
 
-@guarded(FEATURE)
+@database_required(FEATURE)
 async def get_job(request: web.Request) -> web.StreamResponse:
     return json_body(await job_admin.get_job(database_of(request), _job_id(request)))
 
 
-@guarded(FEATURE)
+@database_required(FEATURE)
 async def retry(request: web.Request) -> web.StreamResponse:
     return json_body(await job_admin.retry(services_of(request).jobs, _job_id(request)))
 
 
-@guarded(FEATURE)
+@database_required(FEATURE)
 async def discard(request: web.Request) -> web.StreamResponse:
     return json_body(await job_admin.discard(services_of(request).jobs, _job_id(request)))
 
 
 def setup(app: web.Application) -> None:
     add = app.router
-    add.add_get("/api/jobs", list_jobs, name="jobs")
-    add.add_get("/api/jobs/{job_id}", get_job, name="job")
-    add.add_post("/api/jobs/{job_id}/retry", retry, name="job_retry")
-    add.add_post("/api/jobs/{job_id}/discard", discard, name="job_discard")
+    add.add_get("/jobs", list_jobs, name="jobs")
+    add.add_get("/jobs/{job_id}", get_job, name="job")
+    add.add_post("/jobs/{job_id}/retry", retry, name="job_retry")
+    add.add_post("/jobs/{job_id}/discard", discard, name="job_discard")

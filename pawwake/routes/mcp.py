@@ -19,7 +19,6 @@ from pawwake.routes.body_limit import BodyTooLarge, read_bounded
 from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
-PATH = "/mcp"
 MAX_BODY_BYTES = 1024 * 1024  # a memory holds at most 20,000 characters
 VERSION_HEADER = "MCP-Protocol-Version"
 
@@ -105,6 +104,7 @@ async def not_allowed(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    app.router.add_post(PATH, post, name="mcp")
-    app.router.add_get(PATH, not_allowed, name="mcp_get", allow_head=False)
-    app.router.add_delete(PATH, not_allowed, name="mcp_delete")
+    """The one path of the /mcp sub-app: its root."""
+    app.router.add_post("", post, name="mcp")
+    app.router.add_get("", not_allowed, name="mcp_get", allow_head=False)
+    app.router.add_delete("", not_allowed, name="mcp_delete")

@@ -11,18 +11,18 @@ from aiohttp import web
 
 from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
-from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.protocols.anthropic.upstream import forward_messages
 from pawwake.routes.chat import turn_handler
 from pawwake.routes.messages_relay import MessagesTurn, upstream_url
 from pawwake.services import services_of, settings_of
+from pawwake.sub_apps import gateway
 
 messages = turn_handler(MessagesTurn)  # POST /v1/messages
 
 
 async def count_tokens(request: web.Request) -> web.Response:
     """Passed through as sent: the provider counts the client's own request."""
-    app = request.app
+    app = gateway(request)
     settings = await settings_of(request)
     raw = await request.read()
     url = upstream_url(settings, request, "/count_tokens")
@@ -37,6 +37,6 @@ async def count_tokens(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    setup_messages_steps(app)
-    app.router.add_post("/v1/messages", messages, name="messages")
-    app.router.add_post("/v1/messages/count_tokens", count_tokens, name="messages_count_tokens")
+    """Routes of the /v1/messages sub-app (its steps are set up on the gateway, in app.py)."""
+    app.router.add_post("", messages, name="messages")
+    app.router.add_post("/count_tokens", count_tokens, name="messages_count_tokens")

@@ -7,29 +7,22 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.chat.ingest import TurnInvalid, ingest_turn, parse_turn
+from pawwake.api_error import ApiError
+from pawwake.chat.ingest import ingest_turn, parse_turn
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.search import search_fragments
-from pawwake.errors import api_error
-from pawwake.routes.body_limit import BodyTooLarge, read_bounded
+from pawwake.memory.fields import require_object
+from pawwake.routes.api_body import read_json
+from pawwake.routes.database_required import database_required
 from pawwake.services import services_of, settings_of
-from pawwake.text.json_input import JsonTooDeep, parse_json
+from pawwake.settings import Settings
+from pawwake.sub_apps import gateway
 
 MAX_QUERY_CHARS = 2000
 MAX_EXCLUDES = 500
+FEATURE = "Conversations"
 SEARCH_FIELDS = frozenset({"q", "max_sessions", "context", "mode", "exclude_session_ids",
                            "exclude_fragment_ids"})
-
-
-class BadSearch(ValueError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _no_database() -> web.Response:
-    return api_error(503, "database_unavailable",
-                     "Conversations need the database (DATABASE_ENABLED=false).")
 
 
 # A sidecar turn is user text and final replies; parsing JSON holds the event loop, so a body
@@ -37,27 +30,17 @@ def _no_database() -> web.Response:
 MAX_TURN_BODY_BYTES = 4 * 1024 * 1024
 
 
-async def _read_json(request: web.Request) -> Any:
-    raw = await read_bounded(request, MAX_TURN_BODY_BYTES)
-    try:
-        return parse_json(raw)
-    except JsonTooDeep as exc:
-        raise TurnInvalid("json_too_deep", str(exc)) from None
-    except (ValueError, UnicodeDecodeError):
-        raise TurnInvalid("invalid_json", "The body is not valid JSON.") from None
+async def _read_json(request: web.Request, too_large: str, too_large_code: str) -> Any:
+    return await read_json(request, max_bytes=MAX_TURN_BODY_BYTES, too_large=too_large,
+                           too_large_code=too_large_code)
 
 
+@database_required(FEATURE)
 async def post_turn(request: web.Request) -> web.Response:
-    app = request.app
-    if services_of(app).database is None:
-        return _no_database()
-    try:
-        turn = parse_turn(await _read_json(request))
-    except BodyTooLarge:
-        return api_error(413, "turn_too_large", "A turn's body is limited to "
-                         f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
-    except TurnInvalid as exc:
-        return api_error(400, exc.code, str(exc))
+    app = gateway(request)
+    turn = parse_turn(await _read_json(
+        request, f"A turn's body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
+        "turn_too_large"))
     result = await ingest_turn(services_of(app), turn, settings=await settings_of(request))
     body = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
@@ -70,6 +53,13 @@ async def post_turn(request: web.Request) -> web.Response:
     return web.json_response(body, status=201)
 
 
+def _check_recall_on(settings: Settings) -> None:
+    if not settings.CONVERSATION_RECALL_ENABLED:
+        raise ApiError("conversation_recall_disabled",
+                       "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).",
+                       status=409)
+
+
 def _int_in(value: Any, name: str, low: int, high: int, default: int, *, text: bool) -> int:
     if value is None:
         return default
@@ -77,11 +67,11 @@ def _int_in(value: Any, name: str, low: int, high: int, default: int, *, text: b
         try:
             value = int(str(value).strip())
         except ValueError:
-            raise BadSearch(f"invalid_{name}", f"{name} must be a whole number.") from None
+            raise ApiError(f"invalid_{name}", f"{name} must be a whole number.") from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadSearch(f"invalid_{name}", f"{name} must be a whole number.")
+        raise ApiError(f"invalid_{name}", f"{name} must be a whole number.")
     if not low <= value <= high:
-        raise BadSearch(f"invalid_{name}", f"{name} must be between {low} and {high}.")
+        raise ApiError(f"invalid_{name}", f"{name} must be between {low} and {high}.")
     return value
 
 
@@ -91,9 +81,9 @@ def _id_list(value: Any, name: str, *, text: bool) -> list[str]:
     if text and isinstance(value, str):  # GET: comma-separated
         value = [part for part in value.split(",") if part.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise BadSearch(f"invalid_{name}", f"{name} must be a list of non-empty strings.")
+        raise ApiError(f"invalid_{name}", f"{name} must be a list of non-empty strings.")
     if len(value) > MAX_EXCLUDES:
-        raise BadSearch(f"invalid_{name}", f"{name} holds at most {MAX_EXCLUDES} ids.")
+        raise ApiError(f"invalid_{name}", f"{name} holds at most {MAX_EXCLUDES} ids.")
     return [v.strip() for v in value]
 
 
@@ -103,16 +93,16 @@ def parse_search(params: dict[str, Any], *, text: bool, query_name: str = "q"
     text is ``params["q"]``, named ``query_name`` in messages (MCP calls it query)."""
     unknown = sorted(set(params) - SEARCH_FIELDS)
     if unknown:
-        raise BadSearch("unknown_field", f"Unknown field: {unknown[0]}.")
+        raise ApiError("unknown_field", f"Unknown field: {unknown[0]}.")
     query = params.get("q")
     if not isinstance(query, str) or not query.strip():
-        raise BadSearch("missing_query", f"Give the search text as {query_name}.")
+        raise ApiError("missing_query", f"Give the search text as {query_name}.")
     if len(query) > MAX_QUERY_CHARS:
-        raise BadSearch("query_too_long",
+        raise ApiError("query_too_long",
                         f"{query_name} is limited to {MAX_QUERY_CHARS} characters.")
     mode = params.get("mode") or "hybrid"
     if mode not in ("hybrid", "keyword"):
-        raise BadSearch("invalid_mode", "mode must be hybrid or keyword.")
+        raise ApiError("invalid_mode", "mode must be hybrid or keyword.")
     return {
         "query": query.strip(),
         "max_sessions": _int_in(params.get("max_sessions"), "max_sessions", 1, 50, 3, text=text),
@@ -125,27 +115,18 @@ def parse_search(params: dict[str, Any], *, text: bool, query_name: str = "q"
     }
 
 
+@database_required(FEATURE)
 async def search(request: web.Request) -> web.Response:
-    app = request.app
-    if services_of(app).database is None:
-        return _no_database()
+    app = gateway(request)
     settings = await settings_of(request)
-    if not settings.CONVERSATION_RECALL_ENABLED:
-        return api_error(409, "conversation_recall_disabled",
-                         "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
-    try:
-        if request.method == "POST":
-            body = await _read_json(request)
-            if not isinstance(body, dict):
-                raise BadSearch("invalid_body", "Send a JSON object.")
-            options = parse_search(body, text=False)
-        else:
-            options = parse_search(dict(request.query), text=True)
-    except BodyTooLarge:
-        return api_error(413, "request_too_large", "A search body is limited to "
-                         f"{MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.")
-    except (BadSearch, TurnInvalid) as exc:
-        return api_error(400, exc.code, str(exc))
+    _check_recall_on(settings)
+    if request.method == "POST":
+        body = require_object(await _read_json(
+            request, f"A search body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
+            "request_too_large"))
+        options = parse_search(body, text=False)
+    else:
+        options = parse_search(dict(request.query), text=True)
     query = options.pop("query")
     outcome = await search_fragments(services_of(app), query, settings=settings, **options)
     return web.json_response({
@@ -159,23 +140,18 @@ async def search(request: web.Request) -> web.Response:
     })
 
 
+@database_required(FEATURE)
 async def embedding_status(request: web.Request) -> web.Response:
-    if services_of(request).database is None:
-        return _no_database()
     status = await conversation_index.index_status(services_of(request),
                                                    settings=await settings_of(request))
     return web.json_response(status)
 
 
+@database_required(FEATURE)
 async def rebuild_search(request: web.Request) -> web.Response:
     """Index every message that lacks terms, then wake the vector job."""
-    app = request.app
-    if services_of(app).database is None:
-        return _no_database()
-    settings = await settings_of(request)
-    if not settings.CONVERSATION_RECALL_ENABLED:
-        return api_error(409, "conversation_recall_disabled",
-                         "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
+    app = gateway(request)
+    _check_recall_on(await settings_of(request))
     indexed = await conversation_index.index_pending(services_of(app))
     await conversation_index.request_embedding(services_of(app))
     status = await conversation_index.index_status(services_of(app),
@@ -184,10 +160,10 @@ async def rebuild_search(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    app.router.add_post("/api/conversations/turn", post_turn, name="conversation_turn")
-    app.router.add_get("/api/chat/search-fragments", search, name="search_fragments")
-    app.router.add_post("/api/chat/search-fragments", search, name="search_fragments_post")
-    app.router.add_get("/api/admin/conversation-embedding-status", embedding_status,
+    app.router.add_post("/conversations/turn", post_turn, name="conversation_turn")
+    app.router.add_get("/chat/search-fragments", search, name="search_fragments")
+    app.router.add_post("/chat/search-fragments", search, name="search_fragments_post")
+    app.router.add_get("/admin/conversation-embedding-status", embedding_status,
                        name="conversation_embedding_status")
-    app.router.add_post("/api/admin/rebuild-conversation-search", rebuild_search,
+    app.router.add_post("/admin/rebuild-conversation-search", rebuild_search,
                         name="rebuild_conversation_search")

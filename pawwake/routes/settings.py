@@ -6,11 +6,11 @@ import logging
 
 from aiohttp import web
 
-from pawwake.errors import api_error
-from pawwake.llm.models import ModelCatalog, ModelsUnavailable
+from pawwake.api_error import ApiError
+from pawwake.llm.models import ModelsUnavailable
+from pawwake.routes.api_body import read_json
 from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
-from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -24,22 +24,16 @@ async def get_settings(request: web.Request) -> web.Response:
 
 async def put_settings(request: web.Request) -> web.Response:
     """Apply a JSON object of changes: all valid and stored together, or nothing (400)."""
-    try:
-        changes = parse_json(await request.read())
-    except JsonTooDeep as exc:
-        return api_error(400, "json_too_deep", str(exc))
-    except (ValueError, UnicodeDecodeError):
-        return api_error(400, "invalid_json", "The body is not valid JSON.")
+    changes = await read_json(request, max_bytes=None)
     if not isinstance(changes, dict):
-        return api_error(400, "invalid_body",
-                         "Send a JSON object of setting names to new values.")
+        raise ApiError("invalid_body", "Send a JSON object of setting names to new values.")
     config = services_of(request).config
     await settings_of(request)  # starts a re-read of saved values when due
     try:
         applied = sorted(config.validate(changes))
         await config.update(changes)
     except SettingError as exc:
-        return api_error(400, "invalid_setting", str(exc))
+        raise ApiError("invalid_setting", str(exc)) from exc
     if applied:
         log.info("settings saved through the API: %s", ", ".join(applied))
     return web.json_response({"updated": applied, "settings": config.public_view()})
@@ -51,12 +45,12 @@ async def get_models(request: web.Request) -> web.Response:
     try:
         models = await services_of(request).models.list_for(services_of(request).http, settings)
     except ModelsUnavailable as exc:
-        return api_error(502, "models_unavailable", f"Could not list models: {exc}")
+        raise ApiError("models_unavailable", f"Could not list models: {exc}",
+                       status=502) from exc
     return web.json_response(models.as_json())
 
 
 def setup(app: web.Application) -> None:
-    services_of(app).models = ModelCatalog()
-    app.router.add_get("/api/settings", get_settings, name="api_settings")
-    app.router.add_put("/api/settings", put_settings, name="api_settings_put")
-    app.router.add_get("/api/models", get_models, name="api_models")
+    app.router.add_get("/settings", get_settings, name="api_settings")
+    app.router.add_put("/settings", put_settings, name="api_settings_put")
+    app.router.add_get("/models", get_models, name="api_models")

@@ -3,90 +3,103 @@ and the rolling summary."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
 
+from pawwake.api_error import ApiError
 from pawwake.chat import threads as service
 from pawwake.chat.threads import session_id_of
-from pawwake.routes.service_errors import guarded, json_body, read_object
+from pawwake.routes.api_body import Parser, optional, read_fields
+from pawwake.routes.database_required import database_required
+from pawwake.routes.json_reply import json_body
 from pawwake.services import database_of, services_of, settings_of
+from pawwake.settings import SettingError
+
+
+def _thread_id(name: str) -> Callable[[Any], str]:
+    return lambda value: session_id_of(value, name)
+
+
+SWITCH: dict[str, Parser] = {"thread_id": _thread_id("thread_id")}
+CREATE: dict[str, Parser] = {"thread_id": _thread_id("thread_id"),
+          "inherit_summary_from": optional(_thread_id("inherit_summary_from"))}
+RENAME: dict[str, Parser] = {"old_id": _thread_id("old_id"), "new_id": _thread_id("new_id")}
+SUMMARY: dict[str, Parser] = {"thread_id": _thread_id("thread_id"), "summary": service.summary_text}
 
 
 def _query_thread(request: web.Request) -> str:
     return session_id_of(request.query.get("thread_id"), "thread_id")
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def status(request: web.Request) -> web.StreamResponse:
     return json_body(await service.status(database_of(request),
                                           settings=await settings_of(request)))
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def list_threads(request: web.Request) -> web.StreamResponse:
     return json_body({"threads": await service.list_threads(database_of(request),
                                                             settings=await settings_of(request))})
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def switch(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, {"thread_id"})
-    thread_id = await service.switch(services_of(request).config,
-                                     session_id_of(body.get("thread_id"),
-                                                                "thread_id"))
+    body = await read_fields(request, SWITCH, max_bytes=None)
+    try:
+        thread_id = await service.switch(services_of(request).config, body["thread_id"])
+    except SettingError as exc:  # the active thread is the setting PARTITION_SESSION_ID
+        raise ApiError("invalid_thread_id", str(exc)) from exc
     return json_body({"active_thread": thread_id})
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def create(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, {"thread_id", "inherit_summary_from"})
-    thread_id = session_id_of(body.get("thread_id"), "thread_id")
-    source = body.get("inherit_summary_from")
-    if source is not None:
-        source = session_id_of(source, "inherit_summary_from")
-    return json_body(await service.create(database_of(request), thread_id, source), status=201)
+    body = await read_fields(request, CREATE, {"inherit_summary_from": None}, max_bytes=None)
+    return json_body(await service.create(database_of(request), body["thread_id"],
+                                          body["inherit_summary_from"]), status=201)
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def rename(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, {"old_id", "new_id"})
-    old_id = session_id_of(body.get("old_id"), "old_id")
-    new_id = session_id_of(body.get("new_id"), "new_id")
-    return json_body(await service.rename(services_of(request), old_id, new_id,
+    body = await read_fields(request, RENAME, max_bytes=None)
+    return json_body(await service.rename(services_of(request), body["old_id"], body["new_id"],
                                           settings=await settings_of(request)))
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def delete(request: web.Request) -> web.StreamResponse:
     return json_body(await service.delete(database_of(request), request.match_info["thread_id"],
                                           settings=await settings_of(request)))
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def get_summary(request: web.Request) -> web.StreamResponse:
     return json_body(await service.get_summary(database_of(request), _query_thread(request)))
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def put_summary(request: web.Request) -> web.StreamResponse:
-    body = await read_object(request, {"thread_id", "summary"})
-    thread_id = session_id_of(body.get("thread_id"), "thread_id")
-    summary = service.summary_text(body.get("summary"))
-    return json_body(await service.put_summary(database_of(request), thread_id, summary))
+    body = await read_fields(request, SUMMARY, max_bytes=None)
+    return json_body(await service.put_summary(database_of(request), body["thread_id"],
+                                               body["summary"]))
 
 
-@guarded("Partition threads", setting_error_code="invalid_thread_id")
+@database_required("Partition threads")
 async def clear_summary(request: web.Request) -> web.StreamResponse:
     return json_body(await service.clear_summary(database_of(request), _query_thread(request)))
 
 
 def setup(app: web.Application) -> None:
     add = app.router
-    add.add_get("/api/partition/status", status, name="partition_status")
-    add.add_get("/api/partition/threads", list_threads, name="partition_threads")
-    add.add_post("/api/partition/switch", switch, name="partition_switch")
-    add.add_post("/api/partition/thread", create, name="partition_thread_create")
-    add.add_put("/api/partition/thread/rename", rename, name="partition_thread_rename")
-    add.add_delete("/api/partition/thread/{thread_id}", delete, name="partition_thread")
-    add.add_get("/api/partition/summary", get_summary, name="partition_summary")
-    add.add_put("/api/partition/summary", put_summary, name="partition_summary_put")
-    add.add_delete("/api/partition/summary", clear_summary, name="partition_summary_delete")
+    add.add_get("/partition/status", status, name="partition_status")
+    add.add_get("/partition/threads", list_threads, name="partition_threads")
+    add.add_post("/partition/switch", switch, name="partition_switch")
+    add.add_post("/partition/thread", create, name="partition_thread_create")
+    add.add_put("/partition/thread/rename", rename, name="partition_thread_rename")
+    add.add_delete("/partition/thread/{thread_id}", delete, name="partition_thread")
+    add.add_get("/partition/summary", get_summary, name="partition_summary")
+    add.add_put("/partition/summary", put_summary, name="partition_summary_put")
+    add.add_delete("/partition/summary", clear_summary, name="partition_summary_delete")

@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
+from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
-from pawwake.chat.conversations import Invalid
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
@@ -130,7 +130,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         await service.set_message_deleted(database_of(app), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
-        raise Invalid("invalid_action", "Unknown action.")
+        raise ApiError("invalid_action", "Unknown action.")
     raise web.HTTPSeeOther(_view_url(request, session_id, done=done, n=number))
 
 
@@ -148,7 +148,7 @@ async def session_action(request: web.Request) -> web.StreamResponse:
         count = await service.restore_session(database_of(app), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
-    raise Invalid("invalid_action", "Unknown action.")
+    raise ApiError("invalid_action", "Unknown action.")
 
 
 @refusals_as_pages("conv")
@@ -179,7 +179,7 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))
-    raise Invalid("invalid_action", "Unknown action.")
+    raise ApiError("invalid_action", "Unknown action.")
 
 
 def setup(dashboard: web.Application) -> None:

@@ -10,6 +10,7 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory import backup, text_import
@@ -29,14 +30,6 @@ CONFLICT_KEYS = {reason: f"import.conflict_{reason}"
                  for reason in ("differs_from_existing", "external_id_in_use")}
 
 
-class UploadError(ValueError):
-    """An upload we cannot read; ``key`` is the catalog key of the explanation."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
 def _uploaded_text(form: MultiDictProxy[Any], file_field: str, text_field: str) -> str:
     """The chosen file's text when a file was sent, else the pasted text (UTF-8 only)."""
     upload = form.get(file_field)
@@ -46,7 +39,7 @@ def _uploaded_text(form: MultiDictProxy[Any], file_field: str, text_field: str) 
             try:
                 return data.decode("utf-8-sig")
             except UnicodeDecodeError:
-                raise UploadError("import.not_utf8") from None
+                raise PageRefusal("import.not_utf8") from None
     pasted = form.get(text_field)
     return pasted.replace("\r\n", "\n") if isinstance(pasted, str) else ""
 
@@ -76,7 +69,7 @@ async def import_text(request: web.Request) -> web.Response:
     skip = form.get("skip_scoring") in ("1", "on", "true")
     try:
         text = _uploaded_text(form, "file", "text")
-    except UploadError as exc:
+    except PageRefusal as exc:
         return _answer(request, text_card=_card(error=translate(lang, exc.key),
                                                 skip_scoring=skip), status=400)
     if not text.strip():
@@ -101,11 +94,11 @@ async def import_text(request: web.Request) -> web.Response:
 
 def _parse_backup(raw: str) -> Any:
     if not raw.strip():
-        raise UploadError("import.backup_empty")
+        raise PageRefusal("import.backup_empty")
     try:
         return parse_json(raw)  # too deep counts as "not a backup file" too
     except ValueError:
-        raise UploadError("import.backup_not_json") from None
+        raise PageRefusal("import.backup_not_json") from None
 
 
 def _positions(data: Any) -> dict[Any, tuple[int, str]]:
@@ -147,7 +140,7 @@ async def backup_step(request: web.Request) -> web.Response:
         raw = _uploaded_text(form, "file", "backup")
         data = _parse_backup(raw)
         report = await backup.import_backup(services_of(request), data, dry_run=step == "preview")
-    except UploadError as exc:
+    except PageRefusal as exc:
         return _answer(request, backup_card=_card(error=translate(lang, exc.key)), status=400)
     except BackupInvalid as exc:
         return _answer(request, backup_card=_card(error=translate(lang, "import.backup_invalid"),

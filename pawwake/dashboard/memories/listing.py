@@ -7,7 +7,6 @@ Database ids only travel in form values and htmx attributes.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
@@ -15,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.i18n import translate
 from pawwake.dashboard.memories.backfill import backfill_context
 from pawwake.dashboard.memories.consolidation_context import consolidation_context
 from pawwake.dashboard.memories.merge_context import candidates_context, sources_view
@@ -24,15 +23,15 @@ from pawwake.dashboard.memories.view import (
     PAGE_SIZE,
     SEARCH_LIMIT,
     View,
-    ViewError,
     gateway,
     layer_counts,
     page_count,
     row_view,
     zone_of,
 )
-from pawwake.dashboard.render import is_htmx, render, render_error
-from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.dashboard.render import is_htmx, render
+from pawwake.dashboard.service_calls import refusals_as_pages
+from pawwake.db.errors import NotFound
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import MAX_LIMIT, search_memories
@@ -52,22 +51,9 @@ MERGE_FORM = "partials/_memory_merge.html"
 MAX_ID = 2 ** 63 - 1
 
 
-def memory_errors(handler: Handler) -> Handler:
-    """Typed service errors become a dashboard error page or fragment with a real status."""
-
-    @functools.wraps(handler)
-    async def wrapper(request: web.Request) -> web.StreamResponse:
-        lang = request_language(request)
-        try:
-            return await handler(request)
-        except ViewError as exc:
-            return render_error(request, 400, translate(lang, exc.key))
-        except DatabaseUnavailable:
-            return render_error(request, 503, translate(lang, "memories.no_database"))
-        except NotFound:
-            return render_error(request, 404, translate(lang, "memories.not_found"))
-
-    return wrapper
+# Refusals on the memory pages: a view parameter (400), a missing row (404), the database off
+# (503), each worded in the reader's language from the ``memories.`` catalog.
+memory_errors = refusals_as_pages("memories")
 
 
 def memory_id_from(values: Mapping[str, Any]) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from typing import Any
 
+from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.service_calls import gateway as gateway  # shared by the memory pages
 from pawwake.local_time import local_minute as local_minute  # one formatter for every page
 from pawwake.local_time import zone_of as zone_of
@@ -23,14 +24,6 @@ LAYERS = (1, 2, 3)
 LAYER_KEYS = {1: "fragment", 2: "event", 3: "core"}
 STATUSES = ("active", "archived")
 SEARCH_MODES = ("keyword", "semantic")
-
-
-class ViewError(ValueError):
-    """A view parameter we cannot honour (400); ``key`` is the catalog key of the message."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
 
 
 @dataclass(frozen=True)
@@ -75,23 +68,23 @@ def parse_view(values: Mapping[str, Any]) -> View:
     """A view from a query string or a form; missing values take their defaults."""
     status = _one(values, "status") or "active"
     if status not in STATUSES:
-        raise ViewError("memories.bad_status")
+        raise PageRefusal("memories.bad_status")
     layer_text = _one(values, "layer")
     layer = None
     if layer_text:
         if layer_text not in {str(n) for n in LAYERS}:
-            raise ViewError("memories.bad_layer")
+            raise PageRefusal("memories.bad_layer")
         layer = int(layer_text)
     page_text = _one(values, "page") or "1"
     if not page_text.isdigit() or not 1 <= int(page_text) <= MAX_PAGE:
-        raise ViewError("memories.bad_page")
+        raise PageRefusal("memories.bad_page")
     raw_q = values.get("q", "")
     q = raw_q.strip() if isinstance(raw_q, str) else ""
     if len(q) > MAX_QUERY_CHARS:
-        raise ViewError("memories.query_too_long")
+        raise PageRefusal("memories.query_too_long")
     mode = _one(values, "mode")
     if mode and mode not in SEARCH_MODES:
-        raise ViewError("memories.bad_mode")
+        raise PageRefusal("memories.bad_mode")
     if q and not mode:
         mode = "keyword"
     return View(status=status, layer=layer, page=int(page_text), q=q if mode else "",

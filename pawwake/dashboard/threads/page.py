@@ -12,8 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.api_error import ApiError
 from pawwake.chat import threads as service
-from pawwake.chat.threads import Invalid, session_id_of
+from pawwake.chat.threads import session_id_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
@@ -84,7 +85,7 @@ async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
             return {"done": "summary_saved", "summary": thread}
         await service.clear_summary(database_of(app), thread)
         return {"done": "summary_cleared", "summary": thread}
-    raise Invalid("invalid_action", "Unknown action.")
+    raise ApiError("invalid_action", "Unknown action.")
 
 
 def _refusal(request: web.Request, action: str, form: Mapping[str, Any]) -> web.Response:

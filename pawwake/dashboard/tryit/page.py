@@ -22,6 +22,7 @@ from pawwake.chat.pipeline import ChatRejected
 from pawwake.chat.sessions import MAX_SESSION_ID
 from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
 from pawwake.dashboard.service_calls import gateway
 from pawwake.services import services_of, settings_of
@@ -36,34 +37,30 @@ MAX_HISTORY = 40
 RECENT_SESSIONS = 20
 
 
-class TrialInvalid(ValueError):
-    """The form cannot be sent; the message is a catalog key."""
-
-
 def read_form(form: Any) -> tuple[str, str, list[dict[str, str]]]:
-    """(session id, model, messages) from the posted form, or TrialInvalid."""
+    """(session id, model, messages) from the posted form, or PageRefusal."""
     session_id = str(form.get("session") or "").strip() or DEFAULT_SESSION
     if len(session_id) > MAX_SESSION_ID:
-        raise TrialInvalid("tryit.error_session")
+        raise PageRefusal("tryit.error_session")
     model = str(form.get("model") or "").strip()
     text = str(form.get("message") or "").strip()
     if not text:
-        raise TrialInvalid("tryit.error_empty")
+        raise PageRefusal("tryit.error_empty")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise TrialInvalid("tryit.error_long")
+        raise PageRefusal("tryit.error_long")
     history: list[dict[str, str]] = []
     raw = str(form.get("history") or "")
     if raw:
         try:
             parsed = json.loads(raw)
         except ValueError:
-            raise TrialInvalid("tryit.error_history") from None
+            raise PageRefusal("tryit.error_history") from None
         if not isinstance(parsed, list):
-            raise TrialInvalid("tryit.error_history")
+            raise PageRefusal("tryit.error_history")
         for item in parsed[-MAX_HISTORY:]:
             if (not isinstance(item, dict) or item.get("role") not in ("user", "assistant")
                     or not isinstance(item.get("content"), str)):
-                raise TrialInvalid("tryit.error_history")
+                raise PageRefusal("tryit.error_history")
             history.append({"role": item["role"], "content": item["content"]})
     return session_id, model, [*history, {"role": "user", "content": text}]
 
@@ -141,8 +138,8 @@ async def send(request: web.Request) -> web.StreamResponse:
     streaming = _wants_stream(request)
     try:
         session_id, model, messages = read_form(form)
-    except TrialInvalid as exc:
-        message = translate(lang, str(exc))
+    except PageRefusal as exc:
+        message = translate(lang, exc.key)
         if streaming:
             return web.Response(status=400, body=_event("failed", {"message": message}),
                                 content_type="text/event-stream")

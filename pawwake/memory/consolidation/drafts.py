@@ -50,14 +50,6 @@ MAX_RATE_LIMITS = 6  # 429 waits of 15 s doubling to 5 min: about 13 minutes in 
 TEMPERATURE = 0.2
 
 
-class SelectionRefused(FieldError):
-    """A selection or range that cannot be consolidated (400), naming the rows at fault."""
-
-    def __init__(self, field: str | None, message: str, code: str, **details: Any) -> None:
-        super().__init__(field, message, code)
-        self.details = details
-
-
 class DraftJobFailed(Exception):
     """An error no retry would fix: the job ends with it and every memory stays as it was."""
 
@@ -89,11 +81,11 @@ async def start_selection(services: Services, ids: list[int], *, settings: Setti
         raise NotFound(f"No memory with id {', '.join(map(str, missing))}.")
     archived = [r["id"] for r in rows if not r["is_active"]]
     if archived:
-        raise SelectionRefused("ids", "Only active memories can be consolidated; archived: "
+        raise FieldError("ids", "Only active memories can be consolidated; archived: "
                                f"{_id_list(archived)}.", "memory_archived", ids=archived)
     waiting = [r["id"] for r in rows if _reminder_pending(r)]
     if waiting:
-        raise SelectionRefused("ids", "Memories with a reminder that has not been delivered yet "
+        raise FieldError("ids", "Memories with a reminder that has not been delivered yet "
                                f"cannot be merged: {_id_list(waiting)}.",
                                "memory_has_reminder", ids=waiting)
     payload = {"mode": "selection", "ids": ids, "timezone_hours": tz_hours}
@@ -104,18 +96,18 @@ async def start_range(services: Services, date_from: date, date_to: date, *,
                       settings: Settings) -> dict[str, Any]:
     """Queue drafts for active fragments and events whose local date is in the range."""
     if date_to < date_from:
-        raise SelectionRefused("date_to", "'date_to' is before 'date_from'.", "invalid_range")
+        raise FieldError("date_to", "'date_to' is before 'date_from'.", "invalid_range")
     if (date_to - date_from).days + 1 > MAX_RANGE_DAYS:
-        raise SelectionRefused("date_to", f"A range may span at most {MAX_RANGE_DAYS} days.",
+        raise FieldError("date_to", f"A range may span at most {MAX_RANGE_DAYS} days.",
                                "range_too_long")
     tz_hours = settings.TIMEZONE_HOURS
     async with cursor(services.require_database().pool) as cur:
         count = await db.count_range(cur, date_from, date_to, tz_hours)
     if count == 0:
-        raise SelectionRefused(None, "No active fragment or event without a pending reminder "
+        raise FieldError(None, "No active fragment or event without a pending reminder "
                                "falls in that range.", "nothing_to_consolidate")
     if count > MAX_ITEMS:
-        raise SelectionRefused(None, f"{count} memories fall in that range; consolidate at most "
+        raise FieldError(None, f"{count} memories fall in that range; consolidate at most "
                                f"{MAX_ITEMS} at a time (choose a shorter range).",
                                "too_many_memories", count=count)
     payload = {"mode": "range", "date_from": date_from.isoformat(),

@@ -38,11 +38,8 @@ CANDIDATE_LIMIT = 20
 
 
 class DetailedConflict(MemoryConflict):
-    """A 409 that also names what is in the way (ids, the merged memory...)."""
-
-    def __init__(self, code: str, message: str, **details: Any) -> None:
-        super().__init__(code, message)
-        self.details = details
+    """A 409 of consolidation and merges (its details name the ids, the merged memory...);
+    the dashboard's consolidation dialog answers these."""
 
 
 @dataclass

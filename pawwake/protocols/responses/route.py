@@ -52,4 +52,4 @@ create_response = turn_handler(ResponsesTurn)
 
 
 def setup(app: web.Application) -> None:
-    app.router.add_post("/v1/responses", create_response, name="responses")
+    app.router.add_post("/responses", create_response, name="responses")
