@@ -120,12 +120,11 @@ class Database:
             await self._pool.wait_closed()
 
 
-def require_database(database: Database | None) -> Database:
-    """``database``, or ``DatabaseUnavailable`` (answered 503) when it is turned off. Its
-    ``pool`` answers the same 503 while it is not connected yet."""
+def require_database(database: Database | None, code: str = "database_disabled") -> Database:
+    """``database``, or ``DatabaseUnavailable`` with ``code`` (answered 503) when it is turned
+    off. Its ``pool`` answers 503 ``database_unavailable`` while it is not connected yet."""
     if database is None:
-        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).",
-                                  "database_disabled")
+        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).", code)
     return database
 
 

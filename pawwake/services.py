@@ -66,10 +66,10 @@ class Services:
         self._http = session
         self.embedder.use_http(session)
 
-    def require_database(self) -> Database:
-        """The database, or the one 503 error when it is turned off (reading its ``pool``
-        before it connects is the same 503)."""
-        return require_database(self.database)
+    def require_database(self, code: str = "database_disabled") -> Database:
+        """The database, or the one 503 error (``DatabaseUnavailable`` with ``code``) when it
+        is turned off; reading its ``pool`` before it connects is a 503 too."""
+        return require_database(self.database, code)
 
 
 def build_services(settings: Settings) -> Services:

@@ -13,7 +13,7 @@ from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import fetch_all, fetch_one, transaction
 from pawwake.memory.extraction.job import EXTRACT_KIND, schedule_extraction
 from pawwake.memory.extraction.parse import is_meta_talk, parse_answer
-from pawwake.services import database_of, services_of
+from pawwake.services import services_of
 from pawwake.text import tokens
 from tests.fake_upstream import Reply, completion_body
 
@@ -58,7 +58,7 @@ async def memories(app: Any) -> list[dict[str, Any]]:
 
 
 async def job_row(app: Any, job_id: int) -> dict[str, Any]:
-    return await jobs_db.get_job(database_of(app).database.pool, job_id)
+    return await jobs_db.get_job(services_of(app).database.pool, job_id)
 
 
 async def test_new_memory_is_learned_from_the_round(app: Any, upstream: Any) -> None:

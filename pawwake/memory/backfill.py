@@ -44,7 +44,7 @@ async def start_backfill(services: Services, *, settings: Settings,
                          confirm_rebuild: bool = False
                          ) -> dict[str, Any]:
     """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
-    database = services.require_database()
+    database = services.require_database("database_unavailable")
     if not settings.MEMORY_VECTOR_ENABLED:
         raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
     provenance = await services.embedder.provenance(settings)  # may raise EmbeddingError
@@ -66,7 +66,7 @@ async def start_backfill(services: Services, *, settings: Settings,
 
 async def backfill_status(services: Services, *, settings: Settings) -> dict[str, Any]:
     """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
-    database = services.require_database()
+    database = services.require_database("database_unavailable")
     embedder = services.embedder
     error = None
     try:
