@@ -130,14 +130,15 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
                               (real,))
             rows = await cur.fetchall()
         matrix, _ = await embedder.embed_passages(settings, [content for _, content in rows])
-        await vectors_db.store_vectors(pool, provenance, [
-            (rid, vectors_db.content_sha(content), matrix[i])
-            for i, (rid, content) in enumerate(rows)])
+        async with cursor(pool) as cur:
+            await vectors_db.store_vectors(cur, provenance, [
+                (rid, vectors_db.content_sha(content), matrix[i])
+                for i, (rid, content) in enumerate(rows)])
         embedded = time.perf_counter() - started
         async with cursor(pool) as cur:
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
-        await vectors_db.create_hnsw_index(pool, provenance, memory_mb=256)
+            await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256)
         outcome = await search_memories(services_of(app), maker.query(), limit=10,
                                         settings=settings)
         if outcome.mode != "hybrid":
@@ -423,7 +424,8 @@ async def measure_extraction(uri: str, data_dir: Path, sessions: int) -> None:
         embed_ran = await jobs.run_until_idle()
         embed_elapsed = time.perf_counter() - started
         provenance = await services_of(app).embedder.provenance(settings)
-        vectors = await vectors_db.vector_count(pool, provenance)
+        async with cursor(pool) as cur:
+            vectors = await vectors_db.vector_count(cur, provenance)
         sys.stdout.write(
             f"\nExtraction: {sessions} sessions of one round each through the chat endpoint "
             f"in {chatted:.1f} s; {queued} extraction jobs queued\n"

@@ -102,9 +102,10 @@ async def bulk_insert(pool, maker: TextMaker, count: int, provenance: Provenance
                 f" VALUES {values} RETURNING id, content", params)
             rows = await cur.fetchall()
         vecs = unit(rng, n)
-        await vectors_db.store_vectors(pool, provenance, [
-            (rid, vectors_db.content_sha(content), vecs[i])
-            for i, (rid, content) in enumerate(rows)])
+        async with cursor(pool) as cur:
+            await vectors_db.store_vectors(cur, provenance, [
+                (rid, vectors_db.content_sha(content), vecs[i])
+                for i, (rid, content) in enumerate(rows)])
 
 
 async def plant_near(pool, provenance: Provenance, query_vectors: list[np.ndarray],
@@ -119,7 +120,8 @@ async def plant_near(pool, provenance: Provenance, query_vectors: list[np.ndarra
         q = query_vectors[i // PLANTED]
         v = q + rng.standard_normal(LOCAL_DIM).astype(np.float32) * 0.02
         planted.append((rid, vectors_db.content_sha(content), v / np.linalg.norm(v)))
-    await vectors_db.store_vectors(pool, provenance, planted)
+    async with cursor(pool) as cur:
+        await vectors_db.store_vectors(cur, provenance, planted)
 
 
 async def explain_knn(pool, provenance: Provenance, query: np.ndarray) -> None:
@@ -227,7 +229,7 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
         async with cursor(pool) as cur:
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
-        await vectors_db.create_hnsw_index(pool, provenance, memory_mb=512)
+            await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)
         indexed = time.perf_counter() - started
         await explain_knn(pool, provenance, query_vectors[0])
         services_of(app).vectors = VectorStore()

@@ -94,7 +94,8 @@ async def plant_near(pool: Any, provenance: Any, query_vectors: list[np.ndarray]
     for i, (rid, content) in enumerate(rows):
         v = query_vectors[i // PLANTED] + rng.standard_normal(LOCAL_DIM).astype(np.float32) * .02
         planted.append((rid, fragments_db.content_sha(content), v / np.linalg.norm(v)))
-    await fragments_db.store_vectors(pool, provenance, planted)
+    async with cursor(pool) as cur:
+        await fragments_db.store_vectors(cur, provenance, planted)
 
 
 async def time_search(app: web.Application, queries: list[str], runs: int, mode: str
@@ -130,8 +131,9 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
         words = tokens.query_keywords(queries[i % len(queries)])
         stats = recall_stats.for_pool(pool)
         await timed("term_frequencies", stats.frequencies(pool, words))
-        await timed("keyword_matches", fragments_db.keyword_matches(
-            pool, words, [], 1000, **stats.match_options(words)))
+        async with cursor(pool) as cur:
+            await timed("keyword_matches", fragments_db.keyword_matches(
+                cur, words, [], 1000, **stats.match_options(words)))
         await timed("nearest_messages", services_of(app).recall_vectors.nearest(
             pool, provenance, vectors[i % len(vectors)], 100, [],
             pgvector=services_of(app).vectors.backend(settings, database,
@@ -220,8 +222,9 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
         loaded = time.perf_counter() - started
         started = time.perf_counter()
         if services_of(app).database.pgvector and settings["VECTOR_BACKEND"] != "numpy":
-            await vectors_db.create_hnsw_index(pool, provenance, memory_mb=512,
-                                               table="conversation_embeddings")
+            async with cursor(pool) as cur:
+                await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512,
+                                                   table="conversation_embeddings")
         log.info("== %s messages (load %.1f s, vector index %.1f s)", size, loaded,
                  time.perf_counter() - started)
         await explain_nearest(app, provenance, query_vectors[0])

@@ -26,7 +26,7 @@ import aiopg
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
-from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, fetch_one
+from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, cursor, fetch_one, transaction
 
 if TYPE_CHECKING:
     from pawwake.live_settings import RuntimeConfig
@@ -104,7 +104,8 @@ class Database:
 
     async def _check(self) -> None:
         try:
-            await fetch_one(self.pool, "SELECT 1 AS ok")
+            async with cursor(self.pool) as cur:
+                await fetch_one(cur, "SELECT 1 AS ok")
         except (*UNAVAILABLE_ERRORS, OSError, TimeoutError):
             self.state = "unavailable"
         else:
@@ -194,7 +195,8 @@ class _Connector:
             dsn = self.server.get_uri()
         pool = await create_pool(dsn)
         try:
-            features = await migrate(pool)
+            async with transaction(pool) as cur:
+                features = await migrate(cur)
             await self.config.attach(pool)
         except BaseException:
             pool.close()

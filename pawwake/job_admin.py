@@ -9,6 +9,7 @@ from pawwake.api_error import ApiError
 from pawwake.database import require_database
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import NotFound
+from pawwake.db.pool import cursor
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -43,13 +44,15 @@ def shown(row: dict[str, Any]) -> dict[str, Any]:
 
 async def list_jobs(database: Database, status: str | None, *, kind: str | None = None,
                     limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
-    rows = await jobs_db.list_jobs(database.pool, status, kind=kind,
-                                   limit=max(1, min(limit, MAX_LIMIT)), before_id=before_id)
+    async with cursor(database.pool) as cur:
+        rows = await jobs_db.list_jobs(cur, status, kind=kind,
+                                       limit=max(1, min(limit, MAX_LIMIT)), before_id=before_id)
     return [shown(row) for row in rows]
 
 
 async def get_job(database: Database, job_id: int) -> dict[str, Any]:
-    row = await jobs_db.listed_job(database.pool, job_id)
+    async with cursor(database.pool) as cur:
+        row = await jobs_db.listed_job(cur, job_id)
     if row is None:
         raise NotFound(f"No such job {job_id}.")
     return shown(row)
@@ -57,26 +60,29 @@ async def get_job(database: Database, job_id: int) -> dict[str, Any]:
 
 async def retry(runner: JobRunner, job_id: int) -> dict[str, Any]:
     """Run the job again now, with a fresh set of attempts (NotFound / Conflict)."""
-    job = shown(await jobs_db.retry_now(require_database(runner.database).pool, job_id))
+    async with cursor(require_database(runner.database).pool) as cur:
+        job = shown(await jobs_db.retry_now(cur, job_id))
     runner.wake()
     return job
 
 
 async def discard(runner: JobRunner, job_id: int) -> dict[str, Any]:
     """Give up on the job; it stays stored but never runs again (NotFound / Conflict)."""
-    return shown(await jobs_db.discard(require_database(runner.database).pool, job_id))
+    async with cursor(require_database(runner.database).pool) as cur:
+        return shown(await jobs_db.discard(cur, job_id))
 
 
 async def health(database: Database) -> dict[str, Any]:
     """Counts of jobs that need attention, per shown status and per kind, and whether memory
     learning is among them (the status page must not call memory fine then)."""
-    rows = await jobs_db.attention_counts(database.pool)
+    async with cursor(database.pool) as cur:
+        rows = await jobs_db.attention_counts(cur)
+        overview = await jobs_db.kind_overview(cur)
     totals = dict.fromkeys(("retrying", "dead", "failed"), 0)
     kinds: dict[str, dict[str, int]] = {}
     for row in rows:
         totals[row["status"]] = totals.get(row["status"], 0) + row["jobs"]
         kinds.setdefault(row["kind"], dict.fromkeys(totals, 0))[row["status"]] = row["jobs"]
-    overview = await jobs_db.kind_overview(database.pool)
     for row in overview:
         row["state"] = ("error" if row["dead"] or row["failed"]
                         else "warning" if row["retrying"] else "ok")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg2
 
 from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import cursor
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -63,12 +64,13 @@ class Job:
 
     async def progress(self, **values: Any) -> None:
         """Record progress (e.g. ``done``/``total``) that a status endpoint can show."""
-        await jobs_db.set_progress(self.database.pool, self.id, values)
+        async with cursor(self.database.pool) as cur:
+            await jobs_db.set_progress(cur, self.id, values)
 
     async def keep_alive(self) -> None:
         """Extend the lease now (the runner's heartbeat also does it while the handler runs)."""
-        await jobs_db.extend_lease(self.database.pool, self.id, self.lease_seconds,
-                                   self.attempts)
+        async with cursor(self.database.pool) as cur:
+            await jobs_db.extend_lease(cur, self.id, self.lease_seconds, self.attempts)
 
 
 Handler = Callable[[Job], Awaitable[Any]]
@@ -131,7 +133,8 @@ class JobRunner:
         try:
             async with asyncio.timeout(RELEASE_SECONDS):
                 for job in abandoned:
-                    await jobs_db.release(database.pool, job.id, job.attempts)
+                    async with cursor(database.pool) as cur:
+                        await jobs_db.release(cur, job.id, job.attempts)
                     log.info("job %s (%s) given back unfinished at shutdown", job.id, job.kind)
         except (TimeoutError, psycopg2.Error, OSError) as exc:
             log.warning("could not give back %s unfinished job(s) at shutdown (%s); they are"
@@ -149,13 +152,15 @@ class JobRunner:
         database = self.database
         if database is None or not self.handlers:
             return False
-        row = await jobs_db.claim_next(database.pool, list(self.handlers), self.lease_seconds)
+        async with cursor(database.pool) as cur:
+            row = await jobs_db.claim_next(cur, list(self.handlers), self.lease_seconds)
         if row is None:
             return False
         job = Job(id=row["id"], kind=row["kind"], payload=row["payload"],
                   attempts=row["attempts"], database=database, lease_seconds=self.lease_seconds)
         if self._stopping:  # claimed while stop() began: leave it for the next start
-            await jobs_db.release(database.pool, job.id, job.attempts)
+            async with cursor(database.pool) as cur:
+                await jobs_db.release(cur, job.id, job.attempts)
             return False
         self._running[job.id] = job
         heartbeat = asyncio.create_task(self._heartbeat(job), name=f"job-lease-{job.id}")
@@ -170,7 +175,8 @@ class JobRunner:
         except Exception as exc:  # a handler bug or a provider failure: retry with backoff
             await self._retry(job, f"{type(exc).__name__}: {exc}", None, True, failure=exc)
         else:
-            await jobs_db.finish(database.pool, job.id, job.attempts, result)
+            async with cursor(database.pool) as cur:
+                await jobs_db.finish(cur, job.id, job.attempts, result)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -182,8 +188,9 @@ class JobRunner:
     async def _retry(self, job: Job, error: str, delay: float | None, count_attempt: bool,
                      failure: Exception | None) -> None:
         wait = backoff_seconds(job.attempts) if delay is None else delay
-        status = await jobs_db.retry_or_fail(job.database.pool, job.id, job.attempts, error, wait,
-                                             count_attempt=count_attempt, model=job.model)
+        async with cursor(job.database.pool) as cur:
+            status = await jobs_db.retry_or_fail(cur, job.id, job.attempts, error, wait,
+                                                 count_attempt=count_attempt, model=job.model)
         if status == "dead":
             log.error("job %s (%s) failed on its last attempt (%s) and is kept as a dead"
                       " letter: %s", job.id, job.kind, job.attempts, error,
@@ -203,8 +210,9 @@ class JobRunner:
         while True:
             await asyncio.sleep(interval)
             try:
-                kept = await jobs_db.extend_lease(job.database.pool, job.id, self.lease_seconds,
-                                                  job.attempts)
+                async with cursor(job.database.pool) as cur:
+                    kept = await jobs_db.extend_lease(cur, job.id, self.lease_seconds,
+                                                      job.attempts)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("job %s (%s): lease not renewed (%s)", job.id, job.kind,
                             type(exc).__name__)

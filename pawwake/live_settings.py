@@ -13,6 +13,7 @@ import psycopg2
 
 from pawwake.db import gateway_config as config_db
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import cursor, transaction
 from pawwake.settings import (
     BY_NAME,
     MASK_MARKERS,
@@ -81,7 +82,8 @@ class RuntimeConfig:
     async def refresh(self) -> None:
         if self._pool is None:
             return
-        stored = await config_db.load_overrides(self._pool)
+        async with cursor(self._pool) as cur:
+            stored = await config_db.load_overrides(cur)
         overrides: dict[str, Any] = {}
         for name, raw in stored.items():
             setting = BY_NAME.get(name)
@@ -131,7 +133,8 @@ class RuntimeConfig:
             raise DatabaseUnavailable("Settings are saved in the database, which is not "
                                       "connected yet; try again shortly.")
         if self._pool is not None and parsed:
-            await config_db.save_overrides(self._pool, parsed)
+            async with transaction(self._pool) as cur:  # a save is all or nothing
+                await config_db.save_overrides(cur, parsed)
         self._apply({**self._overrides, **parsed})
         return self._current
 

@@ -19,7 +19,7 @@ os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pawwake-run-")
 
 from pawwake.app import create_app
 from pawwake.db.migrate import migrate
-from pawwake.db.pool import create_pool
+from pawwake.db.pool import create_pool, transaction
 from pawwake.settings import Settings
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GatewayStarter
@@ -66,7 +66,8 @@ def postgres() -> Iterator[PostgresHandle]:
     async def migrate_template() -> None:
         pool = await create_pool(handle.uri(TEMPLATE_DB), maxsize=1)
         try:
-            await migrate(pool)
+            async with transaction(pool) as cur:
+                await migrate(cur)
         finally:
             pool.close()
             await pool.wait_closed()

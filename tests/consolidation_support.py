@@ -85,9 +85,10 @@ async def status(client: TestClient) -> dict[str, Any]:
 
 async def snapshot(client: TestClient) -> list[dict[str, Any]]:
     """Every memory with every column that a merge or revert could touch."""
-    return await fetch_all(pool(client), "SELECT id, content, title, importance, layer,"
-                           " is_active, merged_from, event_date, archived_at, updated_at"
-                           " FROM memories ORDER BY id")
+    async with cursor(pool(client)) as cur:
+        return await fetch_all(cur, "SELECT id, content, title, importance, layer,"
+                               " is_active, merged_from, event_date, archived_at, updated_at"
+                               " FROM memories ORDER BY id")
 
 
 async def error_of(response: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pawwake import keys
 from pawwake.app import create_app
 from pawwake.chat.persona import PersonaFile
 from pawwake.chat.pipeline import ChatResources
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from pawwake.settings import Settings
 
@@ -63,13 +63,15 @@ async def stored_messages(client: TestClient, session_id: str | None = None
     if session_id is not None:
         sql += " AND session_id = %s"
         params = (session_id,)
-    return await fetch_all(pool, sql + " ORDER BY created_at, id", params)
+    async with cursor(pool) as cur:
+        return await fetch_all(cur, sql + " ORDER BY created_at, id", params)
 
 
 async def usage_rows(client: TestClient) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT session_id, model, prompt_tokens, completion_tokens,"
-                           " total_tokens, cached_tokens, usage_type FROM token_usage ORDER BY id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT session_id, model, prompt_tokens, completion_tokens,"
+                               " total_tokens, cached_tokens, usage_type FROM token_usage ORDER BY id")
 
 
 def chat_body(text: str = "你好", *, stream: bool = False, **extra: Any) -> dict[str, Any]:

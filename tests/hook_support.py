@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,9 +75,10 @@ def spooled(home: Path) -> list[Path]:
 
 
 async def stored(client: Any, where: str = "TRUE") -> list[dict[str, Any]]:
-    rows = await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT role, content, source, session_id, turn_id, model"
-                           f" FROM conversations WHERE {where} ORDER BY created_at, id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        rows = await fetch_all(cur,
+                               "SELECT role, content, source, session_id, turn_id, model"
+                               f" FROM conversations WHERE {where} ORDER BY created_at, id")
     return [dict(row) for row in rows]
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from pawwake.db.pool import execute, fetch_all, fetch_one
+from pawwake.db.pool import cursor, execute, fetch_all, fetch_one
 from pawwake.services import services_of
 
 
@@ -22,16 +22,19 @@ async def create(client: TestClient, content: str, **fields: Any) -> dict[str, A
 
 async def rows(client: TestClient, where: str = "true", params: Any = None
                ) -> list[dict[str, Any]]:
-    return await fetch_all(pool(client), f"SELECT * FROM memories WHERE {where} ORDER BY id",
-                           params)
+    async with cursor(pool(client)) as cur:
+        return await fetch_all(cur, f"SELECT * FROM memories WHERE {where} ORDER BY id",
+                               params)
 
 
 async def row(client: TestClient, memory_id: int) -> dict[str, Any] | None:
-    return await fetch_one(pool(client), "SELECT * FROM memories WHERE id = %s", (memory_id,))
+    async with cursor(pool(client)) as cur:
+        return await fetch_one(cur, "SELECT * FROM memories WHERE id = %s", (memory_id,))
 
 
 async def sql(client: TestClient, statement: str, params: Any = None) -> int:
-    return await execute(pool(client), statement, params)
+    async with cursor(pool(client)) as cur:
+        return await execute(cur, statement, params)
 
 
 async def supersede(client: TestClient, older: int, newer: int) -> None:

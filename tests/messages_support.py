@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.fake_anthropic import FakeAnthropic
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter
@@ -32,7 +32,8 @@ async def start_gateway(gateway: GatewayStarter, fake: FakeAnthropic, **override
 
 
 async def usage_with_cache(client: TestClient) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT session_id, model, prompt_tokens, completion_tokens,"
-                           " total_tokens, cached_tokens, cache_creation_tokens"
-                           " FROM token_usage ORDER BY id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT session_id, model, prompt_tokens, completion_tokens,"
+                               " total_tokens, cached_tokens, cache_creation_tokens"
+                               " FROM token_usage ORDER BY id")

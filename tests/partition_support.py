@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pawwake.db.pool import fetch_one
+from pawwake.db.pool import cursor, fetch_one
 from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import settle
@@ -87,7 +87,8 @@ async def say(client: Any, upstream: Any, text: str, reply: str, *,
 
 
 async def state_row(client: Any, thread: str = "default") -> dict[str, Any] | None:
-    return await fetch_one(services_of(client.server.app).database.pool,
-                           "SELECT summary_parts, rotations, last_summary_error,"
-                           " summary_retry_after IS NOT NULL AS backing_off"
-                           " FROM partition_state WHERE thread_id = %s", (thread,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_one(cur,
+                               "SELECT summary_parts, rotations, last_summary_error,"
+                               " summary_retry_after IS NOT NULL AS backing_off"
+                               " FROM partition_state WHERE thread_id = %s", (thread,))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.pool import cursor, execute, fetch_all
 from tests.consolidation_support import (
     add,
     answer,
@@ -91,7 +91,8 @@ async def test_range_spanning_midnight_groups_by_local_day(api: Any, upstream: A
     assert all(d["state"] == "ready" and d["layer"] == 2 and d["includes_core"] is False
                for d in drafts)
     assert drafts[2]["importance"] == 7
-    usage = await fetch_all(pool(api), "SELECT usage_type, model FROM token_usage")
+    async with cursor(pool(api)) as cur:
+        usage = await fetch_all(cur, "SELECT usage_type, model FROM token_usage")
     assert usage == [{"usage_type": "consolidate", "model": "test/model-a"}] * 2
     assert await snapshot(api) == before  # drafts write nothing
 
@@ -247,7 +248,8 @@ async def test_429_back_off_is_bounded(api: Any, upstream: Any) -> None:
 
 async def _due_now(api: Any) -> None:
     """Let a job waiting out its back-off run now."""
-    await execute(pool(api), "UPDATE jobs SET run_after = now() WHERE status = 'pending'")
+    async with cursor(pool(api)) as cur:
+        await execute(cur, "UPDATE jobs SET run_after = now() WHERE status = 'pending'")
 
 
 async def test_running_workers_pick_up_a_run(make_client: Any, upstream: Any) -> None:

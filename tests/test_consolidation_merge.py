@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import execute, fetch_all, fetch_one, transaction
+from pawwake.db.pool import cursor, execute, fetch_all, fetch_one, transaction
 from tests.consolidation_support import (
     add,
     error_of,
@@ -57,11 +57,13 @@ async def test_confirming_a_draft_merges_in_one_step(api: Any, upstream: Any) ->
         draft["content"], "公园野餐", 7, 2)
     assert merged["event_date"] == "2025-05-02"  # the earliest local date, not UTC's
     assert merged["merged_from"] == ids and merged["is_active"] is True
-    stored = await fetch_all(pool(api), "SELECT id, is_active, search_terms FROM memories"
-                             " ORDER BY id")
+    async with cursor(pool(api)) as cur:
+        stored = await fetch_all(cur, "SELECT id, is_active, search_terms FROM memories"
+                                 " ORDER BY id")
     assert [r["is_active"] for r in stored] == [False, False, False, True]
     assert "野餐" in stored[-1]["search_terms"]
-    jobs = await fetch_all(pool(api), "SELECT kind FROM jobs WHERE status = 'pending'")
+    async with cursor(pool(api)) as cur:
+        jobs = await fetch_all(cur, "SELECT kind FROM jobs WHERE status = 'pending'")
     assert {"kind": "memory_embed"} in jobs
     [shown] = (await status(api))["drafts"]
     assert shown["state"] == "confirmed" and shown["merged_id"] == merged["id"]
@@ -120,7 +122,8 @@ async def test_two_concurrent_confirms_of_one_draft_make_one_event(api: Any,
     refused = await error_of(loser)
     assert refused["code"] == "already_merged"
     assert refused["merged_id"] == (await winner.json())["memory"]["id"]
-    events = await fetch_all(pool(api), "SELECT id FROM memories WHERE layer = 2")
+    async with cursor(pool(api)) as cur:
+        events = await fetch_all(cur, "SELECT id FROM memories WHERE layer = 2")
     assert len(events) == 1
     again = await confirm(api, {"draft_id": draft["draft_id"]})
     assert again.status == 409 and (await error_of(again))["code"] == "already_merged"
@@ -139,7 +142,8 @@ async def test_a_draft_with_a_core_source_needs_its_own_confirmation(api: Any,
     too_low = await confirm(api, {"draft_id": draft["draft_id"], "layer": 2,
                                   "confirm_core": True})
     assert too_low.status == 400 and (await error_of(too_low))["code"] == "layer_below_sources"
-    assert len(await fetch_all(pool(api), "SELECT id FROM memories")) == 2
+    async with cursor(pool(api)) as cur:
+        assert len(await fetch_all(cur, "SELECT id FROM memories")) == 2
     accepted = await confirm(api, {"draft_id": draft["draft_id"], "confirm_core": True})
     assert accepted.status == 201
     assert (await accepted.json())["memory"]["layer"] == 3
@@ -252,7 +256,8 @@ async def test_a_merge_merged_again_reverts_outer_first(api: Any, upstream: Any)
         "code": "merged_again", "message": "", "merged_id": outer_id}
     assert (await api.post(f"/api/memories/{outer_id}/revert-merge")).status == 200
     assert (await api.post(f"/api/memories/{inner['id']}/revert-merge")).status == 200
-    active = await fetch_all(pool(api), "SELECT id FROM memories WHERE is_active ORDER BY id")
+    async with cursor(pool(api)) as cur:
+        active = await fetch_all(cur, "SELECT id FROM memories WHERE is_active ORDER BY id")
     assert [r["id"] for r in active] == [*ids, other]
 
 
@@ -323,8 +328,9 @@ async def test_core_candidates_explain_themselves_and_promote_nothing(api: Any) 
     assert third["reasons"][0] | {"text": ""} == {
         "code": "many_sources", "sources": 4, "fragments": 3, "events": 1, "text": ""}
     assert third["reasons"][0]["text"] == "merged from 3 fragments and 1 event"
-    layers = await fetch_all(pool(api), "SELECT layer FROM memories WHERE id = ANY(%s)",
-                             ([both, important, many],))
+    async with cursor(pool(api)) as cur:
+        layers = await fetch_all(cur, "SELECT layer FROM memories WHERE id = ANY(%s)",
+                                 ([both, important, many],))
     assert {r["layer"] for r in layers} == {2}  # suggestions only
 
     promoted = await api.post(f"/api/memories/{important}/promote")
@@ -348,14 +354,16 @@ async def test_core_candidates_are_capped_at_20(api: Any) -> None:
 
 
 async def _sql(api: Any, statement: str, params: Any = None) -> None:
-    await execute(pool(api), statement, params)
+    async with cursor(pool(api)) as cur:
+        await execute(cur, statement, params)
 
 
 async def _lock_waiters(api: Any, count: int) -> None:
     """Wait until ``count`` sessions of this database wait for a row lock."""
     for _ in range(2000):
-        row = await fetch_one(pool(api), "SELECT count(*) AS n FROM pg_stat_activity"
-                              " WHERE datname = current_database() AND wait_event_type = 'Lock'")
+        async with cursor(pool(api)) as cur:
+            row = await fetch_one(cur, "SELECT count(*) AS n FROM pg_stat_activity"
+                                  " WHERE datname = current_database() AND wait_event_type = 'Lock'")
         if row is not None and row["n"] >= count:
             return
         await asyncio.sleep(0.01)

@@ -14,7 +14,7 @@ from pawwake.chat.recall.inject import (
     mark_fragments_seen,
 )
 from pawwake.chat.recall.rank import SessionHits, fragment_id, rank_sessions
-from pawwake.db.pool import execute
+from pawwake.db.pool import cursor, execute
 from pawwake.search.fusion import Neighbourhood
 from pawwake.services import services_of
 
@@ -118,8 +118,9 @@ async def test_seen_ttl_excludes_until_expiry(client: Any) -> None:
     await mark_fragments_seen(pool, "live", ["v1:a", "v1:b"], ttl_hours=6)
     assert await fragments_to_exclude(pool, "live", 6) == {"v1:a", "v1:b"}
     assert await fragments_to_exclude(pool, "other", 6) == set()
-    await execute(pool, "UPDATE conversation_fragment_seen SET seen_at = now() - interval '7h'"
-                        " WHERE fragment_id = 'v1:a'")
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE conversation_fragment_seen SET seen_at = now() - interval '7h'"
+                           " WHERE fragment_id = 'v1:a'")
     assert await fragments_to_exclude(pool, "live", 6) == {"v1:b"}
     assert await fragments_to_exclude(pool, "live", 0) == set()
     await mark_fragments_seen(pool, "live", ["v1:c"], ttl_hours=0)  # 0 = off: nothing kept
@@ -158,7 +159,8 @@ def test_inject_block_uses_local_time() -> None:
 
 async def test_rebuild_indexes_rows_written_without_terms(client: Any) -> None:
     pool = services_of(client.server.app).database.pool
-    await execute(pool, "UPDATE conversations SET search_terms = NULL")
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE conversations SET search_terms = NULL")
     resp = await client.post("/api/admin/rebuild-conversation-search", headers=HEADERS)
     assert resp.status == 202
     body = await resp.json()

@@ -11,7 +11,7 @@ from pawwake.chat.recall import stats as recall_stats
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search
-from pawwake.db.pool import execute
+from pawwake.db.pool import cursor, execute
 from pawwake.services import services_of
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 
@@ -36,7 +36,8 @@ async def embed_all(client: Any) -> tuple[Any, Any]:
 async def test_the_embedding_job_builds_the_index_the_search_walks(client: Any) -> None:
     app, provenance = await embed_all(client)
     pool = services_of(app).database.pool
-    assert await vectors_db.hnsw_index_exists(pool, provenance, TABLE)
+    async with cursor(pool) as cur:
+        assert await vectors_db.hnsw_index_exists(cur, provenance, TABLE)
     vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(),
                                                             "京都")
     async with pool.acquire() as conn, conn.cursor() as cur:
@@ -58,10 +59,11 @@ async def test_nearest_widens_past_excluded_stale_and_deleted_messages(client: A
                                   for i in range(40)], day=9)
     app, provenance = await embed_all(client)
     pool = services_of(app).database.pool
-    await execute(pool, "UPDATE conversations SET deleted_at = now() WHERE session_id = 'cat'"
-                        " AND role = 'user'")
-    await execute(pool, "UPDATE conversations SET content = content || '（已编辑）'"
-                        " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE conversations SET deleted_at = now() WHERE session_id = 'cat'"
+                           " AND role = 'user'")
+        await execute(cur, "UPDATE conversations SET content = content || '（已编辑）'"
+                           " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
     vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(),
                                                             "京都旅行")
     vectors = services_of(app).recall_vectors
@@ -81,14 +83,16 @@ async def test_frequent_terms_are_estimated_and_rare_ones_counted(
         client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await store(client, "many", [(f"京都第{i}次", f"好的{i}") for i in range(30)], day=9)
     pool = services_of(client.server.app).database.pool
-    await execute(pool, "ANALYZE conversations")
-    exact_count, exact = await fragments_db.term_frequencies(pool, ["京都", "兽医"])
+    async with cursor(pool) as cur:
+        await execute(cur, "ANALYZE conversations")
+        exact_count, exact = await fragments_db.term_frequencies(cur, ["京都", "兽医"])
     assert exact["京都"] == 32 and exact["兽医"] == 1
     monkeypatch.setattr(recall_stats, "EXACT_BELOW", 10)
     stats = recall_stats.RecallTermStats(ttl=3600)
     count, found = await stats.frequencies(pool, ["京都", "兽医", "火星"])
     assert count == exact_count == 68
-    listed = await memory_search.frequent_terms(pool, "conversations")
+    async with cursor(pool) as cur:
+        listed = await memory_search.frequent_terms(cur, "conversations")
     assert "京都" in listed and "火星" not in listed
     assert found["火星"] == 0  # not listed by the statistics: counted exactly
     assert abs(found["京都"] - exact["京都"]) <= 3  # listed: estimated from its share
@@ -106,7 +110,8 @@ async def test_a_frequent_term_is_matched_among_the_newest_messages_only(
         client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await store(client, "many", [(f"京都第{i}次", f"好的{i}") for i in range(30)], day=9)
     pool = services_of(client.server.app).database.pool
-    await execute(pool, "ANALYZE conversations")
+    async with cursor(pool) as cur:
+        await execute(cur, "ANALYZE conversations")
     monkeypatch.setattr(recall_stats, "EXACT_BELOW", 10)
     monkeypatch.setattr(recall_stats, "GATHER_BUDGET", 5)
     monkeypatch.setattr(recall_stats, "RECENT_WINDOW", 10)
@@ -115,11 +120,13 @@ async def test_a_frequent_term_is_matched_among_the_newest_messages_only(
     await stats.frequencies(pool, terms)
     options = stats.match_options(terms)
     assert options["windowed"] == ["京都"]  # 清水 (two messages) is gathered in full
-    rows = await fragments_db.keyword_matches(pool, terms, [], 100, **options)
+    async with cursor(pool) as cur:
+        rows = await fragments_db.keyword_matches(cur, terms, [], 100, **options)
     by_session = {r["session_id"] for r in rows}
     assert by_session == {"trip", "many"}
     trip = [r for r in rows if r["session_id"] == "trip"]
     assert len(trip) == 2 and all("清水" in r["search_terms"] for r in trip)  # no other 京都
     assert len(rows) == 2 + 5  # the 10 newest messages hold 5 user turns with 京都
-    full = await fragments_db.keyword_matches(pool, terms, [], 100)
+    async with cursor(pool) as cur:
+        full = await fragments_db.keyword_matches(cur, terms, [], 100)
     assert len(full) == 33

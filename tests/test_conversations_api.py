@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.services import services_of
 
 KEY = "conversations-gateway-key-0123456789"
@@ -39,14 +39,16 @@ def pool_of(client: Any) -> Any:
 
 async def add_usage(client: Any, session_id: str, prompt: int, completion: int,
                     usage_type: str = "chat") -> None:
-    await execute(pool_of(client),
-                  "INSERT INTO token_usage (session_id, model, prompt_tokens, completion_tokens,"
-                  " total_tokens, usage_type) VALUES (%s, 'm1', %s, %s, %s, %s)",
-                  (session_id, prompt, completion, prompt + completion, usage_type))
+    async with cursor(pool_of(client)) as cur:
+        await execute(cur,
+                      "INSERT INTO token_usage (session_id, model, prompt_tokens, completion_tokens,"
+                      " total_tokens, usage_type) VALUES (%s, 'm1', %s, %s, %s, %s)",
+                      (session_id, prompt, completion, prompt + completion, usage_type))
 
 
 async def all_rows(client: Any) -> list[dict[str, Any]]:
-    return await fetch_all(pool_of(client), "SELECT * FROM conversations ORDER BY id")
+    async with cursor(pool_of(client)) as cur:
+        return await fetch_all(cur, "SELECT * FROM conversations ORDER BY id")
 
 
 @pytest.fixture
@@ -125,8 +127,9 @@ async def test_edit_reindexes_and_validates(api: Any) -> None:
     edited = await call(api, "PUT", f"/api/conversations/messages/{first}", 200,
                         {"content": "My parrot refuses sunflower seeds"})
     assert edited["content"] == "My parrot refuses sunflower seeds"
-    rows = await fetch_all(pool_of(api), "SELECT search_terms FROM conversations WHERE id = %s",
-                           (first,))
+    async with cursor(pool_of(api)) as cur:
+        rows = await fetch_all(cur, "SELECT search_terms FROM conversations WHERE id = %s",
+                               (first,))
     assert "parrot" in rows[0]["search_terms"] and "cat" not in rows[0]["search_terms"]
     page = await get_json(api, "/api/conversations", q="parrot")
     assert [i["session_id"] for i in page["items"]] == ["cat"]
@@ -200,7 +203,8 @@ async def test_permanent_delete_only_from_the_trash(api: Any) -> None:
     assert gone == {"session_id": "kyoto", "permanent": True, "messages": 2, "usage_rows": 2}
     rows = await all_rows(api)
     assert {r["session_id"] for r in rows} == {"cat", "code"}
-    usage = await fetch_all(pool_of(api), "SELECT session_id FROM token_usage")
+    async with cursor(pool_of(api)) as cur:
+        usage = await fetch_all(cur, "SELECT session_id FROM token_usage")
     assert [u["session_id"] for u in usage] == ["cat"]
     await call(api, "DELETE", "/api/conversations/kyoto", 404, permanent="true")
 
@@ -278,7 +282,8 @@ async def test_import_twice_changes_nothing_and_export_round_trips(api: Any) -> 
 
 async def test_import_into_an_empty_database_from_an_export(api: Any) -> None:
     exported = await get_json(api, "/api/conversations/export")
-    await execute(pool_of(api), "DELETE FROM conversations")
+    async with cursor(pool_of(api)) as cur:
+        await execute(cur, "DELETE FROM conversations")
     done = await call(api, "POST", "/api/conversations/import", 201, exported)
     assert done["imported"] == 6
     page = await get_json(api, "/api/conversations", q="清水寺")

@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 
 from pawwake.dashboard.i18n import STRINGS
 from pawwake.dashboard.i18n import STRINGS as CONVERSATION_STRINGS
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login, same_origin
 
@@ -121,8 +121,9 @@ async def test_edit_delete_restore_a_message(dash: Any) -> None:
     data = {i["name"]: i.get("value", "") for i in delete.find_parent("form").select("input")}
     html = await post(dash, "/dashboard/conversations/message", {**data, "action": "delete"})
     assert html.select("article")[1].select_one("button[data-action='restore-message']")
-    live = await fetch_all(pool_of(dash), "SELECT content FROM conversations WHERE session_id ="
-                           " 'kyoto' AND deleted_at IS NULL")
+    async with cursor(pool_of(dash)) as cur:
+        live = await fetch_all(cur, "SELECT content FROM conversations WHERE session_id ="
+                               " 'kyoto' AND deleted_at IS NULL")
     assert [r["content"] for r in live] == ["下个月去京都旅行，清水寺那天怎么安排"]
     html = await post(dash, "/dashboard/conversations/message", {**data, "action": "restore"})
     assert not html.select(".is-deleted")
@@ -132,7 +133,8 @@ async def test_edit_delete_restore_a_message(dash: Any) -> None:
 
 
 async def test_trash_and_restore_a_session_from_its_page(dash: Any) -> None:
-    before = await fetch_all(pool_of(dash), "SELECT * FROM conversations ORDER BY id")
+    async with cursor(pool_of(dash)) as cur:
+        before = await fetch_all(cur, "SELECT * FROM conversations ORDER BY id")
     html = await post(dash, "/dashboard/conversations/session",
                       {"session": "kyoto", "action": "trash"})
     assert sessions_listed(html) == ["cat"]
@@ -143,12 +145,14 @@ async def test_trash_and_restore_a_session_from_its_page(dash: Any) -> None:
     html = await post(dash, "/dashboard/conversations/session",
                       {"session": "kyoto", "action": "restore"})
     assert not html.select(".is-deleted")
-    assert await fetch_all(pool_of(dash), "SELECT * FROM conversations ORDER BY id") == before
+    async with cursor(pool_of(dash)) as cur:
+        assert await fetch_all(cur, "SELECT * FROM conversations ORDER BY id") == before
 
 
 async def test_bulk_merge_trash_and_purge(dash: Any) -> None:
-    await execute(pool_of(dash), "INSERT INTO token_usage (session_id, total_tokens) VALUES"
-                                 " ('cat', 40), ('kyoto', 60)")
+    async with cursor(pool_of(dash)) as cur:
+        await execute(cur, "INSERT INTO token_usage (session_id, total_tokens) VALUES"
+                           " ('cat', 40), ('kyoto', 60)")
     html = await post(dash, "/dashboard/conversations/bulk",
                       [("session", "cat"), ("session", "kyoto"), ("target", "kyoto"),
                        ("action", "merge")])
@@ -165,8 +169,9 @@ async def test_bulk_merge_trash_and_purge(dash: Any) -> None:
     html = await post(dash, "/dashboard/conversations/bulk",
                       [("session", "kyoto"), ("action", "purge"), ("trash", "1")])
     assert sessions_listed(html) == []
-    assert await fetch_all(pool_of(dash), "SELECT id FROM conversations") == []
-    assert await fetch_all(pool_of(dash), "SELECT id FROM token_usage") == []
+    async with cursor(pool_of(dash)) as cur:
+        assert await fetch_all(cur, "SELECT id FROM conversations") == []
+        assert await fetch_all(cur, "SELECT id FROM token_usage") == []
     nothing = await post(dash, "/dashboard/conversations/bulk", {"action": "trash"}, 400)
     assert "请先选择会话" in nothing.get_text()
 
@@ -181,8 +186,9 @@ async def test_writes_need_the_same_origin(dash: Any) -> None:
                            data={"session": "kyoto", "action": "trash"},
                            headers={"Origin": "https://evil.example"})
     assert resp.status == 403
-    rows = await fetch_all(pool_of(dash), "SELECT id FROM conversations WHERE deleted_at"
-                           " IS NOT NULL")
+    async with cursor(pool_of(dash)) as cur:
+        rows = await fetch_all(cur, "SELECT id FROM conversations WHERE deleted_at"
+                               " IS NOT NULL")
     assert rows == []
 
 
@@ -191,9 +197,10 @@ async def test_usage_page_chart_and_tables(dash: Any) -> None:
     for usage_type, tokens, when in [("chat", 300, today), ("extract", 100, today),
                                      ("summary", 50, today - timedelta(days=1)),
                                      ("consolidate", 20, today - timedelta(days=40))]:
-        await execute(pool_of(dash),
-                      "INSERT INTO token_usage (session_id, total_tokens, usage_type,"
-                      " created_at) VALUES ('kyoto', %s, %s, %s)", (tokens, usage_type, when))
+        async with cursor(pool_of(dash)) as cur:
+            await execute(cur,
+                          "INSERT INTO token_usage (session_id, total_tokens, usage_type,"
+                          " created_at) VALUES ('kyoto', %s, %s, %s)", (tokens, usage_type, when))
     resp = await dash.get("/dashboard/usage", headers={"Cookie": "pawwake_lang=en"})
     html = soup(await resp.text())
     assert resp.status == 200 and html.h1.get_text() == "Token usage"

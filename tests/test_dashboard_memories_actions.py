@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_memories_support import (
     embedding_settings,
@@ -217,8 +217,7 @@ async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
     fake = await fake_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     for n in range(4):  # stored without asking for vectors, as rows from before an upgrade
-        await insert_memory(services_of(client.server.app).database.pool,
-                            f"需要向量的记忆 {n}")
+        await insert_memory(services_of(client.server.app).database.pool, f"需要向量的记忆 {n}")
     response = await client.get("/dashboard/memories/backfill", headers={"HX-Request": "true"})
     panel = soup(await response.text()).select_one("#backfill")
     assert panel["data-backfill-status"] == "idle"
@@ -267,8 +266,9 @@ async def test_backfill_asks_before_rebuilding_for_a_new_provider(make_client: A
     assert response.status == 200
     assert soup(await response.text()).select_one("#backfill")["data-backfill-status"] == "queued"
     await services_of(client.server.app).jobs.run_until_idle()
-    stored = await fetch_all(services_of(client.server.app).database.pool,
-                             "SELECT model FROM memory_embeddings")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        stored = await fetch_all(cur,
+                                 "SELECT model FROM memory_embeddings")
     assert stored == [{"model": "fake-b"}]
 
 

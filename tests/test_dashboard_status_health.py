@@ -9,6 +9,7 @@ from typing import Any
 from bs4 import BeautifulSoup
 
 from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login, same_origin
@@ -66,9 +67,11 @@ async def test_failing_jobs_per_kind_with_their_error_and_retry_here(make_client
     app = client.server.app
     pool = services_of(app).database.pool
     services_of(app).jobs.register("memory_extract", failing)
-    dead = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=1)
+    async with cursor(pool) as cur:
+        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
     await services_of(app).jobs.run_until_idle()
-    await jobs_db.enqueue_job(pool, "memory_embed", {"memory_id": 1})
+    async with cursor(pool) as cur:
+        await jobs_db.enqueue(cur, "memory_embed", {"memory_id": 1})
 
     page = await status_page(client)
     assert line(page, "jobs")["data-state"] == "error"
@@ -87,7 +90,8 @@ async def test_failing_jobs_per_kind_with_their_error_and_retry_here(make_client
     assert response.status == 303
     assert response.headers["Location"] == (f"/dashboard?job_done=retried&job={dead}"
                                             "#status-jobs")
-    assert (await jobs_db.get_job(pool, dead))["attempts"] == 0
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, dead))["attempts"] == 0
     page = await status_page(client, response.headers["Location"].split("#")[0])
     notice = page.select_one("#status-jobs [data-notice]")
     assert notice is not None and str(dead) in notice.get_text()

@@ -11,7 +11,7 @@ from typing import Any
 from bs4 import BeautifulSoup
 
 from pawwake.chat import conversations as service
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import database_of, services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.fake_upstream import Reply, text_stream
@@ -44,10 +44,11 @@ async def started(gateway: Any, **overrides: Any) -> Any:
 
 
 async def injections(client: Any) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT t.message_id, c.session_id, t.memory_ids, t.record"
-                           " FROM turn_injections t JOIN conversations c"
-                           " ON c.id = t.message_id ORDER BY t.message_id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT t.message_id, c.session_id, t.memory_ids, t.record"
+                               " FROM turn_injections t JOIN conversations c"
+                               " ON c.id = t.message_id ORDER BY t.message_id")
 
 
 async def test_try_it_streams_the_reply_and_what_was_injected(gateway: Any, upstream: Any
@@ -226,7 +227,8 @@ async def test_leaving_the_page_mid_reply_keeps_the_turn_incomplete_and_frees_re
     assert [(r["role"], r["metadata"].get("incomplete")) for r in rows] == [
         ("user", True), ("assistant", True)]
     # The reminder was not delivered: its claim is released for the next chat.
-    [claim] = await fetch_all(services_of(client.server.app).database.pool,
-                              "SELECT reminder_delivered_at, reminder_claim_token"
-                              " FROM memories WHERE id = %s", (reminder,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        [claim] = await fetch_all(cur,
+                                  "SELECT reminder_delivered_at, reminder_claim_token"
+                                  " FROM memories WHERE id = %s", (reminder,))
     assert claim["reminder_delivered_at"] is None and claim["reminder_claim_token"] is None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
 
@@ -44,17 +44,20 @@ async def seed(client: Any) -> None:
     pool = services_of(client.server.app).database.pool
     now = datetime.now(UTC)
     for role, text in (("user", "下个月去京都旅行"), ("assistant", "早上七点到清水寺。")):
-        await execute(pool, "INSERT INTO conversations (session_id, role, content, model,"
-                      " created_at) VALUES ('kyoto', %s, %s, 'test/model-a', %s)",
-                      (role, text, now - timedelta(hours=3)))
+        async with cursor(pool) as cur:
+            await execute(cur, "INSERT INTO conversations (session_id, role, content, model,"
+                          " created_at) VALUES ('kyoto', %s, %s, 'test/model-a', %s)",
+                          (role, text, now - timedelta(hours=3)))
     for days, model, cost in ((0, "test/model-a", 0.001), (2, "test/model-b", None)):
-        await execute(pool, "INSERT INTO token_usage (session_id, model, prompt_tokens,"
-                      " completion_tokens, total_tokens, usage_type, cost, created_at)"
-                      " VALUES ('kyoto', %s, 100, 20, 120, 'chat', %s, %s)",
-                      (model, cost, now - timedelta(days=days)))
-    await execute(pool, "INSERT INTO jobs (kind, status, last_error, attempts)"
-                  " VALUES ('extract', 'failed', 'UpstreamFailure', 5)")
-    await execute(pool, "INSERT INTO memories (content, importance) VALUES ('用户喜欢乌龙茶', 6)")
+        async with cursor(pool) as cur:
+            await execute(cur, "INSERT INTO token_usage (session_id, model, prompt_tokens,"
+                          " completion_tokens, total_tokens, usage_type, cost, created_at)"
+                          " VALUES ('kyoto', %s, 100, 20, 120, 'chat', %s, %s)",
+                          (model, cost, now - timedelta(days=days)))
+    async with cursor(pool) as cur:
+        await execute(cur, "INSERT INTO jobs (kind, status, last_error, attempts)"
+                      " VALUES ('extract', 'failed', 'UpstreamFailure', 5)")
+        await execute(cur, "INSERT INTO memories (content, importance) VALUES ('用户喜欢乌龙茶', 6)")
 
 
 @pytest.fixture
@@ -72,8 +75,9 @@ async def test_no_english_on_any_chinese_page(dash: Any) -> None:
     paths += ["/dashboard/conversations/view?session=kyoto", "/dashboard/usage?days=90",
               "/dashboard/conversations?trash=1", "/dashboard/memories/organise",
               "/dashboard/memories/backfill", "/dashboard/jobs?status=failed"]
-    memory = (await fetch_all(services_of(dash.server.app).database.pool,
-                              "SELECT id FROM memories LIMIT 1"))[0]["id"]
+    async with cursor(services_of(dash.server.app).database.pool) as cur:
+        memory = (await fetch_all(cur,
+                                  "SELECT id FROM memories LIMIT 1"))[0]["id"]
     paths.append(f"/dashboard/memories/{memory}")
     found = {}
     for path in paths:
@@ -127,7 +131,8 @@ async def test_service_refusals_are_worded_in_chinese(dash: Any) -> None:
                             data={"session": "kyoto", "action": "purge", "trash": "1"})
     assert purge.status == 409
     assert "只有回收站里的会话才能永久删除" in await purge.text()
-    job = (await fetch_all(pool, "SELECT id FROM jobs"))[0]["id"]
+    async with cursor(pool) as cur:
+        job = (await fetch_all(cur, "SELECT id FROM jobs"))[0]["id"]
     for expected in (200, 409):
         discard = await dash.post(f"/dashboard/jobs/{job}/discard", headers=same_origin(dash),
                                   data={"status": "failed"})

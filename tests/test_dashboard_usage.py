@@ -14,7 +14,7 @@ from bs4 import BeautifulSoup
 
 from pawwake.chat.usage_report import build_report
 from pawwake.dashboard.usage.chart import compact, nice_step
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.llm.sse import TokenUsage
 from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login
@@ -38,12 +38,13 @@ def pool_of(client: Any) -> Any:
 async def add_usage(client: Any, when: datetime, *, model: str = "test/model-a",
                     usage_type: str = "chat", prompt: int = 100, completion: int = 20,
                     cached: int | None = None, cost: float | None = None) -> None:
-    await execute(pool_of(client),
-                  "INSERT INTO token_usage (session_id, model, prompt_tokens, completion_tokens,"
-                  " total_tokens, cached_tokens, usage_type, cost, created_at)"
-                  " VALUES ('s1', %s, %s, %s, %s, %s, %s, %s, %s)",
-                  (model, prompt, completion, prompt + completion, cached, usage_type, cost,
-                   when))
+    async with cursor(pool_of(client)) as cur:
+        await execute(cur,
+                      "INSERT INTO token_usage (session_id, model, prompt_tokens, completion_tokens,"
+                      " total_tokens, cached_tokens, usage_type, cost, created_at)"
+                      " VALUES ('s1', %s, %s, %s, %s, %s, %s, %s, %s)",
+                      (model, prompt, completion, prompt + completion, cached, usage_type, cost,
+                       when))
 
 
 async def page(client: Any, path: str, lang: str = "zh") -> BeautifulSoup:
@@ -154,8 +155,9 @@ async def test_reported_cost_is_stored(make_client: Any, upstream: Any, stream: 
     assert response.status == 200
     await response.read()
     await settle(client)
-    rows = await fetch_all(pool_of(client), "SELECT session_id, total_tokens, cost::float8"
-                           " AS cost FROM token_usage")
+    async with cursor(pool_of(client)) as cur:
+        rows = await fetch_all(cur, "SELECT session_id, total_tokens, cost::float8"
+                               " AS cost FROM token_usage")
     assert rows == [{"session_id": "priced", "total_tokens": 60, "cost": 0.00042}]
 
 
@@ -165,8 +167,9 @@ async def test_no_reported_cost_stays_unknown(make_client: Any, upstream: Any) -
     response = await client.post("/v1/chat/completions", json=chat_body(stream=True))
     await response.read()
     await settle(client)
-    assert [r["cost"] for r in await fetch_all(pool_of(client),
-                                               "SELECT cost FROM token_usage")] == [None]
+    async with cursor(pool_of(client)) as cur:
+        assert [r["cost"] for r in await fetch_all(cur,
+                                                   "SELECT cost FROM token_usage")] == [None]
 
 
 def test_cost_parsing() -> None:

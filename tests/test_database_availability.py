@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient
 from pawwake.db import jobs as jobs_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import UNAVAILABLE_ERRORS, connection, execute, fetch_all
+from pawwake.db.pool import UNAVAILABLE_ERRORS, connection, cursor, execute, fetch_all
 from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.conftest import PostgresHandle
@@ -189,7 +189,8 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
         assert body["memory"] is True  # the value saved in the database, not the env's
         assert (await client.get("/api/memories")).status == 200
 
-        await jobs_db.enqueue_job(services_of(app).database.pool, "late-wake", {})
+        async with cursor(services_of(app).database.pool) as cur:
+            await jobs_db.enqueue(cur, "late-wake", {})
         services_of(app).jobs.wake()
         await asyncio.wait_for(ran.wait(), UNTIL_SECONDS)
 
@@ -198,8 +199,9 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
         assert response.status == 200
         await response.read()
         await settle(client)
-        stored = await fetch_all(services_of(app).database.pool,
-                                 "SELECT role, content FROM conversations ORDER BY id")
+        async with cursor(services_of(app).database.pool) as cur:
+            stored = await fetch_all(cur,
+                                     "SELECT role, content FROM conversations ORDER BY id")
         assert {"role": "user", "content": "晚上好"} in stored
     finally:
         await client.close()
@@ -211,8 +213,9 @@ async def _save_setting(uri: str, name: str, raw_json: str) -> None:
 
     pool = await create_pool(uri, maxsize=1)
     try:
-        await execute(pool, "INSERT INTO gateway_config (key, value) VALUES (%s, %s::jsonb)",
-                      (name, raw_json))
+        async with cursor(pool) as cur:
+            await execute(cur, "INSERT INTO gateway_config (key, value) VALUES (%s, %s::jsonb)",
+                          (name, raw_json))
     finally:
         pool.close()
         await pool.wait_closed()
@@ -242,10 +245,12 @@ async def test_a_pool_that_cannot_hand_out_a_connection_in_time_is_unavailable(
     try:
         async with connection(pool):
             with pytest.raises(DatabaseUnavailable) as caught:
-                await fetch_all(pool, "SELECT 1")
+                async with cursor(pool) as cur:
+                    await fetch_all(cur, "SELECT 1")
         assert isinstance(caught.value, TimeoutError)  # older handlers still catch it
         assert isinstance(caught.value, UNAVAILABLE_ERRORS)
-        assert await fetch_all(pool, "SELECT 1 AS one") == [{"one": 1}]
+        async with cursor(pool) as cur:
+            assert await fetch_all(cur, "SELECT 1 AS one") == [{"one": 1}]
     finally:
         pool.close()
         await pool.wait_closed()

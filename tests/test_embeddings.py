@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.llm.embeddings import (
     DEFAULT_THRESHOLDS,
     LOCAL_DIM,
@@ -158,8 +158,9 @@ async def test_unreachable_api_is_an_error(make_client: Any, fake: FakeEmbedding
 async def test_usage_is_recorded_as_embed(make_client: Any, fake: FakeEmbeddings) -> None:
     app, embedder, settings = await api_app(make_client, fake)
     await embedder.embed_passages(settings, ["abc", "defg"])
-    rows = await fetch_all(services_of(app).database.pool,
-                           "SELECT model, prompt_tokens, usage_type FROM token_usage")
+    async with cursor(services_of(app).database.pool) as cur:
+        rows = await fetch_all(cur,
+                               "SELECT model, prompt_tokens, usage_type FROM token_usage")
     assert rows == [{"model": "fake-embed-1", "prompt_tokens": 7, "usage_type": "embed"}]
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pawwake.db.pool import fetch_all, fetch_one
+from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.services import services_of
 from tests.gateway_support import chat_body, settle
 from tests.pgbouncer_support import PGBOUNCER, pgbouncer
@@ -60,12 +60,15 @@ async def test_a_database_url_with_libpq_parameters(make_client: Any, database_u
     health = await (await client.get("/")).json()
     assert (health["database"], health["database_kind"]) == ("ready", "external")
     pool = services_of(client.server.app).database.pool
-    row = await fetch_one(pool, "SELECT current_setting('application_name') AS name")
+    async with cursor(pool) as cur:
+        row = await fetch_one(cur, "SELECT current_setting('application_name') AS name")
     assert row == {"name": "pawwake-ext"}
     await chat_and_remember(client, upstream, 3)
-    stored = await fetch_all(pool, "SELECT role FROM conversations")
+    async with cursor(pool) as cur:
+        stored = await fetch_all(cur, "SELECT role FROM conversations")
     assert len(stored) == 6
-    assert len(await fetch_all(pool, "SELECT id FROM memories")) == 3
+    async with cursor(pool) as cur:
+        assert len(await fetch_all(cur, "SELECT id FROM memories")) == 3
 
 
 @pytest.mark.skipif(PGBOUNCER is None,
@@ -88,8 +91,9 @@ async def test_through_a_transaction_mode_pooler(make_client: Any, database_url:
             # A second process on the same pooler starts (its migration lock is not stuck).
             second = await make_client(**SETTINGS, DATABASE_URL=url)
             await chat_and_remember(second, upstream, 2)
-            messages = await fetch_all(pool, "SELECT role FROM conversations")
-            memories = await fetch_all(pool, "SELECT id FROM memories")
+            async with cursor(pool) as cur:
+                messages = await fetch_all(cur, "SELECT role FROM conversations")
+                memories = await fetch_all(cur, "SELECT id FROM memories")
             await second.close()
             await client.close()
         log = bouncer.log_text()

@@ -10,7 +10,7 @@ import pytest
 
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
-from pawwake.db.pool import fetch_all, fetch_one, transaction
+from pawwake.db.pool import cursor, fetch_all, fetch_one, transaction
 from pawwake.memory.extraction.job import EXTRACT_KIND, schedule_extraction
 from pawwake.memory.extraction.parse import is_meta_talk, parse_answer
 from pawwake.services import services_of
@@ -52,13 +52,15 @@ def model_says(upstream: Any, items: list[dict[str, Any]], **kwargs: Any) -> Non
 
 
 async def memories(app: Any) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(app).database.pool,
-                           "SELECT id, content, importance, layer, is_active, superseded_by,"
-                           " remind_at, source_session FROM memories ORDER BY id")
+    async with cursor(services_of(app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT id, content, importance, layer, is_active, superseded_by,"
+                               " remind_at, source_session FROM memories ORDER BY id")
 
 
 async def job_row(app: Any, job_id: int) -> dict[str, Any]:
-    return await jobs_db.get_job(services_of(app).database.pool, job_id)
+    async with cursor(services_of(app).database.pool) as cur:
+        return await jobs_db.get_job(cur, job_id)
 
 
 async def test_new_memory_is_learned_from_the_round(app: Any, upstream: Any) -> None:
@@ -76,8 +78,9 @@ async def test_new_memory_is_learned_from_the_round(app: Any, upstream: Any) -> 
     assert sent["model"] == "test/memory"
     prompt = sent["messages"][0]["content"]
     assert "1. User: 我的猫叫小橘" in prompt and "2. Assistant: 小橘这个名字真可爱" in prompt
-    usage = await fetch_one(services_of(app).database.pool,
-                            "SELECT usage_type FROM token_usage WHERE usage_type = 'extract'")
+    async with cursor(services_of(app).database.pool) as cur:
+        usage = await fetch_one(cur,
+                                "SELECT usage_type FROM token_usage WHERE usage_type = 'extract'")
     assert usage is not None
     assert (await job_row(app, job_id))["status"] == "done"
 
@@ -177,7 +180,8 @@ async def test_a_crash_between_claim_and_commit_reruns_the_job_once(app: Any, up
                                                                      ) -> None:
     job_id = await store_round(app, "我女儿叫朵朵", "朵朵真好听")
     pool = services_of(app).database.pool
-    crashed = await jobs_db.claim_next(pool, [EXTRACT_KIND], lease_seconds=0.05)
+    async with cursor(pool) as cur:
+        crashed = await jobs_db.claim_next(cur, [EXTRACT_KIND], lease_seconds=0.05)
     assert crashed["id"] == job_id  # this run dies before writing anything
     await asyncio.sleep(0.1)
     model_says(upstream, [{"content": "用户的女儿叫朵朵", "importance": 8, "action": "new"}])

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import asyncio
 
+import aiopg
+
 from pawwake.db.migrate import migrate, migration_files
-from pawwake.db.pool import create_pool, fetch_all
+from pawwake.db.pool import create_pool, cursor, fetch_all, transaction
+
+
+async def _migrate(pool: aiopg.Pool) -> dict[str, bool]:
+    async with transaction(pool) as cur:
+        return await migrate(cur)
 
 
 async def test_migrations_are_recorded_once_even_when_two_processes_race(database_url: str) -> None:
     pools = [await create_pool(database_url, maxsize=2) for _ in range(2)]
     try:
-        results = await asyncio.gather(*(migrate(pool) for pool in pools))
-        rows = await fetch_all(pools[0], "SELECT name FROM schema_migrations ORDER BY name")
+        results = await asyncio.gather(*(_migrate(pool) for pool in pools))
+        async with cursor(pools[0]) as cur:
+            rows = await fetch_all(cur, "SELECT name FROM schema_migrations ORDER BY name")
     finally:
         for pool in pools:
             pool.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.llm.embeddings import (
     API_PASSAGE_HEAD,
     API_PASSAGE_TAIL,
@@ -166,5 +166,6 @@ async def test_chat_during_a_slow_api_embedding_backfill(
 
 
 async def _jobs(client: Any) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT kind, status FROM jobs ORDER BY id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT kind, status FROM jobs ORDER BY id")

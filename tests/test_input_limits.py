@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.memory.fields import MAX_CONTENT_CHARS, MAX_TITLE_CHARS
 from pawwake.services import services_of
 from pawwake.text.json_input import MAX_JSON_DEPTH
@@ -118,8 +118,9 @@ async def test_extreme_times_are_400(make_client: Any, moment: str) -> None:
         error = await api_error(await client.post(path, json=body), 400)
         if field:
             assert error["field"] == field
-    assert await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT id FROM memories") == []
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        assert await fetch_all(cur,
+                               "SELECT id FROM memories") == []
 
 
 @pytest.mark.parametrize("day", EXTREME_DATES)
@@ -200,8 +201,9 @@ async def test_a_30mb_memory_is_413_while_the_gateway_keeps_answering(make_clien
     response = await asyncio.wait_for(posting, 120)
     error = await api_error(response, 413)
     assert error["code"] == "request_too_large"
-    assert await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT id FROM memories") == []
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        assert await fetch_all(cur,
+                               "SELECT id FROM memories") == []
 
 
 @pytest.mark.parametrize(("body", "field", "code"), [
@@ -232,8 +234,9 @@ async def test_memory_limits_hold_for_edit_merge_import_and_backup(make_client: 
     assert error["code"] == "line_too_long"
     await api_error(await client.post("/api/memories/import", json={
         "schema_version": 1, "memories": [{"backup_id": 1, "content": long}]}), 400)
-    contents = [r["content"] for r in await fetch_all(
-        services_of(client.server.app).database.pool, "SELECT content FROM memories ORDER BY id")]
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        contents = [r["content"] for r in await fetch_all(
+            cur, "SELECT content FROM memories ORDER BY id")]
     assert contents == ["one", "two"]
 
 
@@ -252,7 +255,8 @@ async def test_dashboard_edits_with_nul_are_stored_clean(make_client: Any) -> No
              "created_at": "2026-01-01T10:00:00Z"}]
     assert (await client.post("/api/conversations/import", json=seed)).status == 201
     pool = services_of(client.server.app).database.pool
-    message = (await fetch_all(pool, "SELECT id FROM conversations"))[0]["id"]
+    async with cursor(pool) as cur:
+        message = (await fetch_all(cur, "SELECT id FROM conversations"))[0]["id"]
     posts = [
         ("/dashboard/memories/edit", {"id": str(memory), "n": "1", "content": "mem\x00ory",
                                       "title": "ti\x00tle"}),
@@ -265,8 +269,9 @@ async def test_dashboard_edits_with_nul_are_stored_clean(make_client: Any) -> No
         response = await client.post(path, data=form, headers=same_origin(client),
                                      allow_redirects=False)
         assert response.status in (200, 303), (path, (await response.text())[:500])
-    stored = await fetch_all(pool, "SELECT content || coalesce(title, '') AS t FROM memories"
-                                   " UNION ALL SELECT content FROM conversations"
-                                   " UNION ALL SELECT value::text FROM gateway_config")
+    async with cursor(pool) as cur:
+        stored = await fetch_all(cur, "SELECT content || coalesce(title, '') AS t FROM memories"
+                                      " UNION ALL SELECT content FROM conversations"
+                                      " UNION ALL SELECT value::text FROM gateway_config")
     assert {"memorytitle", "message"} <= {r["t"] for r in stored}
     assert any("prompt" in r["t"] for r in stored)

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import cursor
 from pawwake.jobs import Job, RetryLater
 from pawwake.services import services_of
 
@@ -22,11 +23,13 @@ async def test_a_job_runs_once_and_records_its_result(make_client: Any) -> None:
 
     services_of(app).jobs.register("demo", handler)
     pool = services_of(app).database.pool
-    first = await jobs_db.enqueue_job(pool, "demo", {"n": 1}, dedupe_key="k")
-    duplicate = await jobs_db.enqueue_job(pool, "demo", {"n": 2}, dedupe_key="k")
+    async with cursor(pool) as cur:
+        first = await jobs_db.enqueue(cur, "demo", {"n": 1}, dedupe_key="k")
+        duplicate = await jobs_db.enqueue(cur, "demo", {"n": 2}, dedupe_key="k")
     assert first is not None and duplicate is None
     assert await services_of(app).jobs.run_until_idle() == 1
-    job = await jobs_db.get_job(pool, first)
+    async with cursor(pool) as cur:
+        job = await jobs_db.get_job(cur, first)
     assert runs == [{"n": 1}]
     assert job["status"] == "done" and job["result"] == {"ok": True}
     assert job["progress"] == {"done": 1, "total": 1}
@@ -43,9 +46,11 @@ async def test_retry_later_then_dead_letter_after_max_attempts(make_client: Any)
 
     services_of(app).jobs.register("flaky", flaky)
     pool = services_of(app).database.pool
-    job_id = await jobs_db.enqueue_job(pool, "flaky", {}, max_attempts=3)
+    async with cursor(pool) as cur:
+        job_id = await jobs_db.enqueue(cur, "flaky", {}, max_attempts=3)
     await services_of(app).jobs.run_until_idle()
-    job = await jobs_db.get_job(pool, job_id)
+    async with cursor(pool) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert attempts == [1, 2, 3]
     assert job["status"] == "dead" and "provider busy" in job["last_error"]
 
@@ -61,15 +66,18 @@ async def test_a_crashed_run_is_claimed_again_once_its_lease_expires(make_client
 
     services_of(app).jobs.register("work", handler)
     pool = services_of(app).database.pool
-    job_id = await jobs_db.enqueue_job(pool, "work", {})
+    async with cursor(pool) as cur:
+        job_id = await jobs_db.enqueue(cur, "work", {})
     # A process claims the job and dies before finishing it.
-    crashed = await jobs_db.claim_next(pool, ["work"], lease_seconds=0.05)
+    async with cursor(pool) as cur:
+        crashed = await jobs_db.claim_next(cur, ["work"], lease_seconds=0.05)
     assert crashed["id"] == job_id
     assert await services_of(app).jobs.run_until_idle() == 0  # still leased
     await asyncio.sleep(0.1)
     assert await services_of(app).jobs.run_until_idle() == 1
     assert runs == [2]
-    assert (await jobs_db.get_job(pool, job_id))["status"] == "done"
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, job_id))["status"] == "done"
 
 
 async def test_background_workers_pick_up_work_when_woken(make_client: Any) -> None:
@@ -81,6 +89,7 @@ async def test_background_workers_pick_up_work_when_woken(make_client: Any) -> N
         done.set()
 
     services_of(app).jobs.register("wake", handler)
-    await jobs_db.enqueue_job(services_of(app).database.pool, "wake", {})
+    async with cursor(services_of(app).database.pool) as cur:
+        await jobs_db.enqueue(cur, "wake", {})
     services_of(app).jobs.wake()
     await asyncio.wait_for(done.wait(), 5)

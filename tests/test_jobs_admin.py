@@ -12,7 +12,7 @@ from bs4 import BeautifulSoup
 
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
-from pawwake.db.pool import execute, fetch_all, transaction
+from pawwake.db.pool import cursor, execute, fetch_all, transaction
 from pawwake.jobs import Job
 from pawwake.memory.extraction.job import EXTRACT_KIND, schedule_extraction
 from pawwake.services import services_of
@@ -50,7 +50,8 @@ async def run_jobs(client: Any) -> None:
 
 
 async def make_due(client: Any) -> None:
-    await execute(pool_of(client), "UPDATE jobs SET run_after = now() WHERE status = 'pending'")
+    async with cursor(pool_of(client)) as cur:
+        await execute(cur, "UPDATE jobs SET run_after = now() WHERE status = 'pending'")
 
 
 async def jobs_in_every_state(client: Any, outcomes: Outcomes) -> dict[str, int]:
@@ -59,13 +60,16 @@ async def jobs_in_every_state(client: Any, outcomes: Outcomes) -> dict[str, int]
     for kind in ("dead", "retrying", "done", "queued"):
         runner.register(kind, outcomes.handler)
     pool = pool_of(client)
-    ids = {"dead": await jobs_db.enqueue_job(pool, "dead", {}, max_attempts=1),
-           "retrying": await jobs_db.enqueue_job(pool, "retrying", {}, max_attempts=5)}
+    async with cursor(pool) as cur:
+        ids = {"dead": await jobs_db.enqueue(cur, "dead", {}, max_attempts=1),
+               "retrying": await jobs_db.enqueue(cur, "retrying", {}, max_attempts=5)}
     await run_jobs(client)
     outcomes.failing = False
-    ids["done"] = await jobs_db.enqueue_job(pool, "done", {})
+    async with cursor(pool) as cur:
+        ids["done"] = await jobs_db.enqueue(cur, "done", {})
     await run_jobs(client)
-    ids["queued"] = await jobs_db.enqueue_job(pool, "queued", {}, delay_seconds=3600)
+    async with cursor(pool) as cur:
+        ids["queued"] = await jobs_db.enqueue(cur, "queued", {}, delay_seconds=3600)
     return ids
 
 
@@ -113,7 +117,8 @@ async def test_the_api_retries_and_discards_with_real_statuses(dash: Any) -> Non
     body = await retried.json()
     assert body["attempts"] == 0 and body["status"] in ("pending", "retrying")
     await run_jobs(dash)  # due now, and this time the handler succeeds
-    assert (await jobs_db.get_job(pool, ids["dead"]))["status"] == "done"
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, ids["dead"]))["status"] == "done"
 
     for job_id, action, status in [(ids["done"], "retry", 409), (ids["done"], "discard", 409),
                                    (999999, "retry", 404), (999999, "discard", 404)]:
@@ -123,13 +128,16 @@ async def test_the_api_retries_and_discards_with_real_statuses(dash: Any) -> Non
     discarded = await dash.post(f"/api/jobs/{ids['retrying']}/discard")
     assert discarded.status == 200 and (await discarded.json())["status"] == "discarded"
     assert (await dash.post(f"/api/jobs/{ids['retrying']}/discard")).status == 409
-    await execute(pool, "UPDATE jobs SET run_after = now() WHERE id = %s", (ids["retrying"],))
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE jobs SET run_after = now() WHERE id = %s", (ids["retrying"],))
     assert await services_of(dash.server.app).jobs.run_until_idle() == 0  # discarded never runs
-    assert (await jobs_db.get_job(pool, ids["retrying"]))["status"] == "discarded"
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, ids["retrying"]))["status"] == "discarded"
 
     # A running job can be neither retried nor discarded.
-    await execute(pool, "UPDATE jobs SET run_after = now() WHERE id = %s", (ids["queued"],))
-    assert await jobs_db.claim_next(pool, ["queued"], 60) is not None
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE jobs SET run_after = now() WHERE id = %s", (ids["queued"],))
+        assert await jobs_db.claim_next(cur, ["queued"], 60) is not None
     assert (await dash.post(f"/api/jobs/{ids['queued']}/retry")).status == 409
     assert (await dash.post(f"/api/jobs/{ids['queued']}/discard")).status == 409
 
@@ -137,9 +145,11 @@ async def test_the_api_retries_and_discards_with_real_statuses(dash: Any) -> Non
 async def test_retrying_a_dead_job_that_is_queued_again_is_a_conflict(dash: Any) -> None:
     services_of(dash.server.app).jobs.register("keyed", Outcomes().handler)
     pool = pool_of(dash)
-    dead = await jobs_db.enqueue_job(pool, "keyed", {}, dedupe_key="k", max_attempts=1)
+    async with cursor(pool) as cur:
+        dead = await jobs_db.enqueue(cur, "keyed", {}, dedupe_key="k", max_attempts=1)
     await run_jobs(dash)
-    twin = await jobs_db.enqueue_job(pool, "keyed", {}, dedupe_key="k", delay_seconds=3600)
+    async with cursor(pool) as cur:
+        twin = await jobs_db.enqueue(cur, "keyed", {}, dedupe_key="k", delay_seconds=3600)
     assert twin is not None
     response = await dash.post(f"/api/jobs/{dead}/retry")
     assert response.status == 409
@@ -172,7 +182,8 @@ async def test_the_dashboard_shows_failures_and_retries_and_discards_them(dash: 
     refused = await dash.post(f"/dashboard/jobs/{ids['dead']}/retry", data={},
                               headers={"Origin": "https://evil.example"})
     assert refused.status == 403
-    assert (await jobs_db.get_job(pool_of(dash), ids["dead"]))["status"] == "dead"
+    async with cursor(pool_of(dash)) as cur:
+        assert (await jobs_db.get_job(cur, ids["dead"]))["status"] == "dead"
 
     # htmx retry: the region comes back with a notice, the job is queued to run now.
     swapped = await dash.post(f"/dashboard/jobs/{ids['dead']}/retry",
@@ -181,7 +192,8 @@ async def test_the_dashboard_shows_failures_and_retries_and_discards_them(dash: 
     region = BeautifulSoup(await swapped.text(), "html.parser")
     assert region.select_one("#jobs-region") is not None and region.select_one("[data-notice]")
     assert region.select_one("html") is None  # a fragment, not a page
-    assert (await jobs_db.get_job(pool_of(dash), ids["dead"]))["attempts"] == 0
+    async with cursor(pool_of(dash)) as cur:
+        assert (await jobs_db.get_job(cur, ids["dead"]))["attempts"] == 0
 
     # A plain form discard posts and comes back to the page with a notice.
     plain = await dash.post(f"/dashboard/jobs/{ids['retrying']}/discard",
@@ -191,7 +203,8 @@ async def test_the_dashboard_shows_failures_and_retries_and_discards_them(dash: 
     assert "done=discarded" in plain.headers["Location"]
     back = await page(dash, plain.headers["Location"])
     assert back.select_one("[data-notice]") is not None
-    assert (await jobs_db.get_job(pool_of(dash), ids["retrying"]))["status"] == "discarded"
+    async with cursor(pool_of(dash)) as cur:
+        assert (await jobs_db.get_job(cur, ids["retrying"]))["status"] == "discarded"
 
     missing = await dash.post("/dashboard/jobs/999999/retry", data={}, headers=htmx(dash))
     assert missing.status == 404
@@ -229,17 +242,20 @@ async def test_an_extraction_that_dead_letters_is_shown_and_retried_from_the_das
 
     job_id = await store_round(dash, "我对花生过敏", "记住了，会注意的")
     assert job_id is not None
-    await execute(pool_of(dash), "UPDATE jobs SET max_attempts = 2 WHERE id = %s", (job_id,))
+    async with cursor(pool_of(dash)) as cur:
+        await execute(cur, "UPDATE jobs SET max_attempts = 2 WHERE id = %s", (job_id,))
     usage = {"prompt_tokens": 500, "completion_tokens": 20, "total_tokens": 520}
     for _ in range(2):  # a memory model that does not answer JSON
         upstream.queue(Reply(body=completion_body("我觉得用户对花生过敏。", usage=usage)))
         await run_jobs(dash)
         await make_due(dash)
-    job = await jobs_db.get_job(pool_of(dash), job_id)
+    async with cursor(pool_of(dash)) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "dead" and "unusable" in job["last_error"]
     assert job["model"] == "test/memory"
-    booked = await fetch_all(pool_of(dash), "SELECT total_tokens FROM token_usage"
-                                            " WHERE usage_type = 'extract'")
+    async with cursor(pool_of(dash)) as cur:
+        booked = await fetch_all(cur, "SELECT total_tokens FROM token_usage"
+                                      " WHERE usage_type = 'extract'")
     assert [r["total_tokens"] for r in booked] == [520, 520]
 
     failing = await status_page(dash)
@@ -254,8 +270,9 @@ async def test_an_extraction_that_dead_letters_is_shown_and_retried_from_the_das
     answer = {"memories": [{"content": "用户对花生过敏", "importance": 9, "action": "new"}]}
     upstream.queue(Reply(body=completion_body(json.dumps(answer, ensure_ascii=False))))
     await run_jobs(dash)
-    assert (await jobs_db.get_job(pool_of(dash), job_id))["status"] == "done"
-    stored = await fetch_all(pool_of(dash), "SELECT content FROM memories")
+    async with cursor(pool_of(dash)) as cur:
+        assert (await jobs_db.get_job(cur, job_id))["status"] == "done"
+        stored = await fetch_all(cur, "SELECT content FROM memories")
     assert [r["content"] for r in stored] == ["用户对花生过敏"]
     recovered = await status_page(dash)
     assert recovered.select_one("[data-jobs-health]")["data-jobs-health"] == "ok"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pawwake.db import jobs as jobs_db
-from pawwake.db.pool import execute, fetch_one
+from pawwake.db.pool import cursor, execute, fetch_one
 from pawwake.jobs import LEASE_SECONDS, Job, JobRunner, RetryLater, backoff_seconds
 from pawwake.services import services_of
 
@@ -25,17 +25,19 @@ def pool_of(app: Any) -> Any:
 
 
 async def make_due(app: Any, job_id: int) -> None:
-    await execute(pool_of(app), "UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))
+    async with cursor(pool_of(app)) as cur:
+        await execute(cur, "UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))
 
 
 async def test_a_claim_is_a_lease_of_about_a_minute(app: Any) -> None:
     """A worker killed mid-job (kill -9) leaves its job to others after the lease: it must be
     short, not the five minutes it was."""
     services_of(app).jobs.register("work", _never_called)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "work", {})
-    await jobs_db.claim_next(pool_of(app), ["work"], services_of(app).jobs.lease_seconds)
-    row = await fetch_one(pool_of(app), "SELECT extract(epoch FROM claimed_until - now()) AS left"
-                                        " FROM jobs WHERE id = %s", (job_id,))
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "work", {})
+        await jobs_db.claim_next(cur, ["work"], services_of(app).jobs.lease_seconds)
+        row = await fetch_one(cur, "SELECT extract(epoch FROM claimed_until - now()) AS left"
+                                   " FROM jobs WHERE id = %s", (job_id,))
     assert 0 < row["left"] <= 60
     assert LEASE_SECONDS <= 60
 
@@ -61,7 +63,8 @@ async def test_a_handler_that_outlives_its_lease_is_not_run_twice(app: Any) -> N
     other = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
     first.register("embed", long_job)
     other.register("embed", long_job)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "embed", {})
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "embed", {})
     running = asyncio.create_task(first.run_one())
     await asyncio.wait_for(started.wait(), 10)
     for _ in range(5):  # 2.5 leases in all: without renewal the lease would expire
@@ -69,7 +72,8 @@ async def test_a_handler_that_outlives_its_lease_is_not_run_twice(app: Any) -> N
         assert await other.run_one() is False
     release.set()
     assert await running is True
-    job = await jobs_db.get_job(pool_of(app), job_id)
+    async with cursor(pool_of(app)) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert runs == [1]
     assert job["status"] == "done" and job["result"] == "embedded" and job["attempts"] == 1
 
@@ -89,13 +93,15 @@ async def test_a_job_left_running_by_a_dead_worker_is_claimed_again_after_the_le
 
     dying = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
     dying.register("work", handler)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "work", {})
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "work", {})
     worker = asyncio.create_task(dying.run_one())
     await asyncio.wait_for(started.wait(), 10)
     worker.cancel()  # like kill -9: no stop(), nothing given back, the heartbeat ends
     with pytest.raises(asyncio.CancelledError):
         await worker
-    assert (await jobs_db.get_job(pool_of(app), job_id))["status"] == "running"
+    async with cursor(pool_of(app)) as cur:
+        assert (await jobs_db.get_job(cur, job_id))["status"] == "running"
 
     survivor = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
     survivor.register("work", handler)
@@ -103,7 +109,8 @@ async def test_a_job_left_running_by_a_dead_worker_is_claimed_again_after_the_le
     await asyncio.sleep(lease * 1.5)
     assert await survivor.run_one() is True
     assert runs == [1, 2]
-    assert (await jobs_db.get_job(pool_of(app), job_id))["status"] == "done"
+    async with cursor(pool_of(app)) as cur:
+        assert (await jobs_db.get_job(cur, job_id))["status"] == "done"
 
 
 def test_backoff_grows_from_a_minute_to_six_hours_over_about_a_day() -> None:
@@ -122,18 +129,21 @@ async def test_failures_follow_the_schedule_then_become_a_dead_letter(app: Any) 
         raise ValueError("the model answered nonsense")
 
     services_of(app).jobs.register("broken", broken)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "broken", {}, max_attempts=4)
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "broken", {}, max_attempts=4)
     waits = []
     for _ in range(4):
         assert await services_of(app).jobs.run_until_idle() == 1
-        row = await fetch_one(pool_of(app), "SELECT status, extract(epoch FROM run_after -"
-                                            " updated_at) AS wait FROM jobs WHERE id = %s",
-                              (job_id,))
+        async with cursor(pool_of(app)) as cur:
+            row = await fetch_one(cur, "SELECT status, extract(epoch FROM run_after -"
+                                       " updated_at) AS wait FROM jobs WHERE id = %s",
+                                  (job_id,))
         waits.append((row["status"], round(row["wait"])))
         await make_due(app, job_id)
     assert waits == [("pending", 60), ("pending", 120), ("pending", 240), ("dead", 480)]
     assert await services_of(app).jobs.run_until_idle() == 0  # a dead letter never runs by itself
-    job = await jobs_db.get_job(pool_of(app), job_id)
+    async with cursor(pool_of(app)) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert errors == [1, 2, 3, 4]
     assert job["status"] == "dead" and job["attempts"] == 4
     assert "ValueError: the model answered nonsense" in job["last_error"]
@@ -144,20 +154,24 @@ async def test_rate_limit_waits_never_use_up_attempts(app: Any) -> None:
         raise RetryLater("429", delay=0, count_attempt=False)
 
     services_of(app).jobs.register("limited", limited)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "limited", {}, max_attempts=2)
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "limited", {}, max_attempts=2)
     for _ in range(6):
         await services_of(app).jobs.run_one()
-    job = await jobs_db.get_job(pool_of(app), job_id)
+    async with cursor(pool_of(app)) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and job["attempts"] == 0
 
 
 async def test_a_job_whose_worker_dies_on_every_attempt_becomes_a_dead_letter(app: Any) -> None:
     services_of(app).jobs.register("poison", _never_called)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "poison", {}, max_attempts=1)
-    assert await jobs_db.claim_next(pool_of(app), ["poison"], 0.05) is not None
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "poison", {}, max_attempts=1)
+        assert await jobs_db.claim_next(cur, ["poison"], 0.05) is not None
     await asyncio.sleep(0.1)
     assert await services_of(app).jobs.run_one() is False
-    job = await jobs_db.get_job(pool_of(app), job_id)
+    async with cursor(pool_of(app)) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "dead" and "stopped before it finished" in job["last_error"]
 
 
@@ -170,12 +184,14 @@ async def test_stop_gives_a_running_job_back_without_counting_an_attempt(app: An
 
     runner = JobRunner(services_of(app).database, workers=1)
     runner.register("endless", endless)
-    job_id = await jobs_db.enqueue_job(pool_of(app), "endless", {})
+    async with cursor(pool_of(app)) as cur:
+        job_id = await jobs_db.enqueue(cur, "endless", {})
     runner.start()
     runner.wake()
     await asyncio.wait_for(started.wait(), 10)
     await runner.stop(grace_seconds=0.1)
-    job = await jobs_db.get_job(pool_of(app), job_id)
+    async with cursor(pool_of(app)) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and job["attempts"] == 0 and job["claimed_until"] is None
 
 

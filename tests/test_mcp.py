@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from tests.memory_support import pool
 
 KEY = "mcp-gateway-key-0123456789abcdef"
@@ -113,8 +113,9 @@ async def test_same_external_id_twice_makes_one_row(api: Any) -> None:
         second = structured(await session.call_tool("add_memory", args))
     assert (first["inserted"], second["inserted"]) == (True, False)
     assert first["memory"]["id"] == second["memory"]["id"]
-    rows = await fetch_all(pool(api), "SELECT id FROM memories WHERE external_id = %s",
-                           ("claude-42",))
+    async with cursor(pool(api)) as cur:
+        rows = await fetch_all(cur, "SELECT id FROM memories WHERE external_id = %s",
+                               ("claude-42",))
     assert len(rows) == 1
 
 
@@ -191,7 +192,8 @@ async def test_bad_arguments_are_tool_errors(api: Any, tool: str, args: dict[str
     error = result.structured_content["error"]
     assert error["message"] and error["message"] in result.content[0].text
     assert error.get("field") == field
-    assert await fetch_all(pool(api), "SELECT id FROM memories") == []
+    async with cursor(pool(api)) as cur:
+        assert await fetch_all(cur, "SELECT id FROM memories") == []
 
 
 async def test_missing_memory_is_a_tool_error(api: Any) -> None:

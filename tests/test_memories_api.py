@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from tests.memory_support import create, error_of, merge, pool, row, rows, sql, supersede
 
 
@@ -360,7 +360,8 @@ async def test_memory_api_without_a_database_is_503(make_client: Any) -> None:
 
 
 async def _jobs(client: Any) -> list[dict[str, Any]]:
-    return await fetch_all(pool(client), "SELECT kind, status FROM jobs ORDER BY id")
+    async with cursor(pool(client)) as cur:
+        return await fetch_all(cur, "SELECT kind, status FROM jobs ORDER BY id")
 
 
 async def _fake_vector(client: Any, memory_id: int) -> None:
@@ -370,5 +371,6 @@ async def _fake_vector(client: Any, memory_id: int) -> None:
 
 
 async def _vectors(client: Any) -> list[int]:
-    return [r["memory_id"] for r in await fetch_all(
-        pool(client), "SELECT memory_id FROM memory_embeddings ORDER BY memory_id")]
+    async with cursor(pool(client)) as cur:
+        return [r["memory_id"] for r in await fetch_all(
+            cur, "SELECT memory_id FROM memory_embeddings ORDER BY memory_id")]

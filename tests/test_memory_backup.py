@@ -14,7 +14,7 @@ from aiohttp import FormData
 from aiohttp.test_utils import TestClient
 
 from pawwake.app import create_app
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.settings import Settings
 from tests.memory_support import create, error_of, merge, pool, row, rows, sql, supersede
 
@@ -76,7 +76,8 @@ async def import_file(api: TestClient, document: Any, **params: str) -> Any:
 
 
 async def snapshot(api: TestClient) -> list[dict[str, Any]]:
-    return await fetch_all(pool(api), "SELECT * FROM memories ORDER BY id")
+    async with cursor(pool(api)) as cur:
+        return await fetch_all(cur, "SELECT * FROM memories ORDER BY id")
 
 
 async def test_round_trip_into_a_fresh_database_keeps_everything(api: TestClient,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake.db.pool import fetch_all, fetch_one, transaction
+from pawwake.db.pool import cursor, fetch_all, fetch_one, transaction
 from pawwake.services import services_of
 from pawwake.text import tokens
 from tests.fake_upstream import Reply, text_stream
@@ -97,8 +97,9 @@ async def test_nothing_is_marked_seen_when_the_upstream_fails(gateway: Any, upst
     response = await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"))
     assert response.status == 500
     await settle(client)
-    assert await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT * FROM memory_seen") == []
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        assert await fetch_all(cur,
+                               "SELECT * FROM memory_seen") == []
     await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"))
     assert "用户的猫叫小橘" in current_turn_text(upstream)
 
@@ -119,9 +120,10 @@ async def test_a_due_reminder_goes_to_one_of_two_concurrent_requests(gateway: An
     carried = [r for r in upstream.requests if "提醒用户给妈妈打电话" in sent_text_of(r)]
     assert len(carried) == 1
     assert "[提醒 " in sent_text_of(carried[0])
-    row = await fetch_one(services_of(client.server.app).database.pool,
-                          "SELECT reminder_delivered_at, reminder_claim_token FROM memories"
-                          " WHERE id = %s", (reminder,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        row = await fetch_one(cur,
+                              "SELECT reminder_delivered_at, reminder_claim_token FROM memories"
+                              " WHERE id = %s", (reminder,))
     assert row["reminder_delivered_at"] is not None and row["reminder_claim_token"] is None
     await client.post("/v1/chat/completions", json=chat_body("还有什么事吗"))
     assert "提醒用户给妈妈打电话" not in sent_text(upstream)  # delivered once only
@@ -140,9 +142,10 @@ async def test_a_cancelled_stream_releases_the_reminder_claim(gateway: Any, upst
     response.close()  # the user pressed stop
     await asyncio.wait_for(upstream.disconnected.wait(), 10)
     await settle(client)
-    row = await fetch_one(services_of(client.server.app).database.pool,
-                          "SELECT reminder_delivered_at, reminder_claimed_at FROM memories"
-                          " WHERE id = %s", (reminder,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        row = await fetch_one(cur,
+                              "SELECT reminder_delivered_at, reminder_claimed_at FROM memories"
+                              " WHERE id = %s", (reminder,))
     assert row == {"reminder_delivered_at": None, "reminder_claimed_at": None}
     await client.post("/v1/chat/completions", json=chat_body("在吗"))
     assert "提醒用户交房租" in sent_text(upstream)  # the next request gets it

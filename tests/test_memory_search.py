@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import fetch_all, fetch_one
+from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
@@ -130,14 +130,12 @@ async def test_excluded_ids_make_room_for_the_next_candidates(make_client: Any) 
     first_key = keys_of([first.results[0].id], ids)[0]
     assert first_key in parents
     second = await search_memories(services_of(app), "爸妈", limit=1,
-                                   exclude_ids=[first.results[0].id],
-                                   settings=services_of(app).config.current())
+                                   exclude_ids=[first.results[0].id], settings=services_of(app).config.current())
     assert len(second.results) == 1
     second_key = keys_of([second.results[0].id], ids)[0]
     assert second_key in parents and second_key != first_key
     everything = await search_memories(services_of(app), "爸妈", limit=10,
-                                       exclude_ids=[ids[k] for k in parents],
-                                       settings=services_of(app).config.current())
+                                       exclude_ids=[ids[k] for k in parents], settings=services_of(app).config.current())
     assert not {keys_of([r.id], ids)[0] for r in everything.results} & parents
 
 
@@ -159,7 +157,8 @@ async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> 
     client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
     pool = services_of(app).database.pool
     found, _body = await search_keys(client, ids, "小橘", limit=1)
-    rows = await fetch_all(pool, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
+    async with cursor(pool) as cur:
+        rows = await fetch_all(cur, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
     assert [r["id"] for r in rows] == [ids[found[0]]]
 
 
@@ -241,7 +240,7 @@ async def test_get_and_post_agree(make_client: Any) -> None:
     assert set(first) >= {"id", "content", "importance", "layer", "score", "score_parts",
                           "similarity", "event_date", "created_at", "title"}
     assert set(first["score_parts"]) == {"keyword", "semantic", "importance", "recency"}
-    stored = await fetch_one(services_of(app).database.pool,
-                             "SELECT content FROM memories WHERE id = %s",
-                             (first["id"],))
+    async with cursor(services_of(app).database.pool) as cur:
+        stored = await fetch_one(cur, "SELECT content FROM memories WHERE id = %s",
+                                 (first["id"],))
     assert first["content"] == stored["content"]

@@ -10,7 +10,7 @@ import pytest
 
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.pool import execute, fetch_all
+from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import EMBED_KIND, request_embedding
 from pawwake.services import services_of
@@ -46,9 +46,10 @@ async def status_of(client: Any) -> dict[str, Any]:
 
 
 async def vector_rows(app: Any) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(app).database.pool,
-                           "SELECT memory_id, provider, model, dim FROM memory_embeddings"
-                           " ORDER BY memory_id")
+    async with cursor(services_of(app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT memory_id, provider, model, dim FROM memory_embeddings"
+                               " ORDER BY memory_id")
 
 
 def embedded_texts(fake: FakeEmbeddings) -> list[str]:
@@ -87,9 +88,11 @@ async def test_an_interrupted_backfill_resumes_where_it_stopped(make_client: Any
     client, app, ids = await start(make_client, fake, memories=12)
     pool = services_of(app).database.pool
     fake.fail_after = 2  # the size probe and one batch succeed, then the provider breaks
-    job_id = await jobs_db.enqueue_job(pool, EMBED_KIND, {"batch_size": 5}, dedupe_key="pending")
+    async with cursor(pool) as cur:
+        job_id = await jobs_db.enqueue(cur, EMBED_KIND, {"batch_size": 5}, dedupe_key="pending")
     assert await services_of(app).jobs.run_until_idle() == 1
-    job = await jobs_db.get_job(pool, job_id)
+    async with cursor(pool) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and "500" in job["last_error"]
     midway = await status_of(client)
     assert (midway["status"], midway["done"], midway["total"]) == ("queued", 5, 12)
@@ -97,7 +100,8 @@ async def test_an_interrupted_backfill_resumes_where_it_stopped(make_client: Any
     assert len(await vector_rows(app)) == 5
 
     fake.fail_after = None
-    await execute(pool, "UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))
     assert await services_of(app).jobs.run_until_idle() == 1
     done = await status_of(client)
     assert (done["status"], done["done"], done["total"]) == ("done", 12, 12)
@@ -113,21 +117,24 @@ async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmb
     await services_of(app).jobs.run_until_idle()
     pool = services_of(app).database.pool
     # The storage layer deletes the vector of an edited memory...
-    await execute(pool, "UPDATE memories SET content = '小橘换了新的猫砂', updated_at = now()"
-                        " WHERE id = %s", (ids[3],))
-    await execute(pool, "DELETE FROM memory_embeddings WHERE memory_id = %s", (ids[3],))
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE memories SET content = '小橘换了新的猫砂', updated_at = now()"
+                           " WHERE id = %s", (ids[3],))
+        await execute(cur, "DELETE FROM memory_embeddings WHERE memory_id = %s", (ids[3],))
     # ...and an edit that left its vector behind is caught by the digest.
-    await execute(pool, "UPDATE memories SET content = '新的内容：小橘爱吃冻干', updated_at = now()"
-                        " WHERE id = %s", (ids[2],))
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE memories SET content = '新的内容：小橘爱吃冻干', updated_at = now()"
+                           " WHERE id = %s", (ids[2],))
     assert (await status_of(client))["done"] == 2
     await request_embedding(services_of(app))
     await services_of(app).jobs.run_until_idle()
     assert sorted(embedded_texts(fake)[-2:]) == sorted(["新的内容：小橘爱吃冻干", "小橘换了新的猫砂"])
     assert len(embedded_texts(fake)) == 6
     assert (await status_of(client))["done"] == 4
-    shas = await fetch_all(pool, "SELECT m.id FROM memories m JOIN memory_embeddings e"
-                                 " ON e.memory_id = m.id AND e.content_sha ="
-                                 " encode(sha256(convert_to(m.content, 'UTF8')), 'hex')")
+    async with cursor(pool) as cur:
+        shas = await fetch_all(cur, "SELECT m.id FROM memories m JOIN memory_embeddings e"
+                                    " ON e.memory_id = m.id AND e.content_sha ="
+                                    " encode(sha256(convert_to(m.content, 'UTF8')), 'hex')")
     assert len(shas) == 4
 
 
@@ -136,12 +143,15 @@ async def test_a_rate_limit_waits_without_using_an_attempt(make_client: Any,
     _client, app, _ids = await start(make_client, fake, memories=2)
     fake.fail_next(429)
     pool = services_of(app).database.pool
-    job_id = await jobs_db.enqueue_job(pool, EMBED_KIND, {}, dedupe_key="pending")
+    async with cursor(pool) as cur:
+        job_id = await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
     await services_of(app).jobs.run_until_idle()
-    job = await jobs_db.get_job(pool, job_id)
+    async with cursor(pool) as cur:
+        job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and job["attempts"] == 0
-    waiting = await fetch_all(pool, "SELECT run_after - now() > interval '5 seconds' AS later"
-                                    " FROM jobs WHERE id = %s", (job_id,))
+    async with cursor(pool) as cur:
+        waiting = await fetch_all(cur, "SELECT run_after - now() > interval '5 seconds' AS later"
+                                       " FROM jobs WHERE id = %s", (job_id,))
     assert waiting[0]["later"]
 
 
@@ -238,18 +248,25 @@ async def test_a_vector_of_old_text_is_not_stored_over_an_edit_in_flight(
         make_client: Any, fake: FakeEmbeddings) -> None:
     _client, app, ids = await start(make_client, fake, memories=1)
     pool = services_of(app).database.pool
-    old = (await fetch_all(pool, "SELECT content FROM memories WHERE id = %s", (ids[0],)))[0]
+    async with cursor(pool) as cur:
+        old = (await fetch_all(cur, "SELECT content FROM memories WHERE id = %s", (ids[0],)))[0]
     provenance = Provenance("api", "fake-a", 16)
     async with pool.acquire() as conn, conn.cursor() as edit:
         await edit.execute("BEGIN")
         await edit.execute("UPDATE memories SET content = 'edited', updated_at = now()"
                            " WHERE id = %s", (ids[0],))
-        storing = asyncio.ensure_future(vectors_db.store_vectors(
-            pool, provenance, [(ids[0], vectors_db.content_sha(old["content"]),
-                                np.ones(16, dtype=np.float32))]))
+        async def store() -> list[int]:
+            async with cursor(pool) as cur:
+                return await vectors_db.store_vectors(
+                    cur, provenance, [(ids[0], vectors_db.content_sha(old["content"]),
+                                       np.ones(16, dtype=np.float32))])
+
+        storing = asyncio.ensure_future(store())
         for _ in range(1000):  # until the store waits for the edit's row lock
-            if await fetch_all(pool, "SELECT 1 FROM pg_stat_activity"
-                                     " WHERE wait_event_type = 'Lock'"):
+            async with cursor(pool) as cur:
+                waiting = await fetch_all(cur, "SELECT 1 FROM pg_stat_activity"
+                                               " WHERE wait_event_type = 'Lock'")
+            if waiting:
                 break
             await asyncio.sleep(0.01)
         assert not storing.done()

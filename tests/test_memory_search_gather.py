@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pawwake.db import memory_search as search_db
+from pawwake.db.pool import cursor
 from pawwake.search.term_stats import TermStats
 from pawwake.services import services_of
 from tests.memory_fixtures import insert_memory
@@ -28,10 +29,11 @@ async def app(make_client: Any) -> Any:
 async def candidates(pool: Any, gather_cap: int | None, windowed: list[str] | None = None
                      ) -> list[dict[str, Any]]:
     now = datetime.now(UTC)
-    return await search_db.ranked_candidates(
-        pool, collection=len(TEXTS), gather=TERMS, windowed=windowed or [], estimates={},
-        window=1000, gather_cap=gather_cap, exclude=[], limit=100,
-        rank_weights=(0.6, 0.2, 0.2), now=now, today=now.date())
+    async with cursor(pool) as cur:
+        return await search_db.ranked_candidates(
+            cur, collection=len(TEXTS), gather=TERMS, windowed=windowed or [], estimates={},
+            window=1000, gather_cap=gather_cap, exclude=[], limit=100,
+            rank_weights=(0.6, 0.2, 0.2), now=now, today=now.date())
 
 
 async def test_rows_with_several_gathered_terms_come_once_with_exact_frequencies(app: Any
@@ -71,10 +73,11 @@ async def test_small_collections_weigh_by_the_count_of_the_statement_itself(app:
     plan = await stats.plan(pool, TERMS)
     assert plan.exact_size and plan.collection == 1
     now = datetime.now(UTC)
-    rows = await search_db.ranked_candidates(
-        pool, collection=None, gather=plan.gather, windowed=[], estimates={}, window=1000,
-        gather_cap=None, exclude=[], limit=100, rank_weights=(0.6, 0.2, 0.2), now=now,
-        today=now.date())
+    async with cursor(pool) as cur:
+        rows = await search_db.ranked_candidates(
+            cur, collection=None, gather=plan.gather, windowed=[], estimates={}, window=1000,
+            gather_cap=None, exclude=[], limit=100, rank_weights=(0.6, 0.2, 0.2), now=now,
+            today=now.date())
     with_cat = sum("猫咪" in text for text in TEXTS)
     assert rows[0]["term_weights"]["猫咪"] == pytest.approx(
         math.log((len(TEXTS) + 1) / (with_cat + 1)) + 1)

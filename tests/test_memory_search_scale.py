@@ -71,8 +71,9 @@ async def test_a_frequent_term_alone_returns_the_newest_matches(app: Any) -> Non
     outcome = await search_memories(services_of(app), "工作", limit=10,
                                     settings=services_of(app).config.current())
     assert len(outcome.results) == 10
-    newest = await fetch_all(pool, "SELECT id FROM memories ORDER BY created_at DESC LIMIT %s",
-                             (RECENT_WINDOW,))
+    async with cursor(pool) as cur:
+        newest = await fetch_all(cur, "SELECT id FROM memories ORDER BY created_at DESC LIMIT %s",
+                                 (RECENT_WINDOW,))
     window = {row["id"] for row in newest}
     assert {r.id for r in outcome.results} <= window
     assert [r.id for r in outcome.results] == [row["id"] for row in newest[:10]]

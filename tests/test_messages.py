@@ -13,7 +13,7 @@ from anthropic import AsyncAnthropic
 from bs4 import BeautifulSoup
 
 from pawwake.chat.turn_spool import SpooledTurn, decode, encode
-from pawwake.db.pool import fetch_one
+from pawwake.db.pool import cursor, fetch_one
 from pawwake.llm.sse import CapturedReply
 from pawwake.protocols.anthropic.upstream import messages_headers, messages_url
 from pawwake.services import services_of
@@ -416,12 +416,14 @@ async def test_a_due_reminder_is_delivered_once_and_released_on_failure(
         with pytest.raises(anthropic.APIStatusError):
             await api.messages.create(**body)
         await settle(client)
-        row = await fetch_one(pool, sql, (reminder,))
+        async with cursor(pool) as cur:
+            row = await fetch_one(cur, sql, (reminder,))
         assert row["reminder_delivered_at"] is None and row["reminder_claim_token"] is None
         await api.messages.create(**body)
         await settle(client)
         assert "[提醒 " in str(anthropic_upstream.requests[-1].body["system"])
-        row = await fetch_one(pool, sql, (reminder,))
+        async with cursor(pool) as cur:
+            row = await fetch_one(cur, sql, (reminder,))
         assert row["reminder_delivered_at"] is not None
         await api.messages.create(**body)
     assert "提醒用户给妈妈打电话" not in str(anthropic_upstream.requests[-1].body)

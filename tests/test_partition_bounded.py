@@ -33,21 +33,23 @@ async def store_old_rounds(client: Any, rounds: int = OLD_ROUNDS,
                            thread: str = "default") -> None:
     """``rounds`` question/answer pairs stored as plain mode left them, a minute apart and
     ending an hour ago; no partition state."""
-    await execute(
-        services_of(client.server.app).database.pool,
-        "INSERT INTO conversations (session_id, role, content, model, created_at)"
-        " SELECT %(thread)s, r.role, CASE r.role WHEN 'user' THEN '问' ELSE '答' END || g,"
-        " 'test/model-a', now() - interval '1 hour'"
-        " - make_interval(mins => %(rounds)s - g) + r.offset_secs * interval '1 second'"
-        " FROM generate_series(1, %(rounds)s) AS g,"
-        " (VALUES ('user', 0), ('assistant', 1)) AS r(role, offset_secs)"
-        " ORDER BY g, r.offset_secs", {"thread": thread, "rounds": rounds})
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(
+            cur,
+            "INSERT INTO conversations (session_id, role, content, model, created_at)"
+            " SELECT %(thread)s, r.role, CASE r.role WHEN 'user' THEN '问' ELSE '答' END || g,"
+            " 'test/model-a', now() - interval '1 hour'"
+            " - make_interval(mins => %(rounds)s - g) + r.offset_secs * interval '1 second'"
+            " FROM generate_series(1, %(rounds)s) AS g,"
+            " (VALUES ('user', 0), ('assistant', 1)) AS r(role, offset_secs)"
+            " ORDER BY g, r.offset_secs", {"thread": thread, "rounds": rounds})
 
 
 async def zone_start_text(client: Any) -> str:
-    row = await fetch_one(services_of(client.server.app).database.pool,
-                          "SELECT c.content FROM partition_state s JOIN conversations c"
-                          " ON c.id = s.zone_start_message_id WHERE s.thread_id = 'default'")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        row = await fetch_one(cur,
+                              "SELECT c.content FROM partition_state s JOIN conversations c"
+                              " ON c.id = s.zone_start_message_id WHERE s.thread_id = 'default'")
     assert row is not None
     return row["content"]
 
@@ -152,12 +154,13 @@ async def test_a_tool_result_on_an_oversized_thread_continues_its_round(
     await store_old_rounds(client)
     call = {"id": "call_old", "type": "function",
             "function": {"name": "lookup", "arguments": "{}"}}
-    await execute(services_of(client.server.app).database.pool,
-                  "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
-                  " VALUES ('default', 'user', '查一下', '{}', now() - interval '2 minutes'),"
-                  " ('default', 'assistant', '', %s::jsonb, now() - interval '1 minute')",
-                  ('{"tool_calls": [{"id": "call_old", "type": "function", "function":'
-                   ' {"name": "lookup", "arguments": "{}"}}]}',))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(cur,
+                      "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
+                      " VALUES ('default', 'user', '查一下', '{}', now() - interval '2 minutes'),"
+                      " ('default', 'assistant', '', %s::jsonb, now() - interval '1 minute')",
+                      ('{"tool_calls": [{"id": "call_old", "type": "function", "function":'
+                       ' {"name": "lookup", "arguments": "{}"}}]}',))
     n = OLD_ROUNDS
     result = {"role": "tool", "tool_call_id": "call_old", "content": "结果"}
     sent = await say(client, upstream, "", "查到了", messages=[result])

@@ -68,14 +68,15 @@ async def store_agent_history(client: Any) -> list[dict[str, Any]]:
         if message["role"] == "tool":
             metadata["tool_call_id"] = message["tool_call_id"]
         rows.append((message["role"], message["content"] or "", json.dumps(metadata)))
-    await execute(
-        services_of(client.server.app).database.pool,
-        "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
-        " SELECT %s, r.role, r.content, r.metadata::jsonb,"
-        " now() - interval '1 day' + r.n * interval '1 second'"
-        " FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY"
-        " AS r(role, content, metadata, n)",
-        (AGENT, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(
+            cur,
+            "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
+            " SELECT %s, r.role, r.content, r.metadata::jsonb,"
+            " now() - interval '1 day' + r.n * interval '1 second'"
+            " FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY"
+            " AS r(role, content, metadata, n)",
+            (AGENT, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]))
     return history
 
 
@@ -113,10 +114,11 @@ async def test_a_client_resending_its_whole_tool_history_stores_only_what_is_new
     rows = await stored_messages(client, AGENT)
     assert len(rows) == stored + 5
     assert rows[-1]["content"] == "检查完毕，一切正常"
-    counts = await fetch_all(
-        services_of(client.server.app).database.pool,
-        "SELECT metadata->>'tool_call_id' AS id, count(*) AS n FROM conversations"
-        " WHERE session_id = %s AND role = 'tool' GROUP BY 1 HAVING count(*) > 1", (AGENT,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        counts = await fetch_all(
+            cur,
+            "SELECT metadata->>'tool_call_id' AS id, count(*) AS n FROM conversations"
+            " WHERE session_id = %s AND role = 'tool' GROUP BY 1 HAVING count(*) > 1", (AGENT,))
     assert counts == []
 
 
@@ -149,32 +151,33 @@ async def insert_rows(client: Any, thread: str, rows: list[tuple[str, str, str]]
     not the dates); returns their ids."""
     ids = []
     for role, content, offset in rows:
-        row = await fetch_one(
-            services_of(client.server.app).database.pool,
-            "INSERT INTO conversations (session_id, role, content, metadata, created_at,"
-            " deleted_at, source) VALUES (%s, %s, %s, %s::jsonb, now() + %s::interval,"
-            " CASE WHEN %s THEN now() END, 'import') RETURNING id",
-            (thread, role, content, json.dumps(extra.get("metadata", {})), offset,
-             extra.get("trashed", False)))
+        async with cursor(services_of(client.server.app).database.pool) as cur:
+            row = await fetch_one(
+                cur,
+                "INSERT INTO conversations (session_id, role, content, metadata, created_at,"
+                " deleted_at, source) VALUES (%s, %s, %s, %s::jsonb, now() + %s::interval,"
+                " CASE WHEN %s THEN now() END, 'import') RETURNING id",
+                (thread, role, content, json.dumps(extra.get("metadata", {})), offset,
+                 extra.get("trashed", False)))
         assert row is not None
         ids.append(row["id"])
     return ids
 
 
 async def set_zone_start(client: Any, thread: str, message_id: int) -> None:
-    await execute(services_of(client.server.app).database.pool,
-                  "INSERT INTO partition_state (thread_id, zone_start_message_id, rotations)"
-                  " VALUES (%s, %s, 1) ON CONFLICT (thread_id) DO UPDATE"
-                  " SET zone_start_message_id = EXCLUDED.zone_start_message_id",
-                  (thread, message_id))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(cur,
+                      "INSERT INTO partition_state (thread_id, zone_start_message_id, rotations)"
+                      " VALUES (%s, %s, 1) ON CONFLICT (thread_id) DO UPDATE"
+                      " SET zone_start_message_id = EXCLUDED.zone_start_message_id",
+                      (thread, message_id))
 
 
 async def status_by_reading(client: Any, thread: str, x: int) -> tuple[int, int, int, int]:
     """The numbers as grouping every stored message gives them: what the page must show."""
     async with cursor(services_of(client.server.app).database.pool) as cur:
-        state = await fetch_one(services_of(client.server.app).database.pool,
-                                "SELECT zone_start_message_id FROM partition_state"
-                                " WHERE thread_id = %s", (thread,))
+        state = await fetch_one(cur, "SELECT zone_start_message_id FROM partition_state"
+                                     " WHERE thread_id = %s", (thread,))
         since = state["zone_start_message_id"] if state else None
         live = group_rounds(await thread_messages(cur, thread, since))
         stored = group_rounds(await thread_messages(cur, thread, None))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake.db.pool import execute, fetch_one
+from pawwake.db.pool import cursor, execute, fetch_one
 from pawwake.services import services_of
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_upstream import Reply, completion_body
@@ -28,11 +28,12 @@ async def _summary_requested(upstream: Any) -> None:
 
 
 async def _held_elsewhere(client: Any) -> dict[str, Any] | None:
-    return await fetch_one(
-        services_of(client.server.app).database.pool,
-        "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS locks,"
-        " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND state LIKE 'idle in transaction%%') AS idle_in_transaction")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_one(
+            cur,
+            "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS locks,"
+            " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state LIKE 'idle in transaction%%') AS idle_in_transaction")
 
 
 async def test_a_slow_summary_holds_no_lock_and_no_transaction(gateway: Any, upstream: Any
@@ -135,9 +136,10 @@ async def test_a_lease_left_by_a_dead_request_ends(gateway: Any, upstream: Any) 
     client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL=SUMMARY, **PARTITION)
     for n in range(1, 5):
         await say(client, upstream, f"问{n}", f"答{n}")
-    await execute(services_of(client.server.app).database.pool,
-                  "INSERT INTO partition_state (thread_id, version, rotating_until)"
-                  " VALUES ('default', 3, now() - interval '1 second')")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(cur,
+                      "INSERT INTO partition_state (thread_id, version, rotating_until)"
+                      " VALUES ('default', 3, now() - interval '1 second')")
     await say(client, upstream, "问5", "好", summary="摘要一")
     row = await state_row(client)
     assert row["rotations"] == 1 and row["summary_parts"] == ["摘要一"]

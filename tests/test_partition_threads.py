@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.db.pool import fetch_all, fetch_one
+from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.services import services_of
 from tests.partition_support import CC, PARTITION, a, now_turn, say, system, u
 
@@ -22,9 +22,10 @@ async def _error(response: Any, status: int, code: str) -> None:
 
 
 async def _usage(client: Any, thread: str) -> tuple[int, int]:
-    row = await fetch_one(services_of(client.server.app).database.pool,
-                          "SELECT count(*) AS n, COALESCE(sum(total_tokens), 0) AS t"
-                          " FROM token_usage WHERE session_id = %s", (thread,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        row = await fetch_one(cur,
+                              "SELECT count(*) AS n, COALESCE(sum(total_tokens), 0) AS t"
+                              " FROM token_usage WHERE session_id = %s", (thread,))
     assert row is not None
     return int(row["n"]), int(row["t"])
 
@@ -87,8 +88,9 @@ async def test_switch_then_chat_uses_new_thread_and_survives_restart(
     assert await say(client, upstream, "新问", "新答") == [now_turn("新问")]
     assert await say(client, upstream, "新问2", "新答2") == [
         u("新问"), a("新答"), now_turn("新问2")]
-    rows = await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT session_id, content FROM conversations ORDER BY id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        rows = await fetch_all(cur,
+                               "SELECT session_id, content FROM conversations ORDER BY id")
     assert [(r["session_id"], r["content"]) for r in rows] == [
         ("default", "旧问"), ("default", "旧答"), ("work", "新问"), ("work", "新答"),
         ("work", "新问2"), ("work", "新答2")]
@@ -189,11 +191,13 @@ async def test_delete_trashes_messages_and_drops_state(gateway: Any, upstream: A
     deleted = await _json(await client.delete("/api/partition/thread/default"), 200)
     assert deleted == {"thread_id": "default", "trashed_messages": 2, "state_deleted": True}
     pool = services_of(client.server.app).database.pool
-    rows = await fetch_all(pool, "SELECT deleted_at IS NOT NULL AS trashed FROM conversations"
-                                 " WHERE session_id = 'default'")
+    async with cursor(pool) as cur:
+        rows = await fetch_all(cur, "SELECT deleted_at IS NOT NULL AS trashed FROM conversations"
+                                    " WHERE session_id = 'default'")
     assert [r["trashed"] for r in rows] == [True, True]
-    assert await fetch_one(pool, "SELECT 1 FROM partition_state WHERE thread_id = 'default'") \
-        is None
+    async with cursor(pool) as cur:
+        assert await fetch_one(cur, "SELECT 1 FROM partition_state WHERE thread_id = 'default'") \
+            is None
     trash = await _json(await client.get("/api/conversations?trash=true"), 200)
     assert "default" in str(trash)
     threads = (await _json(await client.get("/api/partition/threads"), 200))["threads"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pawwake.db.pool import execute
+from pawwake.db.pool import cursor, execute
 from pawwake.services import services_of
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 
@@ -55,8 +55,9 @@ async def test_fragments_from_other_sessions_are_recalled_once_within_the_ttl(
     await ask(client, "京都清水寺的行程再说一遍", "now")
     assert "retrieved_conversations" not in current_turn(upstream)  # seen within the TTL
 
-    await execute(services_of(client.server.app).database.pool,
-                  "UPDATE conversation_fragment_seen SET seen_at = now() - interval '7 hours'")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(cur,
+                      "UPDATE conversation_fragment_seen SET seen_at = now() - interval '7 hours'")
     await ask(client, "京都清水寺的行程再说一遍", "now")
     assert "下个月去京都旅行" in current_turn(upstream)
 

@@ -13,7 +13,7 @@ import pytest
 from openai import APIStatusError, AsyncOpenAI
 
 from pawwake.chat.turn_spool import decode, encode
-from pawwake.db.pool import fetch_one
+from pawwake.db.pool import cursor, fetch_one
 from pawwake.protocols.responses.capture import (
     CUT_EVENT,
     capture_response_body,
@@ -223,7 +223,8 @@ async def test_the_terminal_event_arrives_only_once_the_turn_is_stored_and_a_cli
         rows = await stored_messages(client, "ryw")  # no settle: already committed
     assert [r["content"] for r in rows] == ["记住我的生日", "记住了"]
     pool = services_of(client.server.app).database.pool
-    assert (await fetch_one(pool, "SELECT count(*) AS n FROM token_usage"))["n"] == 1
+    async with cursor(pool) as cur:
+        assert (await fetch_one(cur, "SELECT count(*) AS n FROM token_usage"))["n"] == 1
 
 
 async def test_a_client_leaving_mid_reply_keeps_an_incomplete_turn(
@@ -292,9 +293,10 @@ async def test_a_due_reminder_goes_into_instructions_and_is_delivered_after_the_
         await oai.responses.create(model="test/model-a", input="早上好", user="remind-1")
     assert "[提醒 " in fake.requests[-1].body["instructions"]
     await settle(client)
-    row = await fetch_one(services_of(client.server.app).database.pool,
-                          "SELECT reminder_delivered_at FROM memories WHERE id = %s",
-                          (reminder,))
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        row = await fetch_one(cur,
+                              "SELECT reminder_delivered_at FROM memories WHERE id = %s",
+                              (reminder,))
     assert row["reminder_delivered_at"] is not None
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.hook_support import (
     CLAUDE,
@@ -58,9 +58,10 @@ async def test_claude_writer_stores_the_real_turn_once(client: Any, tmp_path: Pa
         code, out, err = await run_hook(CLAUDE / "pawwake_turn_writer.py", payload, tmp_path,
                                         env)
         assert (code, out, err) == (0, "", "")
-    stored = await fetch_all(services_of(client.server.app).database.pool,
-                             "SELECT role, content, source, session_id, turn_id, model"
-                             " FROM conversations ORDER BY created_at, id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        stored = await fetch_all(cur,
+                                 "SELECT role, content, source, session_id, turn_id, model"
+                                 " FROM conversations ORDER BY created_at, id")
     assert [(r["role"], r["content"]) for r in stored] == [
         ("user", "帮我看看清水寺那天的行程，顺便查一下天气"),
         ("assistant", "那天晴天，建议早上七点到清水寺，避开人潮，中午去二年坂吃汤豆腐。")]
@@ -68,8 +69,9 @@ async def test_claude_writer_stores_the_real_turn_once(client: Any, tmp_path: Pa
     assert stored[0]["turn_id"] == json.loads(payload)["prompt_id"]
     assert stored[0]["source"] == "claude-code"
     assert stored[1]["model"] == "claude-sonnet-4-5"
-    jobs = await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT id FROM jobs WHERE kind = 'memory_extract'")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        jobs = await fetch_all(cur,
+                               "SELECT id FROM jobs WHERE kind = 'memory_extract'")
     assert len(jobs) == 1
 
 
@@ -84,9 +86,10 @@ async def test_codex_recall_then_stop_writes_the_turn(client: Any, tmp_path: Pat
     for _ in range(2):  # a repeated Stop stores nothing twice
         code, out, err = await run_hook(CODEX / "pawwake_turn_writer.py", stop, tmp_path, env)
         assert (code, json.loads(out), err) == (0, {}, "")
-    stored = await fetch_all(services_of(client.server.app).database.pool,
-                             "SELECT role, content FROM conversations WHERE source = 'codex'"
-                             " ORDER BY created_at, id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        stored = await fetch_all(cur,
+                                 "SELECT role, content FROM conversations WHERE source = 'codex'"
+                                 " ORDER BY created_at, id")
     assert [r["content"] for r in stored] == ["京都旅行清水寺那天的安排还记得吗？",
                                               "记得：早上七点到清水寺，中午在二年坂吃汤豆腐。"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 
 KEY = "sidecar-gateway-key-0123456789"
@@ -37,7 +37,8 @@ async def client(make_client: Any) -> Any:
 
 
 async def rows(client: Any, sql: str, params: Any = None) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(client.server.app).database.pool, sql, params)
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        return await fetch_all(cur, sql, params)
 
 
 async def extraction_jobs(client: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import create_pool, fetch_one
+from pawwake.db.pool import create_pool, cursor, fetch_one
 from pawwake.text.json_input import (
     MAX_JSON_DEPTH,
     JsonTooDeep,
@@ -69,9 +69,10 @@ def test_parse_json_limits_depth_and_cleans() -> None:
 async def test_every_text_parameter_reaches_postgresql_clean(database_url: str) -> None:
     pool = await create_pool(database_url, maxsize=1)
     try:
-        row = await fetch_one(pool, "SELECT %s AS t, %s::text[] AS a, %s::jsonb AS j",
-                              ("a\x00b\ud800", ["c\x00", "\udfff"],
-                               storable_json({"k\x00": "v\x00\ud800"})))
+        async with cursor(pool) as cur:
+            row = await fetch_one(cur, "SELECT %s AS t, %s::text[] AS a, %s::jsonb AS j",
+                                  ("a\x00b\ud800", ["c\x00", "\udfff"],
+                                   storable_json({"k\x00": "v\x00\ud800"})))
     finally:
         pool.close()
         await pool.wait_closed()

@@ -153,8 +153,9 @@ async def test_the_conversation_page_marks_an_incomplete_message(make_client: An
     resp = await client.post("/api/conversations/import", json=[{"session_id": "cut", "messages": [
         {"role": "user", "content": "没说完的问题", "created_at": "2026-01-01T10:00:00Z"}]}])
     assert resp.status == 201
-    await execute(services_of(client.server.app).database.pool,
-                  "UPDATE conversations SET metadata = '{\"incomplete\": true}'")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        await execute(cur,
+                      "UPDATE conversations SET metadata = '{\"incomplete\": true}'")
     html = BeautifulSoup(await (await client.get(
         "/dashboard/conversations/view", params={"session": "cut"})).text(), "html.parser")
     assert html.select_one("[data-flag='incomplete']").get_text() == "未完成"

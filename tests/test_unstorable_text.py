@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.fake_upstream import Reply, chat_chunk, completion_body, sse
 from tests.gateway_support import chat_body, settle
@@ -41,7 +41,8 @@ class Ctx:
 
     async def values(self, sql: str) -> list[str]:
         pool = services_of(self.client.server.app).database.pool
-        return [str(next(iter(row.values()))) for row in await fetch_all(pool, sql)]
+        async with cursor(pool) as cur:
+            return [str(next(iter(row.values()))) for row in await fetch_all(cur, sql)]
 
 
 async def setup(client: TestClient) -> Ctx:
@@ -172,8 +173,9 @@ async def test_chat_turn_with_unstorable_text_is_stored_clean(gateway: Any, upst
     assert response.status == 200, await response.text()
     await response.read()
     await settle(client)
-    rows = await fetch_all(services_of(client.server.app).database.pool,
-                           "SELECT role, content, metadata FROM conversations ORDER BY id")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        rows = await fetch_all(cur,
+                               "SELECT role, content, metadata FROM conversations ORDER BY id")
     assert [(r["role"], r["content"]) for r in rows] == [
         ("user", f"hello {word(clean)}"), ("assistant", f"reply {word(clean)}")]
     assert rows[0]["metadata"]["name"] == word(clean)

@@ -12,7 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from pawwake.db.conversations import NewMessage, insert_messages
-from pawwake.db.pool import fetch_all, transaction
+from pawwake.db.pool import cursor, fetch_all, transaction
 from pawwake.memory.extraction.job import schedule_extraction
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login
@@ -24,10 +24,11 @@ USAGE = {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000}
 
 
 async def usage_of(app: Any, usage_type: str) -> list[dict[str, Any]]:
-    return await fetch_all(services_of(app).database.pool,
-                           "SELECT session_id, model, prompt_tokens, completion_tokens,"
-                           " total_tokens FROM token_usage WHERE usage_type = %s ORDER BY id",
-                           (usage_type,))
+    async with cursor(services_of(app).database.pool) as cur:
+        return await fetch_all(cur,
+                               "SELECT session_id, model, prompt_tokens, completion_tokens,"
+                               " total_tokens FROM token_usage WHERE usage_type = %s ORDER BY id",
+                               (usage_type,))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.pool import execute
+from pawwake.db.pool import cursor, execute
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import search_memories
@@ -75,8 +75,9 @@ async def store_rows(pool: Any, count: int, offset: int = 0) -> list[int]:
     for number in range(count):
         content = f"memory {offset + number}"
         memory_id = await insert_memory(pool, content)
-        await vectors_db.store_vectors(pool, PROV, [(memory_id, vectors_db.content_sha(content),
-                                                     unit(offset + number))])
+        async with cursor(pool) as cur:
+            await vectors_db.store_vectors(cur, PROV, [(memory_id, vectors_db.content_sha(content),
+                                                         unit(offset + number))])
         ids.append(memory_id)
     return ids
 
@@ -95,23 +96,26 @@ async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
     assert index.loads == 1 and index.fetched == 31
 
     # Content changed elsewhere: the vector is replaced, not duplicated.
-    await execute(pool, "UPDATE memories SET content = 'memory changed' WHERE id = %s",
-                  (ids[0],))
-    await vectors_db.store_vectors(pool, PROV, [(ids[0], vectors_db.content_sha("memory changed"),
-                                                 unit(555))])
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE memories SET content = 'memory changed' WHERE id = %s",
+                      (ids[0],))
+        await vectors_db.store_vectors(cur, PROV, [(ids[0], vectors_db.content_sha("memory changed"),
+                                                     unit(555))])
     assert (await index.search(pool, PROV, unit(555), 1))[0][0] == ids[0]
     assert (await index.search(pool, PROV, unit(0), 1))[0][0] != ids[0]
     assert index.size == 31 and index.fetched == 32
 
     # Deleted elsewhere: gone after the next check.
-    await execute(pool, "DELETE FROM memories WHERE id = %s", (ids[5],))
+    async with cursor(pool) as cur:
+        await execute(cur, "DELETE FROM memories WHERE id = %s", (ids[5],))
     assert ids[5] not in [i for i, _ in await index.search(pool, PROV, unit(5), 31)]
     assert index.size == 30 and index.loads == 1
 
     # Stored by this process: added directly, never read back.
     own = await insert_memory(pool, "memory own")
     row = (own, vectors_db.content_sha("memory own"), unit(777))
-    await vectors_db.store_vectors(pool, PROV, [row])
+    async with cursor(pool) as cur:
+        await vectors_db.store_vectors(cur, PROV, [row])
     index.add(PROV, [row])
     assert (await index.search(pool, PROV, unit(777), 1))[0][0] == own
     assert index.size == 31 and index.fetched == 32 and index.loads == 1
@@ -184,7 +188,8 @@ async def test_the_knn_query_uses_the_hnsw_index(make_client: Any) -> None:
     await services_of(app).jobs.run_until_idle()
     current = services_of(app).config.current()
     vector, provenance = await services_of(app).embedder.embed_query(current, "猫")
-    assert await vectors_db.hnsw_index_exists(database.pool, provenance)
+    async with cursor(database.pool) as cur:
+        assert await vectors_db.hnsw_index_exists(cur, provenance)
     sql = vectors_db.knn_sql(provenance)
     explain_sql = sql.replace(" SELECT e.memory_id", " EXPLAIN SELECT e.memory_id")
     async with database.pool.acquire() as conn, conn.cursor() as cur:

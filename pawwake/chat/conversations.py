@@ -15,7 +15,7 @@ from pawwake.api_error import ApiError
 from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
-from pawwake.db.pool import transaction
+from pawwake.db.pool import cursor, transaction
 from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
 from pawwake.text.storable import storable_text
 
@@ -74,18 +74,21 @@ async def list_conversations(services: Services, *, settings: Settings, query: s
     pool = services.require_database().pool
     phrases = [p for p in query.split() if p]
     terms = await _search_terms(services, settings, phrases) if phrases and not trash else None
-    total, rows = await db.list_sessions(pool, trash=trash, limit=limit, offset=offset,
-                                         phrases=phrases, terms=terms)
+    async with cursor(pool) as cur:
+        total, rows = await db.list_sessions(cur, trash=trash, limit=limit, offset=offset,
+                                             phrases=phrases, terms=terms)
     if terms and total == 0:
-        total, rows = await db.list_sessions(pool, trash=trash, limit=limit, offset=offset,
-                                             phrases=phrases)
+        async with cursor(pool) as cur:
+            total, rows = await db.list_sessions(cur, trash=trash, limit=limit, offset=offset,
+                                                 phrases=phrases)
     return {"total": total, "limit": limit, "offset": offset, "trash": trash, "query": query,
             "items": rows}
 
 
 async def session_messages(database: Database, session_id: str, *,
                            include_deleted: bool = False) -> list[dict[str, Any]]:
-    rows = await db.session_messages(database.pool, session_id, include_deleted=True)
+    async with cursor(database.pool) as cur:
+        rows = await db.session_messages(cur, session_id, include_deleted=True)
     if not rows:
         raise NotFound(f"No such session {session_id}.")
     if include_deleted or all(row["deleted_at"] is not None for row in rows):
@@ -170,7 +173,7 @@ async def merge_sessions(database: Database, source_ids: list[str], target_id: s
                                             "target.")
     async with transaction(database.pool) as cur:
         moved = await db.merge_sessions(cur, sources, target_id)
-    totals = await db.session_totals(database.pool, target_id)
+        totals = await db.session_totals(cur, target_id)
     log.info("merged %d sessions into one (%d messages)", len(sources), moved["messages"])
     return {"target_id": target_id, "source_ids": sources, "moved": moved, "target": totals}
 
@@ -263,7 +266,9 @@ async def import_conversations(services: Services, body: Any, *, settings: Setti
 async def export_conversations(database: Database) -> list[dict[str, Any]]:
     """Live messages as ``[{session_id, messages: [...]}]``, the shape import accepts."""
     sessions: dict[str, list[dict[str, Any]]] = {}
-    for row in await db.export_messages(database.pool):
+    async with cursor(database.pool) as cur:
+        rows = await db.export_messages(cur)
+    for row in rows:
         sessions.setdefault(row["session_id"], []).append({
             "role": row["role"], "content": row["content"], "model": row["model"],
             "created_at": row["created_at"].isoformat(), "metadata": row["metadata"] or {}})
@@ -273,4 +278,5 @@ async def export_conversations(database: Database) -> list[dict[str, Any]]:
 async def usage_by_session(database: Database, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""
-    return await db.usage_by_session(database.pool, limit, offset)
+    async with cursor(database.pool) as cur:
+        return await db.usage_by_session(cur, limit, offset)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pawwake.db.pool import cursor
 from pawwake.db.usage import USAGE_TYPES, usage_by_local_day
 from pawwake.local_time import day_start_utc, local_today, zone_of
 
@@ -89,7 +90,8 @@ async def usage_report(services: Services, days: int) -> UsageReport:
     zone = zone_of(settings)
     today = local_today(zone)
     since = day_start_utc(today - timedelta(days=days - 1), zone)
-    rows = await usage_by_local_day(database.pool, since, settings.TIMEZONE_HOURS)
+    async with cursor(database.pool) as cur:
+        rows = await usage_by_local_day(cur, since, settings.TIMEZONE_HOURS)
     return build_report(rows, today, days)
 
 

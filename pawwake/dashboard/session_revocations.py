@@ -21,6 +21,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.dashboard.security import SESSION_MAX_AGE
 from pawwake.db import dashboard_sessions as db
+from pawwake.db.pool import cursor, transaction
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,8 @@ class SessionRevocations:
         if pool is None:
             return
         try:
-            await asyncio.wait_for(
-                db.revoke_session(pool, key, datetime.fromtimestamp(expires, UTC)),
-                DB_TIMEOUT_SECONDS)
+            await asyncio.wait_for(_revoke(pool, key, datetime.fromtimestamp(expires, UTC)),
+                                   DB_TIMEOUT_SECONDS)
         except Exception as exc:  # the logout still holds in this process
             log.warning("could not record a dashboard logout in the database (%s); it holds "
                         "in this process only", type(exc).__name__)
@@ -70,8 +70,7 @@ class SessionRevocations:
         if pool is None or time.monotonic() < self._db_quiet_until:
             return False
         try:
-            revoked = await asyncio.wait_for(db.is_session_revoked(pool, key),
-                                             DB_TIMEOUT_SECONDS)
+            revoked = await asyncio.wait_for(_is_revoked(pool, key), DB_TIMEOUT_SECONDS)
         except Exception as exc:
             self._db_quiet_until = time.monotonic() + DB_RETRY_SECONDS
             log.warning("could not check dashboard logouts in the database (%s); only this "
@@ -89,3 +88,13 @@ class SessionRevocations:
             while len(self._local) >= MAX_LOCAL:  # the database still holds the older ones
                 del self._local[next(iter(self._local))]
         self._local[key] = expires
+
+
+async def _revoke(pool: aiopg.Pool, key: str, expires_at: datetime) -> None:
+    async with transaction(pool) as cur:
+        await db.revoke_session(cur, key, expires_at)
+
+
+async def _is_revoked(pool: aiopg.Pool, key: str) -> bool:
+    async with cursor(pool) as cur:
+        return await db.is_session_revoked(cur, key)

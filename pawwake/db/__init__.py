@@ -1,1 +1,2 @@
-"""SQL only: small async functions over an aiopg pool, one module per table family."""
+"""SQL only: small async functions taking a cursor first, one module per table family; callers
+own transactions (``db.pool.transaction`` / ``db.pool.cursor``)."""

@@ -2,7 +2,7 @@
 draft job's own bookkeeping.
 
 Local dates follow TIMEZONE_HOURS: a row's ``event_date`` when set, else its ``created_at``
-shifted by the offset. Every function takes a cursor or pool as named, so callers decide what
+shifted by the offset. Every function takes a cursor, so callers decide what
 shares one transaction.
 """
 
@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-import aiopg
-
 from pawwake.db.memories import COLUMNS
-from pawwake.db.pool import cursor, rows_as_dicts
+from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 # A row's local date; the one parameter is the offset in seconds.
@@ -26,7 +24,7 @@ LOCAL_DATE = ("COALESCE(event_date,"
 CONSOLIDATABLE = ("is_active AND (remind_at IS NULL OR reminder_delivered_at IS NOT NULL)")
 
 
-async def _all(cur: Any) -> list[dict[str, Any]]:
+async def _all(cur: Cursor) -> list[dict[str, Any]]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
@@ -34,7 +32,7 @@ def _offset(tz_hours: float) -> float:
     return float(tz_hours) * 3600.0
 
 
-async def range_rows(cur: Any, date_from: date, date_to: date, tz_hours: float,
+async def range_rows(cur: Cursor, date_from: date, date_to: date, tz_hours: float,
                      limit: int) -> list[dict[str, Any]]:
     """Active fragments and events without a pending reminder whose local date is in range,
     in local-date then creation order, with that ``local_date``."""
@@ -47,14 +45,14 @@ async def range_rows(cur: Any, date_from: date, date_to: date, tz_hours: float,
     return await _all(cur)
 
 
-async def count_range(cur: Any, date_from: date, date_to: date, tz_hours: float) -> int:
+async def count_range(cur: Cursor, date_from: date, date_to: date, tz_hours: float) -> int:
     await cur.execute(
         f"SELECT count(*) FROM memories WHERE {CONSOLIDATABLE} AND layer IN (1, 2)"
         f" AND {LOCAL_DATE} BETWEEN %s AND %s", (_offset(tz_hours), date_from, date_to))
     return int((await cur.fetchone())[0])
 
 
-async def rows_by_ids(cur: Any, ids: Sequence[int], tz_hours: float) -> list[dict[str, Any]]:
+async def rows_by_ids(cur: Cursor, ids: Sequence[int], tz_hours: float) -> list[dict[str, Any]]:
     """The named rows (any state) with their ``local_date``, in local-date order."""
     await cur.execute(
         f"SELECT {COLUMNS}, {LOCAL_DATE} AS local_date FROM memories WHERE id = ANY(%s)"
@@ -62,7 +60,7 @@ async def rows_by_ids(cur: Any, ids: Sequence[int], tz_hours: float) -> list[dic
     return await _all(cur)
 
 
-async def insert_merged(cur: Any, *, content: str, title: str | None, importance: int,
+async def insert_merged(cur: Cursor, *, content: str, title: str | None, importance: int,
                         layer: int, event_date: date, merged_from: Sequence[int],
                         search_terms: Sequence[str]) -> dict[str, Any]:
     await cur.execute(
@@ -73,14 +71,14 @@ async def insert_merged(cur: Any, *, content: str, title: str | None, importance
     return rows_as_dicts(cur, [await cur.fetchone()])[0]
 
 
-async def merges_holding(cur: Any, ids: Sequence[int]) -> list[dict[str, Any]]:
+async def merges_holding(cur: Cursor, ids: Sequence[int]) -> list[dict[str, Any]]:
     """Rows whose ``merged_from`` names any of ``ids`` (GIN index), newest first."""
     await cur.execute("SELECT id, merged_from, is_active FROM memories"
                       " WHERE merged_from && %s::bigint[] ORDER BY id DESC", (list(ids),))
     return await _all(cur)
 
 
-async def end_merge(cur: Any, memory_id: int) -> dict[str, Any]:
+async def end_merge(cur: Cursor, memory_id: int) -> dict[str, Any]:
     """After a revert: archive the merged row and forget its sources (no second revert)."""
     await cur.execute(
         "UPDATE memories SET merged_from = '{}',"
@@ -90,7 +88,7 @@ async def end_merge(cur: Any, memory_id: int) -> dict[str, Any]:
     return rows_as_dicts(cur, [await cur.fetchone()])[0]
 
 
-async def core_candidates(cur: Any, *, min_sources: int, min_importance: int, limit: int
+async def core_candidates(cur: Cursor, *, min_sources: int, min_importance: int, limit: int
                           ) -> list[dict[str, Any]]:
     """Active events merged from many memories or marked important, best first, with the
     layers of their sources counted (filtering, order and limit all in SQL)."""
@@ -109,48 +107,44 @@ async def core_candidates(cur: Any, *, min_sources: int, min_importance: int, li
 
 # --- the draft job's bookkeeping (rows of the shared jobs table, this job kind only) ------
 
-async def finished_draft(pool: aiopg.Pool, kind: str, job_id: int, draft_id: str
+async def finished_draft(cur: Cursor, kind: str, job_id: int, draft_id: str
                          ) -> dict[str, Any] | None:
     """One draft out of a finished job's result, picked in SQL (not the whole result)."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "SELECT draft FROM jobs, jsonb_array_elements(result->'drafts') AS draft"
-            " WHERE id = %s AND kind = %s AND status = 'done'"
-            "   AND jsonb_typeof(result->'drafts') = 'array' AND draft->>'draft_id' = %s",
-            (job_id, kind, draft_id))
-        row = await cur.fetchone()
+    await cur.execute(
+        "SELECT draft FROM jobs, jsonb_array_elements(result->'drafts') AS draft"
+        " WHERE id = %s AND kind = %s AND status = 'done'"
+        "   AND jsonb_typeof(result->'drafts') = 'array' AND draft->>'draft_id' = %s",
+        (job_id, kind, draft_id))
+    row = await cur.fetchone()
     return row[0] if row else None
 
 
-async def job_state(pool: aiopg.Pool, job_id: int) -> tuple[str, int] | None:
+async def job_state(cur: Cursor, job_id: int) -> tuple[str, int] | None:
     """(status, attempts) of a job: a run checks it to notice a cancel or a takeover."""
-    async with cursor(pool) as cur:
-        await cur.execute("SELECT status, attempts FROM jobs WHERE id = %s", (job_id,))
-        row = await cur.fetchone()
+    await cur.execute("SELECT status, attempts FROM jobs WHERE id = %s", (job_id,))
+    row = await cur.fetchone()
     return (row[0], row[1]) if row else None
 
 
-async def fail_job(pool: aiopg.Pool, job_id: int, attempt: int, error: dict[str, Any]) -> bool:
+async def fail_job(cur: Cursor, job_id: int, attempt: int, error: dict[str, Any]) -> bool:
     """End a run for good with ``error`` (no retry: retrying would fail the same way).
 
     Fenced by attempt like the runner's own finish; the runner's later finish is a no-op.
     """
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "UPDATE jobs SET status = 'failed', result = %s::jsonb, last_error = %s,"
-            " claimed_until = NULL, updated_at = now()"
-            " WHERE id = %s AND attempts = %s AND status = 'running'",
-            (storable_json({"error": error}), error["message"][:2000], job_id, attempt))
-        return cur.rowcount == 1
+    await cur.execute(
+        "UPDATE jobs SET status = 'failed', result = %s::jsonb, last_error = %s,"
+        " claimed_until = NULL, updated_at = now()"
+        " WHERE id = %s AND attempts = %s AND status = 'running'",
+        (storable_json({"error": error}), error["message"][:2000], job_id, attempt))
+    return cur.rowcount == 1
 
 
-async def cancel_unfinished(pool: aiopg.Pool, kind: str, error: dict[str, Any]) -> list[int]:
+async def cancel_unfinished(cur: Cursor, kind: str, error: dict[str, Any]) -> list[int]:
     """Mark every pending or running job of ``kind`` failed; a running one stops at its next
     check and its finish is fenced out."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "UPDATE jobs SET status = 'failed', result = %s::jsonb, last_error = %s,"
-            " claimed_until = NULL, updated_at = now()"
-            " WHERE kind = %s AND status IN ('pending', 'running') RETURNING id",
-            (storable_json({"error": error}), error["message"], kind))
-        return sorted(row[0] for row in await cur.fetchall())
+    await cur.execute(
+        "UPDATE jobs SET status = 'failed', result = %s::jsonb, last_error = %s,"
+        " claimed_until = NULL, updated_at = now()"
+        " WHERE kind = %s AND status IN ('pending', 'running') RETURNING id",
+        (storable_json({"error": error}), error["message"], kind))
+    return sorted(row[0] for row in await cur.fetchall())

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import aiopg
-
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
-from pawwake.db.pool import connection, fetch_all, fetch_one, rows_as_dicts
+from pawwake.db.pool import Cursor, fetch_all, fetch_one, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 PREVIEW_CHARS = 120
@@ -39,7 +37,7 @@ def _match_sql(phrases: Sequence[str], terms: Sequence[str] | None) -> tuple[str
     return " AND ".join(parts) or "true", params
 
 
-async def list_sessions(pool: aiopg.Pool, *, trash: bool, limit: int, offset: int,
+async def list_sessions(cur: Cursor, *, trash: bool, limit: int, offset: int,
                         phrases: Sequence[str] = (), terms: Sequence[str] | None = None
                         ) -> tuple[int, list[dict[str, Any]]]:
     """(total sessions, one page of them newest activity first) with counts and token totals.
@@ -61,32 +59,31 @@ async def list_sessions(pool: aiopg.Pool, *, trash: bool, limit: int, offset: in
         f" count(*) FILTER (WHERE {live}) AS message_count,"
         f" {'max(c.deleted_at)' if trash else 'NULL::timestamptz'} AS trashed_at"
         f" FROM conversations c{scope} GROUP BY c.session_id HAVING {having}")
-    async with connection(pool) as conn, conn.cursor() as cur:
-        # One pass over the messages: the page and (by a window) the number of sessions.
-        await cur.execute(
-            f"WITH s AS ({sessions_sql}), page AS (SELECT s.*, count(*) OVER () AS sessions"
-            " FROM s ORDER BY last_activity DESC, session_id LIMIT %s OFFSET %s)"
-            " SELECT page.*,"
-            " (SELECT left(f.content, %s) FROM conversations f"
-            "   WHERE f.session_id = page.session_id"
-            f"   AND f.role = 'user' AND {live.replace('c.', 'f.')}"
-            "   ORDER BY f.created_at, f.id LIMIT 1) AS preview,"
-            " coalesce(u.prompt_tokens, 0) AS prompt_tokens,"
-            " coalesce(u.completion_tokens, 0) AS completion_tokens,"
-            " coalesce(u.total_tokens, 0) AS total_tokens"
-            " FROM page LEFT JOIN LATERAL (SELECT sum(prompt_tokens) AS prompt_tokens,"
-            "   sum(completion_tokens) AS completion_tokens, sum(total_tokens) AS total_tokens"
-            "   FROM token_usage t WHERE t.session_id = page.session_id) u ON true"
-            " ORDER BY page.last_activity DESC, page.session_id",
-            [*match_params, limit, offset, PREVIEW_CHARS])
-        rows = rows_as_dicts(cur, await cur.fetchall())
-        if rows:
-            total = int(rows[0]["sessions"])
-        elif offset == 0:
-            total = 0
-        else:  # past the last page: count apart
-            await cur.execute(f"SELECT count(*) FROM ({sessions_sql}) s", match_params)
-            total = int((await cur.fetchone())[0])
+    # One pass over the messages: the page and (by a window) the number of sessions.
+    await cur.execute(
+        f"WITH s AS ({sessions_sql}), page AS (SELECT s.*, count(*) OVER () AS sessions"
+        " FROM s ORDER BY last_activity DESC, session_id LIMIT %s OFFSET %s)"
+        " SELECT page.*,"
+        " (SELECT left(f.content, %s) FROM conversations f"
+        "   WHERE f.session_id = page.session_id"
+        f"   AND f.role = 'user' AND {live.replace('c.', 'f.')}"
+        "   ORDER BY f.created_at, f.id LIMIT 1) AS preview,"
+        " coalesce(u.prompt_tokens, 0) AS prompt_tokens,"
+        " coalesce(u.completion_tokens, 0) AS completion_tokens,"
+        " coalesce(u.total_tokens, 0) AS total_tokens"
+        " FROM page LEFT JOIN LATERAL (SELECT sum(prompt_tokens) AS prompt_tokens,"
+        "   sum(completion_tokens) AS completion_tokens, sum(total_tokens) AS total_tokens"
+        "   FROM token_usage t WHERE t.session_id = page.session_id) u ON true"
+        " ORDER BY page.last_activity DESC, page.session_id",
+        [*match_params, limit, offset, PREVIEW_CHARS])
+    rows = rows_as_dicts(cur, await cur.fetchall())
+    if rows:
+        total = int(rows[0]["sessions"])
+    elif offset == 0:
+        total = 0
+    else:  # past the last page: count apart
+        await cur.execute(f"SELECT count(*) FROM ({sessions_sql}) s", match_params)
+        total = int((await cur.fetchone())[0])
     for row in rows:
         del row["sessions"]
         for name in ("message_count", "prompt_tokens", "completion_tokens", "total_tokens"):
@@ -94,16 +91,16 @@ async def list_sessions(pool: aiopg.Pool, *, trash: bool, limit: int, offset: in
     return total, rows
 
 
-async def session_messages(pool: aiopg.Pool, session_id: str, *, include_deleted: bool
+async def session_messages(cur: Cursor, session_id: str, *, include_deleted: bool
                            ) -> list[dict[str, Any]]:
     """Messages of a session oldest first; with ``include_deleted`` the trashed ones too."""
     live = "" if include_deleted else " AND deleted_at IS NULL"
     return await fetch_all(
-        pool, f"SELECT {_MESSAGE_COLUMNS} FROM conversations WHERE session_id = %s{live}"
-              " ORDER BY created_at, id", (session_id,))
+        cur, f"SELECT {_MESSAGE_COLUMNS} FROM conversations WHERE session_id = %s{live}"
+             " ORDER BY created_at, id", (session_id,))
 
 
-async def edit_message(cur: Any, message_id: int, content: str) -> dict[str, Any]:
+async def edit_message(cur: Cursor, message_id: int, content: str) -> dict[str, Any]:
     """Replace a live message's text; raises NotFound (or Conflict when it is in the trash)."""
     await cur.execute("SELECT session_id, deleted_at FROM conversations WHERE id = %s",
                       (message_id,))
@@ -117,7 +114,7 @@ async def edit_message(cur: Any, message_id: int, content: str) -> dict[str, Any
     return rows_as_dicts(cur, [await cur.fetchone()])[0]
 
 
-async def set_message_deleted(cur: Any, message_id: int, deleted: bool) -> dict[str, Any]:
+async def set_message_deleted(cur: Cursor, message_id: int, deleted: bool) -> dict[str, Any]:
     """Soft-delete or restore one message (idempotent); raises NotFound."""
     stamp = "coalesce(deleted_at, now())" if deleted else "NULL"
     await cur.execute(f"UPDATE conversations SET deleted_at = {stamp} WHERE id = %s"
@@ -128,7 +125,7 @@ async def set_message_deleted(cur: Any, message_id: int, deleted: bool) -> dict[
     return rows_as_dicts(cur, [row])[0]
 
 
-async def _session_state(cur: Any, session_id: str) -> tuple[int, int]:
+async def _session_state(cur: Cursor, session_id: str) -> tuple[int, int]:
     """(live messages, all messages) of a session."""
     await cur.execute("SELECT count(*) FILTER (WHERE deleted_at IS NULL), count(*)"
                       " FROM conversations WHERE session_id = %s", (session_id,))
@@ -136,7 +133,7 @@ async def _session_state(cur: Any, session_id: str) -> tuple[int, int]:
     return int(live), int(total)
 
 
-async def trash_session(cur: Any, session_id: str) -> int:
+async def trash_session(cur: Cursor, session_id: str) -> int:
     """Move every live message of a session to the trash with one stamp; returns the count."""
     await lock_session_writes(cur, session_id)
     _live, total = await _session_state(cur, session_id)
@@ -147,7 +144,7 @@ async def trash_session(cur: Any, session_id: str) -> int:
     return cur.rowcount
 
 
-async def restore_session(cur: Any, session_id: str) -> int:
+async def restore_session(cur: Cursor, session_id: str) -> int:
     """Bring back the messages trashed with the session (those carrying its latest stamp)."""
     await lock_session_writes(cur, session_id)
     live, total = await _session_state(cur, session_id)
@@ -162,7 +159,7 @@ async def restore_session(cur: Any, session_id: str) -> int:
     return cur.rowcount
 
 
-async def purge_session(cur: Any, session_id: str) -> dict[str, int]:
+async def purge_session(cur: Cursor, session_id: str) -> dict[str, int]:
     """Delete a trashed session's messages and token usage for good."""
     await lock_session_writes(cur, session_id)
     live, total = await _session_state(cur, session_id)
@@ -180,7 +177,7 @@ async def purge_session(cur: Any, session_id: str) -> dict[str, int]:
     return {"messages": messages, "usage_rows": usage_rows}
 
 
-async def merge_sessions(cur: Any, source_ids: Sequence[str], target_id: str) -> dict[str, int]:
+async def merge_sessions(cur: Cursor, source_ids: Sequence[str], target_id: str) -> dict[str, int]:
     """Move messages and token usage of the sources into the target (one transaction)."""
     for session_id in sorted({*source_ids, target_id}):  # one lock order: no deadlock
         await lock_session_writes(cur, session_id)
@@ -208,10 +205,10 @@ async def merge_sessions(cur: Any, source_ids: Sequence[str], target_id: str) ->
     return {"messages": messages, "usage_rows": usage_rows}
 
 
-async def session_totals(pool: aiopg.Pool, session_id: str) -> dict[str, int]:
+async def session_totals(cur: Cursor, session_id: str) -> dict[str, int]:
     """Message count and token sums of one session (live and trashed messages)."""
     row = await fetch_one(
-        pool,
+        cur,
         "SELECT (SELECT count(*) FROM conversations WHERE session_id = %(s)s) AS messages,"
         " coalesce(sum(prompt_tokens), 0) AS prompt_tokens,"
         " coalesce(sum(completion_tokens), 0) AS completion_tokens,"
@@ -221,7 +218,7 @@ async def session_totals(pool: aiopg.Pool, session_id: str) -> dict[str, int]:
     return {k: int(v) for k, v in row.items()}
 
 
-async def insert_imported(cur: Any, session_id: str, rows: Sequence[dict[str, Any]]
+async def insert_imported(cur: Cursor, session_id: str, rows: Sequence[dict[str, Any]]
                           ) -> list[tuple[int, str]]:
     """Insert messages not stored yet (same session, role, time and text); return (id, text).
 
@@ -246,32 +243,31 @@ async def insert_imported(cur: Any, session_id: str, rows: Sequence[dict[str, An
     return inserted
 
 
-async def export_messages(pool: aiopg.Pool, *, include_deleted: bool = False
+async def export_messages(cur: Cursor, *, include_deleted: bool = False
                           ) -> list[dict[str, Any]]:
     """Every message (live ones unless asked), by session and time."""
     live = "" if include_deleted else " WHERE deleted_at IS NULL"
     return await fetch_all(
-        pool, "SELECT session_id, role, content, model, created_at, metadata FROM conversations"
-              f"{live} ORDER BY session_id, created_at, id")
+        cur, "SELECT session_id, role, content, model, created_at, metadata FROM conversations"
+             f"{live} ORDER BY session_id, created_at, id")
 
 
-async def usage_by_session(pool: aiopg.Pool, limit: int, offset: int
+async def usage_by_session(cur: Cursor, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""
-    async with connection(pool) as conn, conn.cursor() as cur:
-        await cur.execute("SELECT count(DISTINCT coalesce(session_id, '')) FROM token_usage")
-        total = int((await cur.fetchone())[0])
-        await cur.execute(
-            "SELECT session_id, sum(total_tokens)::bigint AS total_tokens,"
-            " sum(total_tokens) FILTER (WHERE usage_type = 'chat')::bigint AS chat,"
-            " sum(total_tokens) FILTER (WHERE usage_type = 'summary')::bigint AS summary,"
-            " sum(total_tokens) FILTER (WHERE usage_type = 'extract')::bigint AS extract,"
-            " sum(total_tokens) FILTER (WHERE usage_type = 'consolidate')::bigint AS consolidate,"
-            " sum(cached_tokens)::bigint AS cache_read,"
-            " sum(cache_creation_tokens)::bigint AS cache_write,"
-            " max(created_at) AS last_used FROM token_usage GROUP BY session_id"
-            " ORDER BY 2 DESC, session_id NULLS LAST LIMIT %s OFFSET %s", (limit, offset))
-        rows = rows_as_dicts(cur, await cur.fetchall())
+    await cur.execute("SELECT count(DISTINCT coalesce(session_id, '')) FROM token_usage")
+    total = int((await cur.fetchone())[0])
+    await cur.execute(
+        "SELECT session_id, sum(total_tokens)::bigint AS total_tokens,"
+        " sum(total_tokens) FILTER (WHERE usage_type = 'chat')::bigint AS chat,"
+        " sum(total_tokens) FILTER (WHERE usage_type = 'summary')::bigint AS summary,"
+        " sum(total_tokens) FILTER (WHERE usage_type = 'extract')::bigint AS extract,"
+        " sum(total_tokens) FILTER (WHERE usage_type = 'consolidate')::bigint AS consolidate,"
+        " sum(cached_tokens)::bigint AS cache_read,"
+        " sum(cache_creation_tokens)::bigint AS cache_write,"
+        " max(created_at) AS last_used FROM token_usage GROUP BY session_id"
+        " ORDER BY 2 DESC, session_id NULLS LAST LIMIT %s OFFSET %s", (limit, offset))
+    rows = rows_as_dicts(cur, await cur.fetchall())
     for row in rows:
         for name in ("total_tokens", "chat", "summary", "extract", "consolidate",
                      "cache_read", "cache_write"):

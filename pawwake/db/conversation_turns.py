@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pawwake.db.pool import Cursor, rows_as_dicts
 
-async def lock_session_writes(cur: Any, session_id: str) -> None:
+
+async def lock_session_writes(cur: Cursor, session_id: str) -> None:
     """Serialise writers of one session until the transaction ends (the gateway's chat
     writer takes the same lock, so sidecar and chat turns never interleave)."""
     await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                       ("conversations:" + session_id,))
 
 
-async def find_turn(cur: Any, source: str, session_id: str, turn_id: str) -> int | None:
+async def find_turn(cur: Cursor, source: str, session_id: str, turn_id: str) -> int | None:
     """The id of the message that carries ``turn_id`` (deleted or not), or None."""
     await cur.execute(
         "SELECT id FROM conversations WHERE source = %s AND session_id = %s AND turn_id = %s",
@@ -22,12 +24,12 @@ async def find_turn(cur: Any, source: str, session_id: str, turn_id: str) -> int
     return row[0] if row else None
 
 
-async def tag_turn(cur: Any, message_id: int, turn_id: str) -> None:
+async def tag_turn(cur: Cursor, message_id: int, turn_id: str) -> None:
     await cur.execute("UPDATE conversations SET turn_id = %s WHERE id = %s",
                       (turn_id, message_id))
 
 
-async def set_search_terms(cur: Any, terms_by_id: Sequence[tuple[int, list[str]]]) -> None:
+async def set_search_terms(cur: Cursor, terms_by_id: Sequence[tuple[int, list[str]]]) -> None:
     """Store index terms of messages in one statement."""
     if not terms_by_id:
         return
@@ -40,7 +42,7 @@ async def set_search_terms(cur: Any, terms_by_id: Sequence[tuple[int, list[str]]
         " AS v(id, terms) WHERE c.id = v.id", params)
 
 
-async def turn_rows(cur: Any, first_id: int) -> list[dict[str, Any]]:
+async def turn_rows(cur: Cursor, first_id: int) -> list[dict[str, Any]]:
     """The rows of the turn whose first message is ``first_id``, in order; empty when the
     turn did not record its length (stored before it did)."""
     await cur.execute("SELECT session_id, source, (metadata->'turn'->>'messages')::int"
@@ -54,11 +56,10 @@ async def turn_rows(cur: Any, first_id: int) -> list[dict[str, Any]]:
         "SELECT id, role, content, deleted_at FROM conversations"
         " WHERE session_id = %s AND source = %s AND id >= %s ORDER BY id LIMIT %s",
         (head[0], head[1], first_id, head[2]))
-    names = [d.name for d in cur.description]
-    rows = [dict(zip(names, row, strict=True)) for row in await cur.fetchall()]
+    rows = rows_as_dicts(cur, await cur.fetchall())
     return rows if len(rows) == head[2] else []
 
 
-async def set_content(cur: Any, message_id: int, content: str) -> None:
+async def set_content(cur: Cursor, message_id: int, content: str) -> None:
     await cur.execute("UPDATE conversations SET content = %s WHERE id = %s",
                       (content, message_id))

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import aiopg
-
-from pawwake.db.pool import fetch_all, rows_as_dicts
+from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 INCOMPLETE = "incomplete"  # metadata flag of a turn the client left before its end
@@ -57,7 +55,7 @@ _TOOL_TAIL = (
     f" COALESCE(max(id), 0) FROM ({_LAST_USER}) AS last_user)")
 
 
-async def session_tail(cur: Any, session_id: str, *, limit: int | None = None,
+async def session_tail(cur: Cursor, session_id: str, *, limit: int | None = None,
                        lock: bool = False) -> list[dict[str, Any]]:
     """The session's last stored user message and every message after it, oldest first.
 
@@ -73,7 +71,7 @@ async def session_tail(cur: Any, session_id: str, *, limit: int | None = None,
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def stored_tool_call_ids(cur: Any, session_id: str, call_ids: Sequence[str]
+async def stored_tool_call_ids(cur: Cursor, session_id: str, call_ids: Sequence[str]
                                ) -> dict[str, set[str]]:
     """Which of ``call_ids`` the session tail holds, as assistant calls and as tool results.
 
@@ -106,7 +104,7 @@ async def stored_tool_call_ids(cur: Any, session_id: str, call_ids: Sequence[str
 INSERT_BATCH_CHARS = 256_000
 
 
-async def insert_messages(cur: Any, session_id: str, messages: Sequence[NewMessage],
+async def insert_messages(cur: Cursor, session_id: str, messages: Sequence[NewMessage],
                           *, source: str = "gateway") -> list[int]:
     """Insert messages in order (one statement per bounded batch); return their ids."""
     ids: list[int] = []
@@ -140,7 +138,7 @@ def _batches(messages: Sequence[NewMessage]) -> list[list[NewMessage]]:
     return batches
 
 
-async def delete_messages(cur: Any, ids: Sequence[int]) -> int:
+async def delete_messages(cur: Cursor, ids: Sequence[int]) -> int:
     """Remove messages for good (a re-rolled reply is replaced, not kept in the trash)."""
     if not ids:
         return 0
@@ -148,17 +146,17 @@ async def delete_messages(cur: Any, ids: Sequence[int]) -> int:
     return cur.rowcount
 
 
-async def clear_incomplete(cur: Any, ids: Sequence[int]) -> None:
+async def clear_incomplete(cur: Cursor, ids: Sequence[int]) -> None:
     """A later complete turn answered these rows: they count as ordinary messages again."""
     if ids:
         await cur.execute("UPDATE conversations SET metadata = metadata - 'incomplete'"
                           " WHERE id = ANY(%s)", (list(ids),))
 
 
-async def session_messages(pool: aiopg.Pool, session_id: str) -> list[dict[str, Any]]:
+async def session_messages(cur: Cursor, session_id: str) -> list[dict[str, Any]]:
     """Every live message of a session, oldest first."""
     return await fetch_all(
-        pool,
+        cur,
         "SELECT id, session_id, role, content, model, created_at, metadata FROM conversations"
         " WHERE session_id = %s AND deleted_at IS NULL ORDER BY created_at, id",
         (session_id,))

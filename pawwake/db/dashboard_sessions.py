@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import aiopg
-
-from pawwake.db.pool import fetch_one, transaction
+from pawwake.db.pool import Cursor, fetch_one
 
 
-async def revoke_session(pool: aiopg.Pool, sid_hash: str, expires_at: datetime) -> None:
+async def revoke_session(cur: Cursor, sid_hash: str, expires_at: datetime) -> None:
     """Record a revoked session; rows whose cookie has expired anyway are cleared on the way."""
-    async with transaction(pool) as cur:
-        await cur.execute("DELETE FROM dashboard_revoked_sessions WHERE expires_at < now()")
-        await cur.execute(
-            "INSERT INTO dashboard_revoked_sessions (sid_hash, expires_at) VALUES (%s, %s)"
-            " ON CONFLICT (sid_hash) DO NOTHING", (sid_hash, expires_at))
+    await cur.execute("DELETE FROM dashboard_revoked_sessions WHERE expires_at < now()")
+    await cur.execute(
+        "INSERT INTO dashboard_revoked_sessions (sid_hash, expires_at) VALUES (%s, %s)"
+        " ON CONFLICT (sid_hash) DO NOTHING", (sid_hash, expires_at))
 
 
-async def is_session_revoked(pool: aiopg.Pool, sid_hash: str) -> bool:
-    row = await fetch_one(pool, "SELECT 1 AS revoked FROM dashboard_revoked_sessions"
-                                " WHERE sid_hash = %s", (sid_hash,))
+async def is_session_revoked(cur: Cursor, sid_hash: str) -> bool:
+    row = await fetch_one(cur, "SELECT 1 AS revoked FROM dashboard_revoked_sessions"
+                               " WHERE sid_hash = %s", (sid_hash,))
     return row is not None

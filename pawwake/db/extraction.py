@@ -6,14 +6,14 @@ from datetime import datetime
 from typing import Any
 
 from pawwake.db.conversations import NOT_INCOMPLETE
-from pawwake.db.pool import rows_as_dicts
+from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 MEMORY_FIELDS = "id, content, importance, layer, is_active, superseded_by, remind_at," \
                 " reminder_delivered_at, created_at, event_date"
 
 
-async def session_skeleton(cur: Any, session_id: str) -> list[dict[str, Any]]:
+async def session_skeleton(cur: Cursor, session_id: str) -> list[dict[str, Any]]:
     """Roles and tool links of a session's messages (no text): enough to count rounds."""
     await cur.execute(
         "SELECT role, jsonb_build_object("
@@ -25,7 +25,7 @@ async def session_skeleton(cur: Any, session_id: str) -> list[dict[str, Any]]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def session_history(cur: Any, session_id: str) -> list[dict[str, Any]]:
+async def session_history(cur: Cursor, session_id: str) -> list[dict[str, Any]]:
     await cur.execute(
         "SELECT id, role, content, metadata, created_at FROM conversations"
         f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}"
@@ -33,7 +33,7 @@ async def session_history(cur: Any, session_id: str) -> list[dict[str, Any]]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def related_active(cur: Any, terms: list[str], limit: int) -> list[dict[str, Any]]:
+async def related_active(cur: Cursor, terms: list[str], limit: int) -> list[dict[str, Any]]:
     """Active memories sharing the most keyword terms with ``terms`` (read-only)."""
     if not terms:
         return []
@@ -46,7 +46,7 @@ async def related_active(cur: Any, terms: list[str], limit: int) -> list[dict[st
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def active_by_ids(cur: Any, ids: list[int]) -> list[dict[str, Any]]:
+async def active_by_ids(cur: Cursor, ids: list[int]) -> list[dict[str, Any]]:
     """The active memories among ``ids``, in the order given (read-only)."""
     if not ids:
         return []
@@ -56,43 +56,43 @@ async def active_by_ids(cur: Any, ids: list[int]) -> list[dict[str, Any]]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def latest_active(cur: Any, limit: int) -> list[dict[str, Any]]:
+async def latest_active(cur: Cursor, limit: int) -> list[dict[str, Any]]:
     await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE is_active"
                       " ORDER BY created_at DESC, id DESC LIMIT %s", (limit,))
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def lock_memory(cur: Any, memory_id: int) -> dict[str, Any] | None:
+async def lock_memory(cur: Cursor, memory_id: int) -> dict[str, Any] | None:
     await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = %s FOR UPDATE",
                       (memory_id,))
     rows = rows_as_dicts(cur, await cur.fetchall())
     return rows[0] if rows else None
 
 
-async def insert_extracted(cur: Any, *, content: str, importance: int, terms: list[str],
+async def insert_extracted(cur: Cursor, *, content: str, importance: int, terms: list[str],
                            session_id: str, message_ids: list[int],
                            remind_at: datetime | None) -> int:
     await cur.execute(
         "INSERT INTO memories (content, importance, layer, source_session, source_message_ids,"
         " remind_at, search_terms) VALUES (%s, %s, 1, %s, %s, %s, %s) RETURNING id",
         (content, importance, session_id, message_ids, remind_at, terms))
-    return (await cur.fetchone())[0]
+    return int((await cur.fetchone())[0])
 
 
-async def supersede(cur: Any, old_id: int, new_id: int) -> None:
+async def supersede(cur: Cursor, old_id: int, new_id: int) -> None:
     await cur.execute(
         "UPDATE memories SET is_active = false, superseded_by = %s, archived_at = now(),"
         " updated_at = now() WHERE id = %s", (new_id, old_id))
 
 
-async def move_reminder(cur: Any, memory_id: int, remind_at: datetime) -> None:
+async def move_reminder(cur: Cursor, memory_id: int, remind_at: datetime) -> None:
     await cur.execute(
         "UPDATE memories SET remind_at = %s, reminder_claimed_at = NULL,"
         " reminder_claim_token = NULL, reminder_delivered_at = NULL, updated_at = now()"
         " WHERE id = %s", (remind_at, memory_id))
 
 
-async def complete_job(cur: Any, job_id: int, attempt: int, result: Any) -> bool:
+async def complete_job(cur: Cursor, job_id: int, attempt: int, result: Any) -> bool:
     """Mark the job done inside the caller's transaction, so its writes and its completion
     commit together. ``attempt`` fences out a run whose lease expired and was taken over:
     False means the job is no longer ours and the caller must roll back."""

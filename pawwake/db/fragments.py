@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-import aiopg
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.pool import cursor, fetch_all, fetch_one, rows_as_dicts
+from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one, rows_as_dicts
 from pawwake.db.vector_rows import (
     OF_PROVENANCE,
+    VectorSource,
     VectorTable,
     content_sha,
     provenance_params,
@@ -44,59 +44,58 @@ MESSAGE_VECTORS = VectorTable("conversation_embeddings", "message_id", "conversa
 
 # -- keyword index ---------------------------------------------------------------------------
 
-async def unindexed_messages(pool: aiopg.Pool, after_id: int, limit: int
-                             ) -> list[dict[str, Any]]:
-    return await fetch_all(
-        pool, "SELECT id, content FROM conversations WHERE search_terms IS NULL AND id > %s"
-              " ORDER BY id LIMIT %s", (after_id, limit))
+async def unindexed_messages(cur: Cursor, after_id: int, limit: int
+                             ) -> list[TextRow]:
+    return cast(list[TextRow], await fetch_all(
+        cur, "SELECT id, content FROM conversations WHERE search_terms IS NULL AND id > %s"
+             " ORDER BY id LIMIT %s", (after_id, limit)))
 
 
-async def index_counts(pool: aiopg.Pool) -> dict[str, int]:
+async def index_counts(cur: Cursor) -> dict[str, int]:
     row = await fetch_one(
-        pool, "SELECT count(*) FILTER (WHERE search_terms IS NOT NULL) AS indexed,"
-              " count(*) AS total FROM conversations")
+        cur, "SELECT count(*) FILTER (WHERE search_terms IS NOT NULL) AS indexed,"
+             " count(*) AS total FROM conversations")
     assert row is not None
     return {"indexed": int(row["indexed"]), "total": int(row["total"])}
 
 
-async def clear_terms(cur: Any, message_ids: Sequence[int]) -> None:
+async def clear_terms(cur: Cursor, message_ids: Sequence[int]) -> None:
     """Mark messages for re-indexing (after an edit when the tokenizer is not loaded)."""
     await cur.execute("UPDATE conversations SET search_terms = NULL WHERE id = ANY(%s)",
                       (list(message_ids),))
 
 
-async def searchable_count(pool: aiopg.Pool) -> tuple[int, int]:
+async def searchable_count(cur: Cursor) -> tuple[int, int]:
     """(indexed searchable messages: N of the IDF formula, all rows as last estimated)."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            f"SELECT (SELECT count(*) FROM conversations c WHERE {_SEARCHABLE}"
-            "  AND c.search_terms IS NOT NULL),"
-            " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
-            "  WHERE oid = 'conversations'::regclass)")
-        searchable, estimated = await cur.fetchone()
+    await cur.execute(
+        f"SELECT (SELECT count(*) FROM conversations c WHERE {_SEARCHABLE}"
+        "  AND c.search_terms IS NOT NULL),"
+        " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+        "  WHERE oid = 'conversations'::regclass)")
+    searchable, estimated = await cur.fetchone()
     return int(searchable), int(estimated or 0)
 
 
-async def term_counts(pool: aiopg.Pool, terms: Sequence[str]) -> dict[str, int]:
+async def term_counts(cur: Cursor, terms: Sequence[str]) -> dict[str, int]:
     """Searchable messages containing each term, counted on the GIN index (meant for terms
     the statistics do not list as frequent)."""
     if not terms:
         return {}
     rows = await fetch_all(
-        pool,
+        cur,
         "SELECT t, (SELECT count(*) FROM conversations c WHERE c.search_terms @> ARRAY[t]"
         f"  AND {_SEARCHABLE}) AS n FROM unnest(%s::text[]) AS t", (list(terms),))
     return {row["t"]: int(row["n"]) for row in rows}
 
 
-async def term_frequencies(pool: aiopg.Pool, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+async def term_frequencies(cur: Cursor, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
     """(searchable messages, messages containing each term), counted exactly: the IDF
     statistics of small collections (``chat.recall.stats`` caches and estimates at scale)."""
-    count, _ = await searchable_count(pool)
-    return count, await term_counts(pool, terms)
+    count, _ = await searchable_count(cur)
+    return count, await term_counts(cur, terms)
 
 
-async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
+async def keyword_matches(cur: Cursor, terms: Sequence[str],
                           exclude_sessions: Sequence[str], limit: int, *,
                           windowed: Sequence[str] = (), window: int = 1000,
                           gather_cap: int | None = None, keep_below: int = 0
@@ -123,7 +122,7 @@ async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
     if not sources:
         return []
     return await fetch_all(
-        pool,
+        cur,
         "SELECT m.id, m.session_id, m.created_at, m.search_terms"
         f" FROM ({' UNION ALL '.join(sources)}) AS m"
         " ORDER BY cardinality(ARRAY(SELECT unnest(m.search_terms)"
@@ -136,23 +135,23 @@ async def keyword_matches(pool: aiopg.Pool, terms: Sequence[str],
 
 # -- vectors ---------------------------------------------------------------------------------
 
-async def messages_needing_vectors(pool: aiopg.Pool, provenance: Any, after_id: int,
-                                   limit: int) -> list[dict[str, Any]]:
+async def messages_needing_vectors(cur: Cursor, provenance: VectorSource, after_id: int,
+                                   limit: int) -> list[TextRow]:
     """Searchable messages without a current vector (none, or made from older text)."""
-    return await vector_rows.rows_needing_vectors(pool, MESSAGE_VECTORS, provenance, after_id,
+    return await vector_rows.rows_needing_vectors(cur, MESSAGE_VECTORS, provenance, after_id,
                                                   limit)
 
 
-async def vector_coverage(pool: aiopg.Pool, provenance: Any) -> tuple[int, int]:
+async def vector_coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
     """(searchable messages with a current vector, searchable messages)."""
-    return await vector_rows.coverage(pool, MESSAGE_VECTORS, provenance)
+    return await vector_rows.coverage(cur, MESSAGE_VECTORS, provenance)
 
 
-async def store_vectors(pool: aiopg.Pool, provenance: Any,
+async def store_vectors(cur: Cursor, provenance: VectorSource,
                         rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
     """Upsert (message id, content sha, vector) rows; returns the ids stored (messages deleted
     or edited meanwhile are skipped)."""
-    return await vector_rows.store_vectors(pool, MESSAGE_VECTORS, provenance, rows)
+    return await vector_rows.store_vectors(cur, MESSAGE_VECTORS, provenance, rows)
 
 
 # A neighbour counts when its message is searchable, not excluded, and its vector was made
@@ -164,7 +163,7 @@ _LIVE_NEIGHBOUR = (
     f" AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND {_KEPT}) OFFSET 0")
 
 
-def nearest_sql(provenance: Any) -> str:
+def nearest_sql(provenance: VectorSource) -> str:
     """The pgvector query of ``nearest_indexed``.
 
     The ``fetch`` nearest vectors come from the partial HNSW index alone (the CTE repeats the
@@ -187,7 +186,7 @@ def nearest_sql(provenance: Any) -> str:
         "   ORDER BY e.distance LIMIT %(k)s) AS f ON true")
 
 
-def nearest_params(provenance: Any, query: np.ndarray, k: int,
+def nearest_params(provenance: VectorSource, query: np.ndarray, k: int,
                    exclude_sessions: Sequence[str], fetch: int | None = None,
                    keep_below: int = 0) -> dict[str, Any]:
     fetch = fetch or 3 * k
@@ -199,23 +198,22 @@ def nearest_params(provenance: Any, query: np.ndarray, k: int,
 _NEIGHBOUR_COLUMNS = ("id", "session_id", "created_at", "cosine")
 
 
-async def nearest_indexed(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
+async def nearest_indexed(cur: Cursor, provenance: VectorSource, query: np.ndarray, k: int,
                           exclude_sessions: Sequence[str], *, fetch: int, keep_below: int = 0
                           ) -> tuple[list[dict[str, Any]], bool]:
     """Of the ``fetch`` nearest vectors on the HNSW index, the ``k`` best live neighbours
     (best first) and whether every vector was read."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
-            + nearest_sql(provenance),
-            nearest_params(provenance, query, k, exclude_sessions, fetch, keep_below))
-        rows = rows_as_dicts(cur, await cur.fetchall())
+    await cur.execute(
+        "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
+        + nearest_sql(provenance),
+        nearest_params(provenance, query, k, exclude_sessions, fetch, keep_below))
+    rows = rows_as_dicts(cur, await cur.fetchall())
     found = [{key: row[key] for key in _NEIGHBOUR_COLUMNS} for row in rows if row["id"] is not None]
     found.sort(key=lambda row: -row["cosine"])  # relaxed index order
     return found, rows[0]["fetched"] < fetch
 
 
-async def live_neighbours(pool: aiopg.Pool, provenance: Any,
+async def live_neighbours(cur: Cursor, provenance: VectorSource,
                           near: Sequence[tuple[int, float]], k: int,
                           exclude_sessions: Sequence[str], *, keep_below: int = 0
                           ) -> list[dict[str, Any]]:
@@ -224,7 +222,7 @@ async def live_neighbours(pool: aiopg.Pool, provenance: Any,
     if not near:
         return []
     return await fetch_all(
-        pool,
+        cur,
         "WITH near AS MATERIALIZED (SELECT e.message_id, e.content_sha, n.cosine"
         "   FROM unnest(%(ids)s::bigint[], %(cosines)s::float8[]) AS n (message_id, cosine)"
         "   JOIN conversation_embeddings e ON e.message_id = n.message_id"
@@ -240,7 +238,7 @@ async def live_neighbours(pool: aiopg.Pool, provenance: Any,
 
 # -- seen marks of injected fragments ---------------------------------------------------------
 
-async def mark_seen(cur: Any, session_id: str, fragment_ids: Sequence[str]) -> None:
+async def mark_seen(cur: Cursor, session_id: str, fragment_ids: Sequence[str]) -> None:
     if not fragment_ids:
         return
     await cur.execute(
@@ -250,22 +248,22 @@ async def mark_seen(cur: Any, session_id: str, fragment_ids: Sequence[str]) -> N
         (session_id, list(fragment_ids)))
 
 
-async def seen_within(pool: aiopg.Pool, session_id: str, ttl_hours: float) -> set[str]:
+async def seen_within(cur: Cursor, session_id: str, ttl_hours: float) -> set[str]:
     rows = await fetch_all(
-        pool, "SELECT fragment_id FROM conversation_fragment_seen WHERE session_id = %s"
-              " AND seen_at > now() - make_interval(secs => %s)",
+        cur, "SELECT fragment_id FROM conversation_fragment_seen WHERE session_id = %s"
+             " AND seen_at > now() - make_interval(secs => %s)",
         (session_id, ttl_hours * 3600.0))
     return {row["fragment_id"] for row in rows}
 
 
-async def context_windows(pool: aiopg.Pool, matched_ids: Sequence[int], context: int
+async def context_windows(cur: Cursor, matched_ids: Sequence[int], context: int
                           ) -> list[dict[str, Any]]:
     """The matched messages and ``context`` searchable neighbours on each side, per session,
     in order; positions are computed in SQL so only the window's text is transferred."""
     if not matched_ids:
         return []
     return await fetch_all(
-        pool,
+        cur,
         "WITH sessions AS (SELECT DISTINCT session_id FROM conversations"
         "   WHERE id = ANY(%(ids)s::bigint[])),"
         " s AS (SELECT c.id, c.session_id, c.created_at, row_number() OVER ("

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pawwake.db.pool import rows_as_dicts
+from pawwake.db.pool import Cursor, rows_as_dicts
 
 COLUMNS = ("id, content, importance, layer, title, is_active, source_session, merged_from,"
            " superseded_by, event_date, remind_at, reminder_delivered_at, external_id,"
@@ -43,35 +43,35 @@ _INSERT_CHUNK = 500
 UPDATABLE = frozenset({"content", "importance", "layer", "title", "search_terms"})
 
 
-async def _all(cur: Any) -> list[dict[str, Any]]:
+async def _all(cur: Cursor) -> list[dict[str, Any]]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def _one(cur: Any) -> dict[str, Any] | None:
+async def _one(cur: Cursor) -> dict[str, Any] | None:
     row = await cur.fetchone()
     return rows_as_dicts(cur, [row])[0] if row is not None else None
 
 
-async def get_memory(cur: Any, memory_id: int, *, for_update: bool = False
+async def get_memory(cur: Cursor, memory_id: int, *, for_update: bool = False
                      ) -> dict[str, Any] | None:
     lock = " FOR UPDATE" if for_update else ""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE id = %s{lock}", (memory_id,))
     return await _one(cur)
 
 
-async def lock_memories(cur: Any, ids: Sequence[int]) -> list[dict[str, Any]]:
+async def lock_memories(cur: Cursor, ids: Sequence[int]) -> list[dict[str, Any]]:
     """Lock existing rows among ``ids`` (in id order, so two callers cannot deadlock)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ANY(%s) ORDER BY id"
                       " FOR UPDATE", (list(ids),))
     return await _all(cur)
 
 
-async def get_by_external_id(cur: Any, external_id: str) -> dict[str, Any] | None:
+async def get_by_external_id(cur: Cursor, external_id: str) -> dict[str, Any] | None:
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE external_id = %s", (external_id,))
     return await _one(cur)
 
 
-async def insert_memories(cur: Any, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+async def insert_memories(cur: Cursor, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Insert rows (multi-row VALUES); a row whose external_id exists already is skipped.
 
     Returns the inserted rows in input order (skipped ones are absent).
@@ -93,7 +93,7 @@ async def insert_memories(cur: Any, rows: Sequence[dict[str, Any]]) -> list[dict
     return sorted(inserted, key=lambda row: row["id"])  # ids follow the VALUES order
 
 
-async def list_memories(cur: Any, *, active: bool, layer: int | None, limit: int, offset: int
+async def list_memories(cur: Cursor, *, active: bool, layer: int | None, limit: int, offset: int
                         ) -> list[dict[str, Any]]:
     """A page, newest first (served by memories_listing / memories_layer_listing)."""
     where, params = _filters(active, layer)
@@ -103,7 +103,7 @@ async def list_memories(cur: Any, *, active: bool, layer: int | None, limit: int
     return await _all(cur)
 
 
-async def count_memories(cur: Any, *, active: bool, layer: int | None) -> int:
+async def count_memories(cur: Cursor, *, active: bool, layer: int | None) -> int:
     where, params = _filters(active, layer)
     await cur.execute(f"SELECT count(*) FROM memories WHERE {where}", params)
     return int((await cur.fetchone())[0])
@@ -115,7 +115,7 @@ def _filters(active: bool, layer: int | None) -> tuple[str, tuple[Any, ...]]:
     return "layer = %s AND is_active = %s", (layer, active)
 
 
-async def update_memory(cur: Any, memory_id: int, fields: dict[str, Any]
+async def update_memory(cur: Cursor, memory_id: int, fields: dict[str, Any]
                         ) -> dict[str, Any] | None:
     """Set some of content/importance/layer/title/search_terms on one row."""
     unknown = set(fields) - UPDATABLE
@@ -127,7 +127,7 @@ async def update_memory(cur: Any, memory_id: int, fields: dict[str, Any]
     return await _one(cur)
 
 
-async def update_many(cur: Any, ids: Sequence[int], fields: dict[str, Any]) -> list[int]:
+async def update_many(cur: Cursor, ids: Sequence[int], fields: dict[str, Any]) -> list[int]:
     """Set importance/layer/title on ``ids``; only rows whose values change count."""
     unknown = set(fields) - (UPDATABLE - {"content", "search_terms"})
     if unknown:
@@ -140,12 +140,12 @@ async def update_many(cur: Any, ids: Sequence[int], fields: dict[str, Any]) -> l
     return sorted(row[0] for row in await cur.fetchall())
 
 
-async def delete_embedding(cur: Any, memory_id: int) -> None:
+async def delete_embedding(cur: Cursor, memory_id: int) -> None:
     """The stored vector no longer matches the text; the embedding job makes a new one."""
     await cur.execute("DELETE FROM memory_embeddings WHERE memory_id = %s", (memory_id,))
 
 
-async def archive_memories(cur: Any, ids: Sequence[int]) -> list[int]:
+async def archive_memories(cur: Cursor, ids: Sequence[int]) -> list[int]:
     """Archive the active rows among ``ids``; returns the ids that changed."""
     await cur.execute("UPDATE memories SET is_active = false, archived_at = now(),"
                       " updated_at = now() WHERE id = ANY(%s) AND is_active RETURNING id",
@@ -153,7 +153,7 @@ async def archive_memories(cur: Any, ids: Sequence[int]) -> list[int]:
     return sorted(row[0] for row in await cur.fetchall())
 
 
-async def restore_memories(cur: Any, ids: Sequence[int]) -> list[int]:
+async def restore_memories(cur: Cursor, ids: Sequence[int]) -> list[int]:
     """Reactivate archived rows among ``ids`` that no newer version replaced."""
     await cur.execute("UPDATE memories SET is_active = true, archived_at = NULL,"
                       " updated_at = now() WHERE id = ANY(%s) AND NOT is_active"
@@ -161,25 +161,25 @@ async def restore_memories(cur: Any, ids: Sequence[int]) -> list[int]:
     return sorted(row[0] for row in await cur.fetchall())
 
 
-async def reinstate_replaced(cur: Any, memory_id: int) -> None:
+async def reinstate_replaced(cur: Cursor, memory_id: int) -> None:
     """Make a replaced row current again: no successor, active."""
     await cur.execute("UPDATE memories SET superseded_by = NULL, is_active = true,"
                       " archived_at = NULL, updated_at = now() WHERE id = %s", (memory_id,))
 
 
-async def set_layer(cur: Any, memory_id: int, layer: int) -> dict[str, Any] | None:
+async def set_layer(cur: Cursor, memory_id: int, layer: int) -> dict[str, Any] | None:
     await cur.execute(f"UPDATE memories SET layer = %s, updated_at = now() WHERE id = %s"
                       f" RETURNING {COLUMNS}", (layer, memory_id))
     return await _one(cur)
 
 
-async def delete_memories(cur: Any, ids: Sequence[int]) -> list[int]:
+async def delete_memories(cur: Cursor, ids: Sequence[int]) -> list[int]:
     """Remove rows for good (vectors and seen marks cascade)."""
     await cur.execute("DELETE FROM memories WHERE id = ANY(%s) RETURNING id", (list(ids),))
     return sorted(row[0] for row in await cur.fetchall())
 
 
-async def chain_members(cur: Any, ids: Sequence[int]) -> set[int]:
+async def chain_members(cur: Cursor, ids: Sequence[int]) -> set[int]:
     """Ids among ``ids`` in a version chain: replaced by a newer row, or replacing one."""
     await cur.execute(
         "SELECT id FROM memories WHERE id = ANY(%s) AND superseded_by IS NOT NULL"
@@ -188,7 +188,7 @@ async def chain_members(cur: Any, ids: Sequence[int]) -> set[int]:
     return {row[0] for row in await cur.fetchall()}
 
 
-async def merge_sources(cur: Any, ids: Sequence[int]) -> set[int]:
+async def merge_sources(cur: Cursor, ids: Sequence[int]) -> set[int]:
     """Ids among ``ids`` listed in some memory's merged_from (needed to revert that merge)."""
     await cur.execute("SELECT DISTINCT source FROM memories, unnest(merged_from) AS source"
                       " WHERE merged_from && %s::bigint[] AND source = ANY(%s)",
@@ -196,14 +196,14 @@ async def merge_sources(cur: Any, ids: Sequence[int]) -> set[int]:
     return {row[0] for row in await cur.fetchall()}
 
 
-async def predecessor_of(cur: Any, memory_id: int) -> dict[str, Any] | None:
+async def predecessor_of(cur: Cursor, memory_id: int) -> dict[str, Any] | None:
     """The newest row that ``memory_id`` replaced, if any."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE superseded_by = %s"
                       " ORDER BY created_at DESC, id DESC LIMIT 1", (memory_id,))
     return await _one(cur)
 
 
-async def version_chain(cur: Any, memory_id: int) -> list[dict[str, Any]]:
+async def version_chain(cur: Cursor, memory_id: int) -> list[dict[str, Any]]:
     """Every row linked to ``memory_id`` through superseded_by, oldest first."""
     await cur.execute(
         "WITH RECURSIVE forward(id, superseded_by) AS ("
@@ -218,7 +218,7 @@ async def version_chain(cur: Any, memory_id: int) -> list[dict[str, Any]]:
     return await _all(cur)
 
 
-async def source_messages(cur: Any, memory_id: int) -> list[dict[str, Any]]:
+async def source_messages(cur: Cursor, memory_id: int) -> list[dict[str, Any]]:
     """The stored messages a memory was extracted from (deleted ones still listed)."""
     await cur.execute(
         "SELECT c.id, c.session_id, c.role, c.content, c.created_at, c.deleted_at"
@@ -227,14 +227,14 @@ async def source_messages(cur: Any, memory_id: int) -> list[dict[str, Any]]:
     return await _all(cur)
 
 
-async def layer_counts(cur: Any) -> list[dict[str, Any]]:
+async def layer_counts(cur: Cursor) -> list[dict[str, Any]]:
     await cur.execute("SELECT layer, count(*) FILTER (WHERE is_active) AS active,"
                       " count(*) FILTER (WHERE NOT is_active) AS archived"
                       " FROM memories GROUP BY layer ORDER BY layer")
     return await _all(cur)
 
 
-async def content_key_matches(cur: Any, texts: Sequence[str]) -> list[tuple[str, int | None]]:
+async def content_key_matches(cur: Cursor, texts: Sequence[str]) -> list[tuple[str, int | None]]:
     """For each text: its case/space-insensitive key and an active row with the same key."""
     # No ORDER BY inside the subquery: it would make the planner walk the primary key
     # instead of the content-key index (seconds instead of microseconds at 100k rows).
@@ -247,7 +247,7 @@ async def content_key_matches(cur: Any, texts: Sequence[str]) -> list[tuple[str,
     return [(row[0], row[1]) for row in await cur.fetchall()]
 
 
-async def rows_sharing_terms(cur: Any, terms: Sequence[str], limit: int
+async def rows_sharing_terms(cur: Cursor, terms: Sequence[str], limit: int
                              ) -> list[dict[str, Any]]:
     """Active rows with at least one of ``terms`` (GIN index), newest first."""
     await cur.execute("SELECT id, content, search_terms FROM memories"
@@ -256,7 +256,7 @@ async def rows_sharing_terms(cur: Any, terms: Sequence[str], limit: int
     return await _all(cur)
 
 
-async def archived_fragments_before(cur: Any, days: float) -> list[int]:
+async def archived_fragments_before(cur: Cursor, days: float) -> list[int]:
     """Archived layer-1 rows archived more than ``days`` ago, locked for deletion."""
     await cur.execute("SELECT id FROM memories WHERE NOT is_active AND layer = 1"
                       " AND COALESCE(archived_at, updated_at)"
@@ -265,13 +265,13 @@ async def archived_fragments_before(cur: Any, days: float) -> list[int]:
     return [row[0] for row in await cur.fetchall()]
 
 
-async def all_memories(cur: Any) -> list[dict[str, Any]]:
+async def all_memories(cur: Cursor) -> list[dict[str, Any]]:
     """Every row in creation order (export)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories ORDER BY created_at, id")
     return await _all(cur)
 
 
-async def dangling_links(cur: Any) -> list[dict[str, Any]]:
+async def dangling_links(cur: Cursor) -> list[dict[str, Any]]:
     """Rows whose merged_from or superseded_by names a row that does not exist."""
     await cur.execute(
         "SELECT m.id, ARRAY(SELECT s FROM unnest(m.merged_from) AS s"
@@ -288,7 +288,7 @@ async def dangling_links(cur: Any) -> list[dict[str, Any]]:
     return await _all(cur)
 
 
-async def clear_links(cur: Any, memory_id: int, missing_sources: Iterable[int],
+async def clear_links(cur: Cursor, memory_id: int, missing_sources: Iterable[int],
                       clear_successor: bool) -> None:
     await cur.execute(
         "UPDATE memories SET merged_from = ARRAY(SELECT s FROM unnest(merged_from) AS s"
@@ -297,7 +297,7 @@ async def clear_links(cur: Any, memory_id: int, missing_sources: Iterable[int],
         " WHERE id = %s", (list(missing_sources), clear_successor, memory_id))
 
 
-async def rows_with_contents(cur: Any, contents: Sequence[str]) -> list[dict[str, Any]]:
+async def rows_with_contents(cur: Cursor, contents: Sequence[str]) -> list[dict[str, Any]]:
     """Rows whose content equals one of ``contents`` exactly (backup import matching)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE md5(content) = ANY("
                       " ARRAY(SELECT md5(t) FROM unnest(%s::text[]) AS t)) ORDER BY id",
@@ -306,24 +306,24 @@ async def rows_with_contents(cur: Any, contents: Sequence[str]) -> list[dict[str
     return [row for row in await _all(cur) if row["content"] in wanted]
 
 
-async def rows_with_external_ids(cur: Any, external_ids: Sequence[str]) -> list[dict[str, Any]]:
+async def rows_with_external_ids(cur: Cursor, external_ids: Sequence[str]) -> list[dict[str, Any]]:
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE external_id = ANY(%s)",
                       (list(external_ids),))
     return await _all(cur)
 
 
-async def set_links(cur: Any, memory_id: int, merged_from: Sequence[int],
+async def set_links(cur: Cursor, memory_id: int, merged_from: Sequence[int],
                     superseded_by: int | None) -> None:
     await cur.execute("UPDATE memories SET merged_from = %s::bigint[], superseded_by = %s"
                       " WHERE id = %s", (list(merged_from), superseded_by, memory_id))
 
 
-async def lock_memory_imports(cur: Any) -> None:
+async def lock_memory_imports(cur: Cursor) -> None:
     """Serialise imports (backup, text, seed) for the rest of the transaction."""
     await cur.execute("SELECT pg_advisory_xact_lock(hashtext('pawwake:memory-import'))")
 
 
-async def source_database_id(cur: Any, candidate: str) -> str:
+async def source_database_id(cur: Cursor, candidate: str) -> str:
     """This database's backup identity: stored once, ``candidate`` used only the first time."""
     await cur.execute("INSERT INTO runtime_flags (name, value) VALUES"
                       " ('source_database_id', to_jsonb(%s::text)) ON CONFLICT (name) DO NOTHING",

@@ -14,12 +14,12 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-import aiopg
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.pool import cursor, fetch_all, fetch_one
+from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one
 from pawwake.db.vector_rows import (
+    VectorSource,
     VectorTable,
     array_literal,
     content_sha,
@@ -42,51 +42,51 @@ MEMORY_VECTORS = VectorTable(
 
 # -- provenance of what is stored ------------------------------------------------------------
 
-async def recorded_provenance(pool: aiopg.Pool) -> dict[str, Any] | None:
+async def recorded_provenance(cur: Cursor) -> dict[str, Any] | None:
     """The provenance stored vectors were made with, as recorded when they were written."""
-    row = await fetch_one(pool, "SELECT value FROM runtime_flags WHERE name = %s",
+    row = await fetch_one(cur, "SELECT value FROM runtime_flags WHERE name = %s",
                           (PROVENANCE_FLAG,))
     value = row["value"] if row else None
     return value if isinstance(value, dict) else None
 
 
-async def record_provenance(cur: Any, provenance: Any) -> None:
+async def record_provenance(cur: Cursor, provenance: VectorSource) -> None:
     await cur.execute(
         "INSERT INTO runtime_flags (name, value) VALUES (%s, %s::jsonb)"
         " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
         (PROVENANCE_FLAG, storable_json(_prov(provenance))))
 
 
-async def has_vectors(pool: aiopg.Pool, provenance: dict[str, Any]) -> bool:
+async def has_vectors(cur: Cursor, provenance: dict[str, Any]) -> bool:
     row = await fetch_one(
-        pool, "SELECT EXISTS (SELECT 1 FROM memory_embeddings WHERE provider = %(provider)s"
-              " AND model = %(model)s AND dim = %(dim)s) AS present", provenance)
+        cur, "SELECT EXISTS (SELECT 1 FROM memory_embeddings WHERE provider = %(provider)s"
+             " AND model = %(model)s AND dim = %(dim)s) AS present", provenance)
     return bool(row and row["present"])
 
 
 # -- backfill and the numpy index ------------------------------------------------------------
 
-async def rows_needing_vectors(pool: aiopg.Pool, provenance: Any, after_id: int, limit: int
-                               ) -> list[dict[str, Any]]:
+async def rows_needing_vectors(cur: Cursor, provenance: VectorSource, after_id: int, limit: int
+                               ) -> list[TextRow]:
     """Memories (active or not) without a current vector, in id order after ``after_id``."""
-    return await vector_rows.rows_needing_vectors(pool, MEMORY_VECTORS, provenance, after_id,
+    return await vector_rows.rows_needing_vectors(cur, MEMORY_VECTORS, provenance, after_id,
                                                   limit)
 
 
-async def coverage(pool: aiopg.Pool, provenance: Any) -> tuple[int, int]:
+async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
     """(memories with a current vector, all memories)."""
-    return await vector_rows.coverage(pool, MEMORY_VECTORS, provenance)
+    return await vector_rows.coverage(cur, MEMORY_VECTORS, provenance)
 
 
-async def store_vectors(pool: aiopg.Pool, provenance: Any,
+async def store_vectors(cur: Cursor, provenance: VectorSource,
                         rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
     """Upsert ``(memory_id, content_sha, vector)`` rows; returns the ids stored (see
     ``vector_rows.store_vectors``: a memory edited meanwhile is skipped)."""
-    return await vector_rows.store_vectors(pool, MEMORY_VECTORS, provenance, rows)
+    return await vector_rows.store_vectors(cur, MEMORY_VECTORS, provenance, rows)
 
 
-async def vector_count(pool: aiopg.Pool, provenance: Any) -> int:
-    return await vector_rows.vector_count(pool, MEMORY_VECTORS, provenance)
+async def vector_count(cur: Cursor, provenance: VectorSource) -> int:
+    return await vector_rows.vector_count(cur, MEMORY_VECTORS, provenance)
 
 
 # -- pgvector -------------------------------------------------------------------------------
@@ -95,23 +95,23 @@ VECTOR_TABLES = ("memory_embeddings", "conversation_embeddings")  # (provider, m
 # embedding real[]) tables that get per-provenance HNSW indexes
 
 
-def hnsw_index_name(provenance: Any, table: str = "memory_embeddings") -> str:
+def hnsw_index_name(provenance: VectorSource, table: str = "memory_embeddings") -> str:
     if table not in VECTOR_TABLES:
         raise ValueError(f"no vector index for table {table!r}")
     tag = hashlib.sha1(f"{provenance.provider}\0{provenance.model}".encode()).hexdigest()[:10]
     return f"{table}_hnsw_{int(provenance.dim)}_{tag}"
 
 
-async def hnsw_index_exists(pool: aiopg.Pool, provenance: Any,
+async def hnsw_index_exists(cur: Cursor, provenance: VectorSource,
                             table: str = "memory_embeddings") -> bool:
     """True when the provenance's index exists and is valid (a failed concurrent build
     leaves an invalid one behind)."""
-    row = await fetch_one(pool, "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
+    row = await fetch_one(cur, "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
                           (hnsw_index_name(provenance, table),))
     return bool(row and row["indisvalid"])
 
 
-async def create_hnsw_index(pool: aiopg.Pool, provenance: Any, *, memory_mb: int = 128,
+async def create_hnsw_index(cur: Cursor, provenance: VectorSource, *, memory_mb: int = 128,
                             seconds: float = 3600.0, table: str = "memory_embeddings") -> None:
     """A partial HNSW expression index for one provenance (cosine distance).
 
@@ -119,26 +119,25 @@ async def create_hnsw_index(pool: aiopg.Pool, provenance: Any, *, memory_mb: int
     interrupted build is dropped first.
     """
     dim, name = int(provenance.dim), hnsw_index_name(provenance, table)
-    async with cursor(pool) as cur:
-        await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
-                          (name,))
-        row = await cur.fetchone()
-        if row and row[0]:
-            return
-        if row:
-            await cur.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=seconds)
-        await cur.execute(f"SET maintenance_work_mem = '{int(memory_mb)}MB'")
-        try:
-            await cur.execute(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table}"
-                f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops)"
-                " WHERE dim = %(dim)s AND provider = %(provider)s AND model = %(model)s",
-                _prov(provenance), timeout=seconds)
-        finally:
-            await cur.execute("RESET maintenance_work_mem")
+    await cur.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
+                      (name,))
+    row = await cur.fetchone()
+    if row and row[0]:
+        return
+    if row:
+        await cur.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=seconds)
+    await cur.execute(f"SET maintenance_work_mem = '{int(memory_mb)}MB'")
+    try:
+        await cur.execute(
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table}"
+            f" USING hnsw ((embedding::vector({dim})) vector_cosine_ops)"
+            " WHERE dim = %(dim)s AND provider = %(provider)s AND model = %(model)s",
+            _prov(provenance), timeout=seconds)
+    finally:
+        await cur.execute("RESET maintenance_work_mem")
 
 
-def knn_sql(provenance: Any) -> str:
+def knn_sql(provenance: VectorSource) -> str:
     """Nearest active memories by cosine, via the provenance's HNSW index."""
     dim = int(provenance.dim)
     return (
@@ -150,27 +149,26 @@ def knn_sql(provenance: Any) -> str:
         f" ORDER BY e.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT %(k)s")
 
 
-def knn_params(provenance: Any, query: np.ndarray, k: int, exclude: Sequence[int]
+def knn_params(provenance: VectorSource, query: np.ndarray, k: int, exclude: Sequence[int]
                ) -> dict[str, Any]:
     return {**_prov(provenance), "q": vector_literal(query), "k": k,
             "ef": max(40, min(1000, k)), "exclude": list(exclude)}
 
 
-async def knn(pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
+async def knn(cur: Cursor, provenance: VectorSource, query: np.ndarray, k: int,
               exclude: Sequence[int] = ()) -> list[tuple[int, float]]:
-    async with cursor(pool) as cur:
-        await cur.execute(knn_sql(provenance), knn_params(provenance, query, k, exclude))
-        return [(int(r[0]), float(r[1])) for r in await cur.fetchall()]
+    await cur.execute(knn_sql(provenance), knn_params(provenance, query, k, exclude))
+    return [(int(r[0]), float(r[1])) for r in await cur.fetchall()]
 
 
-async def cosines_for(pool: aiopg.Pool, provenance: Any, query: np.ndarray,
+async def cosines_for(cur: Cursor, provenance: VectorSource, query: np.ndarray,
                       ids: Sequence[int]) -> dict[int, float]:
     """Cosine of the query with the stored vectors of ``ids`` (those that have one)."""
     if not ids:
         return {}
     dim = int(provenance.dim)
     rows = await fetch_all(
-        pool,
+        cur,
         f"SELECT memory_id, 1 - (embedding::vector({dim}) <=> %(q)s::vector({dim})) AS cos"
         " FROM memory_embeddings WHERE memory_id = ANY(%(ids)s::bigint[])"
         " AND provider = %(provider)s AND model = %(model)s AND dim = %(dim)s",

@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-import aiopg
-
-from pawwake.db.pool import cursor, fetch_all
+from pawwake.db.pool import Cursor, fetch_all
 
 MEMORY_COLUMNS = ("m.id, m.content, m.importance, m.layer, m.title, m.event_date,"
                   " m.created_at, m.last_accessed, m.remind_at")
@@ -24,32 +22,30 @@ _RECENCY = ("1.0 / (1.0 + CASE WHEN g.event_date IS NOT NULL"
             " / 86400.0) END)")
 
 
-async def collection_size(pool: aiopg.Pool) -> tuple[int, int]:
+async def collection_size(cur: Cursor) -> tuple[int, int]:
     """(active memories, all rows as the planner last estimated them)."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "SELECT (SELECT count(*) FROM memories WHERE is_active),"
-            " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
-            "  WHERE oid = 'memories'::regclass)")
-        active, estimated = await cur.fetchone()
+    await cur.execute(
+        "SELECT (SELECT count(*) FROM memories WHERE is_active),"
+        " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+        "  WHERE oid = 'memories'::regclass)")
+    active, estimated = await cur.fetchone()
     return int(active), int(estimated or 0)
 
 
-async def frequent_terms(pool: aiopg.Pool, table: str = "memories") -> dict[str, float]:
+async def frequent_terms(cur: Cursor, table: str = "memories") -> dict[str, float]:
     """The planner's most common ``search_terms`` of ``table`` with the share of rows
     containing each."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
-            " WHERE schemaname = current_schema() AND tablename = %s"
-            " AND attname = 'search_terms'", (table,))
-        row = await cur.fetchone()
+    await cur.execute(
+        "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
+        " WHERE schemaname = current_schema() AND tablename = %s"
+        " AND attname = 'search_terms'", (table,))
+    row = await cur.fetchone()
     if not row or not row[0]:
         return {}
     return dict(zip(row[0], row[1], strict=False))  # the last three shares are summaries
 
 
-async def ranked_candidates(pool: aiopg.Pool, *, collection: int | None,
+async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             gather: Sequence[str],
                             windowed: Sequence[str], estimates: Mapping[str, int],
                             window: int, gather_cap: int | None, exclude: Sequence[int],
@@ -90,7 +86,7 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int | None,
              " + %(wi)s::float8 * g.importance / 10.0"
              f" + %(wr)s::float8 * {_RECENCY}")
     return await fetch_all(
-        pool,
+        cur,
         f"WITH gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
         " hits AS MATERIALIZED (SELECT g.id, q.term FROM gathered g"
         "   JOIN unnest(%(terms)s::text[]) AS q (term) ON q.term = ANY(g.search_terms)),"
@@ -110,20 +106,20 @@ async def ranked_candidates(pool: aiopg.Pool, *, collection: int | None,
         " FROM best JOIN memories m ON m.id = best.id", params)
 
 
-async def fetch_rows(pool: aiopg.Pool, ids: Sequence[int], exclude: Sequence[int]
+async def fetch_rows(cur: Cursor, ids: Sequence[int], exclude: Sequence[int]
                      ) -> list[dict[str, Any]]:
     """The active, not excluded memories among ``ids`` (semantic candidates)."""
     if not ids:
         return []
     return await fetch_all(
-        pool,
+        cur,
         f"SELECT {MEMORY_COLUMNS}, m.search_terms FROM memories m"
         " WHERE m.id = ANY(%(ids)s::bigint[]) AND m.is_active"
         " AND NOT (m.id = ANY(%(exclude)s::bigint[]))",
         {"ids": list(ids), "exclude": list(exclude)})
 
 
-async def touch_accessed(pool: aiopg.Pool, ids: Sequence[int], granularity_seconds: float
+async def touch_accessed(cur: Cursor, ids: Sequence[int], granularity_seconds: float
                          ) -> None:
     """Record that these memories were just returned by a search.
 
@@ -132,9 +128,8 @@ async def touch_accessed(pool: aiopg.Pool, ids: Sequence[int], granularity_secon
     """
     if not ids:
         return
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "UPDATE memories SET last_accessed = now() WHERE id = ANY(%s::bigint[])"
-            " AND (last_accessed IS NULL"
-            "      OR last_accessed < now() - make_interval(secs => %s))",
-            (list(ids), granularity_seconds))
+    await cur.execute(
+        "UPDATE memories SET last_accessed = now() WHERE id = ANY(%s::bigint[])"
+        " AND (last_accessed IS NULL"
+        "      OR last_accessed < now() - make_interval(secs => %s))",
+        (list(ids), granularity_seconds))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import aiopg
 import psycopg2
+
+from pawwake.db.pool import Cursor
 
 log = logging.getLogger(__name__)
 
@@ -18,58 +19,50 @@ def migration_files() -> list[Path]:
     return sorted(MIGRATIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
 
 
-async def migrate(pool: aiopg.Pool) -> dict[str, bool]:
+async def migrate(cur: Cursor) -> dict[str, bool]:
     """Enable pgvector when possible, apply pending migrations; return database features.
 
-    Everything runs in one transaction under a transaction-scoped advisory lock: two processes
-    starting together serialise on it, each file runs exactly once, and the lock cannot be left
-    held behind a transaction-mode pooler (a session lock and its unlock may reach different
-    server connections there).
+    ``cur`` must be inside a transaction (``transaction(pool)``): everything runs in it under a
+    transaction-scoped advisory lock, so two processes starting together serialise on it,
+    each file runs exactly once, and the lock cannot be left held behind a transaction-mode
+    pooler (a session lock and its unlock may reach different server connections there).
     """
-    async with pool.acquire() as conn, conn.cursor() as cur:
-        await cur.execute("BEGIN")
-        try:
-            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-            pgvector = await _enable_pgvector(cur)
-            await cur.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-            await cur.execute("SELECT name FROM schema_migrations")
-            applied = {row[0] for row in await cur.fetchall()}
-            pending = [path for path in migration_files() if path.name not in applied]
-            if pending:  # one line at INFO; the files themselves at DEBUG
-                log.info("applying %d database migration(s): %s .. %s", len(pending),
-                         pending[0].name, pending[-1].name)
-            for path in pending:
-                log.debug("applying migration %s", path.name)
-                await cur.execute(path.read_text(encoding="utf-8"))
-                await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)",
-                                  (path.name,))
-            await cur.execute(
-                "INSERT INTO runtime_flags (name, value) VALUES ('pgvector', to_jsonb(%s::boolean))"
-                " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
-                (pgvector,))
-        except BaseException:
-            await cur.execute("ROLLBACK")
-            raise
-        await cur.execute("COMMIT")
+    await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+    pgvector = await _enable_pgvector(cur)
+    await cur.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+    await cur.execute("SELECT name FROM schema_migrations")
+    applied = {row[0] for row in await cur.fetchall()}
+    pending = [path for path in migration_files() if path.name not in applied]
+    if pending:  # one line at INFO; the files themselves at DEBUG
+        log.info("applying %d database migration(s): %s .. %s", len(pending),
+                 pending[0].name, pending[-1].name)
+    for path in pending:
+        log.debug("applying migration %s", path.name)
+        await cur.execute(path.read_text(encoding="utf-8"))
+        await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (path.name,))
+    await cur.execute(
+        "INSERT INTO runtime_flags (name, value) VALUES ('pgvector', to_jsonb(%s::boolean))"
+        " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+        (pgvector,))
     return {"pgvector": pgvector}
 
 
-async def _enable_pgvector(cur: object) -> bool:
-    await cur.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")  # type: ignore[attr-defined]
-    if await cur.fetchone():  # type: ignore[attr-defined]
+async def _enable_pgvector(cur: Cursor) -> bool:
+    await cur.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+    if await cur.fetchone():
         return True
-    await cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")  # type: ignore[attr-defined]
-    if not await cur.fetchone():  # type: ignore[attr-defined]
+    await cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+    if not await cur.fetchone():
         log.info("pgvector is not available on this server; vectors use the numpy index")
         return False
     # A savepoint, so a refusal leaves the surrounding migration transaction usable.
-    await cur.execute("SAVEPOINT enable_pgvector")  # type: ignore[attr-defined]
+    await cur.execute("SAVEPOINT enable_pgvector")
     try:
-        await cur.execute("CREATE EXTENSION IF NOT EXISTS vector")  # type: ignore[attr-defined]
+        await cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg2.Error as exc:
-        await cur.execute("ROLLBACK TO SAVEPOINT enable_pgvector")  # type: ignore[attr-defined]
+        await cur.execute("ROLLBACK TO SAVEPOINT enable_pgvector")
         log.warning("pgvector exists but could not be enabled (%s); using the numpy index",
                     exc.pgcode)
         return False

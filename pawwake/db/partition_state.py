@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from pawwake.db.conversations import NOT_INCOMPLETE
-from pawwake.db.pool import rows_as_dicts
+from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
@@ -33,12 +33,12 @@ class PartitionState:
     rotating: bool = False  # another request holds a live rotation lease
 
 
-async def lock_thread(cur: Any, thread_id: str) -> None:
+async def lock_thread(cur: Cursor, thread_id: str) -> None:
     """Serialise rotations of one thread until the transaction ends (across processes)."""
     await cur.execute(_LOCK_THREAD, ("partition:" + thread_id,))
 
 
-async def load_state(cur: Any, thread_id: str) -> PartitionState:
+async def load_state(cur: Cursor, thread_id: str) -> PartitionState:
     await cur.execute(
         "SELECT summary_parts, zone_start_message_id, rotations, last_summary_error,"
         " summary_retry_after, version, COALESCE(rotating_until > now(), false) AS rotating"
@@ -68,7 +68,7 @@ _WRITE_SEEN = ("UPDATE partition_state AS s SET {updates}, version = s.version +
 _CLAIM_FREE = " AND (s.rotating_until IS NULL OR s.rotating_until <= now())"
 
 
-async def _write_if(cur: Any, thread_id: str, expected: int, values: dict[str, str],
+async def _write_if(cur: Cursor, thread_id: str, expected: int, values: dict[str, str],
                     params: dict[str, Any], claim_free: str = "") -> int | None:
     """Write ``values`` (column -> SQL expression) if the row is still at ``expected``;
     the new version, or None when another write came first."""
@@ -83,7 +83,7 @@ async def _write_if(cur: Any, thread_id: str, expected: int, values: dict[str, s
     return int(row[0]) if row is not None else None
 
 
-async def claim_rotation(cur: Any, state: PartitionState, lease_seconds: float) -> int | None:
+async def claim_rotation(cur: Cursor, state: PartitionState, lease_seconds: float) -> int | None:
     """Take the thread's rotation lease if the row is as ``state`` read it and nobody holds
     a live lease; the version to save against, or None."""
     return await _write_if(cur, state.thread_id, state.version,
@@ -91,19 +91,19 @@ async def claim_rotation(cur: Any, state: PartitionState, lease_seconds: float) 
                            {"lease": lease_seconds}, _CLAIM_FREE)
 
 
-async def renew_rotation(cur: Any, thread_id: str, version: int, lease_seconds: float) -> None:
+async def renew_rotation(cur: Cursor, thread_id: str, version: int, lease_seconds: float) -> None:
     """Extend a lease still held (the version is unchanged: the save still compares to it)."""
     await cur.execute("UPDATE partition_state SET rotating_until = now() + %s * interval"
                       " '1 second' WHERE thread_id = %s AND version = %s",
                       (lease_seconds, thread_id, version))
 
 
-async def release_rotation(cur: Any, thread_id: str, version: int) -> None:
+async def release_rotation(cur: Cursor, thread_id: str, version: int) -> None:
     """Give a lease back unused (the rotation was abandoned)."""
     await _write_if(cur, thread_id, version, {"rotating_until": "NULL"}, {})
 
 
-async def save_state_if(cur: Any, state: PartitionState, expected: int) -> bool:
+async def save_state_if(cur: Cursor, state: PartitionState, expected: int) -> bool:
     """Save ``state`` (and end any lease) if the row is still at version ``expected``."""
     values = {"summary_parts": "%(parts)s::jsonb", "zone_start_message_id": "%(zone)s",
               "rotations": "%(rotations)s", "last_summary_error": "%(error)s",
@@ -127,7 +127,7 @@ _ROUND_BOUNDS = ("SELECT created_at, id FROM conversations"
                  " ORDER BY created_at DESC, id DESC OFFSET %s LIMIT 2")
 
 
-async def thread_messages(cur: Any, thread_id: str, since_id: int | None
+async def thread_messages(cur: Cursor, thread_id: str, since_id: int | None
                           ) -> list[dict[str, Any]]:
     """The thread's live messages from the zone start on, oldest first."""
     sql = ("SELECT id, role, content, metadata, created_at FROM conversations"
@@ -140,7 +140,7 @@ async def thread_messages(cur: Any, thread_id: str, since_id: int | None
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def recent_thread_messages(cur: Any, thread_id: str, since_id: int | None,
+async def recent_thread_messages(cur: Cursor, thread_id: str, since_id: int | None,
                                  max_rounds: int) -> tuple[list[dict[str, Any]], bool]:
     """(live messages from the zone start on, but only the newest ``max_rounds`` rounds;
     True when older live rounds were left out).

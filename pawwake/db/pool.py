@@ -1,12 +1,13 @@
-"""The aiopg connection pool and a transaction helper."""
+"""The aiopg connection pool, and the two ways callers hold a cursor: ``transaction`` and
+``cursor``."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 import aiopg
 import psycopg2
@@ -16,6 +17,19 @@ from pawwake.db import text_params  # noqa: F401  (cleans every text parameter)
 from pawwake.db.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
+
+# Every public ``db/`` function takes one of these first: a cursor the caller got from
+# ``transaction(pool)`` (several writes, all or nothing) or ``cursor(pool)`` (autocommit).
+Cursor = aiopg.Cursor
+Row = dict[str, Any]  # a row keyed by column name, for shapes not worth a TypedDict
+Params = Sequence[Any] | Mapping[str, Any] | None
+
+
+class TextRow(TypedDict):
+    """A source row to cut terms from or embed: its id and text."""
+
+    id: int
+    content: str
 
 
 class PoolTimeout(DatabaseUnavailable, TimeoutError):
@@ -66,8 +80,11 @@ _CLEARING: set[asyncio.Task[None]] = set()
 
 
 @asynccontextmanager
-async def transaction(pool: aiopg.Pool) -> AsyncIterator[Any]:
-    """Yield a cursor inside BEGIN … COMMIT; any exception rolls the whole write back."""
+async def transaction(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
+    """Yield a cursor inside BEGIN … COMMIT; any exception rolls the whole write back.
+
+    Callers own transactions: every ``db/`` function takes a cursor, so the writes of one
+    operation share this one by passing it along."""
     async with connection(pool) as conn, conn.cursor() as cur:
         await cur.execute("BEGIN")
         try:
@@ -80,33 +97,31 @@ async def transaction(pool: aiopg.Pool) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def cursor(pool: aiopg.Pool) -> AsyncIterator[Any]:
-    """Yield an autocommit cursor for single statements."""
+async def cursor(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
+    """Yield an autocommit cursor: each statement commits on its own (reads, single writes)."""
     async with connection(pool) as conn, conn.cursor() as cur:
         yield cur
 
 
-async def fetch_all(pool: aiopg.Pool, sql: str, params: Any = None) -> list[dict[str, Any]]:
+async def fetch_all(cur: Cursor, sql: str, params: Params = None) -> list[Row]:
     """Run a query and return its rows as dicts."""
-    async with cursor(pool) as cur:
-        await cur.execute(sql, params)
-        return rows_as_dicts(cur, await cur.fetchall())
+    await cur.execute(sql, params)
+    return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def fetch_one(pool: aiopg.Pool, sql: str, params: Any = None) -> dict[str, Any] | None:
-    async with cursor(pool) as cur:
-        await cur.execute(sql, params)
-        row = await cur.fetchone()
-        return rows_as_dicts(cur, [row])[0] if row is not None else None
+async def fetch_one(cur: Cursor, sql: str, params: Params = None) -> Row | None:
+    await cur.execute(sql, params)
+    row = await cur.fetchone()
+    return rows_as_dicts(cur, [row])[0] if row is not None else None
 
 
-async def execute(pool: aiopg.Pool, sql: str, params: Any = None) -> int:
+async def execute(cur: Cursor, sql: str, params: Params = None) -> int:
     """Run one statement; return the affected row count."""
-    async with cursor(pool) as cur:
-        await cur.execute(sql, params)
-        return cur.rowcount
+    await cur.execute(sql, params)
+    return cur.rowcount
 
 
-def rows_as_dicts(cur: Any, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
-    names = [d.name for d in cur.description]
+def rows_as_dicts(cur: Cursor, rows: Sequence[Sequence[Any]]) -> list[Row]:
+    """Rows keyed by the column names of the statement ``cur`` just ran."""
+    names = [d.name for d in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in rows]

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-import aiopg
-
-from pawwake.db.pool import cursor, fetch_all
+from pawwake.db.pool import Cursor, TextRow, fetch_all
 
 _SOURCES = {
     "memories": "SELECT id, content FROM memories WHERE id > %s ORDER BY id LIMIT %s",
@@ -18,12 +16,12 @@ _SOURCES = {
 }
 
 
-async def rows_after(pool: aiopg.Pool, table: str, after: int, limit: int
-                     ) -> list[dict[str, Any]]:
-    return await fetch_all(pool, _SOURCES[table], (after, limit))
+async def rows_after(cur: Cursor, table: str, after: int, limit: int
+                     ) -> list[TextRow]:
+    return cast(list[TextRow], await fetch_all(cur, _SOURCES[table], (after, limit)))
 
 
-async def store_terms(pool: aiopg.Pool, table: str,
+async def store_terms(cur: Cursor, table: str,
                       rows: Sequence[tuple[int, str, list[str]]]) -> None:
     """Set ``search_terms`` of each (id, content it was cut from, terms) in one statement."""
     if not rows or table not in _SOURCES:
@@ -32,7 +30,6 @@ async def store_terms(pool: aiopg.Pool, table: str,
     params: list[Any] = []
     for row_id, content, terms in rows:
         params += [row_id, hashlib.md5(content.encode("utf-8")).hexdigest(), list(terms)]
-    async with cursor(pool) as cur:
-        await cur.execute(
-            f"UPDATE {table} t SET search_terms = v.terms FROM (VALUES {values})"
-            " AS v(id, digest, terms) WHERE t.id = v.id AND md5(t.content) = v.digest", params)
+    await cur.execute(
+        f"UPDATE {table} t SET search_terms = v.terms FROM (VALUES {values})"
+        " AS v(id, digest, terms) WHERE t.id = v.id AND md5(t.content) = v.digest", params)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.db.pool import rows_as_dicts
+from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 
-async def list_threads(cur: Any) -> list[dict[str, Any]]:
+async def list_threads(cur: Cursor) -> list[dict[str, Any]]:
     """Every session with live messages, plus threads that only have a state row."""
     await cur.execute(
         "WITH m AS (SELECT session_id, count(*) AS messages, max(created_at) AS last_activity"
@@ -22,12 +22,12 @@ async def list_threads(cur: Any) -> list[dict[str, Any]]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-async def state_exists(cur: Any, thread_id: str) -> bool:
+async def state_exists(cur: Cursor, thread_id: str) -> bool:
     await cur.execute("SELECT 1 FROM partition_state WHERE thread_id = %s", (thread_id,))
     return await cur.fetchone() is not None
 
 
-async def round_counts(cur: Any, thread_id: str, since_id: int | None) -> tuple[int, int]:
+async def round_counts(cur: Cursor, thread_id: str, since_id: int | None) -> tuple[int, int]:
     """(rounds stored, rounds from the zone start on), counted on the live-session index.
 
     A user message opens a round, so counting live user rows gives what grouping the whole
@@ -44,24 +44,24 @@ async def round_counts(cur: Any, thread_id: str, since_id: int | None) -> tuple[
     return int(stored), int(live)
 
 
-async def live_message_count(cur: Any, thread_id: str) -> int:
+async def live_message_count(cur: Cursor, thread_id: str) -> int:
     await cur.execute("SELECT count(*) FROM conversations"
                       " WHERE session_id = %s AND deleted_at IS NULL", (thread_id,))
     return int((await cur.fetchone())[0])
 
 
-async def any_message_count(cur: Any, thread_id: str) -> int:
+async def any_message_count(cur: Cursor, thread_id: str) -> int:
     await cur.execute("SELECT count(*) FROM conversations WHERE session_id = %s", (thread_id,))
     return int((await cur.fetchone())[0])
 
 
-async def create_state(cur: Any, thread_id: str, summary_parts: list[str]) -> None:
+async def create_state(cur: Cursor, thread_id: str, summary_parts: list[str]) -> None:
     await cur.execute("INSERT INTO partition_state (thread_id, summary_parts, version)"
                       " VALUES (%s, %s::jsonb, 1)",
                       (thread_id, storable_json(summary_parts)))
 
 
-async def rename_thread(cur: Any, old_id: str, new_id: str) -> dict[str, int]:
+async def rename_thread(cur: Cursor, old_id: str, new_id: str) -> dict[str, int]:
     """Move messages (trashed ones too), token usage and the state row to ``new_id``."""
     counts: dict[str, int] = {}
     await cur.execute("UPDATE conversations SET session_id = %s WHERE session_id = %s",
@@ -77,12 +77,12 @@ async def rename_thread(cur: Any, old_id: str, new_id: str) -> dict[str, int]:
     return counts
 
 
-async def delete_state(cur: Any, thread_id: str) -> int:
+async def delete_state(cur: Cursor, thread_id: str) -> int:
     await cur.execute("DELETE FROM partition_state WHERE thread_id = %s", (thread_id,))
     return cur.rowcount
 
 
-async def set_summary(cur: Any, thread_id: str, parts: list[str]) -> None:
+async def set_summary(cur: Cursor, thread_id: str, parts: list[str]) -> None:
     """Replace the summary parts (creating the row if needed); clears a summary error."""
     await cur.execute(
         "INSERT INTO partition_state AS s (thread_id, summary_parts, version)"

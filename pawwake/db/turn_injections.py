@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pawwake.db.pool import cursor
+from pawwake.db.pool import Cursor
 
 
 def memory_ids_of(record: Sequence[dict[str, Any]]) -> list[int]:
@@ -16,7 +16,7 @@ def memory_ids_of(record: Sequence[dict[str, Any]]) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
-async def insert_injection(cur: Any, message_id: int, record: Sequence[dict[str, Any]]
+async def insert_injection(cur: Cursor, message_id: int, record: Sequence[dict[str, Any]]
                            ) -> None:
     await cur.execute(
         "INSERT INTO turn_injections (message_id, memory_ids, record)"
@@ -25,7 +25,7 @@ async def insert_injection(cur: Any, message_id: int, record: Sequence[dict[str,
         (message_id, memory_ids_of(record), json.dumps(list(record), ensure_ascii=False)))
 
 
-async def record_injection(cur: Any, prepared: Any, ids: Sequence[int],
+async def record_injection(cur: Cursor, prepared: Any, ids: Sequence[int],
                            inserted: Sequence[Any]) -> None:
     """Keep ``prepared.injected`` (texts left out) with the reply the turn just stored."""
     replies = [message_id for message_id, message in zip(ids, inserted, strict=True)
@@ -36,21 +36,20 @@ async def record_injection(cur: Any, prepared: Any, ids: Sequence[int],
         await insert_injection(cur, replies[-1], record)
 
 
-async def injections_of(pool: Any, message_ids: Sequence[int]
+async def injections_of(cur: Cursor, message_ids: Sequence[int]
                         ) -> dict[int, list[dict[str, Any]]]:
     """Reply message id -> its injected record, for the given messages; memory entries carry
     the memory's current text (``None`` once it was deleted)."""
     if not message_ids:
         return {}
-    async with cursor(pool) as cur:
-        await cur.execute("SELECT message_id, record FROM turn_injections"
-                          " WHERE message_id = ANY (%s)", (list(message_ids),))
-        found = {int(row[0]): row[1] for row in await cur.fetchall()}
-        ids = sorted({i for record in found.values() for i in memory_ids_of(record)})
-        texts: dict[int, str] = {}
-        if ids:
-            await cur.execute("SELECT id, content FROM memories WHERE id = ANY (%s)", (ids,))
-            texts = {int(row[0]): row[1] for row in await cur.fetchall()}
+    await cur.execute("SELECT message_id, record FROM turn_injections"
+                      " WHERE message_id = ANY (%s)", (list(message_ids),))
+    found = {int(row[0]): row[1] for row in await cur.fetchall()}
+    ids = sorted({i for record in found.values() for i in memory_ids_of(record)})
+    texts: dict[int, str] = {}
+    if ids:
+        await cur.execute("SELECT id, content FROM memories WHERE id = ANY (%s)", (ids,))
+        texts = {int(row[0]): row[1] for row in await cur.fetchall()}
     for record in found.values():
         for entry in record:
             if entry.get("kind") in ("memory", "reminder"):
@@ -58,19 +57,18 @@ async def injections_of(pool: Any, message_ids: Sequence[int]
     return found
 
 
-async def memory_usage(pool: Any, memory_id: int, *, limit: int = 20) -> dict[str, Any]:
+async def memory_usage(cur: Cursor, memory_id: int, *, limit: int = 20) -> dict[str, Any]:
     """How often a memory was injected, when last, and the latest replies that carried it."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            "SELECT count(*), max(created_at) FROM turn_injections"
-            " WHERE memory_ids @> ARRAY[%s]::bigint[]", (memory_id,))
-        count, last = await cur.fetchone()
-        await cur.execute(
-            "SELECT t.message_id, c.session_id, t.created_at, t.record"
-            " FROM turn_injections t JOIN conversations c ON c.id = t.message_id"
-            " WHERE t.memory_ids @> ARRAY[%s]::bigint[]"
-            " ORDER BY t.created_at DESC, t.message_id DESC LIMIT %s", (memory_id, limit))
-        rows = await cur.fetchall()
+    await cur.execute(
+        "SELECT count(*), max(created_at) FROM turn_injections"
+        " WHERE memory_ids @> ARRAY[%s]::bigint[]", (memory_id,))
+    count, last = await cur.fetchone()
+    await cur.execute(
+        "SELECT t.message_id, c.session_id, t.created_at, t.record"
+        " FROM turn_injections t JOIN conversations c ON c.id = t.message_id"
+        " WHERE t.memory_ids @> ARRAY[%s]::bigint[]"
+        " ORDER BY t.created_at DESC, t.message_id DESC LIMIT %s", (memory_id, limit))
+    rows = await cur.fetchall()
     turns = []
     for message_id, session_id, created_at, record in rows:
         score = next((e.get("score") for e in record

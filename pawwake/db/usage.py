@@ -5,9 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import aiopg
-
-from pawwake.db.pool import cursor, fetch_all
+from pawwake.db.pool import Cursor, fetch_all
 
 USAGE_TYPES = ("chat", "summary", "extract", "consolidate", "embed")
 
@@ -17,7 +15,7 @@ _INSERT = (
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
-async def insert_usage(cur: Any, *, session_id: str | None, model: str | None,
+async def insert_usage(cur: Cursor, *, session_id: str | None, model: str | None,
                        prompt_tokens: int, completion_tokens: int, total_tokens: int,
                        cached_tokens: int | None = None, usage_type: str = "chat",
                        cache_creation_tokens: int | None = None,
@@ -31,13 +29,7 @@ async def insert_usage(cur: Any, *, session_id: str | None, model: str | None,
                                 usage_type, cost))
 
 
-async def record_usage(pool: aiopg.Pool, **fields: Any) -> None:
-    """Record one call on its own (same fields as ``insert_usage``)."""
-    async with cursor(pool) as cur:
-        await insert_usage(cur, **fields)
-
-
-async def usage_by_local_day(pool: aiopg.Pool, since: datetime, tz_hours: float
+async def usage_by_local_day(cur: Cursor, since: datetime, tz_hours: float
                              ) -> list[dict[str, Any]]:
     """Sums per local day (UTC shifted by ``tz_hours``), model and usage type since ``since``.
 
@@ -45,7 +37,7 @@ async def usage_by_local_day(pool: aiopg.Pool, since: datetime, tz_hours: float
     ``priced_calls`` how many calls reported a price, so a partial sum can be shown as such.
     """
     return await fetch_all(
-        pool,
+        cur,
         "SELECT ((created_at AT TIME ZONE 'UTC') + make_interval(secs => %s))::date AS day,"
         " coalesce(model, '') AS model, usage_type, count(*) AS calls,"
         " sum(prompt_tokens)::bigint AS prompt_tokens,"

@@ -12,12 +12,11 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, cast
 
-import aiopg
 import numpy as np
 
-from pawwake.db.pool import cursor, fetch_all, fetch_one
+from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one
 
 OF_PROVENANCE = "e.provider = %(provider)s AND e.model = %(model)s AND e.dim = %(dim)s"
 
@@ -44,7 +43,19 @@ def content_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def provenance_params(provenance: Any) -> dict[str, Any]:
+class VectorSource(Protocol):
+    """What made a vector (``llm.embeddings.Provenance`` fits): vectors of two sources are
+    never compared or mixed."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def dim(self) -> int: ...
+
+
+def provenance_params(provenance: VectorSource) -> dict[str, Any]:
     return {"provider": provenance.provider, "model": provenance.model,
             "dim": int(provenance.dim)}
 
@@ -61,23 +72,23 @@ def vector_literal(vector: np.ndarray) -> str:
 
 # -- backfill ----------------------------------------------------------------------------------
 
-async def rows_needing_vectors(pool: aiopg.Pool, table: VectorTable, provenance: Any,
-                               after_id: int, limit: int) -> list[dict[str, Any]]:
+async def rows_needing_vectors(cur: Cursor, table: VectorTable, provenance: VectorSource,
+                               after_id: int, limit: int) -> list[TextRow]:
     """Source rows in scope without a current vector, in id order after ``after_id``."""
-    return await fetch_all(
-        pool,
+    return cast(list[TextRow], await fetch_all(
+        cur,
         f"SELECT s.id, s.content FROM {table.source} s"
         f" LEFT JOIN {table.name} e ON e.{table.key} = s.id AND {OF_PROVENANCE}"
         f" WHERE s.id > %(after)s AND {table.scope}"
         f" AND (e.{table.key} IS NULL OR {table.stale})"
         " ORDER BY s.id LIMIT %(limit)s",
-        {**provenance_params(provenance), "after": after_id, "limit": limit})
+        {**provenance_params(provenance), "after": after_id, "limit": limit}))
 
 
-async def coverage(pool: aiopg.Pool, table: VectorTable, provenance: Any) -> tuple[int, int]:
+async def coverage(cur: Cursor, table: VectorTable, provenance: VectorSource) -> tuple[int, int]:
     """(source rows in scope with a current vector, source rows in scope)."""
     row = await fetch_one(
-        pool,
+        cur,
         f"SELECT count(*) FILTER (WHERE e.{table.key} IS NOT NULL AND NOT {table.stale})"
         f" AS done, count(*) AS total FROM {table.source} s"
         f" LEFT JOIN {table.name} e ON e.{table.key} = s.id AND {OF_PROVENANCE}"
@@ -86,7 +97,7 @@ async def coverage(pool: aiopg.Pool, table: VectorTable, provenance: Any) -> tup
     return int(row["done"]), int(row["total"])
 
 
-async def store_vectors(pool: aiopg.Pool, table: VectorTable, provenance: Any,
+async def store_vectors(cur: Cursor, table: VectorTable, provenance: VectorSource,
                         rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
     """Upsert ``(source id, content_sha, vector)`` rows; returns the ids stored.
 
@@ -102,42 +113,41 @@ async def store_vectors(pool: aiopg.Pool, table: VectorTable, provenance: Any,
     for source_id, sha, vector in rows:
         params.extend((source_id, sha, array_literal(vector)))
     prov = provenance_params(provenance)
-    async with cursor(pool) as cur:
-        await cur.execute(
-            f"INSERT INTO {table.name}"
-            f" ({table.key}, provider, model, dim, content_sha, embedding, created_at)"
-            " SELECT v.id, %s, %s, %s, v.sha, v.emb::real[], clock_timestamp()"
-            f" FROM (VALUES {values}) AS v (id, sha, emb)"
-            f" JOIN {table.source} s ON s.id = v.id AND {sha_sql('s')} = v.sha FOR SHARE OF s"
-            f" ON CONFLICT ({table.key}) DO UPDATE SET provider = EXCLUDED.provider,"
-            " model = EXCLUDED.model, dim = EXCLUDED.dim, content_sha = EXCLUDED.content_sha,"
-            " embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at"
-            f" RETURNING {table.key}",
-            (prov["provider"], prov["model"], prov["dim"], *params))
-        return [row[0] for row in await cur.fetchall()]
+    await cur.execute(
+        f"INSERT INTO {table.name}"
+        f" ({table.key}, provider, model, dim, content_sha, embedding, created_at)"
+        " SELECT v.id, %s, %s, %s, v.sha, v.emb::real[], clock_timestamp()"
+        f" FROM (VALUES {values}) AS v (id, sha, emb)"
+        f" JOIN {table.source} s ON s.id = v.id AND {sha_sql('s')} = v.sha FOR SHARE OF s"
+        f" ON CONFLICT ({table.key}) DO UPDATE SET provider = EXCLUDED.provider,"
+        " model = EXCLUDED.model, dim = EXCLUDED.dim, content_sha = EXCLUDED.content_sha,"
+        " embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at"
+        f" RETURNING {table.key}",
+        (prov["provider"], prov["model"], prov["dim"], *params))
+    return [row[0] for row in await cur.fetchall()]
 
 
 # -- the numpy index's view of a table ----------------------------------------------------------
 
-async def newest_vector(pool: aiopg.Pool, table: VectorTable, provenance: Any
+async def newest_vector(cur: Cursor, table: VectorTable, provenance: VectorSource
                         ) -> datetime | None:
     """When the newest vector of one provenance was written: the cheap "anything new?" check
     (one step down the table's ``(provider, model, dim, created_at)`` index)."""
     row = await fetch_one(
-        pool, f"SELECT max(created_at) AS newest FROM {table.name} e WHERE {OF_PROVENANCE}",
+        cur, f"SELECT max(created_at) AS newest FROM {table.name} e WHERE {OF_PROVENANCE}",
         provenance_params(provenance))
     return row["newest"] if row else None
 
 
-async def vector_count(pool: aiopg.Pool, table: VectorTable, provenance: Any) -> int:
+async def vector_count(cur: Cursor, table: VectorTable, provenance: VectorSource) -> int:
     """How many vectors one provenance has (an index-only count; used to notice deletions)."""
     row = await fetch_one(
-        pool, f"SELECT count(*) AS n FROM {table.name} e WHERE {OF_PROVENANCE}",
+        cur, f"SELECT count(*) AS n FROM {table.name} e WHERE {OF_PROVENANCE}",
         provenance_params(provenance))
     return int(row["n"]) if row else 0
 
 
-async def fetch_vectors(pool: aiopg.Pool, table: VectorTable, provenance: Any, *,
+async def fetch_vectors(cur: Cursor, table: VectorTable, provenance: VectorSource, *,
                         after_id: int = 0, limit: int = 5000, since: datetime | None = None,
                         ids: Sequence[int] | None = None
                         ) -> list[tuple[int, str, datetime, np.ndarray]]:
@@ -155,12 +165,11 @@ async def fetch_vectors(pool: aiopg.Pool, table: VectorTable, provenance: Any, *
     if ids is not None:
         where.append(f"e.{table.key} = ANY(%(ids)s::bigint[])")
         params["ids"] = list(ids)
-    async with cursor(pool) as cur:
-        await cur.execute(
-            f"SELECT e.{table.key}, e.content_sha, e.created_at, array_send(e.embedding)"
-            f" FROM {table.name} e WHERE {' AND '.join(where)}"
-            f" ORDER BY e.{table.key} LIMIT %(limit)s", params)
-        rows = await cur.fetchall()
+    await cur.execute(
+        f"SELECT e.{table.key}, e.content_sha, e.created_at, array_send(e.embedding)"
+        f" FROM {table.name} e WHERE {' AND '.join(where)}"
+        f" ORDER BY e.{table.key} LIMIT %(limit)s", params)
+    rows = await cur.fetchall()
     dim = int(provenance.dim)
     size = _ARRAY_HEADER + 8 * dim
     rows = [r for r in rows if len(r[3]) == size]  # one dimension, no NULL elements
@@ -180,19 +189,17 @@ def _binary_float4_arrays(data: bytes, count: int, dim: int) -> np.ndarray:
     return words[:, _ARRAY_HEADER // 4 + 1::2].astype(np.float32)
 
 
-async def vector_shas_since(pool: aiopg.Pool, table: VectorTable, provenance: Any,
+async def vector_shas_since(cur: Cursor, table: VectorTable, provenance: VectorSource,
                             since: datetime | None) -> list[tuple[int, str]]:
     """``(source id, content_sha)`` of rows written at or after ``since`` (all when None)."""
-    async with cursor(pool) as cur:
-        await cur.execute(
-            f"SELECT e.{table.key}, e.content_sha FROM {table.name} e WHERE {OF_PROVENANCE}"
-            " AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s)",
-            {**provenance_params(provenance), "since": since})
-        return [(row[0], row[1]) for row in await cur.fetchall()]
+    await cur.execute(
+        f"SELECT e.{table.key}, e.content_sha FROM {table.name} e WHERE {OF_PROVENANCE}"
+        " AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s)",
+        {**provenance_params(provenance), "since": since})
+    return [(row[0], row[1]) for row in await cur.fetchall()]
 
 
-async def vector_ids(pool: aiopg.Pool, table: VectorTable, provenance: Any) -> list[int]:
-    async with cursor(pool) as cur:
-        await cur.execute(f"SELECT e.{table.key} FROM {table.name} e WHERE {OF_PROVENANCE}",
-                          provenance_params(provenance))
-        return [row[0] for row in await cur.fetchall()]
+async def vector_ids(cur: Cursor, table: VectorTable, provenance: VectorSource) -> list[int]:
+    await cur.execute(f"SELECT e.{table.key} FROM {table.name} e WHERE {OF_PROVENANCE}",
+                      provenance_params(provenance))
+    return [row[0] for row in await cur.fetchall()]

@@ -32,7 +32,8 @@ import aiohttp
 import numpy as np
 import psycopg2
 
-from pawwake.db.usage import record_usage
+from pawwake.db.pool import cursor
+from pawwake.db.usage import insert_usage
 from pawwake.llm.local_engine import LOCAL_DIM, LOCAL_MODEL, load_e5, query_lanes
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
@@ -365,10 +366,11 @@ class Embedder:
             return
         prompt = int(usage.get("prompt_tokens") or 0)
         try:
-            await record_usage(self._pool, session_id=None, model=model, prompt_tokens=prompt,
-                               completion_tokens=0,
-                               total_tokens=int(usage.get("total_tokens") or prompt),
-                               usage_type="embed")
+            async with cursor(self._pool) as cur:
+                await insert_usage(cur, session_id=None, model=model, prompt_tokens=prompt,
+                                   completion_tokens=0,
+                                   total_tokens=int(usage.get("total_tokens") or prompt),
+                                   usage_type="embed")
         except (psycopg2.Error, OSError) as exc:
             log.warning("could not record embedding usage: %s", type(exc).__name__)
 

@@ -22,7 +22,8 @@ import psycopg2
 from multidict import CIMultiDict
 from yarl import URL
 
-from pawwake.db.usage import record_usage
+from pawwake.db.pool import cursor
+from pawwake.db.usage import insert_usage
 from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
 
@@ -196,10 +197,11 @@ async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: s
     if booking is None or booking.pool is None or usage is None:
         return
     try:
-        await record_usage(booking.pool, session_id=booking.session_id, model=model,
-                           prompt_tokens=usage.prompt, completion_tokens=usage.completion,
-                           total_tokens=usage.total, cached_tokens=usage.cached,
-                           usage_type=booking.usage_type, cost=usage.cost)
+        async with cursor(booking.pool) as cur:
+            await insert_usage(cur, session_id=booking.session_id, model=model,
+                               prompt_tokens=usage.prompt, completion_tokens=usage.completion,
+                               total_tokens=usage.total, cached_tokens=usage.cached,
+                               usage_type=booking.usage_type, cost=usage.cost)
     except (psycopg2.Error, OSError) as exc:  # the call itself succeeded: keep its answer
         log.warning("could not record %s token usage: %s", booking.usage_type,
                     type(exc).__name__)

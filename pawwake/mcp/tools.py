@@ -16,6 +16,7 @@ from pawwake.api_error import ApiError
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import store
 from pawwake.memory.fields import (
@@ -167,9 +168,10 @@ async def _due_reminders(services: Services, settings: Settings, args: dict[str,
     reject_unknown(args, ())
     pool = services.require_database().pool
     token = uuid.uuid4().hex
-    due = await reminders.claim_due(pool, token, REMINDERS_PER_REQUEST)
-    if due:
-        await reminders.mark_delivered(pool, token)
+    async with cursor(pool) as cur:
+        due = await reminders.claim_due(cur, token, REMINDERS_PER_REQUEST)
+        if due:
+            await reminders.mark_delivered(cur, token)
     shown = [{"id": r["id"], "content": r["content"], "remind_at": r["remind_at"].isoformat(),
               "event_date": _day(r["event_date"])} for r in due]
     lines = [f"#{r['id']} (due {r['remind_at']}) {r['content']}" for r in shown]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import vectors
 from pawwake.memory.embedding_jobs import EMBED_KIND
@@ -56,10 +57,11 @@ async def start_backfill(services: Services, *, settings: Settings,
         await vectors.confirm_provenance(database, provenance)
         rebuilding = True
         log.info("memory vector rebuild confirmed")
-    job_id = await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
-    if job_id is None:
-        existing = await jobs_db.unfinished_of_kind(database.pool, EMBED_KIND)
-        job_id = existing["id"] if existing else None
+    async with cursor(database.pool) as cur:
+        job_id = await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
+        if job_id is None:
+            existing = await jobs_db.unfinished_of_kind(cur, EMBED_KIND)
+            job_id = existing["id"] if existing else None
     services.jobs.wake()
     return {"job_id": job_id, "rebuild": rebuilding, "provenance": provenance.as_dict()}
 
@@ -74,13 +76,15 @@ async def backfill_status(services: Services, *, settings: Settings) -> dict[str
     except EmbeddingError as exc:
         provenance, error = embedder.configured_provenance(settings), str(exc)
     state = await vectors.provenance_state(database, provenance)
-    job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
+    async with cursor(database.pool) as cur:
+        job = await jobs_db.latest_of_kind(cur, EMBED_KIND)
     status = _JOB_STATUS.get(job["status"], job["status"]) if job else "idle"
     progress = job["progress"] if job else {}
     if status in ("queued", "running") and "total" in progress:
         done, total = int(progress.get("done", 0)), int(progress["total"])
     else:
-        done, total = await vectors_db.coverage(database.pool, provenance)
+        async with cursor(database.pool) as cur:
+            done, total = await vectors_db.coverage(cur, provenance)
     return {
         "status": status,
         "done": done,
@@ -89,7 +93,7 @@ async def backfill_status(services: Services, *, settings: Settings) -> dict[str
         "stored_provenance": state.stored,
         "needs_rebuild": state.needs_rebuild,
         "vectors_enabled": bool(settings.MEMORY_VECTOR_ENABLED),
-        "last_error": (job or {}).get("last_error") or error,
+        "last_error": (job["last_error"] if job else None) or error,
         "job_id": job["id"] if job else None,
     }
 

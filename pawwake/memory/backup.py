@@ -21,7 +21,7 @@ from pawwake.memory.backup_format import (
     export_document,
     validate_backup,
 )
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.resources import terms_for
 from pawwake.memory.store import MemoryConflict
 
@@ -95,6 +95,8 @@ async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict
         async with transaction(services.require_database().pool) as cur:
             await db.lock_memory_imports(cur)
             report = await _apply(cur, items, terms, version)
+            if report["imported"]:
+                await enqueue_embedding(cur)
             if dry_run:
                 raise _RollBack
     except _RollBack:
@@ -102,7 +104,7 @@ async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict
     report.update(schema_version=version, dry_run=dry_run,
                   same_database=header["source_database_id"] == identity)
     if report["imported"] and not dry_run:
-        await request_embedding(services)
+        services.jobs.wake()
         log.info("backup import: %s imported, %s skipped, %s conflicts", report["imported"],
                  report["skipped"], report["conflicts"])
     return report

@@ -5,12 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pawwake.database import connected_database
-from pawwake.db.jobs import enqueue_job
+from pawwake.db.jobs import enqueue
+from pawwake.db.pool import Cursor, cursor
 
 if TYPE_CHECKING:
     from pawwake.services import Services
 
 EMBED_KIND = "memory_embed"
+
+
+async def enqueue_embedding(cur: Cursor) -> None:
+    """Ask for vectors inside the caller's transaction, so the rows that need them and the
+    job that makes them commit together (wake the runner after the commit)."""
+    await enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
 async def request_embedding(services: Services) -> None:
@@ -22,5 +29,6 @@ async def request_embedding(services: Services) -> None:
     database = connected_database(services.database)
     if database is None:
         return
-    await enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    async with cursor(database.pool) as cur:
+        await enqueue_embedding(cur)
     services.jobs.wake()

@@ -15,7 +15,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
-from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -43,8 +43,8 @@ async def embed_missing_memories(services: Services, job: Job) -> dict[str, Any]
     await store.ensure_hnsw_index(database, settings, provenance)
 
     target = EmbeddingTarget("memory",
-                             needing=partial(vectors_db.rows_needing_vectors, database.pool),
-                             coverage=partial(vectors_db.coverage, database.pool),
+                             needing=on_pool(database.pool, vectors_db.rows_needing_vectors),
+                             coverage=on_pool(database.pool, vectors_db.coverage),
                              store=partial(store.store, database))
     return await embed_missing(services, job, provenance, target, batch)
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from aiohttp import web
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import cursor
 from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.services import services_of
 
@@ -58,12 +59,12 @@ def memory_line(memory: dict[str, Any], zone: timezone) -> str:
     return prefix + " ".join(str(memory["content"]).split())
 
 
-def reminder_line(reminder: dict[str, Any], zone: timezone) -> str:
+def reminder_line(reminder: Mapping[str, Any], zone: timezone) -> str:
     moment = reminder["remind_at"].astimezone(zone).strftime("%Y-%m-%d %H:%M")
     return f"[提醒 {moment}] " + " ".join(str(reminder["content"]).split())
 
 
-def memory_block(memories: list[dict[str, Any]], due: list[dict[str, Any]], settings: Any
+def memory_block(memories: list[dict[str, Any]], due: Sequence[Mapping[str, Any]], settings: Any
                  ) -> str:
     """The ``<retrieved_memories>`` block: reminders first, then memories."""
     zone = local_zone(settings)
@@ -90,8 +91,9 @@ async def recall_for_request(services: Services, settings: Any, session_id: str,
         return [], "off"
     exclude: list[int] = []
     if partition:
-        exclude = await memory_seen.recently_seen(database.pool, session_id,
-                                                  settings.MEMORY_SEEN_TTL_HOURS)
+        async with cursor(database.pool) as cur:
+            exclude = await memory_seen.recently_seen(cur, session_id,
+                                                      settings.MEMORY_SEEN_TTL_HOURS)
     outcome = await search_memories(services, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
     if timings is not None:
@@ -121,7 +123,7 @@ def memory_step(app: web.Application) -> Step:
         timings: dict[str, float] = {}
         # Both are on the time-to-first-token path: run them side by side.
         due, found = await asyncio.gather(
-            reminders.claim_due(pool, token, REMINDERS_PER_REQUEST),
+            _claim_due(pool, token),
             recall_for_request(services_of(app), settings, prepared.session_id,
                                last_user_text(prepared.client_messages),
                                partition=partition, touch=False, timings=timings),
@@ -131,7 +133,8 @@ def memory_step(app: web.Application) -> Step:
         if failure is not None:
             if isinstance(due, list) and due:
                 with contextlib.suppress(psycopg2.Error, OSError, DatabaseUnavailable):
-                    await reminders.release_claims(pool, token)
+                    async with cursor(pool) as cur:
+                        await reminders.release_claims(cur, token)
             if partition or not isinstance(failure, _RECALL_ERRORS):
                 raise failure
             log.warning("memory recall skipped: %s", type(failure).__name__)
@@ -166,7 +169,8 @@ def memory_step(app: web.Application) -> Step:
             ids = [m["id"] for m in memories]
 
             async def mark_seen(_prepared: Any, _reply: Any) -> None:
-                await memory_seen.mark_seen(pool, prepared.session_id, ids)
+                async with cursor(pool) as cur:
+                    await memory_seen.mark_seen(cur, prepared.session_id, ids)
 
             prepared.after_success.append(mark_seen)
         _log_steps(timings, started, searched)
@@ -190,14 +194,21 @@ def _hold_reminders(services: Services, prepared: Any, pool: Any, token: str) ->
 
     async def delivered(_prepared: Any, _reply: Any) -> None:
         renewal.cancel()
-        await reminders.mark_delivered(pool, token)
+        async with cursor(pool) as cur:
+            await reminders.mark_delivered(cur, token)
 
     async def released(_prepared: Any, _reason: str) -> None:
         renewal.cancel()
-        await reminders.release_claims(pool, token)
+        async with cursor(pool) as cur:
+            await reminders.release_claims(cur, token)
 
     prepared.after_success.insert(0, delivered)
     prepared.after_failure.insert(0, released)
+
+
+async def _claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:
+    async with cursor(pool) as cur:
+        return await reminders.claim_due(cur, token, REMINDERS_PER_REQUEST)
 
 
 async def _renew(pool: Any, token: str) -> None:
@@ -206,5 +217,7 @@ async def _renew(pool: Any, token: str) -> None:
     while loop.time() < deadline:
         await asyncio.sleep(RENEW_EVERY_SECONDS)
         with contextlib.suppress(psycopg2.Error, OSError):
-            if await reminders.renew_claims(pool, token) == 0:
+            async with cursor(pool) as cur:
+                renewed = await reminders.renew_claims(cur, token)
+            if renewed == 0:
                 return

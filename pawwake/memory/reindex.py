@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
+from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.memory import resources as runtime  # runtime registers this job: import the module
 
@@ -31,18 +32,21 @@ TABLES = ("memories", "conversations")
 async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: see the module docstring."""
     database = job.database
-    stored = await jobs_db.get_job(database.pool, job.id)
-    progress = dict((stored or {}).get("progress") or {})
+    async with cursor(database.pool) as cur:
+        stored = await jobs_db.get_job(cur, job.id)
+    progress = dict(stored["progress"] if stored else {})
     for table in TABLES:
         after = int(progress.get(table, 0))
         while True:
-            rows = await reindex_db.rows_after(database.pool, table, after, BATCH)
+            async with cursor(database.pool) as cur:
+                rows = await reindex_db.rows_after(cur, table, after, BATCH)
             if not rows:
                 break
             terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR,
                                             [row["content"] for row in rows])
-            await reindex_db.store_terms(database.pool, table, [
-                (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])
+            async with cursor(database.pool) as cur:
+                await reindex_db.store_terms(cur, table, [
+                    (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])
             after = rows[-1]["id"]
             progress[table] = after
             progress[f"{table}_done"] = int(progress.get(f"{table}_done", 0)) + len(rows)

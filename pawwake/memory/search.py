@@ -26,6 +26,7 @@ import psycopg2
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
@@ -160,7 +161,8 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
         return rows, {}, None
     known = {row["id"] for row in rows}
     similar = [i for i in fusion.admitted(neighbours, hood) if i not in known]
-    rows = rows + await search_db.fetch_rows(database.pool, similar, exclude)
+    async with cursor(database.pool) as cur:
+        rows = rows + await search_db.fetch_rows(cur, similar, exclude)
     return rows, {row["id"]: hood.score(cosines[row["id"]])
                   for row in rows if row["id"] in cosines}, hood
 
@@ -169,8 +171,9 @@ async def touch_results(services: Services, results: Sequence[SearchResult]) -> 
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
     database = connected_database(services.database)
     if database is not None and results:
-        await search_db.touch_accessed(database.pool, [r.id for r in results],
-                                       TOUCH_GRANULARITY_SECONDS)
+        async with cursor(database.pool) as cur:
+            await search_db.touch_accessed(cur, [r.id for r in results],
+                                           TOUCH_GRANULARITY_SECONDS)
 
 
 async def _keyword_candidates(services: Services, database: Database, keywords: list[str],
@@ -181,13 +184,14 @@ async def _keyword_candidates(services: Services, database: Database, keywords: 
     if not keywords:
         return [], {}
     plan = await services.term_stats.plan(database.pool, keywords)
-    rows = await search_db.ranked_candidates(
-        database.pool, collection=None if plan.exact_size else plan.collection,
-        gather=plan.gather,
-        windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
-        gather_cap=plan.gather_cap,
-        exclude=exclude, limit=pool_size, now=now, today=today,
-        rank_weights=(weights.keyword, weights.importance, weights.recency))
+    async with cursor(database.pool) as cur:
+        rows = await search_db.ranked_candidates(
+            cur, collection=None if plan.exact_size else plan.collection,
+            gather=plan.gather,
+            windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
+            gather_cap=plan.gather_cap,
+            exclude=exclude, limit=pool_size, now=now, today=today,
+            rank_weights=(weights.keyword, weights.importance, weights.recency))
     if rows:
         term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
     else:  # nothing gathered: a gathered term occurs nowhere

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.db import memories as db
 from pawwake.db.pool import transaction
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
 from pawwake.memory.resources import terms_for
 from pawwake.memory.text_import import split_lines
@@ -100,8 +100,10 @@ async def import_seed(services: Services) -> dict[str, Any]:
     async with transaction(services.require_database().pool) as cur:
         await db.lock_memory_imports(cur)
         inserted = await db.insert_memories(cur, rows)
+        if inserted:
+            await enqueue_embedding(cur)
     if inserted:
-        await request_embedding(services)
+        services.jobs.wake()
     log.info("seed import from %s: %s imported, %s skipped", path.name, len(inserted),
              len(items) - len(inserted))
     return {"status": "done", "file": path.name, "imported": len(inserted),

@@ -15,7 +15,7 @@ from pawwake.api_error import ApiError
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
 from pawwake.memory.resources import terms_for
 
 if TYPE_CHECKING:
@@ -94,10 +94,11 @@ async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any
         if "content" in updates:
             updates["search_terms"] = terms
             await db.delete_embedding(cur, memory_id)
+            await enqueue_embedding(cur)
         if updates:
             row = await db.update_memory(cur, memory_id, updates)
     if "content" in updates:
-        await request_embedding(services)
+        services.jobs.wake()
     return row, sorted(name for name in updates if name != "search_terms")
 
 

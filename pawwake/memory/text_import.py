@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.resources import terms_for
@@ -169,8 +169,10 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool,
                              "search_terms": line_terms})
                 scored += modelled
         inserted = await db.insert_memories(cur, rows)
+        if inserted:
+            await enqueue_embedding(cur)
     if inserted:
-        await request_embedding(services)
+        services.jobs.wake()
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))
     return {"imported": len(inserted), "skipped": len(lines) - len(inserted),
             "scored": scored, "warnings": [english_warning(n) for n in notices],

@@ -19,7 +19,7 @@ import psycopg2
 
 from pawwake.database import Database
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.pool import connection
+from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.search.vector_index import VectorIndex
 
@@ -39,10 +39,11 @@ async def provenance_state(database: Database, configured: Provenance) -> Proven
     A rebuild is needed only when vectors of another provenance exist: with none stored there
     is nothing to lose and the configured one is simply adopted on the next backfill.
     """
-    stored = await vectors_db.recorded_provenance(database.pool)
-    if stored is None or stored == configured.as_dict():
-        return ProvenanceState(configured, stored, needs_rebuild=False)
-    present = await vectors_db.has_vectors(database.pool, stored)
+    async with cursor(database.pool) as cur:
+        stored = await vectors_db.recorded_provenance(cur)
+        if stored is None or stored == configured.as_dict():
+            return ProvenanceState(configured, stored, needs_rebuild=False)
+        present = await vectors_db.has_vectors(cur, stored)
     return ProvenanceState(configured, stored, needs_rebuild=present)
 
 
@@ -91,7 +92,8 @@ class VectorStore:
     async def store(self, database: Database, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
         """Save vectors and add them to this process's numpy index; returns the ids stored."""
-        stored_ids = set(await vectors_db.store_vectors(database.pool, provenance, rows))
+        async with cursor(database.pool) as cur:
+            stored_ids = set(await vectors_db.store_vectors(cur, provenance, rows))
         self.index.add(provenance, [row for row in rows if row[0] in stored_ids])
         return sorted(stored_ids)
 
@@ -105,10 +107,13 @@ class VectorStore:
         name = vectors_db.hnsw_index_name(provenance, table)
         if name in self._known_indexes:
             return True
-        if not await vectors_db.hnsw_index_exists(database.pool, provenance, table):
+        async with cursor(database.pool) as cur:
+            exists = await vectors_db.hnsw_index_exists(cur, provenance, table)
+        if not exists:
             log.info("creating vector index %s", name)
             try:
-                await vectors_db.create_hnsw_index(database.pool, provenance, table=table)
+                async with cursor(database.pool) as cur:
+                    await vectors_db.create_hnsw_index(cur, provenance, table=table)
             except psycopg2.Error as exc:
                 log.warning("could not create vector index %s: %s", name, exc.pgcode)
                 return False
@@ -122,7 +127,8 @@ class VectorStore:
         only; the numpy index may include archived ones (dropped later by the row fetch)."""
         exclude = list(exclude)
         if self.backend(settings, database, provenance) == "pgvector":
-            found = await vectors_db.knn(database.pool, provenance, query, k, exclude)
+            async with cursor(database.pool) as cur:
+                found = await vectors_db.knn(cur, provenance, query, k, exclude)
             return sorted(found, key=lambda item: -item[1])
         return await self.index.search(database.pool, provenance, query, k, exclude)
 
@@ -133,5 +139,6 @@ class VectorStore:
         if not ids:
             return {}
         if self.backend(settings, database, provenance) == "pgvector":
-            return await vectors_db.cosines_for(database.pool, provenance, query, ids)
+            async with cursor(database.pool) as cur:
+                return await vectors_db.cosines_for(cur, provenance, query, ids)
         return await self.index.cosines_for(database.pool, provenance, query, ids)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import aiopg
 import numpy as np
 
+from pawwake.db.pool import TextRow, cursor
 from pawwake.db.vector_rows import content_sha
 from pawwake.jobs import Job, RetryLater, backoff_seconds
 from pawwake.llm.embeddings import EmbeddingError, Provenance
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 
 MAX_SWEEPS = 3
 
+T = TypeVar("T")
 VectorRows = Sequence[tuple[int, str, np.ndarray]]
 
 
@@ -34,9 +37,18 @@ class EmbeddingTarget:
     """What a job embeds: rows lacking a vector, their coverage, and how vectors are kept."""
 
     label: str  # for the log: "memory", "conversation"
-    needing: Callable[[Provenance, int, int], Awaitable[list[dict[str, Any]]]]  # after, limit
+    needing: Callable[[Provenance, int, int], Awaitable[list[TextRow]]]  # after, limit
     coverage: Callable[[Provenance], Awaitable[tuple[int, int]]]  # (done, total)
     store: Callable[[Provenance, VectorRows], Awaitable[Sequence[int]]]  # ids stored
+
+
+def on_pool(pool: aiopg.Pool, query: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """``query`` (a ``db/`` function taking a cursor first) run on its own pooled cursor per
+    call, so a sweep holds no connection while it embeds."""
+    async def call(*args: Any) -> T:
+        async with cursor(pool) as cur:
+            return await query(cur, *args)
+    return call
 
 
 async def embed_missing(services: Services, job: Job, provenance: Provenance,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import aiopg
 
 from pawwake.db import memory_search as search_db
+from pawwake.db.pool import cursor
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,9 @@ class TermStats:
             self._reloading.add_done_callback(_log_failure)
 
     async def _load(self, pool: aiopg.Pool) -> None:
-        active, rows = await search_db.collection_size(pool)
-        frequent = await search_db.frequent_terms(pool) if active >= EXACT_BELOW else {}
+        async with cursor(pool) as cur:
+            active, rows = await search_db.collection_size(cur)
+            frequent = await search_db.frequent_terms(cur) if active >= EXACT_BELOW else {}
         self._active, self._rows, self._frequent = active, rows, frequent
         self._loaded_at = time.monotonic()
 

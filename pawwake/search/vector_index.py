@@ -25,6 +25,7 @@ import numpy as np
 
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
+from pawwake.db.pool import cursor
 from pawwake.db.vector_rows import VectorTable
 
 log = logging.getLogger(__name__)
@@ -181,13 +182,15 @@ class VectorIndex:
 
     async def _load(self, pool: aiopg.Pool, provenance: Any) -> None:
         started = time.monotonic()
-        count = await vector_rows.vector_count(pool, self.table, provenance)
-        newest = await vector_rows.newest_vector(pool, self.table, provenance)
+        async with cursor(pool) as cur:
+            count = await vector_rows.vector_count(cur, self.table, provenance)
+            newest = await vector_rows.newest_vector(cur, self.table, provenance)
         matrix = _Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
         after = 0
         while True:
-            page = await vector_rows.fetch_vectors(pool, self.table, provenance,
-                                                   after_id=after, limit=LOAD_PAGE)
+            async with cursor(pool) as cur:
+                page = await vector_rows.fetch_vectors(cur, self.table, provenance,
+                                                       after_id=after, limit=LOAD_PAGE)
             for source_id, sha, created, vector in page:
                 matrix.append(source_id, sha, vector)
                 newest = created if newest is None or created > newest else newest
@@ -210,18 +213,23 @@ class VectorIndex:
         """
         assert self._matrix is not None
         matrix, provenance = self._matrix, self._provenance
-        newest = await vector_rows.newest_vector(pool, self.table, provenance)
+        async with cursor(pool) as cur:
+            newest = await vector_rows.newest_vector(cur, self.table, provenance)
         if newest is not None and (self._newest is None or newest > self._newest):
             since = None if self._newest is None else self._newest - LATE_COMMIT_WINDOW
-            recent = await vector_rows.vector_shas_since(pool, self.table, provenance, since)
+            async with cursor(pool) as cur:
+                recent = await vector_rows.vector_shas_since(cur, self.table, provenance, since)
             await self._fetch_ids(pool, provenance, [
                 source_id for source_id, sha in recent if matrix.shas.get(source_id) != sha])
             self._newest = newest
         now = time.monotonic()
         if now - self._reconciled_at >= self.reconcile_seconds:
             self._reconciled_at = now
-            if await vector_rows.vector_count(pool, self.table, provenance) != matrix.live:
-                stored = set(await vector_rows.vector_ids(pool, self.table, provenance))
+            async with cursor(pool) as cur:
+                count = await vector_rows.vector_count(cur, self.table, provenance)
+            if count != matrix.live:
+                async with cursor(pool) as cur:
+                    stored = set(await vector_rows.vector_ids(cur, self.table, provenance))
                 matrix.remove([i for i in list(matrix.rows) if i not in stored])
                 await self._fetch_ids(pool, provenance,
                                       [i for i in stored if i not in matrix.rows])
@@ -230,9 +238,10 @@ class VectorIndex:
     async def _fetch_ids(self, pool: aiopg.Pool, provenance: Any, ids: Sequence[int]) -> None:
         assert self._matrix is not None
         for start in range(0, len(ids), LOAD_PAGE):
-            page = await vector_rows.fetch_vectors(pool, self.table, provenance,
-                                                   ids=ids[start:start + LOAD_PAGE],
-                                                   limit=LOAD_PAGE)
+            async with cursor(pool) as cur:
+                page = await vector_rows.fetch_vectors(cur, self.table, provenance,
+                                                       ids=ids[start:start + LOAD_PAGE],
+                                                       limit=LOAD_PAGE)
             for source_id, sha, _created, vector in page:
                 self._matrix.append(source_id, sha, vector)
             self.fetched += len(page)

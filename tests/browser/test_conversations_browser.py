@@ -10,7 +10,7 @@ import pytest
 
 from pawwake.app import create_app
 from pawwake.chat import conversations as service
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 
@@ -75,10 +75,12 @@ async def test_find_open_edit_trash_and_restore(browser: Any, aiohttp_server: An
     assert "第 2 条消息已保存" in await page.inner_text("[data-notice]")
     assert (await page.inner_text("article[data-number='2'] [data-content]")
             == "早上八点到清水寺，再去伏见稻荷。")
-    stored = await fetch_all(pool, "SELECT content FROM conversations WHERE session_id ="
-                                   " 'kyoto-trip' ORDER BY created_at")
+    async with cursor(pool) as cur:
+        stored = await fetch_all(cur, "SELECT content FROM conversations WHERE session_id ="
+                                      " 'kyoto-trip' ORDER BY created_at")
     assert stored[1]["content"] == "早上八点到清水寺，再去伏见稻荷。"
-    before = await fetch_all(pool, "SELECT * FROM conversations ORDER BY id")
+    async with cursor(pool) as cur:
+        before = await fetch_all(cur, "SELECT * FROM conversations ORDER BY id")
 
     await page.click("button[data-action='trash-session']")
     await page.wait_for_url("**/dashboard/conversations?done=trashed*")
@@ -95,7 +97,8 @@ async def test_find_open_edit_trash_and_restore(browser: Any, aiohttp_server: An
     await page.wait_for_selector("[data-notice]")
     assert "已恢复：2 条消息" in await page.inner_text("[data-notice]")
     assert await page.locator("article.is-deleted").count() == 0
-    assert await fetch_all(pool, "SELECT * FROM conversations ORDER BY id") == before
+    async with cursor(pool) as cur:
+        assert await fetch_all(cur, "SELECT * FROM conversations ORDER BY id") == before
 
     # Found again by the edited words.
     await page.goto(base + "/dashboard/conversations")

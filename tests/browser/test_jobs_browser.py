@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, dashboard_client
@@ -26,8 +27,9 @@ async def test_jobs_page_end_to_end(browser: Any, make_client: Any, tmp_path: Pa
     app = client.server.app
     pool = services_of(app).database.pool
     services_of(app).jobs.register("memory_extract", failing)
-    dead = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=1)
-    waiting = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=5)
+    async with cursor(pool) as cur:
+        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
+        waiting = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=5)
     await services_of(app).jobs.run_until_idle()
     base = str(client.make_url("/")).rstrip("/")
 
@@ -62,16 +64,19 @@ async def test_jobs_page_end_to_end(browser: Any, make_client: Any, tmp_path: Pa
     await page.wait_for_selector("[data-notice]")
     assert f"任务 {dead} 已重新排队" in await page.inner_text("[data-notice]")
     assert page.url.endswith("/dashboard/jobs?status=attention")
-    assert (await jobs_db.get_job(pool, dead))["attempts"] == 0
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, dead))["attempts"] == 0
 
     # Discard asks first; dismissing changes nothing, accepting discards.
     page.once("dialog", lambda dialog: dialog.dismiss())
     await page.locator(f"tr[data-job='{waiting}'] [data-action=discard]").click()
-    assert (await jobs_db.get_job(pool, waiting))["status"] == "pending"
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, waiting))["status"] == "pending"
     page.once("dialog", lambda dialog: dialog.accept())
     await page.locator(f"tr[data-job='{waiting}'] [data-action=discard]").click()
     await page.wait_for_selector(f"[data-notice]:has-text('任务 {waiting} 已放弃')")
-    assert (await jobs_db.get_job(pool, waiting))["status"] == "discarded"
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, waiting))["status"] == "discarded"
 
     # The filter swaps the list and keeps the choice in the address.
     await page.select_option("select[name=status]", "discarded")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.db.pool import fetch_all
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.consolidation_support import add, answer, group
 from tests.dashboard_support import PASSWORD, SECRET
@@ -120,8 +120,9 @@ async def test_search_edit_archive_restore_and_backfill(
     assert await saved.locator("[data-title]").inner_text() == "过年"
     assert await saved.locator("[data-importance]").get_attribute("data-importance") == "9"
     await shoot(page, str(shots / "edited-zh.png"), full=True)
-    stored = await fetch_all(pool, "SELECT content, importance, title FROM memories"
-                                   " WHERE id = %s", (ids["spring_festival"],))
+    async with cursor(pool) as cur:
+        stored = await fetch_all(cur, "SELECT content, importance, title FROM memories"
+                                      " WHERE id = %s", (ids["spring_festival"],))
     assert stored == [{"content": "春节回老家陪爸妈吃年夜饭，还要给外婆拜年", "importance": 9,
                        "title": "过年"}]
 
@@ -141,8 +142,9 @@ async def test_search_edit_archive_restore_and_backfill(
     await page.wait_for_selector("[data-result=notice]")
     assert await page.locator(".memory-row").count() == 0
     assert await page.inner_text('[data-status-tab="archived"] [data-count]') == "0"
-    active = await fetch_all(pool, "SELECT is_active FROM memories WHERE id = %s",
-                             (ids["spring_festival"],))
+    async with cursor(pool) as cur:
+        active = await fetch_all(cur, "SELECT is_active FROM memories WHERE id = %s",
+                                 (ids["spring_festival"],))
     assert active == [{"is_active": True}]
 
     # The refused edit shows up as a failed 400 load (htmx logs it too); nothing else failed.
@@ -200,7 +202,8 @@ async def test_bulk_bar_confirm_dialog_import_and_export(
     await page.click("#memory-confirm [data-dialog-ok]")
     await page.wait_for_selector("[data-result=notice]")
     assert await page.inner_text("[data-result=notice]") == "已永久删除 2 条"
-    assert len(await fetch_all(pool, "SELECT id FROM memories")) == 3
+    async with cursor(pool) as cur:
+        assert len(await fetch_all(cur, "SELECT id FROM memories")) == 3
 
     # Import: plain text, then a backup with its preview and confirmation.
     await page.click("nav.mainnav >> text=导入记忆")
@@ -223,7 +226,8 @@ async def test_bulk_bar_confirm_dialog_import_and_export(
     await shoot(page, str(shots / "import-preview-zh.png"), full=True)
     await page.click("[data-action=confirm-import]")
     await page.wait_for_selector('[data-backup-report="done"]')
-    contents = {row["content"] for row in await fetch_all(pool, "SELECT content FROM memories")}
+    async with cursor(pool) as cur:
+        contents = {row["content"] for row in await fetch_all(cur, "SELECT content FROM memories")}
     assert {"我的猫叫小橘", "妈妈的生日是十月十二号", "冬天学会了滑雪"} <= contents
 
     # Export: the download is a real file with every memory.
@@ -305,8 +309,9 @@ async def test_organise_a_day_edit_confirm_see_sources_and_revert(
     assert await event.locator("[data-layer]").get_attribute("data-layer") == "2"
     assert await event.locator("[data-title]").inner_text() == "野餐"
     assert await event.locator("[data-merged]").inner_text() == "由 3 条合并"
-    stored = await fetch_all(services_of(server.app).database.pool,
-                             "SELECT id, is_active FROM memories WHERE id = ANY(%s)", (ids,))
+    async with cursor(services_of(server.app).database.pool) as cur:
+        stored = await fetch_all(cur,
+                                 "SELECT id, is_active FROM memories WHERE id = ANY(%s)", (ids,))
     assert [r["is_active"] for r in stored] == [False, False, False]
 
     # The event's sources, then the revert (after the confirmation dialog).
@@ -324,8 +329,9 @@ async def test_organise_a_day_edit_confirm_see_sources_and_revert(
     assert await page.locator(".memory-row", has_text="回家时下了小雨").count() == 0
     for text in texts:
         assert await page.locator(".memory-row", has_text=text).count() == 1
-    stored = await fetch_all(services_of(server.app).database.pool,
-                             "SELECT is_active FROM memories WHERE id = ANY(%s)", (ids,))
+    async with cursor(services_of(server.app).database.pool) as cur:
+        stored = await fetch_all(cur,
+                                 "SELECT is_active FROM memories WHERE id = ANY(%s)", (ids,))
     assert [r["is_active"] for r in stored] == [True, True, True]
 
     # A manual merge from the action bar opens a dialog with the joined texts.

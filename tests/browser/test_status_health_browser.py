@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pawwake.db import jobs as jobs_db
+from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.browser.test_tryit_browser import overflow, signed_in
@@ -31,7 +32,8 @@ async def test_failing_extraction_shown_and_retried_from_status(browser: Any, ma
     app = client.server.app
     pool = services_of(app).database.pool
     services_of(app).jobs.register("memory_extract", failing)
-    dead = await jobs_db.enqueue_job(pool, "memory_extract", {}, max_attempts=1)
+    async with cursor(pool) as cur:
+        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
     await services_of(app).jobs.run_until_idle()
     base = str(client.make_url("/")).rstrip("/")
     context, page, errors = await signed_in(browser, base, width, "/dashboard")
@@ -50,7 +52,8 @@ async def test_failing_extraction_shown_and_retried_from_status(browser: Any, ma
     await notice.wait_for()
     assert f"任务 {dead} 已重新排队" in await notice.inner_text()
     assert page.url == base + "/dashboard"  # swapped in place, the page did not move away
-    assert (await jobs_db.get_job(pool, dead))["attempts"] == 0
+    async with cursor(pool) as cur:
+        assert (await jobs_db.get_job(cur, dead))["attempts"] == 0
     assert await page.get_attribute("[data-jobs-kind=memory_extract]",
                                     "data-state") == "warning"
     assert errors == []

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.db.pool import fetch_all, fetch_one
+from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.partition_support import PARTITION, now_turn, say, state_row, system
@@ -44,14 +44,16 @@ async def submit(page: Any, selector: str, done: str) -> str:
 
 
 async def stored_state(pool: Any, thread: str) -> list[str] | None:
-    row = await fetch_one(pool, "SELECT summary_parts FROM partition_state WHERE thread_id = %s",
-                          (thread,))
+    async with cursor(pool) as cur:
+        row = await fetch_one(cur, "SELECT summary_parts FROM partition_state WHERE thread_id = %s",
+                              (thread,))
     return None if row is None else row["summary_parts"]
 
 
 async def message_counts(pool: Any) -> dict[tuple[str, bool], int]:
-    rows = await fetch_all(pool, "SELECT session_id, deleted_at IS NOT NULL AS trashed,"
-                                 " count(*) AS n FROM conversations GROUP BY 1, 2")
+    async with cursor(pool) as cur:
+        rows = await fetch_all(cur, "SELECT session_id, deleted_at IS NOT NULL AS trashed,"
+                                    " count(*) AS n FROM conversations GROUP BY 1, 2")
     return {(r["session_id"], r["trashed"]): r["n"] for r in rows}
 
 
@@ -134,8 +136,9 @@ async def test_threads_page_end_to_end(browser: Any, gateway: Any, upstream: Any
     assert await fact(page, "active") == "旅行"
     assert await pills(page, "旅行") == ["当前", "有摘要"]
     assert await page.locator("tr[data-thread='default'] [data-action=switch]").count() == 1
-    row = await fetch_one(pool, "SELECT value FROM gateway_config"
-                                " WHERE key = 'PARTITION_SESSION_ID'")
+    async with cursor(pool) as cur:
+        row = await fetch_one(cur, "SELECT value FROM gateway_config"
+                                   " WHERE key = 'PARTITION_SESSION_ID'")
     assert row is not None and row["value"] == "旅行"
     assert await say(client, upstream, "第一天去哪", "先去清水寺") \
         == [system(None, [SUMMARY]), now_turn("第一天去哪")]
@@ -159,7 +162,8 @@ async def test_threads_page_end_to_end(browser: Any, gateway: Any, upstream: Any
     assert await page.inner_text("tr[data-thread='旧对话'] td:nth-child(2)") == "10"
     counts = await message_counts(pool)
     assert counts[("旧对话", False)] == 10 and ("default", False) not in counts
-    usage = await fetch_all(pool, "SELECT DISTINCT session_id FROM token_usage")
+    async with cursor(pool) as cur:
+        usage = await fetch_all(cur, "SELECT DISTINCT session_id FROM token_usage")
     assert "旧对话" in {r["session_id"] for r in usage}
     assert "default" not in {r["session_id"] for r in usage}
     assert (await state_row(client, "旧对话"))["rotations"] == 1

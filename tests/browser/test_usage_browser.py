@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.db.pool import execute
+from pawwake.db.pool import cursor, execute
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 
@@ -50,9 +50,10 @@ async def seed(pool: Any) -> None:
     for session, minutes in ((LONG_SESSION, 0), ("kyoto", 3)):
         for role, text in (("user", "下个月去京都旅行，清水寺那天怎么安排"),
                            ("assistant", "早上七点到清水寺，中午去二年坂吃汤豆腐。")):
-            await execute(pool, "INSERT INTO conversations (session_id, role, content, model,"
-                          " created_at) VALUES (%s, %s, %s, 'test/model-a', %s)",
-                          (session, role, text, MESSAGE_AT + timedelta(minutes=minutes)))
+            async with cursor(pool) as cur:
+                await execute(cur, "INSERT INTO conversations (session_id, role, content, model,"
+                              " created_at) VALUES (%s, %s, %s, 'test/model-a', %s)",
+                              (session, role, text, MESSAGE_AT + timedelta(minutes=minutes)))
     usage = [  # (days ago, local hour, model, kind, input, output, cost)
         (0, 9, "test/model-a", "chat", 1200, 300, 0.0012),
         (1, 6, "test/model-b", "chat", 800, 200, 0.0034),
@@ -61,18 +62,20 @@ async def seed(pool: Any) -> None:
         (12, 12, "test/model-a", "chat", 50, 50, None),
         (45, 12, "test/model-a", "chat", 70, 30, None)]
     for days_ago, hour, model, kind, prompt, completion, cost in usage:
-        await execute(pool, "INSERT INTO token_usage (session_id, model, prompt_tokens,"
-                      " completion_tokens, total_tokens, usage_type, cost, created_at)"
-                      " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                      ("kyoto", model, prompt, completion, prompt + completion, kind, cost,
-                       at_local(days_ago, hour, 0)))
-    await execute(pool, "INSERT INTO memories (content, importance, created_at) VALUES"
-                  " (%s, 7, %s), ('用户对花生过敏', 9, %s)",
-                  ("用户的猫叫小橘，" * 20 + "https://example.com/" + "a" * 80, MESSAGE_AT,
-                   MESSAGE_AT))
-    await execute(pool, "INSERT INTO jobs (kind, status, last_error, attempts, created_at,"
-                  " updated_at) VALUES ('extract', 'failed', 'UpstreamError', 5, %s, %s)",
-                  (MESSAGE_AT, MESSAGE_AT))
+        async with cursor(pool) as cur:
+            await execute(cur, "INSERT INTO token_usage (session_id, model, prompt_tokens,"
+                          " completion_tokens, total_tokens, usage_type, cost, created_at)"
+                          " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                          ("kyoto", model, prompt, completion, prompt + completion, kind, cost,
+                           at_local(days_ago, hour, 0)))
+    async with cursor(pool) as cur:
+        await execute(cur, "INSERT INTO memories (content, importance, created_at) VALUES"
+                      " (%s, 7, %s), ('用户对花生过敏', 9, %s)",
+                      ("用户的猫叫小橘，" * 20 + "https://example.com/" + "a" * 80, MESSAGE_AT,
+                       MESSAGE_AT))
+        await execute(cur, "INSERT INTO jobs (kind, status, last_error, attempts, created_at,"
+                      " updated_at) VALUES ('extract', 'failed', 'UpstreamError', 5, %s, %s)",
+                      (MESSAGE_AT, MESSAGE_AT))
 
 
 @pytest.fixture

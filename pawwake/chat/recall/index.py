@@ -19,11 +19,11 @@ from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.pool import transaction
+from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import resources as runtime
-from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, retry_for
+from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -58,7 +58,8 @@ async def request_embedding(services: Services) -> None:
     database = connected_database(services.database)
     if database is None:
         return
-    await jobs_db.enqueue_job(database.pool, EMBED_KIND, {}, dedupe_key="pending")
+    async with cursor(database.pool) as cur:
+        await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
     services.jobs.wake()
 
 
@@ -68,7 +69,8 @@ async def index_pending(services: Services, *, limit: int | None = None) -> int:
     done, after = 0, 0
     while limit is None or done < limit:
         batch = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
-        rows = await db.unindexed_messages(database.pool, after, batch)
+        async with cursor(database.pool) as cur:
+            rows = await db.unindexed_messages(cur, after, batch)
         if not rows:
             break
         terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR,
@@ -106,8 +108,8 @@ async def embed_missing_messages(services: Services, job: Job) -> dict[str, Any]
         raise retry_for(exc, job) from None
     await ensure_vector_index(services, settings, provenance)
     target = EmbeddingTarget(
-        "conversation", needing=partial(db.messages_needing_vectors, database.pool),
-        coverage=partial(db.vector_coverage, database.pool),
+        "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
+        coverage=on_pool(database.pool, db.vector_coverage),
         store=partial(services.recall_vectors.store, database.pool))
     return await embed_missing(services, job, provenance, target, EMBED_BATCH)
 
@@ -137,10 +139,12 @@ def request_vector_index(services: Services, settings: Mapping[str, Any],
 async def index_status(services: Services, *, settings: Settings) -> dict[str, Any]:
     """Keyword index coverage, vector coverage and the embedding job's state."""
     database = services.require_database()
-    counts = await db.index_counts(database.pool)
+    async with cursor(database.pool) as cur:
+        counts = await db.index_counts(cur)
     provenance = services.embedder.configured_provenance(settings)
-    done, total = await db.vector_coverage(database.pool, provenance)
-    job = await jobs_db.latest_of_kind(database.pool, EMBED_KIND)
+    async with cursor(database.pool) as cur:
+        done, total = await db.vector_coverage(cur, provenance)
+        job = await jobs_db.latest_of_kind(cur, EMBED_KIND)
     return {
         "enabled": bool(settings.CONVERSATION_RECALL_ENABLED),
         "keyword_index": counts,

@@ -26,6 +26,7 @@ from pawwake.chat.recall.rank import (
     trim,
 )
 from pawwake.db import fragments as db
+from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.search import fusion
 from pawwake.search.scoring import keyword_score
@@ -82,9 +83,10 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     if keywords:
         stats = recall_stats.for_pool(database.pool)
         count, frequencies = await stats.frequencies(database.pool, keywords)
-        rows = await db.keyword_matches(database.pool, keywords, excluded_sessions,
-                                        KEYWORD_ROWS, keep_below=keep_excluded_below,
-                                        **stats.match_options(keywords))
+        async with cursor(database.pool) as cur:
+            rows = await db.keyword_matches(cur, keywords, excluded_sessions,
+                                            KEYWORD_ROWS, keep_below=keep_excluded_below,
+                                            **stats.match_options(keywords))
         weights = {t: tokens.idf_weight(count, frequencies.get(t, 0)) for t in keywords}
         total = sum(weights.values())
         for row in rows:
@@ -161,7 +163,8 @@ async def _semantic(services: Services, settings: Mapping[str, Any], query: str,
 async def _build_fragments(pool: Any, chosen: list[tuple[Any, str]], context: int
                            ) -> list[dict[str, Any]]:
     matched = {i for item, _ in chosen for i in item.hits.matched_ids()}
-    rows = await db.context_windows(pool, sorted(matched), context)
+    async with cursor(pool) as cur:
+        rows = await db.context_windows(cur, sorted(matched), context)
     by_session: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_session.setdefault(row["session_id"], []).append(row)

@@ -24,6 +24,7 @@ import aiopg
 
 from pawwake.db import fragments as db
 from pawwake.db import memory_search
+from pawwake.db.pool import cursor
 from pawwake.search.term_stats import GATHER_BUDGET, GATHER_CAP, RECENT_WINDOW
 
 EXACT_BELOW = 5000
@@ -42,9 +43,10 @@ class RecallTermStats:
     async def refresh(self, pool: aiopg.Pool) -> None:
         if time.monotonic() - self._loaded_at < self.ttl and self._searchable >= EXACT_BELOW:
             return
-        self._searchable, self._rows = await db.searchable_count(pool)
-        self._frequent = (await memory_search.frequent_terms(pool, "conversations")
-                          if self._searchable >= EXACT_BELOW else {})
+        async with cursor(pool) as cur:
+            self._searchable, self._rows = await db.searchable_count(cur)
+            self._frequent = (await memory_search.frequent_terms(cur, "conversations")
+                              if self._searchable >= EXACT_BELOW else {})
         self._loaded_at = time.monotonic()
 
     def windowed(self, terms: Sequence[str]) -> list[str]:
@@ -75,7 +77,8 @@ class RecallTermStats:
         await self.refresh(pool)
         estimated = {t: round(self._frequent[t] * self._searchable)
                      for t in terms if t in self._frequent}
-        counted = await db.term_counts(pool, [t for t in terms if t not in estimated])
+        async with cursor(pool) as cur:
+            counted = await db.term_counts(cur, [t for t in terms if t not in estimated])
         return self._searchable, {**counted, **estimated}
 
 

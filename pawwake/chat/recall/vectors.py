@@ -22,6 +22,7 @@ import numpy as np
 import psycopg2
 
 from pawwake.db import fragments as db
+from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.search.vector_index import VectorIndex
 
@@ -45,7 +46,8 @@ class MessageVectors:
     async def store(self, pool: aiopg.Pool, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
         """Save vectors and add them to the numpy index; returns the message ids stored."""
-        stored = set(await db.store_vectors(pool, provenance, rows))
+        async with cursor(pool) as cur:
+            stored = set(await db.store_vectors(cur, provenance, rows))
         self.index.add(provenance, [row for row in rows if row[0] in stored])
         return sorted(stored)
 
@@ -58,13 +60,15 @@ class MessageVectors:
         fetch = 3 * k
         while True:
             if pgvector:
-                found, exhausted = await db.nearest_indexed(
-                    pool, provenance, query, k, exclude_sessions, fetch=fetch,
-                    keep_below=keep_below)
+                async with cursor(pool) as cur:
+                    found, exhausted = await db.nearest_indexed(
+                        cur, provenance, query, k, exclude_sessions, fetch=fetch,
+                        keep_below=keep_below)
             else:
                 near = await self.index.search(pool, provenance, query, fetch)
-                found = await db.live_neighbours(pool, provenance, near, k, exclude_sessions,
-                                                 keep_below=keep_below)
+                async with cursor(pool) as cur:
+                    found = await db.live_neighbours(cur, provenance, near, k, exclude_sessions,
+                                                     keep_below=keep_below)
                 exhausted = len(near) < fetch
             if len(found) >= k or exhausted or fetch >= NEAREST_FETCH_CAP:
                 return found

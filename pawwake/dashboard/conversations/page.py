@@ -19,6 +19,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
+from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
 from pawwake.services import database_of, services_of, settings_of
 
@@ -93,7 +94,10 @@ async def view_session(request: web.Request) -> web.Response:
     rows = await service.session_messages(database_of(request), session_id, include_deleted=True)
     database = services_of(request).database
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
-    injected = await injections_of(database.pool, replies) if database else {}
+    injected: dict[int, list[dict[str, Any]]] = {}
+    if database is not None:
+        async with cursor(database.pool) as cur:
+            injected = await injections_of(cur, replies)
     messages = [{**row, "number": number, "role_key": ROLE_KEYS[row["role"]],
                  "injected": injected.get(row["id"])}
                 for number, row in enumerate(rows, start=1)]

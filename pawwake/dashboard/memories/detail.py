@@ -30,7 +30,7 @@ async def memory_detail(request: web.Request) -> web.Response:
             raise web.HTTPNotFound()
         chain = await db.version_chain(cur, memory_id)
         sources = await db.source_messages(cur, memory_id)
-    usage = await memory_usage(database.pool, memory_id)
+        usage = await memory_usage(cur, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
         "created": local_minute(memory["created_at"], zone),

@@ -11,7 +11,7 @@ from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
 from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
-from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.services import database_of, services_of, settings_of
 
@@ -43,7 +43,8 @@ async def status(request: web.Request) -> web.Response:
     context["jobs"] = None
     if on and state == "ready":
         try:
-            context["counts"] = await dashboard_counts(database.pool)
+            async with cursor(database.pool) as cur:
+                context["counts"] = await dashboard_counts(cur)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
             context["jobs"] = await job_admin.health(database_of(app))

@@ -117,10 +117,12 @@ async def start_range(services: Services, date_from: date, date_to: date, *,
 
 async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> dict[str, Any]:
     pool = services.require_database().pool
-    job_id = await jobs_db.enqueue_job(pool, CONSOLIDATE_KIND, payload, dedupe_key="single",
+    async with cursor(pool) as cur:
+        job_id = await jobs_db.enqueue(cur, CONSOLIDATE_KIND, payload, dedupe_key="single",
                                        max_attempts=JOB_ATTEMPTS)
+        running = (await jobs_db.unfinished_of_kind(cur, CONSOLIDATE_KIND)
+                   if job_id is None else None)
     if job_id is None:
-        running = await jobs_db.unfinished_of_kind(pool, CONSOLIDATE_KIND)
         raise DetailedConflict("consolidation_running", "Drafts are already being made; wait "
                                "for them or cancel that run first.",
                                job_id=running["id"] if running else None)
@@ -130,9 +132,10 @@ async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> d
 
 
 async def cancel(database: Database) -> dict[str, Any]:
-    cancelled = await db.cancel_unfinished(
-        database.pool, CONSOLIDATE_KIND,
-        {"code": "cancelled", "message": "The draft run was cancelled."})
+    async with cursor(database.pool) as cur:
+        cancelled = await db.cancel_unfinished(
+            cur, CONSOLIDATE_KIND,
+            {"code": "cancelled", "message": "The draft run was cancelled."})
     if not cancelled:
         raise DetailedConflict("not_running", "No draft run is queued or running.")
     return {"cancelled": True, "job_id": cancelled[0]}
@@ -142,11 +145,13 @@ async def status(database: Database, job_id: int | None = None) -> dict[str, Any
     """The latest (or the named) draft job as a UI shows it; drafts carry their state now."""
     pool = database.pool
     if job_id is None:
-        job = await jobs_db.latest_of_kind(pool, CONSOLIDATE_KIND)
+        async with cursor(pool) as cur:
+            job = await jobs_db.latest_of_kind(cur, CONSOLIDATE_KIND)
         if job is None:
             return {"status": "none", "job_id": None}
     else:
-        job = await jobs_db.get_job(pool, job_id)
+        async with cursor(pool) as cur:
+            job = await jobs_db.get_job(cur, job_id)
         if job is None or job["kind"] != CONSOLIDATE_KIND:
             raise NotFound(f"No consolidation run with id {job_id}.")
     payload, result = job["payload"], job["result"] or {}
@@ -168,7 +173,7 @@ async def status(database: Database, job_id: int | None = None) -> dict[str, Any
     return shown
 
 
-def _status_name(job: dict[str, Any]) -> str:
+def _status_name(job: jobs_db.JobRow) -> str:
     if job["status"] == "pending":
         return "retrying" if job["attempts"] > 0 or job["last_error"] else "queued"
     if job["status"] in ("dead", "discarded"):  # out of attempts, or given up on: no drafts
@@ -341,7 +346,8 @@ class DraftRun:
         return answer
 
     async def _still_ours(self) -> bool:
-        state = await db.job_state(self.pool, self.job.id)
+        async with cursor(self.pool) as cur:
+            state = await db.job_state(cur, self.job.id)
         return state == ("running", self.job.attempts)
 
     def _counts(self) -> dict[str, Any]:
@@ -365,12 +371,14 @@ async def run_draft_job(services: Services, job: Job) -> dict[str, Any] | None:
     """Job handler for CONSOLIDATE_KIND."""
     settings = await services.config.fresh()
     pool = services.require_database().pool
-    stored = await jobs_db.get_job(pool, job.id)
-    resume = (stored or {}).get("progress", {}).get("resume")
+    async with cursor(pool) as cur:
+        stored = await jobs_db.get_job(cur, job.id)
+    resume = stored["progress"].get("resume") if stored else None
     try:
         return await DraftRun(services, job, settings).execute(resume)
     except DraftJobFailed as exc:
         log.warning("consolidation job %s failed: %s", job.id, exc.message)
-        await db.fail_job(pool, job.id, job.attempts, {"code": exc.code, "message": exc.message})
+        async with cursor(pool) as cur:
+            await db.fail_job(cur, job.id, job.attempts, {"code": exc.code, "message": exc.message})
         return None
 

@@ -20,7 +20,7 @@ from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError
 from pawwake.memory.resources import terms_for
 from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
@@ -62,8 +62,9 @@ class MergeRequest:
 async def find_draft(database: Database, draft_id: str) -> dict[str, Any]:
     """A draft made by a finished draft job (404 when there is no such draft)."""
     parsed = parse.parse_draft_id(draft_id)
-    draft = (await db.finished_draft(database.pool, CONSOLIDATE_KIND, parsed[0], draft_id)
-             if parsed else None)
+    async with cursor(database.pool) as cur:
+        draft = (await db.finished_draft(cur, CONSOLIDATE_KIND, parsed[0], draft_id)
+                 if parsed else None)
     if draft is None:
         raise NotFound(f"No draft {draft_id!r}; make new drafts.")
     return dict(draft)
@@ -128,7 +129,8 @@ async def merge_memories(services: Services, request: MergeRequest, *, settings:
             event_date=min(parse.local_date(r, tz_hours) for r in rows),
             merged_from=source_ids, search_terms=terms)
         archived = await memories_db.archive_memories(cur, source_ids)
-    await request_embedding(services)
+        await enqueue_embedding(cur)
+    services.jobs.wake()
     log.info("merged %s memories into %s (layer %s)", len(archived), merged["id"], layer)
     return {"memory": memory_json(merged), "archived_ids": archived,
             "draft_id": request.draft_id}

@@ -20,7 +20,7 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
-from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import (
     ExtractedItem,
     ExtractionAnswerError,
@@ -159,7 +159,7 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     result = await apply_items(services, job, session_id, items, {c["id"] for c in candidates},
                                message_ids)
     if result["added"]:
-        await request_embedding(services)
+        services.jobs.wake()
     return result
 
 
@@ -175,6 +175,8 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
     async with transaction(database.pool) as cur:
         for item, terms in zip(items, item_terms, strict=True):
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
+        if counts["added"]:
+            await enqueue_embedding(cur)
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)
