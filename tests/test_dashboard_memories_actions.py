@@ -217,7 +217,8 @@ async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
     fake = await fake_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     for n in range(4):  # stored without asking for vectors, as rows from before an upgrade
-        await insert_memory(services_of(client.server.app).database.pool, f"需要向量的记忆 {n}")
+        await insert_memory(services_of(client.server.app).database.pool,
+                            f"需要向量的记忆 {n}")
     response = await client.get("/dashboard/memories/backfill", headers={"HX-Request": "true"})
     panel = soup(await response.text()).select_one("#backfill")
     assert panel["data-backfill-status"] == "idle"

@@ -130,12 +130,14 @@ async def test_excluded_ids_make_room_for_the_next_candidates(make_client: Any) 
     first_key = keys_of([first.results[0].id], ids)[0]
     assert first_key in parents
     second = await search_memories(services_of(app), "爸妈", limit=1,
-                                   exclude_ids=[first.results[0].id], settings=services_of(app).config.current())
+                                   exclude_ids=[first.results[0].id],
+                                   settings=services_of(app).config.current())
     assert len(second.results) == 1
     second_key = keys_of([second.results[0].id], ids)[0]
     assert second_key in parents and second_key != first_key
     everything = await search_memories(services_of(app), "爸妈", limit=10,
-                                       exclude_ids=[ids[k] for k in parents], settings=services_of(app).config.current())
+                                       exclude_ids=[ids[k] for k in parents],
+                                       settings=services_of(app).config.current())
     assert not {keys_of([r.id], ids)[0] for r in everything.results} & parents
 
 
