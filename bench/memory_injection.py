@@ -20,7 +20,9 @@ per-step times (embed, retrieve, semantic, finish) are printed: where the added 
 Part ``load``: the same database and gateways plus a pure-forwarding one (no database);
 sequential short messages (at most 12 characters), then throughput (streams per second) and
 TTFT p50 at 1, 20 and 50 concurrent streams for direct, pure and memory on, fresh 5-14-word
-messages. Ratios count within one run (the machine is shared).
+messages. Ratios count within one run (the machine is shared). With ``--env LOG_LEVEL=DEBUG``
+the memory-on gateway's own per-step times are read from its log, per phase (short messages,
+@1, @20, @50): its embedding compute against the whole memory step, as the gateway saw them.
 
 Part ``extract``: in-process ``create_app`` with JOB_WORKERS=0 and an instant fake model that
 answers every extraction prompt with two new memories. ``--sessions`` conversations of one
@@ -78,7 +80,7 @@ class VariedPayloads:
     """Streaming chat bodies, each a new conversation whose user message is a fresh sentence of
     real words (so every request embeds a new query and searches for new terms)."""
 
-    end = overhead.Payloads.end  # how a whole stream ends
+    end = overhead.CHAT.end  # how a whole stream ends
 
     def __init__(self, maker: memory_search.TextMaker) -> None:
         self.maker = maker
@@ -222,9 +224,49 @@ async def load_run(session: aiohttp.ClientSession, url: str, headers: dict[str, 
     return len(ttfts) / (time.perf_counter() - started), ttfts
 
 
-async def measure_load(ports: dict[str, int], args: argparse.Namespace) -> None:
+class StepLog:
+    """The memory-on gateway's own per-step times (its DEBUG "memory step (ms)" lines, present
+    with ``--env LOG_LEVEL=DEBUG``), read per phase of the run."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._at = 0
+        self.phases: dict[str, dict[str, list[float]]] = {}
+
+    def mark(self) -> None:
+        self._at = self.path.stat().st_size if self.path and self.path.exists() else 0
+
+    def read(self, phase: str) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        with self.path.open("rb") as handle:
+            handle.seek(self._at)
+            text = handle.read().decode("utf-8", "replace")
+        steps: dict[str, list[float]] = {}
+        for line in text.splitlines():
+            _, found, rest = line.partition("memory step (ms): ")
+            for item in rest.split() if found else ():
+                name, _, value = item.partition("=")
+                steps.setdefault(name, []).append(float(value))
+        if steps:
+            self.phases[phase] = steps
+
+    def report(self) -> None:
+        for phase, steps in self.phases.items():
+            total, compute = steps.get("total", []), steps.get("embed_compute", [])
+            rest = [t - c for t, c in zip(total, compute, strict=False)]
+            sys.stdout.write(
+                f"memory_on gateway's own steps, {phase} ({len(total)} requests), p50 ms: "
+                + ", ".join(f"{name} {pct(values, 50):.1f}" for name, values in steps.items())
+                + (f"; total minus embed_compute p50 {pct(rest, 50):.1f}" if rest else "")
+                + "\n")
+
+
+async def measure_load(ports: dict[str, int], args: argparse.Namespace,
+                       steps: StepLog | None = None) -> None:
     """Throughput and TTFT under concurrency: direct, pure forwarding and memory on (fresh
     5-14-word messages), each run in turn; plus sequential short messages (<= 12 chars)."""
+    steps = steps or StepLog(None)
     json_headers = {"Content-Type": "application/json"}
     gateway_headers = {**json_headers, "X-Gateway-Key": overhead.GATEWAY_KEY}
     targets = {name: (f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -235,11 +277,16 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace) -> None:
     figures: dict[tuple[str, int], tuple[float, float]] = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         await overhead.ttft_pairs(session, targets, payloads, 10)
+        steps.mark()
         short_times = await overhead.ttft_pairs(session, targets, short, args.short_samples)
+        steps.read("short messages")
         for concurrency in LOAD_CONCURRENCY:
             for name, (url, headers) in targets.items():
+                steps.mark()
                 rate, ttfts = await load_run(session, url, headers, payloads, concurrency,
                                              args.duration)
+                if name == "memory_on":
+                    steps.read(f"@{concurrency}")
                 figures[name, concurrency] = (rate, statistics.median(ttfts) * 1000)
                 await asyncio.sleep(0.5)
     direct_short = statistics.median(short_times["direct"]) * 1000
@@ -260,6 +307,7 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace) -> None:
         sys.stdout.write(
             f"TTFT p50 @{top}: memory_on / pure = "
             f"{figures['memory_on', top][1] / figures['pure', top][1]:.2f}x\n")
+    steps.report()
 
 
 async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
@@ -332,7 +380,7 @@ def run_ttft(args: argparse.Namespace) -> None:
             f"{name} {overhead.rss_mb(process.pid):.0f} MB"
             for name, process in gateways.items()) + "\n")
         if "load" in args.parts:
-            asyncio.run(measure_load(ports, args))
+            asyncio.run(measure_load(ports, args, StepLog(workdir / "memory_on" / "gateway.log")))
             sys.stdout.write("gateway RSS after load: " + ", ".join(
                 f"{name} {overhead.rss_mb(process.pid):.0f} MB"
                 for name, process in gateways.items()) + "\n")

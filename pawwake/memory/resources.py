@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -18,6 +17,7 @@ import psycopg2
 from pawwake.database import Database
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
+from pawwake.llm.engine_memory import trim_heap
 from pawwake.memory.vectors import VectorStore
 from pawwake.settings import Settings
 from pawwake.text import offload, tokens
@@ -33,17 +33,7 @@ async def ensure_tokenizer(data_dir: str) -> None:
 
 def _load_tokenizer(data_dir: str) -> None:
     tokens.load(data_dir)
-    trim_heap()
-
-
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the system. Loading the tokenizer frees ~10 MB of
-    buffers that glibc would otherwise keep resident; elsewhere this is a no-op."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):  # not glibc
-        return
-    trim(0)
+    trim_heap()  # loading frees ~10 MB of buffers that glibc would otherwise keep resident
 
 
 async def terms_for(data_dir: str, texts: Sequence[str], *,

@@ -35,9 +35,10 @@ from pawwake.llm.embeddings import (
 )
 from pawwake.memory import vectors
 from pawwake.memory.resources import ensure_tokenizer
+from pawwake.priority_worker import CHAT
 from pawwake.search import fusion, scoring
 from pawwake.text import offload, tokens
-from pawwake.text.query import embedding_text, nothing_to_search
+from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -87,12 +88,13 @@ class _Semantic:
 async def search_memories(services: Services, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
                           settings: Settings,
-                          touch: bool = True) -> SearchOutcome:
+                          touch: bool = True, priority: int = CHAT) -> SearchOutcome:
     """Search active memories for ``query``; see the module docstring for the scoring.
 
     The query embedding (the slow part with a local model) runs while the keyword candidates
     are fetched. ``touch=False`` leaves ``last_accessed`` to the caller (see ``touch_results``),
-    so a chat request does not wait for that write.
+    so a chat request does not wait for that write. ``priority=BACKGROUND`` (a job's search)
+    cuts and embeds the query behind every chat's.
     """
     database = services.database
     if database is None:
@@ -101,18 +103,30 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     exclude = sorted({int(i) for i in exclude_ids})
     await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
     clock = _Clock()
-    keywords = await offload.query_keywords(query)
-    clock.lap("tokenise")
-    now = datetime.now(UTC)
-    today = scoring.local_today(now, float(settings.TIMEZONE_HOURS))
-    # The keyword pool is ranked before we know whether a vector will come; only the pool's
-    # order depends on it, the final scores use the weights of the mode really used.
-    expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
-                else scoring.KEYWORD_ONLY)
-    (semantic, warning), (rows, term_weights) = await asyncio.gather(
-        _query_vector(services, settings, embedding_text(query, keywords), clock.laps),
-        clock.timed("keyword_fetch", _keyword_candidates(
-            services, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
+    # A message short enough to be embedded as sent starts its embedding now, while its
+    # keywords are cut: the cutting then adds nothing to the time before the reply.
+    early = (asyncio.ensure_future(_query_vector(services, settings, query, clock.laps, priority))
+             if not needs_keywords(query) else None)
+    try:
+        keywords = await offload.query_keywords(query, priority=priority)
+        clock.lap("tokenise")
+        now = datetime.now(UTC)
+        today = scoring.local_today(now, float(settings.TIMEZONE_HOURS))
+        # The keyword pool is ranked before we know whether a vector will come; only the
+        # pool's order depends on it, the final scores use the weights of the mode really used.
+        expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
+                    else scoring.KEYWORD_ONLY)
+        vector_step = early or _query_vector(services, settings, embedding_text(query, keywords),
+                                             clock.laps, priority)
+        (semantic, warning), (rows, term_weights) = await asyncio.gather(
+            vector_step, clock.timed("keyword_fetch", _keyword_candidates(
+                services, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
+    except BaseException:
+        if early is not None and not early.done():
+            early.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await early
+        raise
     clock.lap("retrieve")
 
     cosines: dict[int, float] = {}
@@ -130,8 +144,8 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
             cosines.update(neighbours)
-            rows, normalised, hood = await _semantic_candidates(database, rows, neighbours, cosines,
-                                                          semantic.threshold, exclude)
+            rows, normalised, hood = await _semantic_candidates(
+                database, rows, neighbours, cosines, semantic.threshold, exclude)
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
@@ -239,7 +253,7 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
 
 
 async def _query_vector(services: Services, settings: Mapping[str, Any], query: str,
-                        timings: dict[str, float] | None = None
+                        timings: dict[str, float] | None = None, priority: int = CHAT
                         ) -> tuple[_Semantic | None, str | None]:
     """The query's vector when semantic search is possible, else the reason it is not (no
     reason for a message with nothing to search, which is not embedded at all)."""
@@ -253,7 +267,8 @@ async def _query_vector(services: Services, settings: Mapping[str, Any], query: 
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
     try:
-        vector, provenance = await embedder.embed_query(settings, query, timings=timings)
+        vector, provenance = await embedder.embed_query(settings, query, timings=timings,
+                                                        priority=priority)
     except EmbeddingError as exc:
         checking.cancel()
         with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):

@@ -42,9 +42,14 @@ def nothing_to_search(text: str) -> bool:
             or _LAUGHTER.fullmatch(core.replace(" ", "")) is not None)
 
 
+def needs_keywords(text: str) -> bool:
+    """Whether ``embedding_text`` needs the text's keywords (else it is the text itself)."""
+    return len(text) > EMBED_MAX_CHARS
+
+
 def embedding_text(text: str, keywords: Sequence[str]) -> str:
     """``text`` itself when short, else its keywords plus its tail, within EMBED_MAX_CHARS."""
-    if len(text) <= EMBED_MAX_CHARS:
+    if not needs_keywords(text):
         return text
     tail = " ".join(text[-TAIL_CHARS:].split())
     room = EMBED_MAX_CHARS - len(tail) - 1

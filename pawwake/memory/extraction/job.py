@@ -106,7 +106,7 @@ async def similar_memory_ids(services: Services, settings: Any, query_text: str
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
     outcome = await search_memories(services, query_text, limit=CANDIDATES_RELATED,
-                                    settings=settings, touch=False)
+                                    settings=settings, touch=False, priority=BACKGROUND)
     return [r.id for r in outcome.results] if outcome.mode == "hybrid" else None
 
 
