@@ -9,9 +9,7 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import warn_if_open
-from pawwake.chat.partition_step import partition_step
 from pawwake.chat.pipeline import ChatResources
-from pawwake.chat.recall.inject import recall_step
 from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.chat.turn_spool import open_turn_spool
 from pawwake.chat.turns import spooled_turn_writer
@@ -20,9 +18,7 @@ from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
-from pawwake.memory.inject import memory_step
 from pawwake.memory.resources import open_embedder
-from pawwake.protocols.anthropic.pipeline import setup_messages_steps
 from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services
 from pawwake.settings import Settings
@@ -44,13 +40,9 @@ def create_app(settings: Settings) -> web.Application:
         app.cleanup_ctx.append(_while_app_runs(resource))
     app.on_shutdown.append(lambda _app: stop_connecting(services.database))
     warn_if_open(settings.GATEWAY_SECRET)
-    app[keys.CHAT] = ChatResources()
-    setup_messages_steps(app)
+    app[keys.CHAT] = ChatResources()  # the persona file; the steps are chat/pipeline.py's
     setup_routes(app)
     register_job_handlers(services)
-    app[keys.CHAT].steps.insert(0, partition_step(app))
-    app[keys.CHAT].steps.append(memory_step(app))
-    app[keys.CHAT].steps.append(recall_step(app))
     setup_dashboard(app)
     return app
 

@@ -38,8 +38,7 @@ class GatewayStarter:
         self.persona_path.parent.mkdir(parents=True, exist_ok=True)
         if persona is not None:
             self.persona_path.write_text(persona, encoding="utf-8")
-        app[keys.CHAT] = ChatResources(persona=PersonaFile(self.persona_path),
-                                       steps=app[keys.CHAT].steps)
+        app[keys.CHAT] = ChatResources(persona=PersonaFile(self.persona_path))
         return app
 
     async def start(self, app: Any) -> TestClient:

@@ -15,7 +15,15 @@ from aiohttp import web
 from openai import APIError, AsyncOpenAI
 
 from pawwake import keys
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import (
+    ChatRejected,
+    ChatStep,
+    ReplyHook,
+    StepContext,
+    StepInput,
+    StepResult,
+)
+from pawwake.llm.sse import CapturedReply
 from pawwake.services import services_of
 from tests.fake_upstream import (
     EXPECTED_CALLS,
@@ -161,17 +169,22 @@ async def test_stream_without_done_or_finish_reason_is_not_stored(
     assert await stored_messages(client) == []
 
 
+def add_step(app: Any, step: ChatStep) -> None:
+    """Run ``step`` after the chat steps for this app's requests."""
+    app[keys.CHAT].steps = (*app[keys.CHAT].steps, step)
+
+
 def record_failures(app: Any) -> list[str]:
-    """Register a step whose failure hook records why the request failed."""
+    """Add a step whose failure hook records why the request failed."""
     reasons: list[str] = []
 
-    async def step(context: Any, prepared: Any) -> None:
-        async def on_failure(prepared: Any, reason: str) -> None:
-            reasons.append(reason)
+    async def on_failure(reason: str) -> None:
+        reasons.append(reason)
 
-        prepared.after_failure.append(on_failure)
+    async def step(context: StepContext, request: StepInput) -> StepResult:
+        return StepResult(hooks=(ReplyHook("record failures", on_failure=on_failure),))
 
-    app[keys.CHAT].steps.append(step)
+    add_step(app, step)
     return reasons
 
 
@@ -248,18 +261,18 @@ async def test_after_success_and_failure_hooks_run_only_when_they_should(
         gateway: GatewayStarter, upstream: FakeUpstream) -> None:
     calls: list[tuple[str, Any]] = []
 
-    async def step(context: Any, prepared: Any) -> None:
-        async def on_success(prepared: Any, reply: Any) -> None:
-            calls.append(("success", reply.content))
+    async def on_success(reply: CapturedReply) -> None:
+        calls.append(("success", reply.content))
 
-        async def on_failure(prepared: Any, reason: str) -> None:
-            calls.append(("failure", reason))
+    async def on_failure(reason: str) -> None:
+        calls.append(("failure", reason))
 
-        prepared.after_success.append(on_success)
-        prepared.after_failure.append(on_failure)
+    async def step(context: StepContext, request: StepInput) -> StepResult:
+        return StepResult(hooks=(ReplyHook("record", on_success=on_success,
+                                           on_failure=on_failure),))
 
     app = gateway.build()
-    app[keys.CHAT].steps.append(step)
+    add_step(app, step)
     client = await gateway.start(app)
     upstream.reply_text("fine")
     await (await client.post("/v1/chat/completions", json=chat_body(stream=True))).read()
@@ -290,15 +303,18 @@ async def test_a_step_can_refuse_and_earlier_claims_are_released(
         gateway: GatewayStarter, upstream: FakeUpstream) -> None:
     released: list[str] = []
 
-    async def claim_then_refuse(context: Any, prepared: Any) -> None:
-        async def release(prepared: Any, reason: str) -> None:
-            released.append(reason)
+    async def release(reason: str) -> None:
+        released.append(reason)
 
-        prepared.after_failure.append(release)
+    async def claim(context: StepContext, request: StepInput) -> StepResult:
+        return StepResult(hooks=(ReplyHook("release the claim", on_failure=release),))
+
+    async def refuse(context: StepContext, request: StepInput) -> StepResult:
         raise ChatRejected(503, "partition_database_unavailable", "The database is down.")
 
     app = gateway.build()
-    app[keys.CHAT].steps.append(claim_then_refuse)
+    add_step(app, claim)
+    add_step(app, refuse)
     client = await gateway.start(app)
     response = await client.post("/v1/chat/completions", json=chat_body())
     assert response.status == 503

@@ -487,12 +487,12 @@ async def test_the_turn_is_stored_before_message_stop_reaches_the_client(
 def test_spooled_turns_keep_the_content_blocks() -> None:
     reply = CapturedReply(content="hi", metadata={"protocol": "messages", "content_blocks": [
         {"type": "thinking", "thinking": "t", "signature": "s"}]}, done=True)
-    turn = SpooledTurn(session_id="s", model="m", client_messages=[
+    turn = SpooledTurn(session_id="s", model="m", turn_messages=[
         {"role": "user", "content": "q", "_pawwake_metadata": {"protocol": "messages"}}],
         turn_key="k")
     back_turn, back_reply, _ = decode(encode(turn, reply, incomplete=False))
     assert back_reply.metadata == reply.metadata
-    assert back_turn.client_messages == turn.client_messages
+    assert back_turn.turn_messages == turn.turn_messages
 
 
 async def test_a_title_request_is_forwarded_untouched_and_not_stored(

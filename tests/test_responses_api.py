@@ -302,7 +302,7 @@ async def test_a_due_reminder_goes_into_instructions_and_is_delivered_after_the_
 
 def test_a_spooled_turn_keeps_its_protocol() -> None:
     turn = SimpleNamespace(session_id="s", model="m", turn_key="k", protocol="responses",
-                           client_messages=[{"role": "user", "content": "hi"}])
+                           turn_messages=[{"role": "user", "content": "hi"}])
     reply = capture_response_body(json.dumps(response_object([message_item("yo")])).encode())
     restored, again, incomplete = decode(encode(turn, reply, incomplete=False))
     assert restored.protocol == "responses" and not incomplete

@@ -126,7 +126,7 @@ class _Turn:
     def __init__(self) -> None:
         self.session_id = "s-key"
         self.model = "test/model-a"
-        self.client_messages = [{"role": "user", "content": "hello"}]
+        self.turn_messages = [{"role": "user", "content": "hello"}]
         self.turn_key = "k-0001"
 
 

@@ -78,7 +78,7 @@ class _Turn:
     def __init__(self, key: str) -> None:
         self.session_id = "s"
         self.model = "m"
-        self.client_messages = [{"role": "user", "content": "x" * 100}]
+        self.turn_messages = [{"role": "user", "content": "x" * 100}]
         self.turn_key = key
 
 
@@ -99,11 +99,11 @@ async def test_a_full_spool_keeps_the_oldest_and_counts_the_dropped(tmp_path: Pa
 
 def test_a_spooled_turn_keeps_what_the_writer_needs() -> None:
     turn = _Turn("k")
-    turn.client_messages = [{"role": "user", "content": "a"}, {"role": "assistant",
+    turn.turn_messages = [{"role": "user", "content": "a"}, {"role": "assistant",
                             "content": "b"}, {"role": "user", "content": "c\ud800"}]
     reply = CapturedReply(content="d", finish_reason="stop", done=True,
                           raw_usage={"prompt_tokens": 1, "completion_tokens": 2})
     back, captured, incomplete = decode(encode(turn, reply, incomplete=True))
-    assert back.client_messages == turn.client_messages[1:]
+    assert back.turn_messages == turn.turn_messages[1:]
     assert captured.usage is not None and captured.usage.completion == 2
     assert incomplete is True

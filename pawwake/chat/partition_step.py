@@ -13,15 +13,19 @@ round: it becomes the current turn, and the turn writer replaces its stored repl
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from aiohttp import web
-
-from pawwake.chat.partition import assemble, replay, time_note
-from pawwake.chat.pipeline import ChatRejected, ChatStep
+from pawwake.chat.partition import Layout, assemble, replay, time_note
+from pawwake.chat.prepared import (
+    NOTHING,
+    ChatRejected,
+    PartitionThread,
+    StepContext,
+    StepInput,
+    StepResult,
+)
 from pawwake.chat.rotation import model_folder, model_summariser
 from pawwake.chat.rounds import Round, tool_call_id_of
 from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
@@ -34,7 +38,7 @@ from pawwake.chat.turns import (
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
 from pawwake.memory.inject import local_zone
-from pawwake.services import services_of
+from pawwake.settings import Settings
 
 
 def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +129,7 @@ def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[s
 
 def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where the cache breakpoints sit: message index and role, in order."""
-    found = []
+    found: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         content = message.get("content")
         parts = content if isinstance(content, list) else []
@@ -134,7 +138,7 @@ def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-def partition_record(thread: str, state: PartitionState, layout: Any,
+def partition_record(thread: str, state: PartitionState, layout: Layout,
                      messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The partition layout of one request, for the injected record."""
     summary = [part for part in state.summary_parts if part.strip()]
@@ -144,7 +148,7 @@ def partition_record(thread: str, state: PartitionState, layout: Any,
             "text": "\n\n".join(summary)}
 
 
-def active_thread(settings: Any) -> str:
+def active_thread(settings: Settings) -> str:
     """The thread every client continues in partition mode: PARTITION_SESSION_ID. Session ids
     sent by clients are ignored here, so switching client continues the same conversation."""
     return settings.PARTITION_SESSION_ID or "default"
@@ -164,54 +168,51 @@ class ThreadTurn:
     def state(self) -> PartitionState:
         return self.read.state
 
+    @property
+    def continued(self) -> PartitionThread:
+        """What the request keeps of it: the thread, its state, the messages compared."""
+        return PartitionThread(self.thread, self.read.state, self.read.compared)
 
-async def thread_turn(app: web.Application, context: Any, prepared: Any,
-                      now_utc: Callable[[], datetime]) -> ThreadTurn | None:
+
+async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | None:
     """Read (and rotate when due) the active thread for this request; None when partition
-    mode does not apply to it. Moves the request to the active thread and keeps the state
-    on ``prepared.partition_state`` for the later steps (read once per request)."""
+    mode does not apply to it. The state is read once per request: the result's ``thread``
+    carries it to the later steps."""
     settings = context.settings
     # DATABASE_ENABLED=false is plain forwarding: the partition cache is off with it.
-    if not settings.CACHE_PARTITION_ENABLED or prepared.auxiliary:
+    if not settings.CACHE_PARTITION_ENABLED or request.auxiliary:
         return None
     if context.database is None:
-        if services_of(app).database is not None:  # configured, not connected yet
+        if context.database_configured:  # configured, not connected yet
             raise unavailable()
         return None
     thread = active_thread(settings)
-    prepared.session_id = thread
-    role, tail = client_tail(prepared.client_messages)
-    earlier = prepared.client_messages[:len(prepared.client_messages) - len(tail)]
+    messages = list(request.client_messages)
+    role, tail = client_tail(messages)
+    earlier = messages[:len(messages) - len(tail)]
     booking = UsageBooking(context.database.pool, "summary", thread)
-    now = now_utc().astimezone(local_zone(settings))
-    await wait_pending(app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
+    now = context.now().astimezone(local_zone(settings))
+    await wait_pending(context.app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
     read = await read_thread(
         context.database.pool, thread, settings,
         lambda rounds: current_turn(rounds, role, tail, earlier),
         model_summariser(context.http, settings, booking),
         model_folder(context.http, settings, booking), now)
-    prepared.partition_state = read.state
     return ThreadTurn(thread, role, now, max(1, int(settings.CACHE_PARTITION_X)), read)
 
 
-def partition_step(app: web.Application, *, clock: Callable[[], datetime] | None = None
-                   ) -> ChatStep:
-    """Build the step; registered first so later steps' turn blocks land in the current turn.
-    ``clock`` (UTC now by default) decides time-window rotations and the time note."""
-    now_utc = clock or (lambda: datetime.now(UTC))
-
-    async def step(context: Any, prepared: Any) -> None:
-        turn = await thread_turn(app, context, prepared, now_utc)
-        if turn is None:
-            return
-        settings, read = context.settings, turn.read
-        persona = "\n\n".join(prepared.system_parts)
-        prepared.system_parts.clear()
-        messages, layout = assemble(persona=persona, summary_parts=read.state.summary_parts,
-                                    history=read.history, current=read.current, x=turn.x,
-                                    ttl=settings.CACHE_TTL, note=time_note(turn.now))
-        prepared.body["messages"] = messages
-        prepared.injected.append(partition_record(turn.thread, read.state, layout, messages))
-        prepared.client_messages = read.compared
-
-    return step
+async def partition_context(context: StepContext, request: StepInput) -> StepResult:
+    """Partition mode: the upstream messages are laid out from the active thread (the persona
+    and summary parts first, zones A and B, then the current turn with the time note); the
+    turn is stored in that thread. Runs first, so later turn blocks land in the current turn."""
+    turn = await thread_turn(context, request)
+    if turn is None:
+        return NOTHING
+    settings, read = context.settings, turn.read
+    messages, layout = assemble(persona="\n\n".join(request.system_parts),
+                                summary_parts=read.state.summary_parts, history=read.history,
+                                current=read.current, x=turn.x, ttl=settings.CACHE_TTL,
+                                note=time_note(turn.now))
+    return StepResult(
+        thread=turn.continued, layout={**request.body, "messages": messages},
+        injected=(partition_record(turn.thread, read.state, layout, messages),))

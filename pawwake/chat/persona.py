@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class PersonaFile:
         return self._text
 
 
-def resolve_persona(settings: Any, persona_file: PersonaFile) -> str | None:
+def resolve_persona(settings: Settings, persona_file: PersonaFile) -> str | None:
     """The persona in force for this request: a value saved in the dashboard wins."""
     saved = settings.SYSTEM_PROMPT
     if saved and saved.strip():

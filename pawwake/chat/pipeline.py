@@ -1,170 +1,78 @@
-"""The chat request flow between parsing and forwarding.
+"""The chat request flow between parsing and forwarding, in one place.
 
-``prepare_chat`` classifies a request, picks its session, applies the body rewrites and the
-persona, lets the registered steps (memory injection, partition cache, recall) shape it, and
-returns a PreparedChat: the exact upstream payload plus the work to run after the reply.
-``after_reply`` / ``after_failure`` start that work as tracked background tasks: success hooks
-only after a natural end with status 200, failure hooks (releasing claims) otherwise.
+``prepare_chat`` classifies a request, picks its session, applies the body rewrites, then
+``run_steps`` adds the persona and the turn writer and runs the steps in order:
+
+    CHAT_STEPS = (partition_context, memories, recalled_fragments)
+
+1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
+   the active thread (read once; later steps use ``thread.state``); the turn is stored there.
+2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
+3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
+
+A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
+applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run their own sequences through the same
+``run_steps`` (``protocols/anthropic/pipeline.py``, ``protocols/responses/prepare.py``).
+``after_reply`` / ``after_failure`` start the named hooks as tracked background tasks: success
+hooks only after a natural end with status 200, failure hooks (releasing claims) otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from pawwake import keys
-from pawwake.api_error import ApiError
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
+from pawwake.chat.memory_step import memories
+from pawwake.chat.partition_step import partition_context
 from pawwake.chat.persona import PersonaFile, resolve_persona
+from pawwake.chat.prepared import (
+    ChatRejected,
+    ChatStep,
+    PreparedChat,
+    ReplyHook,
+    StepContext,
+    StepResult,
+)
+from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
-from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
 from pawwake.services import services_of
+from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
-SYSTEM_ROLES = ("system", "developer")
-
-SuccessHook = Callable[["PreparedChat", CapturedReply], Awaitable[None]]
-FailureHook = Callable[["PreparedChat", str], Awaitable[None]]
-ChatStep = Callable[["ChatContext", "PreparedChat"], Awaitable[None]]
+CHAT_STEPS: tuple[ChatStep, ...] = (partition_context, memories, recalled_fragments)
 
 
-class ChatRejected(ApiError):
-    """The chat request cannot be served as asked (an ``ApiError`` written status first);
-    each protocol's turn answers it in its own envelope, ``param`` naming the field."""
-
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
-        super().__init__(code, message, status=status, **({"param": param} if param else {}))
-        self.param = param
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
 class ChatResources:
-    """Per-app chat state: the persona file and the pluggable steps.
-
-    ``steps`` run in order for every non-auxiliary request, after the persona and before the
-    body is frozen; a step may add ``system_parts``, rewrite ``body["messages"]``, register
-    hooks, or raise ChatRejected.
-    """
+    """Per-app chat state: the persona file, the steps chat requests run (CHAT_STEPS; a test
+    may add one), the clock steps read, and the sessions whose turn is being stored."""
 
     persona: PersonaFile = field(default_factory=PersonaFile)
-    steps: list[ChatStep] = field(default_factory=list)
+    steps: tuple[ChatStep, ...] = CHAT_STEPS
+    clock: Callable[[], datetime] = utc_now
     # Sessions whose finished turn is being stored, so this process's next request of the
     # session waits for it (set when the store ends either way).
     pending: dict[str, asyncio.Event] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ChatContext:
-    """What a step may use: the settings in force and the app's shared resources."""
-
-    settings: Any
-    database: Any  # pawwake.database.Database | None
-    http: aiohttp.ClientSession
-
-
-@dataclass
-class PreparedChat:
-    """One chat request, ready to forward."""
-
-    body: dict[str, Any]  # the upstream body; frozen into ``payload`` by finalize()
-    client_messages: list[dict[str, Any]]  # as the client sent them (what gets stored)
-    session_id: str
-    model: str
-    stream: bool
-    auxiliary: bool
-    persist: bool
-    received_at: datetime
-    system_parts: list[str] = field(default_factory=list)
-    turn_blocks: list[str] = field(default_factory=list)  # context for the current user turn
-    memory_count: int = 0
-    # What the gateway added, one entry per item ({"kind": "persona" | "memory" | "reminder" |
-    # "fragment" | "partition", ...}); read by the try-it page and kept with the stored turn.
-    injected: list[dict[str, Any]] = field(default_factory=list)
-    payload: bytes = b""
-    after_success: list[SuccessHook] = field(default_factory=list)
-    after_failure: list[FailureHook] = field(default_factory=list)
-    # The turn's idempotency key: its stored reply (or lone user message) carries it.
-    turn_key: str = field(default_factory=lambda: uuid.uuid4().hex)
-    stored: asyncio.Event = field(default_factory=asyncio.Event)  # set once the store ended
-    store_scheduled: bool = False
-    client_session_id: str = ""  # the session as the client named it (steps may move it)
-    # The active thread's partition state as the partition step read or saved it (read once
-    # per request; later steps use it instead of reading it again).
-    partition_state: PartitionState | None = None
-
-    def __post_init__(self) -> None:
-        self.client_session_id = self.client_session_id or self.session_id
-
-    def finalize(self, untouched: bytes | None = None) -> None:
-        """Freeze the upstream bytes: the client's own bytes when nothing changed, else the
-        body with the system text (persona, memories...) put in front."""
-        if untouched is not None:
-            self.payload = untouched
-            return
-        if self.system_parts:
-            self.body["messages"] = with_system_text(self.body["messages"],
-                                                     "\n\n".join(self.system_parts))
-        if self.turn_blocks:
-            self.body["messages"] = with_turn_context(self.body["messages"],
-                                                      "\n\n".join(self.turn_blocks))
-        if not supports_cache_control(self.model):
-            self.body["messages"] = strip_cache_control(self.body["messages"])
-        self.payload = json.dumps(self.body, ensure_ascii=False,
-                                  separators=(",", ":")).encode("utf-8")
-
-
-def with_turn_context(messages: list[Any], text: str) -> list[Any]:
-    """Put ``text`` in front of the last user message (the current turn), after every cached
-    part of the prompt; images and other parts of that message are kept."""
-    messages = list(messages)
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                merged: Any = [{"type": "text", "text": text}, *content]
-            else:
-                merged = f"{text}\n\n{content or ''}"
-            messages[index] = {**message, "content": merged}
-            break
-    return messages
-
-
-def with_system_text(messages: list[Any], text: str) -> list[Any]:
-    """Put ``text`` before the client's own system text (a new system message when there is
-    none). The client's list and message objects are left as they were."""
-    messages = list(messages)
-    first = messages[0] if messages else None
-    if isinstance(first, dict) and first.get("role") in SYSTEM_ROLES:
-        content = first.get("content")
-        if isinstance(content, list):
-            merged: Any = [{"type": "text", "text": text}, *content]
-        elif isinstance(content, str) and content.strip():
-            merged = f"{text}\n\n{content}"
-        else:
-            merged = text
-        messages[0] = {**first, "content": merged}
-    else:
-        messages.insert(0, {"role": "system", "content": text})
-    return messages
-
-
-def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
+def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
     """FORCE_STREAM, REASONING_EFFORT, and usage reporting for streams."""
     if settings.FORCE_STREAM:
         body["stream"] = True
@@ -185,7 +93,7 @@ def drop_gateway_fields(body: dict[str, Any]) -> None:
             del body["metadata"]
 
 
-async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str, str],
+async def prepare_chat(app: web.Application, settings: Settings, headers: Mapping[str, str],
                        body: dict[str, Any], raw: bytes, received_at: datetime) -> PreparedChat:
     """Turn a validated client body into what goes upstream and what happens afterwards."""
     model = body.get("model") or settings.DEFAULT_MODEL
@@ -196,7 +104,7 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     upstream = {**body, "model": model}
     prepared = PreparedChat(
         body=upstream, client_messages=body["messages"],
-        session_id=resolve_session_id(headers, body), model=model,
+        client_session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
@@ -211,25 +119,31 @@ async def prepare_chat(app: web.Application, settings: Any, headers: Mapping[str
     return prepared
 
 
-async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
-                    steps: list[ChatStep], *, step_settings: Any = None) -> None:
+async def run_steps(app: web.Application, settings: Settings, prepared: PreparedChat,
+                    steps: Sequence[ChatStep], *, step_settings: Settings | None = None
+                    ) -> None:
     """What every protocol adds before forwarding: the persona, the turn writer (once the
-    session's previous store ended), then its steps (run with ``step_settings`` if given)."""
-    persona = resolve_persona(settings, app[keys.CHAT].persona)
+    session's previous store ended), then its steps in order, each result applied before the
+    next step runs (with ``step_settings`` if given)."""
+    chat = app[keys.CHAT]
+    persona = resolve_persona(settings, chat.persona)
     if persona:
-        prepared.system_parts.append(persona)
-        prepared.injected.append({"kind": "persona", "text": persona,
-                                  "source": "setting" if settings.SYSTEM_PROMPT
-                                  and settings.SYSTEM_PROMPT.strip() else "file"})
+        prepared.apply(StepResult(
+            system_parts=(persona,),
+            injected=({"kind": "persona", "text": persona,
+                       "source": "setting" if settings.SYSTEM_PROMPT
+                       and settings.SYSTEM_PROMPT.strip() else "file"},)))
     if prepared.persist:
-        prepared.after_success.append(turn_writer(app))
+        prepared.apply(StepResult(hooks=(ReplyHook("store the turn",
+                                                   on_success=turn_writer(app, prepared)),)))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
-    services = services_of(app)
-    context = ChatContext(settings=step_settings or settings,
-                          database=connected_database(services.database), http=services.http)
+    context = StepContext(app=app, settings=step_settings or settings,
+                          database=connected_database(services_of(app).database),
+                          database_configured=services_of(app).database is not None,
+                          http=services_of(app).http, tasks=services_of(app).tasks, now=chat.clock)
     try:
         for step in steps:
-            await step(context, prepared)
+            prepared.apply(await step(context, prepared))
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
         after_failure(services_of(app).tasks, prepared, "not_forwarded")
@@ -239,9 +153,10 @@ async def run_steps(app: web.Application, settings: Any, prepared: PreparedChat,
 def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedReply) -> None:
     """The reply ended naturally with 200: run the success hooks (the turn writer first
     stores the turn; ``prepared.stored`` tells when)."""
-    if prepared.after_success:
+    hooks = [hook for hook in prepared.hooks if hook.on_success is not None]
+    if hooks:
         prepared.store_scheduled = prepared.persist
-        tasks.spawn(_run_success(prepared, reply), name="chat-after-success")
+        tasks.spawn(_run_success(hooks, reply), name="chat-after-success")
 
 
 def after_incomplete(app: web.Application, prepared: PreparedChat, partial: CapturedReply,
@@ -257,25 +172,24 @@ def after_incomplete(app: web.Application, prepared: PreparedChat, partial: Capt
 
 def after_failure(tasks: BackgroundTasks, prepared: PreparedChat, reason: str) -> None:
     """No usable reply (client gone, upstream error or cut): run the failure hooks only."""
-    if prepared.after_failure:
-        tasks.spawn(_run_failure(prepared, reason), name="chat-after-failure")
+    hooks = [hook for hook in prepared.hooks if hook.on_failure is not None]
+    if hooks:
+        tasks.spawn(_run_failure(hooks, reason), name="chat-after-failure")
 
 
-async def _run_success(prepared: PreparedChat, reply: CapturedReply) -> None:
-    for hook in prepared.after_success:
+async def _run_success(hooks: list[ReplyHook], reply: CapturedReply) -> None:
+    for hook in hooks:
+        assert hook.on_success is not None
         try:
-            await hook(prepared, reply)
+            await hook.on_success(reply)
         except Exception:
-            log.exception("after-reply step %s failed", _name(hook))
+            log.exception("after-reply hook %r failed", hook.name)
 
 
-async def _run_failure(prepared: PreparedChat, reason: str) -> None:
-    for hook in prepared.after_failure:
+async def _run_failure(hooks: list[ReplyHook], reason: str) -> None:
+    for hook in hooks:
+        assert hook.on_failure is not None
         try:
-            await hook(prepared, reason)
+            await hook.on_failure(reason)
         except Exception:
-            log.exception("after-failure step %s failed", _name(hook))
-
-
-def _name(hook: Callable[..., Any]) -> str:
-    return getattr(hook, "__qualname__", repr(hook))
+            log.exception("after-failure hook %r failed", hook.name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import ChatRejected
 from pawwake.text.json_input import JsonTooDeep, parse_chat_json
 
 

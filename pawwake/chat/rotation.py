@@ -26,6 +26,7 @@ import aiohttp
 from pawwake.chat.rounds import Round, dialogue_text
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking, complete
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def summary_prompt(rounds: Sequence[Round]) -> list[dict[str, Any]]:
             {"role": "user", "content": "\n\n".join(lines)}]
 
 
-def model_summariser(http: aiohttp.ClientSession, settings: Any,
+def model_summariser(http: aiohttp.ClientSession, settings: Settings,
                      usage: UsageBooking | None = None) -> Summariser:
     """Summaries through the configured upstream with CACHE_SUMMARY_MODEL; ``usage`` books
     every call's tokens (a summary that is then refused included)."""
@@ -74,7 +75,7 @@ def model_summariser(http: aiohttp.ClientSession, settings: Any,
     return summarise
 
 
-def model_folder(http: aiohttp.ClientSession, settings: Any,
+def model_folder(http: aiohttp.ClientSession, settings: Settings,
                  usage: UsageBooking | None = None) -> Folder:
     """Folds old summary parts into one base part with CACHE_SUMMARY_MODEL (tokens booked
     like summaries)."""
@@ -121,7 +122,7 @@ def _describe(exc: BaseException) -> str:
     return text[:_MAX_ERROR_CHARS]
 
 
-def rotation_due(history: Sequence[Round], x: int, settings: Any, now: datetime) -> bool:
+def rotation_due(history: Sequence[Round], x: int, settings: Settings, now: datetime) -> bool:
     """Zone B holds X rounds; with the ``time`` trigger zone A's newest message must also be
     older than CACHE_PARTITION_WINDOW minutes (unless the history is over its cap)."""
     if len(history) < 2 * x:
@@ -129,17 +130,17 @@ def rotation_due(history: Sequence[Round], x: int, settings: Any, now: datetime)
     if settings.CACHE_PARTITION_TRIGGER != "time" or len(history) > HISTORY_CAP_FACTOR * x:
         return True
     newest = max(m["created_at"] for r in history[:x] for m in r.messages)
-    return newest < now - timedelta(minutes=int(settings.CACHE_PARTITION_WINDOW))
+    return bool(newest < now - timedelta(minutes=int(settings.CACHE_PARTITION_WINDOW)))
 
 
-def rotations_allowed(settings: Any) -> int:
+def rotations_allowed(settings: Settings) -> int:
     """Rotations one request may make: several can be due after a quiet time window."""
     if settings.CACHE_PARTITION_TRIGGER == "time":
         return max(1, int(settings.CACHE_MAX_ROTATIONS))
     return 1
 
 
-async def rotate(state: PartitionState, history: Sequence[Round], settings: Any,
+async def rotate(state: PartitionState, history: Sequence[Round], settings: Settings,
                  summarise: Summariser, now: datetime, fold: Folder | None = None
                  ) -> PartitionState | None:
     """The new state after at most one rotation, or None when nothing changes.
@@ -182,7 +183,7 @@ def live_round_limit(x: int) -> int:
     return HISTORY_CAP_FACTOR * max(1, x) + 2
 
 
-async def catch_up(state: PartitionState, history: Sequence[Round], settings: Any,
+async def catch_up(state: PartitionState, history: Sequence[Round], settings: Settings,
                    summarise: Summariser, now: datetime, fold: Folder | None = None
                    ) -> tuple[PartitionState, list[Round]]:
     """(new state, live history) for a thread read past ``live_round_limit``: the zone start

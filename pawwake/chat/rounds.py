@@ -43,8 +43,8 @@ class Round:
     @property
     def pending_tool_ids(self) -> set[str]:
         """Tool calls asked for in this round that have no result yet."""
-        asked: set[str] = set()
-        answered: set[str] = set()
+        asked: set[Any] = set()  # ids as the client sent them (normally strings)
+        answered: set[Any] = set()
         for message in self.messages:
             if message.get("role") == "assistant":
                 asked.update(c.get("id") for c in tool_calls_of(message) if c.get("id"))
@@ -72,7 +72,7 @@ def group_rounds(messages: Sequence[Message]) -> list[Round]:
     """Split a history into rounds. Messages before the first user message form no round;
     tool results that answer no known call (orphans) are dropped."""
     rounds: list[Round] = []
-    known_calls: set[str] = set()
+    known_calls: set[Any] = set()  # ids as the client sent them (normally strings)
     for message in messages:
         role = message.get("role")
         if role == "system":

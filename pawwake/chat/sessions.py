@@ -28,7 +28,7 @@ def first_user_text(messages: Any) -> str:
             if isinstance(content, str):
                 return content
             if isinstance(content, list):
-                texts = [part.get("text") for part in content if isinstance(part, dict)
+                texts = [part["text"] for part in content if isinstance(part, dict)
                          and isinstance(part.get("text"), str)]
                 if texts:
                     return "\n".join(texts)

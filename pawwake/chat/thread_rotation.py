@@ -23,7 +23,7 @@ from typing import Any
 import aiopg
 import psycopg2
 
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.rotation import (
     Folder,
     Summariser,
@@ -45,6 +45,7 @@ from pawwake.db.partition_state import (
     save_state_if,
 )
 from pawwake.db.pool import cursor
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def _live(history: list[Round], start_id: int | None) -> list[Round]:
     return history
 
 
-async def rotations(state: PartitionState, history: list[Round], settings: Any,
+async def rotations(state: PartitionState, history: list[Round], settings: Settings,
                     summarise: Summariser, fold: Folder, now: datetime
                     ) -> tuple[PartitionState, list[Round]]:
     """Rotate as often as allowed and due; the final state and the live history."""
@@ -121,17 +122,17 @@ async def _read(pool: aiopg.Pool, thread: str, x: int, split: Split) -> ThreadRe
     return ThreadRead(state, rounds, history, current, compared, over, history)
 
 
-def _due(read: ThreadRead, settings: Any, x: int, now: datetime) -> bool:
+def _due(read: ThreadRead, settings: Settings, x: int, now: datetime) -> bool:
     """A catch-up or rotation would change the state (see ``rotation.catch_up``/``rotate``)."""
     return (read.over and len(read.history) > x) or rotation_due(read.history, x, settings, now)
 
 
-def _needs_model(state: PartitionState, settings: Any, now: datetime) -> bool:
+def _needs_model(state: PartitionState, settings: Settings, now: datetime) -> bool:
     backing_off = state.summary_retry_after is not None and now < state.summary_retry_after
     return bool(settings.CACHE_SUMMARY_MODEL) and not backing_off
 
 
-async def _rotate(read: ThreadRead, settings: Any, summarise: Summariser, fold: Folder,
+async def _rotate(read: ThreadRead, settings: Settings, summarise: Summariser, fold: Folder,
                   now: datetime) -> tuple[PartitionState, list[Round]]:
     state, history = read.state, read.history
     if read.over:
@@ -171,7 +172,7 @@ async def _release(pool: aiopg.Pool, thread: str, version: int) -> None:
             await release_rotation(cur, thread, version)
 
 
-async def _rotate_leased(pool: aiopg.Pool, read: ThreadRead, version: int, settings: Any,
+async def _rotate_leased(pool: aiopg.Pool, read: ThreadRead, version: int, settings: Settings,
                          summarise: Summariser, fold: Folder, now: datetime
                          ) -> tuple[PartitionState, list[Round]]:
     """The rotation under a lease held at ``version``: renewed meanwhile, given back when
@@ -192,7 +193,7 @@ async def _rotate_leased(pool: aiopg.Pool, read: ThreadRead, version: int, setti
     return rotated
 
 
-async def read_thread(pool: aiopg.Pool, thread: str, settings: Any, split: Split,
+async def read_thread(pool: aiopg.Pool, thread: str, settings: Settings, split: Split,
                       summarise: Summariser, fold: Folder, now: datetime) -> ThreadRead:
     """The thread's state and live history, rotated when due and saved once.
 
@@ -207,7 +208,7 @@ async def read_thread(pool: aiopg.Pool, thread: str, settings: Any, split: Split
         raise unavailable() from exc
 
 
-async def _read_and_rotate(pool: aiopg.Pool, thread: str, settings: Any, x: int, split: Split,
+async def _read_and_rotate(pool: aiopg.Pool, thread: str, settings: Settings, x: int, split: Split,
                            summarise: Summariser, fold: Folder, now: datetime) -> ThreadRead:
     poll, attempts = _POLL_FIRST, 0
     while True:
@@ -222,12 +223,13 @@ async def _read_and_rotate(pool: aiopg.Pool, thread: str, settings: Any, x: int,
         if attempts > _SAVE_ATTEMPTS:
             log.warning("partition rotation kept losing to concurrent writes; not rotated")
             return read
-        expected: int | None = read.state.version
+        expected = read.state.version
         if _needs_model(read.state, settings, now):
             async with cursor(pool) as cur:
-                expected = await claim_rotation(cur, read.state, LEASE_SECONDS)
-            if expected is None:
+                claimed = await claim_rotation(cur, read.state, LEASE_SECONDS)
+            if claimed is None:
                 continue
+            expected = claimed
             state, history = await _rotate_leased(pool, read, expected, settings, summarise,
                                                   fold, now)
         else:

@@ -25,6 +25,7 @@ from pawwake.chat.turns import mark_pending, release_pending, wait_stored
 from pawwake.llm.sse import CapturedReply, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
+from pawwake.settings import Settings
 
 if TYPE_CHECKING:
     from pawwake.settings import Settings
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 300
 
 
-def provider_message(data: bytes, settings: Any) -> str:
+def provider_message(data: bytes, settings: Settings) -> str:
     """The provider's own error message, secrets masked and shortened."""
     try:
         parsed = json.loads(data)

@@ -45,7 +45,7 @@ class SpooledTurn:
 
     session_id: str
     model: str
-    client_messages: list[Any]
+    turn_messages: list[Any]
     turn_key: str
     protocol: str | None = None  # None: chat completions
 
@@ -53,7 +53,7 @@ class SpooledTurn:
 def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
     """A turn as durable JSON. Only the client messages the turn planner reads are kept:
     the message before the last user message, and everything from it on."""
-    messages = list(turn.client_messages)
+    messages = list(turn.turn_messages)
     last_user = max((i for i, m in enumerate(messages)
                      if isinstance(m, dict) and m.get("role") == "user"), default=-1)
     record = {
@@ -77,7 +77,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
 def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
     record = json.loads(data.decode("utf-8", "surrogatepass"))
     turn = SpooledTurn(session_id=record["session_id"], model=record["model"],
-                       client_messages=record["client_messages"], turn_key=record["turn_key"],
+                       turn_messages=record["client_messages"], turn_key=record["turn_key"],
                        protocol=record.get("protocol"))
     saved = record["reply"]
     reply = CapturedReply(

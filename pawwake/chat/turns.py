@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,7 +30,7 @@ from pawwake.llm.sse import CapturedReply
 from pawwake.memory.extraction.job import schedule_extraction
 
 if TYPE_CHECKING:
-    from pawwake.chat.pipeline import PreparedChat
+    from pawwake.chat.prepared import OnSuccess, PreparedChat
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -41,16 +40,21 @@ PENDING_WAIT_SECONDS = 3.0  # a session's next request waits at most this for th
 STORE_WAIT_SECONDS = 3.0  # the end of a stream waits at most this for its turn's commit
 _RETRY_DELAYS = (0.1, 0.5)  # fresh-connection retries before a turn goes to the spool
 # Errors that mean "the database is not reachable now", not "this turn cannot be written".
-CONNECTION_ERRORS = (*UNAVAILABLE_ERRORS, OSError, TimeoutError)  # also: not connected yet
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
+                                                      TimeoutError)  # also: not connected yet
 
 
 class TurnSource(Protocol):
     """What a store needs of a request (a PreparedChat, or a turn read back from the spool)."""
 
-    session_id: str
-    model: str
-    client_messages: list[Any]
-    turn_key: str
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def turn_messages(self) -> list[Any]: ...  # what the client sent, as compared and stored
+    @property
+    def turn_key(self) -> str: ...
 
 # A message of another protocol, seen as a chat message, carries what to keep of its original
 # form (its protocol, its content blocks) under this key; it is stored in the row's metadata.
@@ -274,7 +278,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
     database = services.require_database()
     settings = await services.config.fresh()
     model = turn.model
-    call_ids = trailing_call_ids(turn.client_messages)
+    call_ids = trailing_call_ids(turn.turn_messages)
     has_reply = bool(reply.content or reply.tool_calls or reply.reasoning_content)
     reply_row = reply_message(reply, model, incomplete=incomplete) \
         if has_reply or not incomplete else None
@@ -288,7 +292,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                 return False
             stored_ids = await conversations.stored_tool_call_ids(cur, turn.session_id,
                                                                   call_ids)
-            plan = plan_turn(turn.client_messages, tail, stored_ids, reply_row, model,
+            plan = plan_turn(turn.turn_messages, tail, stored_ids, reply_row, model,
                              incomplete=incomplete)
             if not plan.insert:
                 return False
@@ -438,12 +442,11 @@ async def store_incomplete(app: web.Application, prepared: PreparedChat,
         _store_ended(app, prepared)
 
 
-def turn_writer(app: web.Application) -> Callable[[PreparedChat, CapturedReply],
-                                                 Awaitable[None]]:
+def turn_writer(app: web.Application, prepared: PreparedChat) -> OnSuccess:
     """The after-success hook that stores the turn."""
     services = app[keys.SERVICES]
 
-    async def store(prepared: PreparedChat, reply: CapturedReply) -> None:
+    async def store(reply: CapturedReply) -> None:
         try:
             await write_turn(services, prepared, reply)
         finally:

@@ -1,8 +1,7 @@
-"""Recalling memories into a chat request: due reminders first, then the best matches.
+"""Recalling memories for a chat request: the search, the block's text and the reminder claim.
 
-Plain mode appends the block to the system prompt; partition mode puts it in the current user
-turn, after every cache breakpoint. Seen marks (partition mode) and reminder deliveries are
-written only after the reply succeeded; a failed or cancelled reply releases the claims.
+The chat step that uses them is ``chat/memory_step.py``: plain mode appends the block to the
+system prompt; partition mode puts it in the current user turn, after every cache breakpoint.
 """
 
 from __future__ import annotations
@@ -10,21 +9,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import psycopg2
-from aiohttp import web
 
-from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
-from pawwake.memory.search import SearchResult, search_memories, touch_results
-from pawwake.services import services_of
+from pawwake.memory.search import SearchResult, search_memories
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -104,114 +98,17 @@ async def recall_for_request(services: Services, settings: Any, session_id: str,
     return [r for r in outcome.results if r.relevance >= floor], outcome.mode
 
 
-Step = Callable[[Any, Any], Awaitable[None]]
-_RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
+RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 
-def memory_step(app: web.Application) -> Step:
-    """The chat step that injects reminders and memories (registered on the chat pipeline)."""
-
-    async def inject(context: Any, prepared: Any) -> None:
-        settings = context.settings
-        database = context.database
-        if database is None or not settings.MEMORY_ENABLED:
-            return
-        partition = bool(settings.CACHE_PARTITION_ENABLED)
-        pool = database.pool
-        token = uuid.uuid4().hex
-        started = time.perf_counter()
-        timings: dict[str, float] = {}
-        # Both are on the time-to-first-token path: run them side by side.
-        due, found = await asyncio.gather(
-            _claim_due(pool, token),
-            recall_for_request(services_of(app), settings, prepared.session_id,
-                               last_user_text(prepared.client_messages),
-                               partition=partition, touch=False, timings=timings),
-            return_exceptions=True)
-        searched = time.perf_counter()
-        failure = next((r for r in (due, found) if isinstance(r, BaseException)), None)
-        if failure is not None:
-            if isinstance(due, list) and due:
-                with contextlib.suppress(psycopg2.Error, OSError, DatabaseUnavailable):
-                    async with cursor(pool) as cur:
-                        await reminders.release_claims(cur, token)
-            if partition or not isinstance(failure, _RECALL_ERRORS):
-                raise failure
-            log.warning("memory recall skipped: %s", type(failure).__name__)
-            return
-        assert isinstance(due, list) and isinstance(found, tuple)
-        results = found[0]
-        memories = [r.memory for r in results]
-        prepared.memory_count = len(memories)
-        if due:
-            _hold_reminders(services_of(app), prepared, pool, token)
-        if not memories and not due:
-            _log_steps(timings, started, searched)
-            return
-        if results:
-
-            async def touch(_prepared: Any, _reply: Any) -> None:
-                await touch_results(services_of(app), results)
-
-            prepared.after_success.append(touch)
-        prepared.injected.extend(
-            {"kind": "reminder", "id": int(r["id"]), "remind_at": r["remind_at"].isoformat(),
-             "text": str(r["content"])} for r in due)
-        prepared.injected.extend(
-            {"kind": "memory", "id": r.id, "score": round(float(r.score), 4),
-             "text": str(r.memory["content"])} for r in results)
-        block = memory_block(memories, due, settings)
-        if partition:
-            prepared.turn_blocks.append(block)
-        else:
-            prepared.system_parts.append(plain_system_text(block, bool(due)))
-        if partition and memories:
-            ids = [m["id"] for m in memories]
-
-            async def mark_seen(_prepared: Any, _reply: Any) -> None:
-                async with cursor(pool) as cur:
-                    await memory_seen.mark_seen(cur, prepared.session_id, ids)
-
-            prepared.after_success.append(mark_seen)
-        _log_steps(timings, started, searched)
-
-    return inject
-
-
-def _log_steps(timings: dict[str, float], started: float, searched: float) -> None:
-    """The memory step's time per part, at DEBUG (search steps, then the injection)."""
-    if log.isEnabledFor(logging.DEBUG):
-        now = time.perf_counter()
-        timings["injection"] = (now - searched) * 1000.0
-        timings["total"] = (now - started) * 1000.0
-        log.debug("memory step (ms): %s",
-                  " ".join(f"{name}={value:.1f}" for name, value in timings.items()))
-
-
-def _hold_reminders(services: Services, prepared: Any, pool: Any, token: str) -> None:
-    """Keep the claim alive during a long stream; deliver on success, release otherwise."""
-    renewal = services.tasks.spawn(_renew(pool, token), name="reminder-claim-renewal")
-
-    async def delivered(_prepared: Any, _reply: Any) -> None:
-        renewal.cancel()
-        async with cursor(pool) as cur:
-            await reminders.mark_delivered(cur, token)
-
-    async def released(_prepared: Any, _reason: str) -> None:
-        renewal.cancel()
-        async with cursor(pool) as cur:
-            await reminders.release_claims(cur, token)
-
-    prepared.after_success.insert(0, delivered)
-    prepared.after_failure.insert(0, released)
-
-
-async def _claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:
+async def claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:
+    """Claim the reminders due now (at most REMINDERS_PER_REQUEST) under ``token``."""
     async with cursor(pool) as cur:
         return await reminders.claim_due(cur, token, REMINDERS_PER_REQUEST)
 
 
-async def _renew(pool: Any, token: str) -> None:
+async def renew_claims(pool: Any, token: str) -> None:
+    """Keep a reminder claim alive during a long stream (at most RENEW_FOR_AT_MOST_SECONDS)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RENEW_FOR_AT_MOST_SECONDS
     while loop.time() < deadline:

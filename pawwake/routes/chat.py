@@ -18,14 +18,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake.chat.pipeline import (
-    ChatRejected,
-    PreparedChat,
-    after_failure,
-    after_incomplete,
-    after_reply,
-    prepare_chat,
-)
+from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
+from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import json_object_body
 from pawwake.chat.turns import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
@@ -39,7 +33,7 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
-from pawwake.services import services_of, settings_of
+from pawwake.services import services_of
 from pawwake.sub_apps import gateway
 
 log = logging.getLogger(__name__)
@@ -272,7 +266,7 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
         app = gateway(request)
         turn = turn_class(request)
         try:
-            settings = await settings_of(request)
+            settings = await services_of(app).config.fresh()
             raw = await request.read()
             body = turn.parse_body(raw)
             turn.task = services_of(app).tasks.spawn(turn.run(settings, body, raw),
@@ -442,7 +436,7 @@ async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
     app = gateway(request)
-    settings = await settings_of(request)
+    settings = await services_of(app).config.fresh()
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:

@@ -37,6 +37,6 @@ async def count_tokens(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    """Routes of the /v1/messages sub-app (its steps are set up on the gateway, in app.py)."""
+    """Routes of the /v1/messages sub-app (its steps: MESSAGES_STEPS in protocols/anthropic/pipeline.py)."""
     app.router.add_post("", messages, name="messages")
     app.router.add_post("/count_tokens", count_tokens, name="messages_count_tokens")

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake.chat.pipeline import ChatRejected, PreparedChat
+from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.errors import anthropic_error
 from pawwake.llm.sse import CapturedReply
 from pawwake.llm.upstream import UpstreamFailure

@@ -13,11 +13,12 @@ from typing import Any
 
 import aiopg
 
+from pawwake.chat.prepared import NOTHING, ReplyHook, StepContext, StepInput, StepResult
 from pawwake.chat.recall.search import search_fragments
 from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
-from pawwake.db.partition_state import load_state
 from pawwake.db.pool import cursor, transaction
+from pawwake.llm.sse import CapturedReply
 from pawwake.services import services_of
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
@@ -72,51 +73,51 @@ async def mark_fragments_seen(pool: aiopg.Pool, session_id: str,
         await db.mark_seen(cur, session_id, list(dict.fromkeys(fragment_ids)))
 
 
-def recall_step(app: Any) -> Any:
-    """The chat step that recalls past conversation fragments into the current turn.
+async def recalled_fragments(context: StepContext, request: StepInput) -> StepResult:
+    """Past conversation fragments into the current turn.
 
     Partition mode only (the gateway owns the history there); the current thread is left out
-    except what already slid out of the live zones, fragments seen within
-    CONVERSATION_SEEN_TTL_HOURS give way to the next ones, and seen marks are written only
-    after a successful reply.
+    except what already slid out of the live zones (its zone start comes from the state the
+    partition step read), fragments seen within CONVERSATION_SEEN_TTL_HOURS give way to the
+    next ones, and seen marks are written only after a successful reply.
     """
-    async def inject(context: Any, prepared: Any) -> None:
-        settings = context.settings
-        limit = settings.MAX_CONVERSATIONS_INJECT
-        if (context.database is None or not settings.CONVERSATION_RECALL_ENABLED
-                or not settings.CACHE_PARTITION_ENABLED or limit <= 0):
-            return
-        query = last_user_text(prepared.client_messages)
-        if not query.strip():
-            return
-        pool = context.database.pool
-        ttl = settings.CONVERSATION_SEEN_TTL_HOURS
-        seen = await fragments_to_exclude(pool, prepared.session_id, ttl)
-        state = prepared.partition_state  # read by the partition step for this thread
-        if state is None or state.thread_id != prepared.session_id:
-            async with cursor(pool) as cur:
-                state = await load_state(cur, prepared.session_id)
-        # Messages before the zone start row in the thread's (created_at, id) order slid out
-        # of zones A/B (imported ids need not follow dates); without a zone start, none did.
-        outcome = await search_fragments(services_of(app), query, max_sessions=limit,
-                                         exclude_session_ids=[prepared.session_id],
-            exclude_fragment_ids=seen, settings=settings,
-            keep_excluded_below=state.zone_start_message_id or 0)
-        block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)
-        if not block:
-            return
-        prepared.turn_blocks.append(block)
-        prepared.injected.extend(
-            {"kind": "fragment", "id": f["fragment_id"], "session_id": f["session_id"],
-             "score": round(float(f["score"]), 4),
-             "text": "\n".join(f"{m['role']}: {m['content']}" for m in f["messages"])}
-            for f in outcome.fragments)
-        ids = [f["fragment_id"] for f in outcome.fragments]
+    settings = context.settings
+    limit = settings.MAX_CONVERSATIONS_INJECT
+    thread = request.thread
+    if (context.database is None or thread is None or not settings.CONVERSATION_RECALL_ENABLED
+            or not settings.CACHE_PARTITION_ENABLED or limit <= 0):
+        return NOTHING
+    query = last_user_text(list(request.turn_messages))
+    if not query.strip():
+        return NOTHING
+    pool = context.database.pool
+    ttl = settings.CONVERSATION_SEEN_TTL_HOURS
+    seen = await fragments_to_exclude(pool, thread.thread_id, ttl)
+    # Messages before the zone start row in the thread's (created_at, id) order slid out of
+    # zones A/B (imported ids need not follow dates); without a zone start, none did.
+    outcome = await search_fragments(services_of(context.app), query, max_sessions=limit,
+                                     exclude_session_ids=[thread.thread_id],
+        exclude_fragment_ids=seen, settings=settings,
+        keep_excluded_below=thread.state.zone_start_message_id or 0)
+    block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)
+    if not block:
+        return NOTHING
+    injected = tuple(
+        {"kind": "fragment", "id": f["fragment_id"], "session_id": f["session_id"],
+         "score": round(float(f["score"]), 4),
+         "text": "\n".join(f"{m['role']}: {m['content']}" for m in f["messages"])}
+        for f in outcome.fragments)
+    ids = [str(f["fragment_id"]) for f in outcome.fragments]
+    return StepResult(turn_blocks=(block,), injected=injected,
+                      hooks=(seen_fragments(pool, thread.thread_id, ids, ttl),))
 
-        async def mark(_prepared: Any, _reply: Any) -> None:
-            await mark_fragments_seen(pool, prepared.session_id, ids, ttl)
 
-        prepared.after_success.append(mark)
+def seen_fragments(pool: aiopg.Pool, session_id: str, ids: list[str], ttl_hours: float
+                   ) -> ReplyHook:
+    """Injected fragments give way to others in this thread for the TTL, once the reply
+    succeeded."""
 
-    return inject
+    async def mark(_reply: CapturedReply) -> None:
+        await mark_fragments_seen(pool, session_id, ids, ttl_hours)
 
+    return ReplyHook("mark fragments seen", on_success=mark)

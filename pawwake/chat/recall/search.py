@@ -10,7 +10,7 @@ callers pass the sessions and fragment ids to leave out (the next candidates mov
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.search import fusion
 from pawwake.search.scoring import keyword_score
+from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
@@ -54,7 +55,7 @@ class RecallOutcome:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def conversation_threshold(settings: Mapping[str, Any], provider: str) -> float:
+def conversation_threshold(settings: Settings, provider: str) -> float:
     """The configured raw-cosine floor, used as set; empty follows the provider (local e5
     cosines sit around 0.7-0.9 even for unrelated texts)."""
     value = settings.CONVERSATION_MIN_SCORE_THRESHOLD
@@ -123,7 +124,7 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
                          candidates=len(ranked_pool))
 
 
-async def _semantic(services: Services, settings: Mapping[str, Any], query: str,
+async def _semantic(services: Services, settings: Settings, query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from pawwake.chat import conversations as service
 from pawwake.chat.partition_step import active_thread
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.sessions import MAX_SESSION_ID
 from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate

@@ -10,15 +10,11 @@ everything cached. The client's own breakpoints are removed (Anthropic allows fo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
-
-from aiohttp import web
 
 from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
 from pawwake.chat.partition_step import thread_turn
-from pawwake.chat.pipeline import ChatStep
+from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
 from pawwake.chat.rounds import Round
 from pawwake.protocols.anthropic.replay import (
     as_messages,
@@ -32,6 +28,7 @@ from pawwake.protocols.anthropic.replay import (
 def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
                   marker: dict[str, str]) -> list[dict[str, Any]]:
     """The client's system blocks (unmarked), the persona and the summary parts (marked)."""
+    blocks: list[dict[str, Any]]
     if isinstance(client_system, str):
         blocks = [{"type": "text", "text": client_system}] if client_system else []
     elif isinstance(client_system, list):
@@ -76,31 +73,24 @@ def assemble_messages(history: list[Round], current: list[dict[str, Any]], x: in
     return merge_turns([*a_messages, *b_messages, *current])
 
 
-def messages_partition_step(app: web.Application, *,
-                            clock: Callable[[], datetime] | None = None) -> ChatStep:
-    """Build the step (registered before the memory steps, like chat's)."""
-    now_utc = clock or (lambda: datetime.now(UTC))
-
-    async def step(context: Any, prepared: Any) -> None:
-        turn = await thread_turn(app, context, prepared, now_utc)
-        if turn is None:
-            return
-        settings, read = context.settings, turn.read
-        marker = breakpoint_marker(settings.CACHE_TTL)
-        body = prepared.body
-        persona = "\n\n".join(prepared.system_parts)
-        prepared.system_parts.clear()
-        system = system_blocks(body.get("system"), persona, read.state.summary_parts, marker)
-        if system:
-            body["system"] = system
-        else:
-            body.pop("system", None)
-        if isinstance(body.get("tools"), list):
-            body["tools"] = without_cache_control(body["tools"])
-        current = current_messages(read.rounds, read.consumed, turn.role, read.compared,
-                                   body["messages"][-1])
-        body["messages"] = assemble_messages(read.history, current, turn.x, marker)
-        prepared.turn_blocks.insert(0, time_note(turn.now))
-        prepared.client_messages = read.compared
-
-    return step
+async def messages_partition_context(context: StepContext, request: StepInput) -> StepResult:
+    """Partition mode for Messages: ``system`` and ``messages`` laid out from the active
+    thread; the time note opens the current turn. Runs first, like chat's."""
+    turn = await thread_turn(context, request)
+    if turn is None:
+        return NOTHING
+    read = turn.read
+    marker = breakpoint_marker(context.settings.CACHE_TTL)
+    body = dict(request.body)
+    system = system_blocks(body.get("system"), "\n\n".join(request.system_parts),
+                           read.state.summary_parts, marker)
+    if system:
+        body["system"] = system
+    else:
+        body.pop("system", None)
+    if isinstance(body.get("tools"), list):
+        body["tools"] = without_cache_control(body["tools"])
+    current = current_messages(read.rounds, read.consumed, turn.role, read.compared,
+                               body["messages"][-1])
+    body["messages"] = assemble_messages(read.history, current, turn.x, marker)
+    return StepResult(thread=turn.continued, layout=body, turn_blocks=(time_note(turn.now),))

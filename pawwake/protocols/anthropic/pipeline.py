@@ -1,5 +1,7 @@
 """A Messages request through the chat pipeline: the same persona, memory steps, turn writer
-and after-reply work, with the gateway's text placed the Messages way.
+and after-reply work, with the gateway's text placed the Messages way. Its steps, in order:
+
+    MESSAGES_STEPS = (messages_partition_context, memories, recalled_fragments)
 
 The steps read the request's chat view (``chat_view``) for the question and session; the
 turn writer stores that view, whose messages carry their original content blocks. In
@@ -17,33 +19,19 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.pipeline import (
-    ChatRejected,
-    ChatStep,
-    PreparedChat,
-    drop_gateway_fields,
-    run_steps,
-)
-from pawwake.chat.recall.inject import recall_step
-from pawwake.memory.inject import memory_step
-from pawwake.protocols.anthropic.partition import messages_partition_step
+from pawwake.chat.memory_step import memories
+from pawwake.chat.pipeline import drop_gateway_fields, run_steps
+from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
 from pawwake.services import services_of
+from pawwake.settings import Settings
 
-
-@dataclass
-class MessagesResources:
-    """Per-app state: the steps Messages requests run (memories, then recalled talk)."""
-
-    steps: list[ChatStep] = field(default_factory=list)
-
-
-def setup_messages_steps(app: web.Application) -> None:
-    app[keys.MESSAGES] = MessagesResources(steps=[messages_partition_step(app),
-                                                  memory_step(app), recall_step(app)])
+MESSAGES_STEPS: tuple[ChatStep, ...] = (messages_partition_context, memories,
+                                        recalled_fragments)
 
 
 @dataclass
@@ -67,7 +55,7 @@ class PreparedMessages(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-async def prepare_messages(app: web.Application, settings: Any, headers: Mapping[str, str],
+async def prepare_messages(app: web.Application, settings: Settings, headers: Mapping[str, str],
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""
@@ -83,7 +71,7 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
     upstream = {**body, "model": model}
     prepared = PreparedMessages(
         body=upstream, client_messages=view,
-        session_id=messages_session_id(headers, body, view), model=model,
+        client_session_id=messages_session_id(headers, body, view), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=services_of(app).database is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
@@ -91,9 +79,9 @@ async def prepare_messages(app: web.Application, settings: Any, headers: Mapping
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     drop_gateway_fields(upstream)
-    await run_steps(app, settings, prepared, app[keys.MESSAGES].steps)
+    await run_steps(app, settings, prepared, MESSAGES_STEPS)
     if not prepared.system_parts and not prepared.turn_blocks \
-            and upstream.keys() == body.keys():
+            and prepared.body.keys() == body.keys():
         prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on
     else:
         prepared.finalize()

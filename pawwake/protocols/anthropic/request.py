@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.request_body import json_object_body
 from pawwake.chat.sessions import (
     MAX_SESSION_ID,

@@ -4,8 +4,10 @@
 Partition mode is not applied here: it rebuilds the history from the database, while a
 Responses client either resends its own items (Codex: reasoning items with encrypted content,
 tool calls of its own kinds) or lets the provider keep the history (``previous_response_id``).
-Neither can be replaced by stored chat rows, so memory is injected the plain way, and the
-steps run with partition mode off (recall of past conversations, a partition feature, too).
+Neither can be replaced by stored chat rows, so memory is injected the plain way, with partition
+mode off for the step; recall of past conversations, a partition feature, does not run:
+
+    RESPONSES_STEPS = (memories,)
 """
 
 from __future__ import annotations
@@ -18,19 +20,17 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.auxiliary import is_title_request, skip_requested
-from pawwake.chat.pipeline import (
-    ChatRejected,
-    PreparedChat,
-    drop_gateway_fields,
-    run_steps,
-)
+from pawwake.chat.memory_step import memories
+from pawwake.chat.pipeline import drop_gateway_fields, run_steps
+from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
 from pawwake.services import services_of
+from pawwake.settings import Settings
 
 PROTOCOL = "responses"
+RESPONSES_STEPS: tuple[ChatStep, ...] = (memories,)
 
 
 @dataclass
@@ -52,7 +52,7 @@ class PreparedResponses(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
+def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
     """REASONING_EFFORT in the Responses shape (``reasoning.effort``)."""
     if settings.REASONING_EFFORT:
         reasoning = body.get("reasoning")
@@ -60,7 +60,7 @@ def apply_rewrites(body: dict[str, Any], settings: Any) -> None:
                              "effort": settings.REASONING_EFFORT}
 
 
-async def prepare_responses(app: web.Application, settings: Any, headers: Mapping[str, str],
+async def prepare_responses(app: web.Application, settings: Settings, headers: Mapping[str, str],
                             body: dict[str, Any], raw: bytes, received_at: datetime
                             ) -> PreparedResponses:
     """Turn a validated Responses body into what goes upstream and what happens afterwards."""
@@ -72,7 +72,7 @@ async def prepare_responses(app: web.Application, settings: Any, headers: Mappin
     auxiliary = skip_requested(headers) or is_title_request(messages)
     prepared = PreparedResponses(
         body={**body, "model": model}, client_messages=messages,
-        session_id=responses_session_id(headers, body, messages), model=model,
+        client_session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
         persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
@@ -82,6 +82,6 @@ async def prepare_responses(app: web.Application, settings: Any, headers: Mappin
     drop_gateway_fields(prepared.body)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
         if settings.CACHE_PARTITION_ENABLED else settings
-    await run_steps(app, settings, prepared, app[keys.CHAT].steps, step_settings=plain)
+    await run_steps(app, settings, prepared, RESPONSES_STEPS, step_settings=plain)
     prepared.finalize()
     return prepared

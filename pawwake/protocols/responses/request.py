@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pawwake.chat.pipeline import ChatRejected
+from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.request_body import json_object_body
 from pawwake.chat.sessions import SESSION_HEADER, clean_session_id, resolve_session_id
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.chat.pipeline import PreparedChat
+from pawwake.chat.prepared import PreparedChat
 from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture
 from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
