@@ -40,9 +40,9 @@ async def main(overrides: dict[str, object]) -> None:
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
               ) -> None:
-    from pawwake.memory.resources import ensure_tokenizer
+    from pawwake.search.terms import ensure_tokenizer
 
-    await ensure_tokenizer(app)
+    await ensure_tokenizer(services_of(app).settings.PAWWAKE_DATA_DIR)
     vectors = devset_mod.embed(devset)
     base = services_of(app).config.current().with_values(overrides)
     ids = await devset_mod.fill(app, devset, vectors, base)

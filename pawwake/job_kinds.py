@@ -11,6 +11,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pawwake.chat import extraction_schedule
 from pawwake.chat.recall import index as conversation_index
 from pawwake.jobs import Job
 from pawwake.memory import embedding_jobs, embedding_worker, reindex
@@ -20,7 +21,7 @@ from pawwake.memory.extraction import job as extract
 from pawwake.services import Services
 
 HANDLERS: dict[str, Callable[[Services, Job], Awaitable[Any]]] = {
-    extract.EXTRACT_KIND: extract.run_extraction,  # learn memories from stored turns
+    extraction_schedule.EXTRACT_KIND: extract.run_extraction,  # learn memories from stored turns
     CONSOLIDATE_KIND: consolidate.run_draft_job,  # group memories into event drafts
     embedding_jobs.EMBED_KIND: embedding_worker.embed_missing_memories,  # memory vectors
     conversation_index.EMBED_KIND: conversation_index.embed_missing_messages,  # message vectors

@@ -1,19 +1,32 @@
-"""Local time for people: every page, usage grouping and export file name shifts UTC by
-TIMEZONE_HOURS through these helpers, so no screen shows a second time zone."""
+"""Time for people: the one time-zone helper of the product, and the years a time may have.
+
+Every page, prompt, injected block, usage grouping and export file name shifts UTC by
+TIMEZONE_HOURS through these helpers, so nothing shows a second time zone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
+from pawwake.settings import Settings
+
 MINUTE_FORMAT = "%Y-%m-%d %H:%M"
 FILE_STAMP_FORMAT = "%Y%m%d-%H%M%S"
+# Dates and times are accepted from year 1000 to 9998 (UTC): far enough from Python's and
+# PostgreSQL's edges that no time zone shift or date arithmetic can overflow.
+MIN_YEAR = 1000
+MAX_YEAR = 9998
 
 
-def zone_of(settings: Mapping[str, Any]) -> timezone:
+def zone_of(settings: Settings) -> timezone:
     """The fixed offset the user chose (TIMEZONE_HOURS may be fractional, e.g. 5.5)."""
-    return timezone(timedelta(hours=float(settings.TIMEZONE_HOURS)))
+    return zone_at(settings.TIMEZONE_HOURS)
+
+
+def zone_at(hours: float) -> timezone:
+    """The fixed offset ``hours`` east of UTC, for callers handed TIMEZONE_HOURS alone."""
+    return timezone(timedelta(hours=float(hours)))
 
 
 def as_moment(value: Any) -> datetime | None:
@@ -49,3 +62,15 @@ def day_start_utc(day: date, zone: timezone) -> datetime:
 def file_stamp(zone: timezone, now: datetime | None = None) -> str:
     """A local ``YYYYMMDD-HHMMSS`` for download file names."""
     return (now or datetime.now(UTC)).astimezone(zone).strftime(FILE_STAMP_FORMAT)
+
+
+def date_in_range(day: date) -> bool:
+    return MIN_YEAR <= day.year <= MAX_YEAR
+
+
+def moment_in_range(moment: datetime) -> bool:
+    """A time zone-aware time whose UTC date lies within the accepted years."""
+    try:
+        return date_in_range(moment.astimezone(UTC).date())
+    except (OverflowError, ValueError):
+        return False

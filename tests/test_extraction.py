@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from pawwake.chat.extraction_schedule import EXTRACT_KIND, schedule_extraction
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, fetch_one, transaction
-from pawwake.memory.extraction.job import EXTRACT_KIND, schedule_extraction
 from pawwake.memory.extraction.parse import is_meta_talk, parse_answer
 from pawwake.services import services_of
 from pawwake.text import tokens

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
+from pawwake.chat.extraction_schedule import EXTRACT_KIND, schedule_extraction
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, execute, fetch_all, transaction
 from pawwake.jobs import Job
-from pawwake.memory.extraction.job import EXTRACT_KIND, schedule_extraction
 from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
 from tests.fake_upstream import Reply, completion_body

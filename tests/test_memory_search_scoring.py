@@ -6,6 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from pawwake.local_time import local_today, zone_at
 from pawwake.search import fusion, scoring
 from pawwake.settings import Settings
 from pawwake.text.tokens import idf_weight
@@ -106,7 +107,7 @@ def test_hybrid_weights_come_from_settings() -> None:
 
 def test_recency_counts_days_from_the_event_date_when_set() -> None:
     now = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
-    today = scoring.local_today(now, 8.0)
+    today = local_today(zone_at(8.0), now)
     assert today == date(2026, 11, 30)  # 04:00 the next day in UTC+8
     created = now - timedelta(days=2)
     assert scoring.age_days(created, None, now, today) == pytest.approx(2.0)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake.chat.rounds import group_rounds
 from pawwake.db.partition_state import recent_thread_messages
 from pawwake.db.pool import cursor, execute, fetch_one
 from pawwake.services import services_of
+from pawwake.text.rounds import group_rounds
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import settle, stored_messages
 from tests.partition_support import (

@@ -8,7 +8,7 @@ from typing import Any
 
 from pawwake.chat.cache_control import strip_cache_control
 from pawwake.chat.partition import assemble
-from pawwake.chat.rounds import group_rounds
+from pawwake.text.rounds import group_rounds
 
 CC = {"type": "ephemeral"}
 CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}

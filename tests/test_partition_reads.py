@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from pawwake.chat.partition import zone_split
-from pawwake.chat.rounds import group_rounds
 from pawwake.db.partition_state import thread_messages
 from pawwake.db.pool import cursor, execute, fetch_all, fetch_one
 from pawwake.services import services_of
+from pawwake.text.rounds import group_rounds
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle, stored_messages
 from tests.partition_support import PARTITION

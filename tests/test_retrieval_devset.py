@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.memory.resources import ensure_tokenizer
+from pawwake.search.terms import ensure_tokenizer
 from pawwake.services import services_of
 from tests import retrieval_devset as devset_mod
 

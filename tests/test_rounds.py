@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pawwake.chat.rounds import (
+from pawwake.text.rounds import (
     content_text,
     count_complete_rounds,
     dialogue_text,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pawwake.chat import turn_spool, turns
 from pawwake.chat.turn_spool import TurnSpool, decode, encode
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.llm.sse import CapturedReply
@@ -43,7 +44,12 @@ async def chat(client: Any, upstream: FakeUpstream, history: list[dict[str, Any]
 
 
 async def test_turns_survive_a_database_stop_and_start_exactly_once_in_order(
-        gateway: GatewayStarter, upstream: FakeUpstream, own_postgres: Path) -> None:
+        gateway: GatewayStarter, upstream: FakeUpstream, own_postgres: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The store retries and the replay loop run as in production; only their pauses are
+    # shorter here (each chat while the database is down waited 0.6 s, the replay up to 5 s).
+    monkeypatch.setattr(turns, "_RETRY_DELAYS", (0.01, 0.05))
+    monkeypatch.setattr(turn_spool, "REPLAY_EVERY_SECONDS", 0.2)
     server = await asyncio.to_thread(start_embedded, own_postgres)
     try:
         app = gateway.build(DATABASE_URL=server.get_uri())
@@ -59,7 +65,7 @@ async def test_turns_survive_a_database_stop_and_start_exactly_once_in_order(
         assert health["turn_spool"] == {"pending": 6, "dropped": 0, "failed": 0}
         server = await asyncio.to_thread(start_embedded, own_postgres)
         spool = services_of(app).turn_spool
-        for _ in range(300):  # the replay loop tries every few seconds
+        for _ in range(300):  # the replay loop tries again after its pause
             if not spool.pending:
                 break
             await asyncio.sleep(0.1)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
+from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, transaction
-from pawwake.memory.extraction.job import schedule_extraction
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_upstream import Reply, completion_body

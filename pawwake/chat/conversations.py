@@ -16,7 +16,7 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
+from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:

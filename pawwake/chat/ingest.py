@@ -19,13 +19,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
+from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.ingest_replace import replace_final_reply
 from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
-from pawwake.memory.extraction.job import schedule_extraction
-from pawwake.memory.fields import MAX_YEAR, MIN_YEAR, moment_in_range
+from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 
 if TYPE_CHECKING:
     from pawwake.services import Services

@@ -24,7 +24,6 @@ from pawwake.chat.prepared import (
     StepInput,
     StepResult,
 )
-from pawwake.chat.rounds import last_user_text
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
@@ -40,6 +39,7 @@ from pawwake.memory.inject import (
 from pawwake.memory.search import SearchResult, touch_results
 from pawwake.services import services_of
 from pawwake.tasks import BackgroundTasks
+from pawwake.text.rounds import last_user_text
 
 log = logging.getLogger(__name__)
 

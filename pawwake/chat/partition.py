@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pawwake.chat.rounds import Round, tool_call_id_of, tool_calls_of
+from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
 
 SUMMARY_HEADING = "Summary of the earlier conversation:"
 

@@ -27,7 +27,6 @@ from pawwake.chat.prepared import (
     StepResult,
 )
 from pawwake.chat.rotation import model_folder, model_summariser
-from pawwake.chat.rounds import Round, tool_call_id_of
 from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.chat.turns import (
     PENDING_WAIT_SECONDS,
@@ -37,8 +36,9 @@ from pawwake.chat.turns import (
 )
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
-from pawwake.memory.inject import local_zone
+from pawwake.local_time import zone_of
 from pawwake.settings import Settings
+from pawwake.text.rounds import Round, tool_call_id_of
 
 
 def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +191,7 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     role, tail = client_tail(messages)
     earlier = messages[:len(messages) - len(tail)]
     booking = UsageBooking(context.database.pool, "summary", thread)
-    now = context.now().astimezone(local_zone(settings))
+    now = context.now().astimezone(zone_of(settings))
     await wait_pending(context.app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
     read = await read_thread(
         context.database.pool, thread, settings,

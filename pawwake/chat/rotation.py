@@ -23,10 +23,10 @@ from typing import Any
 
 import aiohttp
 
-from pawwake.chat.rounds import Round, dialogue_text
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking, complete
 from pawwake.settings import Settings
+from pawwake.text.rounds import Round, dialogue_text
 
 log = logging.getLogger(__name__)
 

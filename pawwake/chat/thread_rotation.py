@@ -33,7 +33,6 @@ from pawwake.chat.rotation import (
     rotation_due,
     rotations_allowed,
 )
-from pawwake.chat.rounds import Round, group_rounds
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.partition_state import (
     PartitionState,
@@ -46,6 +45,7 @@ from pawwake.db.partition_state import (
 )
 from pawwake.db.pool import cursor
 from pawwake.settings import Settings
+from pawwake.text.rounds import Round, group_rounds
 
 log = logging.getLogger(__name__)
 

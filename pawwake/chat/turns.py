@@ -20,6 +20,7 @@ import psycopg2
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.recall.index import reindex_messages
 from pawwake.chat.turn_spool import StoreTurn
 from pawwake.db import conversation_turns, conversations, usage
@@ -27,7 +28,6 @@ from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
 from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
-from pawwake.memory.extraction.job import schedule_extraction
 
 if TYPE_CHECKING:
     from pawwake.chat.prepared import OnSuccess, PreparedChat

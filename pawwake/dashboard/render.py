@@ -13,7 +13,7 @@ from pawwake import __version__, keys
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translator
 from pawwake.dashboard.nav import nav_for
-from pawwake.local_time import local_iso, local_minute, zone_of
+from pawwake.local_time import local_iso, local_minute, zone_at, zone_of
 
 # htmx swaps our error fragments too (they are written for it), without eval or inline styles.
 HTMX_CONFIG = json.dumps({
@@ -40,8 +40,7 @@ def base_context(request: web.Request) -> dict[str, Any]:
     lang = request_language(request)
     authenticated = request.get(dkeys.AUTHENTICATED, False)
     services = request.config_dict.get(keys.SERVICES)
-    zone = zone_of(services.config.current() if services is not None
-                   else {"TIMEZONE_HOURS": 0})
+    zone = zone_of(services.config.current()) if services is not None else zone_at(0)
     return {
         "lang": lang,
         "html_lang": "zh-CN" if lang == "zh" else "en",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pawwake.memory.search import MAX_LIMIT
-from pawwake.routes.memory_search import DEFAULT_LIMIT
+from pawwake.memory.search_params import DEFAULT_LIMIT
 
 
 def _id_schema(en: str, zh: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
+from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -30,9 +31,8 @@ from pawwake.memory.fields import (
 )
 from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
+from pawwake.memory.search_params import check_limit, check_query
 from pawwake.memory.store import memory_json
-from pawwake.routes.memory_search import check_limit, check_query
-from pawwake.routes.recall import parse_search
 
 if TYPE_CHECKING:
     from pawwake.services import Services

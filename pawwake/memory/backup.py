@@ -22,8 +22,8 @@ from pawwake.memory.backup_format import (
     validate_backup,
 )
 from pawwake.memory.embedding_jobs import enqueue_embedding
-from pawwake.memory.resources import terms_for
 from pawwake.memory.store import MemoryConflict
+from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
-from pawwake.memory.resources import terms_for
+from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services

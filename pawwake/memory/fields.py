@@ -7,10 +7,11 @@ exactly what to fix. Booleans are never accepted as numbers.
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from pawwake.api_error import ApiError
+from pawwake.local_time import MAX_YEAR, MIN_YEAR, date_in_range, moment_in_range
 from pawwake.text.storable import storable_text
 
 CREATE_FIELDS = ("content", "importance", "layer", "title", "event_date", "remind_at",
@@ -20,10 +21,6 @@ BULK_FIELDS = ("importance", "layer", "title")
 MAX_BATCH_IDS = 1000
 MAX_CONTENT_CHARS = 20_000  # a memory is a fact or an event, not a document
 MAX_TITLE_CHARS = 200
-# Dates and times are accepted from year 1000 to 9998 (UTC): far enough from Python's and
-# PostgreSQL's edges that no time zone shift or date arithmetic can overflow.
-MIN_YEAR = 1000
-MAX_YEAR = 9998
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _RFC3339 = re.compile(
@@ -37,18 +34,6 @@ class FieldError(ApiError):
     def __init__(self, field: str | None, message: str, code: str = "invalid_field",
                  status: int = 400, **details: Any) -> None:
         super().__init__(code, message, status=status, field=field, **details)
-
-
-def date_in_range(day: date) -> bool:
-    return MIN_YEAR <= day.year <= MAX_YEAR
-
-
-def moment_in_range(moment: datetime) -> bool:
-    """A time zone-aware time whose UTC date lies within the accepted years."""
-    try:
-        return date_in_range(moment.astimezone(UTC).date())
-    except (OverflowError, ValueError):
-        return False
 
 
 def require_object(body: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import psycopg2
@@ -18,6 +18,7 @@ import psycopg2
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
+from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories
 
 if TYPE_CHECKING:
@@ -39,10 +40,6 @@ REMINDER_GUIDANCE = ("其中标有“提醒”的是用户要求你在此时提�
                      " Items marked 提醒 are reminders the user asked for: bring them up now.")
 
 
-def local_zone(settings: Any) -> timezone:
-    return timezone(timedelta(hours=settings.TIMEZONE_HOURS))
-
-
 def memory_line(memory: dict[str, Any], zone: timezone) -> str:
     """``[2026-02-17] content``: the event's date when known, else the local creation date."""
     when = memory.get("event_date")
@@ -61,7 +58,7 @@ def reminder_line(reminder: Mapping[str, Any], zone: timezone) -> str:
 def memory_block(memories: list[dict[str, Any]], due: Sequence[Mapping[str, Any]], settings: Any
                  ) -> str:
     """The ``<retrieved_memories>`` block: reminders first, then memories."""
-    zone = local_zone(settings)
+    zone = zone_of(settings)
     lines = [reminder_line(r, zone) for r in due] + [memory_line(m, zone) for m in memories]
     return "<retrieved_memories>\n" + "\n".join(lines) + "\n</retrieved_memories>"
 

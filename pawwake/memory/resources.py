@@ -1,7 +1,7 @@
-"""Process-wide memory resources: the embedder, the vector store and the tokenizer.
+"""Process-wide search resources: the embedder, the memory vector store, term statistics, and
+the tokenizer loaded at start when memory or recall is on.
 
-Opened after the database and HTTP client and before the job runner (whose embedding handler
-is registered here), closed in reverse order.
+Opened after the database and HTTP client and before the job runner, closed in reverse order.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import psycopg2
@@ -17,32 +17,11 @@ import psycopg2
 from pawwake.database import Database
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
-from pawwake.llm.engine_memory import trim_heap
 from pawwake.memory.vectors import VectorStore
+from pawwake.search.terms import ensure_tokenizer
 from pawwake.settings import Settings
-from pawwake.text import offload, tokens
 
 log = logging.getLogger(__name__)
-
-
-async def ensure_tokenizer(data_dir: str) -> None:
-    """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
-    if not tokens.is_loaded():
-        await asyncio.get_running_loop().run_in_executor(None, _load_tokenizer, data_dir)
-
-
-def _load_tokenizer(data_dir: str) -> None:
-    tokens.load(data_dir)
-    trim_heap()  # loading frees ~10 MB of buffers that glibc would otherwise keep resident
-
-
-async def terms_for(data_dir: str, texts: Sequence[str], *,
-                    budget: int | None = None) -> list[list[str]]:
-    """Index terms for each text, cut off the event loop from a bounded part of each text
-    (with ``budget``, the texts share that many characters); the tokenizer's user words
-    live in ``data_dir``."""
-    await ensure_tokenizer(data_dir)
-    return await offload.index_terms(texts, budget=budget)
 
 
 @asynccontextmanager

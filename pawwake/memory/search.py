@@ -33,10 +33,11 @@ from pawwake.llm.embeddings import (
     QueryEmbeddingTimeout,
     semantic_threshold,
 )
+from pawwake.local_time import local_today, zone_of
 from pawwake.memory import vectors
-from pawwake.memory.resources import ensure_tokenizer
 from pawwake.priority_worker import CHAT
 from pawwake.search import fusion, scoring
+from pawwake.search.terms import ensure_tokenizer
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
@@ -111,7 +112,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         keywords = await offload.query_keywords(query, priority=priority)
         clock.lap("tokenise")
         now = datetime.now(UTC)
-        today = scoring.local_today(now, float(settings.TIMEZONE_HOURS))
+        today = local_today(zone_of(settings), now)
         # The keyword pool is ranked before we know whether a vector will come; only the
         # pool's order depends on it, the final scores use the weights of the mode really used.
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED

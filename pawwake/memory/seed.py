@@ -17,8 +17,8 @@ from pawwake.db import memories as db
 from pawwake.db.pool import transaction
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
-from pawwake.memory.resources import terms_for
 from pawwake.memory.text_import import split_lines
+from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.services import Services

@@ -16,7 +16,7 @@ from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
-from pawwake.memory.resources import terms_for
+from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database

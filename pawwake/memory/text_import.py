@@ -18,7 +18,7 @@ from pawwake.llm import upstream
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
-from pawwake.memory.resources import terms_for
+from pawwake.search.terms import terms_for
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:

@@ -14,40 +14,10 @@ from pawwake.memory.backfill import (
     backfill_status,
     start_backfill,
 )
-from pawwake.memory.search import MAX_LIMIT, SearchOutcome, search_memories
+from pawwake.memory.search import SearchOutcome, search_memories
+from pawwake.memory.search_params import check_limit, check_query
 from pawwake.routes.api_body import Parser, read_fields
 from pawwake.services import services_of, settings_of
-
-MAX_QUERY_CHARS = 2000
-DEFAULT_LIMIT = 10
-
-
-def check_query(value: Any, name: str = "q") -> str:
-    """The search text; ``name`` is what the caller calls it (q here, query over MCP)."""
-    if value is None:
-        raise ApiError("missing_query", f"Give the search text as {name}.")
-    if not isinstance(value, str):
-        raise ApiError("invalid_query", f"{name} must be a string.")
-    if not value.strip():
-        raise ApiError("missing_query", f"{name} must not be empty.")
-    if len(value) > MAX_QUERY_CHARS:
-        raise ApiError("query_too_long", f"{name} is limited to {MAX_QUERY_CHARS} characters.")
-    return value.strip()
-
-
-def check_limit(value: Any, *, from_text: bool) -> int:
-    if value is None:
-        return DEFAULT_LIMIT
-    if from_text:
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ApiError("invalid_limit", "limit must be a whole number.") from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ApiError("invalid_limit", "limit must be a whole number.")
-    if not 1 <= value <= MAX_LIMIT:
-        raise ApiError("invalid_limit", f"limit must be between 1 and {MAX_LIMIT}.")
-    return value
 
 
 def _confirm(value: Any) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any
 
 
@@ -29,11 +29,6 @@ def hybrid_weights(settings: Mapping[str, Any]) -> Weights:
                    semantic=float(settings.MEMORY_HW_SEMANTIC),
                    importance=float(settings.MEMORY_HW_IMPORTANCE),
                    recency=float(settings.MEMORY_HW_RECENCY))
-
-
-def local_today(now: datetime, timezone_hours: float) -> date:
-    """The user's calendar date (``TIMEZONE_HOURS`` east of UTC)."""
-    return (now.astimezone(UTC) + timedelta(hours=timezone_hours)).date()
 
 
 def age_days(created_at: datetime, event_date: date | None, now: datetime,

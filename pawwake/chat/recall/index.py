@@ -22,7 +22,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
-from pawwake.memory import resources as runtime
+from pawwake.search import terms as search_terms
 from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ async def terms_for(services: Services, texts: Sequence[str]) -> list[list[str]]
     waits: together they are indexed from at most ``TURN_INDEX_CHARS`` characters (a 200-message
     turn of long texts took 30 s to cut in full; each long message now keeps its share of its
     head and tail). Catch-up indexing of stored rows keeps the full per-text bound."""
-    return await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, texts,
+    return await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR, texts,
                                    budget=TURN_INDEX_CHARS)
 
 
@@ -73,7 +73,7 @@ async def index_pending(services: Services, *, limit: int | None = None) -> int:
             rows = await db.unindexed_messages(cur, after, batch)
         if not rows:
             break
-        terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR,
+        terms = await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR,
                                         [row["content"] for row in rows])
         async with transaction(database.pool) as cur:
             await turns_db.set_search_terms(
@@ -89,7 +89,7 @@ async def reindex_messages(services: Services, cur: Any, ids_and_texts: Sequence
     if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
-    terms = await runtime.terms_for(services.settings.PAWWAKE_DATA_DIR, [text for _,
+    terms = await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR, [text for _,
                                                                          text in ids_and_texts])
     await turns_db.set_search_terms(
         cur, [(i, t) for (i, _), t in zip(ids_and_texts, terms, strict=True)])

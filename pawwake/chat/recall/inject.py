@@ -8,36 +8,27 @@ way to the next ones), puts ``format_retrieved_conversations`` into the current 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import aiopg
 
 from pawwake.chat.prepared import NOTHING, ReplyHook, StepContext, StepInput, StepResult
 from pawwake.chat.recall.search import search_fragments
-from pawwake.chat.rounds import last_user_text
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm.sse import CapturedReply
+from pawwake.local_time import local_minute, zone_at
 from pawwake.services import services_of
+from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
-
-
-def local_stamp(moment: datetime | str, timezone_hours: float) -> str:
-    """``YYYY-MM-DD HH:MM`` in the configured local time."""
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    local = moment.astimezone(timezone(timedelta(hours=timezone_hours)))
-    return local.strftime("%Y-%m-%d %H:%M")
 
 
 def format_retrieved_conversations(fragments: Sequence[Mapping[str, Any]],
                                    timezone_hours: float) -> str:
     """The ``<retrieved_conversations>`` block, one line per message, a blank line between
     fragments; empty text when there is nothing to inject."""
+    zone = zone_at(timezone_hours)
     blocks = []
     for fragment in fragments:
         lines = []
@@ -46,7 +37,7 @@ def format_retrieved_conversations(fragments: Sequence[Mapping[str, Any]],
             text = " ".join(str(message.get("content") or "").split())
             if not speaker or not text:
                 continue
-            lines.append(f"[{local_stamp(message['created_at'], timezone_hours)}]"
+            lines.append(f"[{local_minute(message['created_at'], zone)}]"
                          f" {speaker}: {text}")
         if lines:
             blocks.append("\n".join(lines))

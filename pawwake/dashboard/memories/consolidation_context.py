@@ -13,8 +13,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp_session import get_session
 
-from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, local_today, zone_of
+from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, zone_of
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.local_time import local_today
 from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.services import database_of, settings_of
 
@@ -127,7 +128,7 @@ async def consolidation_context(request: web.Request, *,
         "retrying": state["status"] == "retrying",
         "problem": problem,
         "notice": notice,
-        "today": local_today(zone_of(settings)),
+        "today": local_today(zone_of(settings)).isoformat(),
     }
 
 

@@ -119,10 +119,6 @@ def local_day(memory: Mapping[str, Any], zone: timezone) -> tuple[str, str]:
     return "", "created"
 
 
-def local_today(zone: timezone) -> str:
-    return datetime.now(zone).date().isoformat()
-
-
 def row_view(memory: Mapping[str, Any], number: int, zone: timezone, *,
              score: float | None = None, parts: Mapping[str, float] | None = None,
              similarity: float | None = None) -> dict[str, Any]:

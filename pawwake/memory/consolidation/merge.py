@@ -22,8 +22,8 @@ from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError
-from pawwake.memory.resources import terms_for
 from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
+from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database

@@ -11,8 +11,10 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime
 from typing import Any
+
+from pawwake.local_time import zone_at
 
 CONSOLIDATE_KIND = "memory_consolidate"
 PROMPT_CHAR_LIMIT = 12000  # a longer prompt is halved before it is sent
@@ -52,7 +54,7 @@ def local_date(row: dict[str, Any], tz_hours: float) -> date:
         value = row["event_date"]
         return value if isinstance(value, date) else date.fromisoformat(str(value))
     created: datetime = row["created_at"]
-    return created.astimezone(timezone(timedelta(hours=tz_hours))).date()
+    return created.astimezone(zone_at(tz_hours)).date()
 
 
 def batches_by_day(rows: Sequence[dict[str, Any]], tz_hours: float) -> list[dict[str, Any]]:

@@ -1,25 +1,24 @@
-"""Learning memories from conversations: when to extract, and the durable extraction job.
+"""Learning memories from conversations: the durable extraction job.
 
-The round count comes from the stored history, so a restart loses nothing and a duplicate turn
-adds nothing. The job reads the last N complete rounds (user and assistant prose only), shows
-the model the candidate memories, and applies its answer in one transaction together with the
-job's completion, so a crash or a retry never applies an answer twice.
+The turn that closes an interval enqueues the job (``chat/extraction_schedule.py``). The job
+reads the last N complete rounds (user and assistant prose only), shows the model the candidate
+memories, and applies its answer in one transaction together with the job's completion, so a
+crash or a retry never applies an answer twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.rounds import count_complete_rounds, dialogue_text, group_rounds
 from pawwake.db import extraction as db
-from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
+from pawwake.local_time import zone_of
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import (
     ExtractedItem,
@@ -30,47 +29,21 @@ from pawwake.memory.extraction.parse import (
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.text import offload, tokens
+from pawwake.text.rounds import dialogue_text, group_rounds
 
 if TYPE_CHECKING:
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
-EXTRACT_KIND = "memory_extract"
 CANDIDATES_RELATED = 10
 CANDIDATES_LATEST = 10
 PROMPT = (Path(__file__).with_name("prompts") / "extract.txt").read_text(encoding="utf-8")
 
 
-def extraction_due(settings: Any, complete_rounds: int) -> bool:
-    interval = settings.MEMORY_EXTRACT_INTERVAL
-    return (settings.MEMORY_ENABLED and interval > 0 and complete_rounds > 0
-            and complete_rounds % interval == 0)
-
-
-async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int | None:
-    """Enqueue extraction when the session's newest round closed an interval.
-
-    Call inside the transaction that stored the turn: the job then exists exactly when the
-    turn does. Returns the job id, or None when nothing is due (or it is already queued).
-    """
-    if not settings.MEMORY_ENABLED or settings.MEMORY_EXTRACT_INTERVAL <= 0:
-        return None
-    skeleton = await db.session_skeleton(cur, session_id)
-    rounds = group_rounds(skeleton)
-    if not rounds or not rounds[-1].complete:
-        return None  # a user-only event or a pending tool call closes nothing
-    count = count_complete_rounds(skeleton)
-    if not extraction_due(settings, count):
-        return None
-    return await jobs_db.enqueue(cur, EXTRACT_KIND, {"session_id": session_id, "rounds": count},
-                                 dedupe_key=f"{session_id}:{count}")
-
-
 def render_prompt(settings: Any, candidates: list[dict[str, Any]],
                   dialogue: list[tuple[str, str]], now: datetime) -> str:
-    offset = timedelta(hours=settings.TIMEZONE_HOURS)
-    local_now = now.astimezone(timezone(offset))
+    local_now = now.astimezone(zone_of(settings))
     hours = settings.TIMEZONE_HOURS
     candidate_lines = "\n".join(
         f"{row['id']}: {row['content']} (layer {row['layer']})" for row in candidates) or "(none)"

@@ -15,7 +15,6 @@ from typing import Any
 from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
 from pawwake.chat.partition_step import thread_turn
 from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
-from pawwake.chat.rounds import Round
 from pawwake.protocols.anthropic.replay import (
     as_messages,
     mark_last,
@@ -23,6 +22,7 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
+from pawwake.text.rounds import Round
 
 
 def system_blocks(client_system: Any, persona: str, summary_parts: list[str],

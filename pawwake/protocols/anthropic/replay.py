@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from pawwake.chat.rounds import Round, tool_call_id_of, tool_calls_of
 from pawwake.protocols.anthropic.request import PROTOCOL
+from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
 
 _OMITTED = "[{kind} omitted]"
 

@@ -1,0 +1,164 @@
+"""The layers of docs/ARCHITECTURE.md, checked on every module's imports.
+
+Imports are read from the source (``ast``), every one of them: at the top, inside functions
+and under ``TYPE_CHECKING``, so a late import cannot hide a dependency the map denies.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pawwake
+
+ROOT = Path(pawwake.__file__).resolve().parent
+PACKAGE = "pawwake"
+
+FEATURES = ("chat", "memory")
+LOWER = ("search", "llm", "text")
+SERVICES = ("chat", "memory", "search", "jobs", "job_kinds", "job_admin")
+HTTP = ("routes", "dashboard", "mcp")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = [PACKAGE, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def our_modules(root: Path) -> dict[str, Path]:
+    return {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+
+
+def imports_of(source: str, module: str, is_package: bool, known: set[str]
+               ) -> Iterator[tuple[str, int]]:
+    """``(imported module, line)`` for each import of ours in ``source``. ``from a import b``
+    names module ``a.b`` when that is a module, else ``a``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == PACKAGE:
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = module.split(".") if is_package else module.split(".")[:-1]
+                base_parts = base_parts[:len(base_parts) - (node.level - 1)]
+                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != PACKAGE:
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                yield (candidate if candidate in known else base), node.lineno
+
+
+def area(module: str) -> str:
+    """The top-level part of ours a module belongs to: ``pawwake.chat.recall.search`` is in
+    ``chat``, ``pawwake.settings`` in ``settings``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def edges(root: Path = ROOT) -> list[tuple[str, str, int]]:
+    modules = our_modules(root)
+    known = set(modules)
+    found = []
+    for module, path in modules.items():
+        for imported, line in imports_of(path.read_text(encoding="utf-8"), module,
+                                         path.name == "__init__.py", known):
+            found.append((module, imported, line))
+    return found
+
+
+def breaks(importer: Callable[[str], bool], forbidden: Callable[[str], bool]) -> list[str]:
+    return [f"{module}:{line} imports {imported}" for module, imported, line in edges()
+            if importer(module) and forbidden(imported)]
+
+
+def in_areas(*names: str) -> Callable[[str], bool]:
+    return lambda module: area(module) in names
+
+
+def test_the_reader_sees_late_relative_and_type_checking_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from pawwake import keys\n"
+        "from . import rank\n"
+        "if TYPE_CHECKING:\n"
+        "    from pawwake.memory.store import memory_json\n"
+        "def later():\n"
+        "    import pawwake.routes.memories\n"
+        "    from ...search import fusion\n"
+    )
+    known = {"pawwake.keys", "pawwake.chat.recall.rank", "pawwake.search.fusion",
+             "pawwake.memory.store", "pawwake.routes.memories"}
+    found = {imported for imported, _ in
+             imports_of(source, "pawwake.chat.recall.search", False, known)}
+    assert found == {"pawwake.keys", "pawwake.chat.recall.rank", "pawwake.memory.store",
+                     "pawwake.routes.memories", "pawwake.search.fusion"}
+    assert area("pawwake.chat.recall.search") == "chat" and area("pawwake.settings") == "settings"
+
+
+def test_the_map_is_read_from_the_whole_package() -> None:
+    found = edges()
+    assert any(module == "pawwake.app" for module, _, _ in found)
+    assert len({module for module, _, _ in found}) > 100
+
+
+# The one place the chat flow calls memory: its memory step (see docs/ARCHITECTURE.md).
+CHAT_TO_MEMORY = {"pawwake.chat.memory_step"}
+
+
+def test_chat_and_memory_do_not_import_each_other() -> None:
+    assert breaks(lambda m: area(m) == "chat" and m not in CHAT_TO_MEMORY,
+                  in_areas("memory")) == []
+    assert breaks(in_areas("memory"), in_areas("chat")) == []
+
+
+def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
+    assert breaks(in_areas(*LOWER), in_areas(*FEATURES, *HTTP)) == []
+
+
+def test_db_imports_only_settings_storable_text_and_db() -> None:
+    allowed = {"pawwake.settings", "pawwake.text.storable"}
+    assert breaks(in_areas("db"),
+                  lambda imported: area(imported) != "db" and imported not in allowed) == []
+
+
+def test_services_import_no_http_layer() -> None:
+    assert breaks(in_areas(*SERVICES), in_areas(*HTTP)) == []
+
+
+def test_mcp_imports_no_routes_and_no_dashboard() -> None:
+    assert breaks(in_areas("mcp"), in_areas("routes", "dashboard")) == []
+
+
+def test_every_module_the_architecture_map_names_exists() -> None:
+    """The map is one hop to the code only while its paths are true (after a move, too)."""
+    project = ROOT.parent
+    text = (project / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w/*.]+(?:\.py|/))`", text))
+    bases = (project, ROOT, ROOT / "dashboard")
+    missing = sorted(name for name in named
+                     if not any(list(base.glob(name.rstrip("/"))) for base in bases))
+    assert len(named) > 50
+    assert missing == []
+
+
+def test_route_modules_import_each_other_without_cycles() -> None:
+    """A route module that imports another one is never imported back (not even late)."""
+    graph: dict[str, set[str]] = {}
+    for module, imported, _ in edges():
+        if area(module) == area(imported) == "routes" and module != imported \
+                and imported != "pawwake.routes":
+            graph.setdefault(module, set()).add(imported)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert sorted(module for module in graph if reaches(module, module, {module})) == []
