@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiopg
 import numpy as np
@@ -30,11 +30,19 @@ if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.live_settings import RuntimeConfig
     from pawwake.llm.embeddings import Embedder
-    from pawwake.memory.vectors import VectorStore
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
 NEAREST_FETCH_CAP = 4000  # most neighbours read before giving up on filling k
+
+
+class BackendChoice(Protocol):
+    """What decides pgvector or numpy for a search (memory's vector store): message vectors
+    follow the same choice, without conversation recall importing memory."""
+
+    def backend(self, settings: Settings, database: Database, provenance: Provenance) -> str:
+        ...
 
 
 class MessageVectors:
@@ -78,7 +86,7 @@ class MessageVectors:
 @asynccontextmanager
 async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig,
                                   database: Database | None, embedder: Embedder,
-                                  memory_vectors: VectorStore) -> AsyncIterator[None]:
+                                  memory_vectors: BackendChoice) -> AsyncIterator[None]:
     """While the app runs (after the embedder): the message vectors, preloaded in the
     background when recall searches will use the numpy index."""
     warming = asyncio.create_task(_warm(vectors, config, database, embedder, memory_vectors),
@@ -92,7 +100,7 @@ async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig
 
 
 async def _warm(vectors: MessageVectors, config: RuntimeConfig, database: Database | None,
-                embedder: Embedder, memory_vectors: VectorStore) -> None:
+                embedder: Embedder, memory_vectors: BackendChoice) -> None:
     if database is None:
         return
     await database.wait_ready()  # at start, or whenever a late database arrives
