@@ -34,9 +34,9 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.db.pool import cursor
+from pawwake.services import services_of
 from pawwake.settings import Settings
 
 log = logging.getLogger("bench")
@@ -101,7 +101,7 @@ async def insert_fragments(app: web.Application, count: int, days: int, max_part
         day, slot = divmod(n, count // days)
         created = first_day + timedelta(days=day, minutes=30 + slot * 1380 // (count // days))
         rows.append((fragment_text(rng, max_parts), rng.randint(3, 8), created))
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         values = ", ".join(["(%s, %s, %s)"] * len(rows))
         await cur.execute(f"INSERT INTO memories (content, importance, created_at) VALUES {values}",
                           [v for row in rows for v in row])
@@ -153,7 +153,7 @@ async def main(options: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 async with http.post("/api/memories/consolidate", json=request) as response:
                     assert response.status == 202, await response.text()
-                await app[keys.JOBS].run_until_idle()
+                await services_of(app).jobs.run_until_idle()
                 async with http.get("/api/memories/consolidate/status") as response:
                     shown = await response.json()
                 total = time.perf_counter() - started

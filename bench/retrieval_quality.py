@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_search import memory_app
 
-from pawwake import keys
 from pawwake.search import fusion
+from pawwake.services import services_of
 from tests import retrieval_devset as devset_mod
 
 log = logging.getLogger("bench")
@@ -42,9 +42,9 @@ async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[s
               ) -> None:
     from pawwake.search.terms import ensure_tokenizer
 
-    await ensure_tokenizer(app)
+    await ensure_tokenizer(services_of(app).settings.PAWWAKE_DATA_DIR)
     vectors = devset_mod.embed(devset)
-    base = app[keys.CONFIG].current().with_values(overrides)
+    base = services_of(app).config.current().with_values(overrides)
     ids = await devset_mod.fill(app, devset, vectors, base)
     log.info("%s", devset_mod.table("semantic-only (model alone)",
                                     devset_mod.semantic_only(devset, vectors)))

@@ -2,50 +2,68 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
 from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import warn_if_open
 from pawwake.chat.pipeline import ChatResources
-from pawwake.chat.recall.vectors import recall_vectors_ctx
-from pawwake.chat.turn_spool import turn_spool_ctx
+from pawwake.chat.recall.vectors import warming_message_vectors
+from pawwake.chat.turn_spool import open_turn_spool
+from pawwake.chat.turns import spooled_turn_writer
 from pawwake.dashboard import setup_dashboard
-from pawwake.database import database_ctx, stop_connecting
+from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import register_job_handlers
-from pawwake.jobs import JobRunner, jobs_ctx
-from pawwake.live_settings import RuntimeConfig
-from pawwake.llm.http import http_client_ctx
-from pawwake.llm.models import ModelCatalog
-from pawwake.llm.upstream_health import UpstreamHealth
-from pawwake.memory.resources import embedder_ctx
+from pawwake.jobs import running_jobs
+from pawwake.llm.http import open_http_client
+from pawwake.memory.resources import open_embedder
 from pawwake.routes import setup_routes
+from pawwake.services import MEGABYTE, Services, build_services
 from pawwake.settings import Settings
-from pawwake.tasks import tasks_ctx
+from pawwake.tasks import draining
 
-MEGABYTE = 1024 * 1024
+CleanupContext = Callable[[web.Application], AsyncIterator[None]]
+Resource = Callable[[], AbstractAsyncContextManager[None]]
 
 
 def create_app(settings: Settings) -> web.Application:
-    """Build the whole gateway for ``settings``; resources open in app start-up, in order."""
+    """Build the whole gateway for ``settings``: every shared object is built here (see
+    ``pawwake.services``) and opens in app start-up, in order."""
     # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
     app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE)
-    app[keys.SETTINGS] = settings
-    app[keys.CONFIG] = RuntimeConfig(settings)
-    app[keys.JOBS] = JobRunner(app, workers=settings.JOB_WORKERS)
+    services = build_services(settings)
+    app[keys.SERVICES] = services
     # Opened in this order, closed in reverse: background work drains before its resources go.
-    app.cleanup_ctx.append(database_ctx)
-    app.cleanup_ctx.append(http_client_ctx)
-    app.cleanup_ctx.append(embedder_ctx)
-    app.cleanup_ctx.append(recall_vectors_ctx)
-    app.cleanup_ctx.append(jobs_ctx)
-    app.cleanup_ctx.append(turn_spool_ctx)
-    app.cleanup_ctx.append(tasks_ctx)
-    app.on_shutdown.append(stop_connecting)
+    for resource in _resources(services):
+        app.cleanup_ctx.append(_while_app_runs(resource))
+    app.on_shutdown.append(lambda _app: stop_connecting(services.database))
     warn_if_open(settings.GATEWAY_SECRET)
     app[keys.CHAT] = ChatResources()  # the persona file; the steps are chat/pipeline.py's
-    app[keys.UPSTREAM_HEALTH] = UpstreamHealth()
-    app[keys.MODELS] = ModelCatalog()
     setup_routes(app)
-    register_job_handlers(app)
+    register_job_handlers(services)
     setup_dashboard(app)
     return app
+
+
+def _resources(s: Services) -> list[Resource]:
+    """What opens at start-up and closes at shutdown, in opening order."""
+    return [
+        lambda: open_database(s.database, s.settings, s.config),
+        lambda: open_http_client(s.settings, s.open_http),
+        lambda: open_embedder(s.settings, s.config, s.database, s.embedder, s.vectors),
+        lambda: warming_message_vectors(s.recall_vectors, s.config, s.database, s.embedder,
+                                        s.vectors),
+        lambda: running_jobs(s.jobs, s.settings.JOB_WORKERS),
+        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s)),
+        lambda: draining(s.tasks, s.jobs),
+    ]
+
+
+def _while_app_runs(resource: Resource) -> CleanupContext:
+    """A cleanup context (aiohttp's start-up/shutdown pair) from an async context manager."""
+    async def context(_app: web.Application) -> AsyncIterator[None]:
+        async with resource():
+            yield
+    return context

@@ -20,6 +20,7 @@ from yarl import URL
 
 from pawwake import keys
 from pawwake.errors import openai_error
+from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,10 @@ async def current_policy(request: web.Request) -> CorsPolicy:
     """The policy in force now (CORS_ALLOW_ORIGINS is hot: dashboard saves apply at once).
     On /mcp ``*`` does not count: the MCP security notes want each browser origin checked (its
     sub-app sets ``keys.CORS_NAMED_ORIGINS_ONLY``; DNS rebinding)."""
-    app = request.config_dict
-    settings = await app[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     policy = parse_policy(settings.CORS_ALLOW_ORIGINS,
-                          gateway_secret_set=bool(app[keys.SETTINGS].GATEWAY_SECRET))
-    if app.get(keys.CORS_NAMED_ORIGINS_ONLY, False) and policy.any_origin:
+                          gateway_secret_set=bool(services_of(request).settings.GATEWAY_SECRET))
+    if request.config_dict.get(keys.CORS_NAMED_ORIGINS_ONLY, False) and policy.any_origin:
         return CorsPolicy(False, policy.origins)
     return policy
 

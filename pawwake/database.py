@@ -3,9 +3,9 @@
 The database may arrive after start-up: an unreachable server does not stop the gateway. It
 forwards chat with the file persona meanwhile, ``/api`` answers 503, and a background task
 keeps connecting (backoff capped at ``RECONNECT_MAX_SECONDS``); once connected and migrated,
-the app switches to full mode by itself. The ``Database`` object in ``app[keys.DATABASE]``
+the app switches to full mode by itself. The ``Database`` object in ``Services.database``
 (``None`` only with DATABASE_ENABLED=false) is therefore a holder whose pool appears later:
-ask ``connected_database(app)`` or ``database.ready`` before reading, or wait with
+ask ``connected_database(database)`` or ``database.ready`` before reading, or wait with
 ``database.wait_ready()`` in background work.
 """
 
@@ -17,17 +17,20 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiopg
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, cursor, fetch_one, transaction
+
+if TYPE_CHECKING:
+    from pawwake.live_settings import RuntimeConfig
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,7 @@ class Database:
         self._arrived = asyncio.Event()
         self._probed_at = 0.0
         self._probe: asyncio.Task[None] | None = None
+        self.connector: _Connector | None = None  # set while the app runs
 
     @property
     def ready(self) -> bool:
@@ -120,17 +124,23 @@ class Database:
             await self._pool.wait_closed()
 
 
-def connected_database(app: web.Application) -> Database | None:
+def require_database(database: Database | None, code: str = "database_disabled") -> Database:
+    """``database``, or ``DatabaseUnavailable`` with ``code`` (answered 503) when it is turned
+    off. Its ``pool`` answers 503 ``database_unavailable`` while it is not connected yet."""
+    if database is None:
+        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).", code)
+    return database
+
+
+def connected_database(database: Database | None) -> Database | None:
     """The database if it is here now; ``None`` when it is turned off or not connected yet.
     Reads on the chat path use this and simply skip what needs the database."""
-    database = app[keys.DATABASE]
     return database if database is not None and database.ready else None
 
 
-def database_state(app: web.Application) -> str:
+def database_state(database: Database | None) -> str:
     """``disabled`` | ``connecting`` | ``ready`` | ``unavailable``, for GET / and the status
     page."""
-    database = app[keys.DATABASE]
     return "disabled" if database is None else database.current_state()
 
 
@@ -138,9 +148,10 @@ class _Connector:
     """Connects (starting the embedded server when no URL is set), migrates and attaches the
     runtime config, retrying with backoff until it succeeds or is stopped."""
 
-    def __init__(self, app: web.Application, database: Database) -> None:
-        self.app = app
+    def __init__(self, database: Database, settings: Settings, config: RuntimeConfig) -> None:
         self.database = database
+        self.settings = settings
+        self.config = config
         self.server: Any = None
         self.task: asyncio.Task[None] | None = None
         self._starting: asyncio.Future[Any] | None = None  # the embedded server's start
@@ -171,11 +182,11 @@ class _Connector:
         of a malformed URL)."""
         lines = str(exc).strip().splitlines()
         text = lines[0][:300] if lines else ""
-        secret = _password_of(self.app[keys.SETTINGS].DATABASE_URL)
+        secret = _password_of(self.settings.DATABASE_URL)
         return text.replace(secret, "****") if secret else text
 
     async def _connect_once(self) -> None:
-        settings = self.app[keys.SETTINGS]
+        settings = self.settings
         dsn = settings.DATABASE_URL
         if not dsn:
             if self.server is None:
@@ -189,7 +200,7 @@ class _Connector:
         try:
             async with transaction(pool) as cur:
                 features = await migrate(cur)
-            await self.app[keys.CONFIG].attach(pool)
+            await self.config.attach(pool)
         except BaseException:
             pool.close()
             await pool.wait_closed()
@@ -219,30 +230,24 @@ def _password_of(dsn: str) -> str:
     return match.group(1) if match else ""
 
 
-CONNECTOR: web.AppKey[_Connector] = web.AppKey("database_connector")
+async def stop_connecting(database: Database | None) -> None:
+    """At shutdown: the reconnect loop stops before anything else closes."""
+    if database is not None and database.connector is not None:
+        await database.connector.stop()
 
 
-async def stop_connecting(app: web.Application) -> None:
-    """on_shutdown: the reconnect loop stops before anything else closes."""
-    connector = app.get(CONNECTOR)
-    if connector is not None:
-        await connector.stop()
-
-
-async def database_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: connect before the app serves (waiting a bounded time; after that the
-    connection is made in the background), close after."""
-    settings = app[keys.SETTINGS]
-    if not settings.DATABASE_ENABLED:
+@asynccontextmanager
+async def open_database(database: Database | None, settings: Settings,
+                        config: RuntimeConfig) -> AsyncIterator[None]:
+    """Connect before the app serves (waiting a bounded time; after that the connection is
+    made in the background), close after."""
+    if database is None:
         log.info("DATABASE_ENABLED=false: pure forwarding, no database connection")
-        app[keys.DATABASE] = None
         yield
         return
-    database = Database("external" if settings.DATABASE_URL else "embedded")
-    app[keys.DATABASE] = database
-    connector = _Connector(app, database)
-    app[CONNECTOR] = connector
-    app[keys.CONFIG].expect_database()
+    connector = _Connector(database, settings, config)
+    database.connector = connector
+    config.expect_database()
     connector.task = asyncio.create_task(connector.run(), name="database-connect")
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(connector.attempted.wait(), STARTUP_WAIT_SECONDS)
@@ -253,7 +258,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await connector.stop()
-        await app[keys.CONFIG].close()
+        await config.close()
         await database.close()
         if connector.server is not None:
             await asyncio.get_running_loop().run_in_executor(None, stop_embedded,

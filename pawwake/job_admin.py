@@ -3,27 +3,22 @@ the health summary the status page shows, so a failing job is never silent."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.api_error import ApiError
+from pawwake.database import require_database
 from pawwake.db import jobs as jobs_db
-from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.jobs import JobRunner
 
 # Job kinds whose failure means the gateway is not learning memories.
 MEMORY_KINDS = frozenset({"memory_extract"})
 STATUS_FILTERS = (*jobs_db.LIST_FILTERS, "all")
 MAX_LIMIT = 200
-
-
-def _pool(app: web.Application) -> Any:
-    database = app[keys.DATABASE]
-    if database is None:
-        raise DatabaseUnavailable("Background jobs need the database (DATABASE_ENABLED=false).")
-    return database.pool
 
 
 def status_filter(value: str | None, default: str = "all") -> str | None:
@@ -47,40 +42,40 @@ def shown(row: dict[str, Any]) -> dict[str, Any]:
             "can_discard": row["stored_status"] in ("pending", "dead", "failed")}
 
 
-async def list_jobs(app: web.Application, status: str | None, *, kind: str | None = None,
+async def list_jobs(database: Database, status: str | None, *, kind: str | None = None,
                     limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
-    async with cursor(_pool(app)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await jobs_db.list_jobs(cur, status, kind=kind,
                                        limit=max(1, min(limit, MAX_LIMIT)), before_id=before_id)
     return [shown(row) for row in rows]
 
 
-async def get_job(app: web.Application, job_id: int) -> dict[str, Any]:
-    async with cursor(_pool(app)) as cur:
+async def get_job(database: Database, job_id: int) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         row = await jobs_db.listed_job(cur, job_id)
     if row is None:
         raise NotFound(f"No such job {job_id}.")
     return shown(row)
 
 
-async def retry(app: web.Application, job_id: int) -> dict[str, Any]:
+async def retry(runner: JobRunner, job_id: int) -> dict[str, Any]:
     """Run the job again now, with a fresh set of attempts (NotFound / Conflict)."""
-    async with cursor(_pool(app)) as cur:
+    async with cursor(require_database(runner.database).pool) as cur:
         job = shown(await jobs_db.retry_now(cur, job_id))
-    app[keys.JOBS].wake()
+    runner.wake()
     return job
 
 
-async def discard(app: web.Application, job_id: int) -> dict[str, Any]:
+async def discard(runner: JobRunner, job_id: int) -> dict[str, Any]:
     """Give up on the job; it stays stored but never runs again (NotFound / Conflict)."""
-    async with cursor(_pool(app)) as cur:
+    async with cursor(require_database(runner.database).pool) as cur:
         return shown(await jobs_db.discard(cur, job_id))
 
 
-async def health(app: web.Application) -> dict[str, Any]:
+async def health(database: Database) -> dict[str, Any]:
     """Counts of jobs that need attention, per shown status and per kind, and whether memory
     learning is among them (the status page must not call memory fine then)."""
-    async with cursor(_pool(app)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await jobs_db.attention_counts(cur)
         overview = await jobs_db.kind_overview(cur)
     totals = dict.fromkeys(("retrying", "dead", "failed"), 0)

@@ -14,15 +14,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +58,18 @@ class Job:
     kind: str
     payload: dict[str, Any]
     attempts: int
-    app: web.Application
+    database: Database
     model: str | None = None  # set by a handler before it calls a model: shown with failures
     lease_seconds: float = LEASE_SECONDS
 
     async def progress(self, **values: Any) -> None:
         """Record progress (e.g. ``done``/``total``) that a status endpoint can show."""
-        database = self.app[keys.DATABASE]
-        assert database is not None
-        async with cursor(database.pool) as cur:
+        async with cursor(self.database.pool) as cur:
             await jobs_db.set_progress(cur, self.id, values)
 
     async def keep_alive(self) -> None:
         """Extend the lease now (the runner's heartbeat also does it while the handler runs)."""
-        database = self.app[keys.DATABASE]
-        assert database is not None
-        async with cursor(database.pool) as cur:
+        async with cursor(self.database.pool) as cur:
             await jobs_db.extend_lease(cur, self.id, self.lease_seconds, self.attempts)
 
 
@@ -87,9 +85,9 @@ def backoff_seconds(attempt: int) -> float:
 class JobRunner:
     """Runs registered handlers for jobs found in the database."""
 
-    def __init__(self, app: web.Application, workers: int = 2, *,
+    def __init__(self, database: Database | None, workers: int = 2, *,
                  lease_seconds: float = LEASE_SECONDS) -> None:
-        self.app = app
+        self.database = database  # None: no database, no jobs
         self.handlers: dict[str, Handler] = {}
         self.lease_seconds = lease_seconds
         self._wake = asyncio.Event()
@@ -128,7 +126,7 @@ class JobRunner:
         self._loops.clear()
 
     async def _release_unfinished(self) -> None:
-        database = self.app[keys.DATABASE]
+        database = self.database
         abandoned, self._running = list(self._running.values()), {}
         if database is None or not abandoned:
             return
@@ -151,7 +149,7 @@ class JobRunner:
         return count
 
     async def run_one(self) -> bool:
-        database = self.app[keys.DATABASE]
+        database = self.database
         if database is None or not self.handlers:
             return False
         async with cursor(database.pool) as cur:
@@ -159,7 +157,7 @@ class JobRunner:
         if row is None:
             return False
         job = Job(id=row["id"], kind=row["kind"], payload=row["payload"],
-                  attempts=row["attempts"], app=self.app, lease_seconds=self.lease_seconds)
+                  attempts=row["attempts"], database=database, lease_seconds=self.lease_seconds)
         if self._stopping:  # claimed while stop() began: leave it for the next start
             async with cursor(database.pool) as cur:
                 await jobs_db.release(cur, job.id, job.attempts)
@@ -189,10 +187,8 @@ class JobRunner:
 
     async def _retry(self, job: Job, error: str, delay: float | None, count_attempt: bool,
                      failure: Exception | None) -> None:
-        database = self.app[keys.DATABASE]
-        assert database is not None
         wait = backoff_seconds(job.attempts) if delay is None else delay
-        async with cursor(database.pool) as cur:
+        async with cursor(job.database.pool) as cur:
             status = await jobs_db.retry_or_fail(cur, job.id, job.attempts, error, wait,
                                                  count_attempt=count_attempt, model=job.model)
         if status == "dead":
@@ -210,13 +206,11 @@ class JobRunner:
     async def _heartbeat(self, job: Job) -> None:
         """Renew the lease while the handler runs: a long job keeps its claim, and a worker
         that dies stops renewing, so another claims the job soon after."""
-        database = self.app[keys.DATABASE]
-        assert database is not None
         interval = self.lease_seconds / HEARTBEATS_PER_LEASE
         while True:
             await asyncio.sleep(interval)
             try:
-                async with cursor(database.pool) as cur:
+                async with cursor(job.database.pool) as cur:
                     kept = await jobs_db.extend_lease(cur, job.id, self.lease_seconds,
                                                       job.attempts)
             except (psycopg2.Error, OSError) as exc:
@@ -245,12 +239,12 @@ class JobRunner:
                 await asyncio.wait_for(self._wake.wait(), IDLE_POLL_SECONDS)
 
 
-async def jobs_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx after the database and HTTP client: workers stop before those close."""
-    runner = app[keys.JOBS]
-    database = app[keys.DATABASE]
+@asynccontextmanager
+async def running_jobs(runner: JobRunner, workers: int) -> AsyncIterator[None]:
+    """Entered after the database and HTTP client: workers stop before those close."""
+    database = runner.database
     starting = None
-    if database is not None and app[keys.SETTINGS].JOB_WORKERS > 0:
+    if database is not None and workers > 0:
         # Workers start once the database is here, also when it arrives after start-up.
         starting = asyncio.create_task(database.run_when_ready(runner.start), name="jobs-start")
     yield

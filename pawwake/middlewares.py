@@ -13,6 +13,7 @@ from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except ApiError as exc:
         refusal = exc
     except web.HTTPRequestEntityTooLarge:
-        limit = request.config_dict[keys.SETTINGS].MAX_REQUEST_MB
+        limit = services_of(request).settings.MAX_REQUEST_MB
         refusal = ApiError("request_too_large",
                            f"Request body is larger than {limit} MB (MAX_REQUEST_MB).", status=413)
     except web.HTTPException as exc:
@@ -62,7 +63,8 @@ def database_unavailable(request: web.Request, exc: BaseException) -> ApiError:
 
 def note_unreachable(app: Mapping[Any, Any], exc: BaseException) -> None:
     """A lost connection shows at once on GET / and the status page."""
-    database = app.get(keys.DATABASE)
+    services = app.get(keys.SERVICES)
+    database = services.database if services is not None else None
     if database is not None and not isinstance(exc, DatabaseUnavailable):
         database.mark_unreachable()
 

@@ -14,11 +14,12 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+if TYPE_CHECKING:
+    from pawwake.jobs import JobRunner
 
-from pawwake import keys
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,12 @@ class BackgroundTasks:
                     return
 
 
-async def tasks_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx, registered last: background tasks and job workers get one shared grace,
-    side by side, before the database and HTTP client close."""
-    app[keys.TASKS] = BackgroundTasks()
+@asynccontextmanager
+async def draining(tasks: BackgroundTasks, jobs: JobRunner) -> AsyncIterator[None]:
+    """Entered last: background tasks and job workers get one shared grace, side by side,
+    before the database and HTTP client close."""
     yield
     started = time.monotonic()
-    await asyncio.gather(app[keys.TASKS].drain(DRAIN_GRACE_SECONDS),
-                         app[keys.JOBS].stop(grace_seconds=DRAIN_GRACE_SECONDS))
+    await asyncio.gather(tasks.drain(DRAIN_GRACE_SECONDS),
+                         jobs.stop(grace_seconds=DRAIN_GRACE_SECONDS))
     log.info("background work stopped in %.1f s", time.monotonic() - started)

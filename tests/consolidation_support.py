@@ -10,15 +10,15 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.fake_upstream import FakeUpstream, Reply, completion_body
 
 _ITEM = re.compile(r"^\d+\. \[(\d{4}-\d{2}-\d{2})\] \(importance \d+\) (.*)$")
 
 
 def pool(client: TestClient) -> Any:
-    return client.server.app[keys.DATABASE].pool
+    return services_of(client.server.app).database.pool
 
 
 async def add(client: TestClient, content: str, *, at: str | None = None, layer: int = 1,
@@ -68,7 +68,7 @@ def items_in(prompt: str) -> list[tuple[str, str]]:
 
 
 async def run_jobs(client: TestClient) -> int:
-    return await client.server.app[keys.JOBS].run_until_idle()
+    return await services_of(client.server.app).jobs.run_until_idle()
 
 
 async def start(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pawwake.app import create_app
 from pawwake.chat.persona import PersonaFile
 from pawwake.chat.pipeline import ChatResources
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from pawwake.settings import Settings
 
 GATEWAY_KEY = "gw-secret-0123456789abcdef"
@@ -49,12 +50,12 @@ class GatewayStarter:
 
 async def settle(client: TestClient) -> None:
     """Wait until the after-reply work (storage, usage) has finished."""
-    await client.server.app[keys.TASKS].drain()
+    await services_of(client.server.app).tasks.drain()
 
 
 async def stored_messages(client: TestClient, session_id: str | None = None
                           ) -> list[dict[str, Any]]:
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     sql = ("SELECT id, session_id, role, content, model, metadata FROM conversations"
            " WHERE deleted_at IS NULL")
     params: tuple[Any, ...] = ()
@@ -66,7 +67,7 @@ async def stored_messages(client: TestClient, session_id: str | None = None
 
 
 async def usage_rows(client: TestClient) -> list[dict[str, Any]]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT session_id, model, prompt_tokens, completion_tokens,"
                                " total_tokens, cached_tokens, usage_type FROM token_usage ORDER BY id")

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOADS = Path(__file__).with_name("hook_payloads")
@@ -75,7 +75,7 @@ def spooled(home: Path) -> list[Path]:
 
 
 async def stored(client: Any, where: str = "TRUE") -> list[dict[str, Any]]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         rows = await fetch_all(cur,
                                "SELECT role, content, source, session_id, turn_id, model"
                                f" FROM conversations WHERE {where} ORDER BY created_at, id")

@@ -6,12 +6,12 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from pawwake import keys
 from pawwake.db.pool import cursor, execute, fetch_all, fetch_one
+from pawwake.services import services_of
 
 
 def pool(client: TestClient) -> Any:
-    return client.server.app[keys.DATABASE].pool
+    return services_of(client.server.app).database.pool
 
 
 async def create(client: TestClient, content: str, **fields: Any) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.fake_anthropic import FakeAnthropic
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter
 
@@ -32,7 +32,7 @@ async def start_gateway(gateway: GatewayStarter, fake: FakeAnthropic, **override
 
 
 async def usage_with_cache(client: TestClient) -> list[dict[str, Any]]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT session_id, model, prompt_tokens, completion_tokens,"
                                " total_tokens, cached_tokens, cache_creation_tokens"

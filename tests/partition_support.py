@@ -7,8 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_one
+from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import settle
 
@@ -87,7 +87,7 @@ async def say(client: Any, upstream: Any, text: str, reply: str, *,
 
 
 async def state_row(client: Any, thread: str = "default") -> dict[str, Any] | None:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_one(cur,
                                "SELECT summary_parts, rotations, last_summary_error,"
                                " summary_retry_after IS NOT NULL AS backing_off"

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from pawwake import keys
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
+from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.query import embedding_text
 
@@ -113,8 +113,8 @@ async def fill(app: Any, devset: DevSet, vectors: Vectors, settings: Mapping[str
                ) -> list[int]:
     """Insert every memory (index terms by the current rules, vectors of the local model);
     return the row id of each memory, in dev-set order."""
-    pool = app[keys.DATABASE].pool
-    provenance = await app[keys.EMBEDDER].provenance(settings)
+    pool = services_of(app).database.pool
+    provenance = await services_of(app).embedder.provenance(settings)
     ids: list[int] = []
     values = []
     params: list[Any] = []
@@ -137,7 +137,7 @@ async def fill(app: Any, devset: DevSet, vectors: Vectors, settings: Mapping[str
 
 def prime(app: Any, vectors: Vectors, provenance: Any) -> None:
     """Put the precomputed query vectors in the embedder's query cache."""
-    cache = app[keys.EMBEDDER]._queries
+    cache = services_of(app).embedder._queries
     for text, vector in vectors.queries.items():
         cache[(provenance, text)] = vector
 
@@ -167,7 +167,7 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     reached = 0
     for query in devset.queries:
         started = time.perf_counter()
-        outcome = await search_memories(app, query.text, limit=10, settings=settings,
+        outcome = await search_memories(services_of(app), query.text, limit=10, settings=settings,
                                         touch=False)
         latency.append((time.perf_counter() - started) * 1000.0)
         modes.add(outcome.mode)
@@ -190,10 +190,12 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     by_floor = dict.fromkeys(FLOORS, 0)
     unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
     for text in devset.none:
-        results, _ = await recall_for_request(app, settings, "devset", text, partition=False,
+        results, _ = await recall_for_request(services_of(app), settings, "devset", text,
+                                              partition=False,
                                               touch=False)
         injected += len(results)
-        results, _ = await recall_for_request(app, unfloored, "devset", text, partition=False,
+        results, _ = await recall_for_request(services_of(app), unfloored, "devset", text,
+                                              partition=False,
                                               touch=False)
         for floor in FLOORS:
             by_floor[floor] += sum(r.relevance >= floor for r in results)

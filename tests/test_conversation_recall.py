@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.chat.recall.inject import (
     format_retrieved_conversations,
@@ -17,6 +16,7 @@ from pawwake.chat.recall.inject import (
 from pawwake.chat.recall.rank import SessionHits, fragment_id, rank_sessions
 from pawwake.db.pool import cursor, execute
 from pawwake.search.fusion import Neighbourhood
+from pawwake.services import services_of
 
 KEY = "recall-gateway-key-0123456789abcd"
 HEADERS = {"X-Gateway-Key": KEY}
@@ -91,7 +91,7 @@ async def test_hybrid_uses_vectors_filled_by_the_job(client: Any, make_client: A
     # e5 puts this query at about 0.86 from the trip and 0.81 from the others
     client = await make_client(**SETTINGS, CONVERSATION_MIN_SCORE_THRESHOLD=0.84)
     app = client.server.app
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     status = await (await client.get("/api/admin/conversation-embedding-status",
                                      headers=HEADERS)).json()
     assert status["vectors"]["done"] == status["vectors"]["total"] == 8
@@ -114,7 +114,7 @@ async def test_bad_parameters_are_refused(client: Any) -> None:
 
 
 async def test_seen_ttl_excludes_until_expiry(client: Any) -> None:
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     await mark_fragments_seen(pool, "live", ["v1:a", "v1:b"], ttl_hours=6)
     assert await fragments_to_exclude(pool, "live", 6) == {"v1:a", "v1:b"}
     assert await fragments_to_exclude(pool, "other", 6) == set()
@@ -158,7 +158,7 @@ def test_inject_block_uses_local_time() -> None:
 
 
 async def test_rebuild_indexes_rows_written_without_terms(client: Any) -> None:
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE conversations SET search_terms = NULL")
     resp = await client.post("/api/admin/rebuild-conversation-search", headers=HEADERS)

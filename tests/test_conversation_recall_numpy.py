@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.chat.recall.search import search_fragments
+from pawwake.services import services_of
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 
 MORE_SESSIONS = {
@@ -38,24 +38,24 @@ async def client(make_client: Any) -> Any:
     everything = {**SESSIONS, **MORE_SESSIONS}
     for day, (session, pairs) in enumerate(everything.items(), start=1):
         await store(client, session, pairs, day)
-    await client.server.app[keys.JOBS].run_until_idle()
+    await services_of(client.server.app).jobs.run_until_idle()
     return client
 
 
 async def test_numpy_and_pgvector_recall_the_same_fragments(client: Any) -> None:
     app = client.server.app
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     assert database.pgvector
-    current = app[keys.CONFIG].current()
+    current = services_of(app).config.current()
     on_pg = current.with_values({"VECTOR_BACKEND": "pgvector"})
     on_np = current.with_values({"VECTOR_BACKEND": "numpy"})
-    vectors = app[keys.RECALL_VECTORS]
+    vectors = services_of(app).recall_vectors
     compared = 0
     for query in QUERIES:
         for context in (0, 1):
-            pg = await search_fragments(app, query, max_sessions=6, context=context,
+            pg = await search_fragments(services_of(app), query, max_sessions=6, context=context,
                                         settings=on_pg)
-            np_ = await search_fragments(app, query, max_sessions=6, context=context,
+            np_ = await search_fragments(services_of(app), query, max_sessions=6, context=context,
                                          settings=on_np)
             assert pg.mode == np_.mode == "hybrid", (pg.warning, np_.warning)
             assert [f["fragment_id"] for f in pg.fragments] == [
@@ -66,7 +66,7 @@ async def test_numpy_and_pgvector_recall_the_same_fragments(client: Any) -> None
                 for part in ("keyword", "semantic", "recency"):
                     assert a["parts"][part] == pytest.approx(b["parts"][part], abs=1e-4)
             compared += len(pg.fragments)
-        vector, provenance = await app[keys.EMBEDDER].embed_query(current, query)
+        vector, provenance = await services_of(app).embedder.embed_query(current, query)
         near_pg = await vectors.nearest(database.pool, provenance, vector, 20, [],
                                         pgvector=True)
         near_np = await vectors.nearest(database.pool, provenance, vector, 20, [],
@@ -88,9 +88,10 @@ async def numpy_search(client: Any, query: str, **body: Any) -> list[str]:
 
 async def nearest_ids(app: Any, query: str) -> list[int]:
     """Every live message by cosine with ``query`` on the numpy index."""
-    settings = await app[keys.CONFIG].fresh()
-    vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
-    rows = await app[keys.RECALL_VECTORS].nearest(app[keys.DATABASE].pool, provenance, vector,
+    settings = await services_of(app).config.fresh()
+    vector, provenance = await services_of(app).embedder.embed_query(settings, query)
+    rows = await services_of(app).recall_vectors.nearest(services_of(app).database.pool,
+                                                         provenance, vector,
                                                   100, [], pgvector=False)
     return [row["id"] for row in rows]
 
@@ -101,12 +102,12 @@ async def test_numpy_recall_follows_trash_restore_edit_and_delete(make_client: A
     for day, (session, pairs) in enumerate(SESSIONS.items(), start=1):
         await store(client, session, pairs, day)
     app = client.server.app
-    index = app[keys.RECALL_VECTORS].index
+    index = services_of(app).recall_vectors.index
     for _ in range(500):  # preloaded at start (empty yet): later vectors are added directly
         if index.loads:
             break
         await asyncio.sleep(0.01)
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     query = "去日本关西玩的行程"  # semantic only: no keyword of it occurs anywhere
     assert await numpy_search(client, query) == ["trip"]
 
@@ -138,7 +139,7 @@ async def test_numpy_recall_follows_trash_restore_edit_and_delete(make_client: A
     assert resp.status == 200
     assert message_id not in await nearest_ids(app, "猫粮")
     assert message_id not in await nearest_ids(app, aurora)
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     assert (await nearest_ids(app, aurora))[0] == message_id
     assert "cat" in await numpy_search(client, aurora)
 

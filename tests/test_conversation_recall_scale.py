@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.chat.recall import stats as recall_stats
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search
 from pawwake.db.pool import cursor, execute
+from pawwake.services import services_of
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 
 TABLE = "conversation_embeddings"
@@ -28,17 +28,18 @@ async def client(make_client: Any) -> Any:
 
 async def embed_all(client: Any) -> tuple[Any, Any]:
     app = client.server.app
-    await app[keys.JOBS].run_until_idle()
-    current = await app[keys.CONFIG].fresh()
-    return app, await app[keys.EMBEDDER].provenance(current)
+    await services_of(app).jobs.run_until_idle()
+    current = await services_of(app).config.fresh()
+    return app, await services_of(app).embedder.provenance(current)
 
 
 async def test_the_embedding_job_builds_the_index_the_search_walks(client: Any) -> None:
     app, provenance = await embed_all(client)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         assert await vectors_db.hnsw_index_exists(cur, provenance, TABLE)
-    vector, _ = await app[keys.EMBEDDER].embed_query(await app[keys.CONFIG].fresh(), "京都")
+    vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(),
+                                                            "京都")
     async with pool.acquire() as conn, conn.cursor() as cur:
         await cur.execute("SET enable_seqscan = off")  # eight rows: force the planner's hand
         await cur.execute("EXPLAIN " + fragments_db.nearest_sql(provenance),
@@ -57,14 +58,15 @@ async def test_nearest_widens_past_excluded_stale_and_deleted_messages(client: A
     await store(client, "crowd", [(f"京都清水寺旅行第{i}天", f"第{i}天去京都的寺庙")
                                   for i in range(40)], day=9)
     app, provenance = await embed_all(client)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE conversations SET deleted_at = now() WHERE session_id = 'cat'"
                            " AND role = 'user'")
         await execute(cur, "UPDATE conversations SET content = content || '（已编辑）'"
                            " WHERE session_id = 'code' AND role = 'assistant'")  # stale vector
-    vector, _ = await app[keys.EMBEDDER].embed_query(await app[keys.CONFIG].fresh(), "京都旅行")
-    vectors = app[keys.RECALL_VECTORS]
+    vector, _ = await services_of(app).embedder.embed_query(await services_of(app).config.fresh(),
+                                                            "京都旅行")
+    vectors = services_of(app).recall_vectors
     rows = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=True)
     exact = await vectors.nearest(pool, provenance, vector, 5, ["crowd"], pgvector=False)
     assert len(rows) == 5  # the 80 nearer "crowd" messages did not crowd the others out
@@ -80,7 +82,7 @@ async def test_nearest_widens_past_excluded_stale_and_deleted_messages(client: A
 async def test_frequent_terms_are_estimated_and_rare_ones_counted(
         client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await store(client, "many", [(f"京都第{i}次", f"好的{i}") for i in range(30)], day=9)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         await execute(cur, "ANALYZE conversations")
         exact_count, exact = await fragments_db.term_frequencies(cur, ["京都", "兽医"])
@@ -107,7 +109,7 @@ async def test_frequent_terms_are_estimated_and_rare_ones_counted(
 async def test_a_frequent_term_is_matched_among_the_newest_messages_only(
         client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     await store(client, "many", [(f"京都第{i}次", f"好的{i}") for i in range(30)], day=9)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         await execute(cur, "ANALYZE conversations")
     monkeypatch.setattr(recall_stats, "EXACT_BELOW", 10)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake import keys
 from pawwake.chat.recall.search import conversation_threshold
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS
+from pawwake.services import services_of
 from pawwake.settings import BY_NAME, Settings
 from tests.dashboard_support import dashboard_client
 
@@ -27,13 +27,13 @@ def test_empty_follows_the_provider_and_a_set_value_is_kept() -> None:
 async def test_a_saved_value_is_used_as_saved_and_clearing_it_restores_the_default(
         make_client: Any) -> None:
     client = await dashboard_client(make_client, EMBEDDING_PROVIDER="local")
-    config = client.app[keys.CONFIG]
+    config = services_of(client.app).config
     response = await client.put("/api/settings", json={"CONVERSATION_MIN_SCORE_THRESHOLD": 0.7})
     assert response.status == 200, await response.text()
     assert conversation_threshold(await config.fresh(), "local") == 0.7
 
     restarted = await make_client(EMBEDDING_PROVIDER="local")  # same database, new process
-    assert conversation_threshold(restarted.app[keys.CONFIG].current(), "local") == 0.7
+    assert conversation_threshold(services_of(restarted.app).config.current(), "local") == 0.7
 
     response = await client.put("/api/settings", json={"CONVERSATION_MIN_SCORE_THRESHOLD": ""})
     assert response.status == 200, await response.text()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, execute, fetch_all
+from pawwake.services import services_of
 
 KEY = "conversations-gateway-key-0123456789"
 HEADERS = {"X-Gateway-Key": KEY}
@@ -34,7 +34,7 @@ SEED = [
 
 
 def pool_of(client: Any) -> Any:
-    return client.server.app[keys.DATABASE].pool
+    return services_of(client.server.app).database.pool
 
 
 async def add_usage(client: Any, session_id: str, prompt: int, completion: int,

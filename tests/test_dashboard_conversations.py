@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.dashboard.i18n import STRINGS
 from pawwake.dashboard.i18n import STRINGS as CONVERSATION_STRINGS
 from pawwake.db.pool import cursor, execute, fetch_all
+from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login, same_origin
 
 SEED = [
@@ -33,7 +33,7 @@ def soup(text: str) -> BeautifulSoup:
 
 
 def pool_of(client: Any) -> Any:
-    return client.server.app[keys.DATABASE].pool
+    return services_of(client.server.app).database.pool
 
 
 @pytest.fixture

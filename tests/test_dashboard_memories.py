@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.dashboard_memories_support import (
     FIRST_ID,
     embedding_settings,
@@ -166,7 +166,7 @@ async def test_keyword_filter_and_semantic_search_show_scores_and_the_real_mode(
 
     app = client.server.app
     await client.post("/api/admin/backfill-memory-embeddings")
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     response = await post(client, "/dashboard/memories/search",
                           {"q": "我的猫叫什么", "mode": "semantic", "status": "active"})
     page = soup(await response.text())

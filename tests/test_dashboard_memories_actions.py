@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.dashboard_memories_support import (
     embedding_settings,
     fake_embeddings,
@@ -217,7 +217,8 @@ async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
     fake = await fake_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     for n in range(4):  # stored without asking for vectors, as rows from before an upgrade
-        await insert_memory(client.server.app[keys.DATABASE].pool, f"需要向量的记忆 {n}")
+        await insert_memory(services_of(client.server.app).database.pool,
+                            f"需要向量的记忆 {n}")
     response = await client.get("/dashboard/memories/backfill", headers={"HX-Request": "true"})
     panel = soup(await response.text()).select_one("#backfill")
     assert panel["data-backfill-status"] == "idle"
@@ -231,7 +232,7 @@ async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
     assert panel["hx-trigger"] == "every 1s"  # polls itself while the job is unfinished
     assert panel["hx-get"] == "/dashboard/memories/backfill"
 
-    await client.server.app[keys.JOBS].run_until_idle()
+    await services_of(client.server.app).jobs.run_until_idle()
     response = await client.get("/dashboard/memories/backfill", headers={"HX-Request": "true"})
     panel = soup(await response.text()).select_one("#backfill")
     assert panel["data-backfill-status"] == "done"
@@ -250,10 +251,10 @@ async def test_backfill_asks_before_rebuilding_for_a_new_provider(make_client: A
     fake = await fake_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     await create(client, "有旧向量的记忆")
-    await client.server.app[keys.CONFIG].update({"EMBEDDING_MODEL": "fake-a"})
+    await services_of(client.server.app).config.update({"EMBEDDING_MODEL": "fake-a"})
     await post(client, "/dashboard/memories/backfill", {})
-    await client.server.app[keys.JOBS].run_until_idle()
-    await client.server.app[keys.CONFIG].update({"EMBEDDING_MODEL": "fake-b"})
+    await services_of(client.server.app).jobs.run_until_idle()
+    await services_of(client.server.app).config.update({"EMBEDDING_MODEL": "fake-b"})
 
     page = await page_of(client)
     question = page.select_one("[data-needs-rebuild]")
@@ -265,8 +266,8 @@ async def test_backfill_asks_before_rebuilding_for_a_new_provider(make_client: A
     response = await post(client, "/dashboard/memories/backfill", {"confirm_rebuild": "1"})
     assert response.status == 200
     assert soup(await response.text()).select_one("#backfill")["data-backfill-status"] == "queued"
-    await client.server.app[keys.JOBS].run_until_idle()
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    await services_of(client.server.app).jobs.run_until_idle()
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         stored = await fetch_all(cur,
                                  "SELECT model FROM memory_embeddings")
     assert stored == [{"model": "fake-b"}]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, dashboard_client, login, own_origin
 
 SAVE = {"_group": "basic", "DEFAULT_MODEL": "cross/origin-model"}
@@ -25,7 +25,7 @@ async def test_cross_origin_write_is_refused(make_client: Any) -> None:
                                  allow_redirects=False)
     assert response.status == 403
     assert "Invalid request origin." in await response.text()
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "test/model-a"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "test/model-a"
 
 
 @pytest.mark.parametrize("headers", [
@@ -55,7 +55,7 @@ async def test_same_origin_write_is_accepted(make_client: Any) -> None:
     response = await client.post("/dashboard/settings", data=SAVE,
                                  headers={"Origin": own_origin(client)}, allow_redirects=False)
     assert response.status == 303
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "cross/origin-model"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "cross/origin-model"
 
 
 async def test_referer_counts_when_origin_is_absent(make_client: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import psycopg2
 from bs4 import BeautifulSoup
 
-from pawwake import keys
+from pawwake.services import services_of
 from pawwake.settings import GROUPS, SETTINGS
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
 
@@ -75,7 +75,7 @@ async def test_each_kind_of_setting_has_the_right_control(make_client: Any,
 async def test_htmx_save_applies_at_once_and_stores_only_changes(make_client: Any,
                                                                  database_url: str) -> None:
     client = await logged_in(make_client)
-    config = client.app[keys.CONFIG]
+    config = services_of(client.app).config
     form = {"_group": "basic", "API_KEY": "••••6789", "API_BASE_URL":
             config.current()["API_BASE_URL"], "DEFAULT_MODEL": "vendor/new-model"}
     response = await client.post("/dashboard/settings", data=form, headers=htmx(client))
@@ -94,7 +94,7 @@ async def test_htmx_save_applies_at_once_and_stores_only_changes(make_client: An
 
 async def test_checkbox_off_and_multiline_prompt_are_saved(make_client: Any) -> None:
     client = await logged_in(make_client, MEMORY_ENABLED=True)
-    config = client.app[keys.CONFIG]
+    config = services_of(client.app).config
     prompt = "你是小爪。\r\n说话温柔。"
     response = await client.post("/dashboard/settings", headers=htmx(client), data=[
         ("_group", "memory"), ("MEMORY_ENABLED", "false")])
@@ -113,7 +113,7 @@ async def test_checkbox_off_and_multiline_prompt_are_saved(make_client: Any) -> 
 async def test_bad_value_shows_the_error_and_stores_nothing(make_client: Any,
                                                            database_url: str) -> None:
     client = await logged_in(make_client)
-    config = client.app[keys.CONFIG]
+    config = services_of(client.app).config
     response = await client.post("/dashboard/settings", headers=htmx(client), data={
         "_group": "memory", "MAX_MEMORIES_INJECT": "many", "MEMORY_MODEL": "x/extract"})
     assert response.status == 400
@@ -136,7 +136,7 @@ async def test_unknown_or_environment_only_field_is_refused(make_client: Any) ->
                                  data={"_group": "basic", "PORT": "9999"})
     assert env_only.status == 400
     assert "PORT" in await env_only.text()
-    assert client.app[keys.CONFIG].current()["PORT"] == 8000
+    assert services_of(client.app).config.current()["PORT"] == 8000
     no_group = await client.post("/dashboard/settings", headers=htmx(client),
                                  data={"_group": "nope"})
     assert no_group.status == 400

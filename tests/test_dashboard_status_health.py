@@ -8,10 +8,10 @@ from typing import Any
 
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
+from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login, same_origin
 from tests.gateway_support import chat_body
 
@@ -65,11 +65,11 @@ async def failing(job: Job) -> None:
 async def test_failing_jobs_per_kind_with_their_error_and_retry_here(make_client: Any) -> None:
     client = await logged_in(make_client, JOB_WORKERS=0, MEMORY_VECTOR_ENABLED=False)
     app = client.server.app
-    pool = app[keys.DATABASE].pool
-    app[keys.JOBS].register("memory_extract", failing)
+    pool = services_of(app).database.pool
+    services_of(app).jobs.register("memory_extract", failing)
     async with cursor(pool) as cur:
         dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     async with cursor(pool) as cur:
         await jobs_db.enqueue(cur, "memory_embed", {"memory_id": 1})
 

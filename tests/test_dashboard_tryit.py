@@ -10,9 +10,9 @@ from typing import Any
 
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import database_of, services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.fake_upstream import Reply, text_stream
 from tests.gateway_support import chat_body, settle, stored_messages
@@ -44,7 +44,7 @@ async def started(gateway: Any, **overrides: Any) -> Any:
 
 
 async def injections(client: Any) -> list[dict[str, Any]]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT t.message_id, c.session_id, t.memory_ids, t.record"
                                " FROM turn_injections t JOIN conversations c"
@@ -197,7 +197,7 @@ async def test_the_record_follows_a_reply_into_a_merged_session(gateway: Any,
                                      headers={"X-Session-Id": session})
         await response.read()
     await settle(client)
-    await service.merge_sessions(client.server.app, ["left"], "right")
+    await service.merge_sessions(database_of(client.server.app), ["left"], "right")
     page = BeautifulSoup(await (await client.get("/dashboard/conversations/view?session=right")
                                 ).text(), "html.parser")
     assert len(page.select(f"[data-injected-memory='{memory}']")) == 2
@@ -227,7 +227,7 @@ async def test_leaving_the_page_mid_reply_keeps_the_turn_incomplete_and_frees_re
     assert [(r["role"], r["metadata"].get("incomplete")) for r in rows] == [
         ("user", True), ("assistant", True)]
     # The reminder was not delivered: its claim is released for the next chat.
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         [claim] = await fetch_all(cur,
                                   "SELECT reminder_delivered_at, reminder_claim_token"
                                   " FROM memories WHERE id = %s", (reminder,))

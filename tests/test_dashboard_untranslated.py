@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.db.pool import cursor, execute, fetch_all
+from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
 
 # Three or more English words in a row: a sentence or a phrase someone forgot to translate.
@@ -41,7 +41,7 @@ def test_the_detector_finds_english() -> None:
 
 
 async def seed(client: Any) -> None:
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     now = datetime.now(UTC)
     for role, text in (("user", "下个月去京都旅行"), ("assistant", "早上七点到清水寺。")):
         async with cursor(pool) as cur:
@@ -75,7 +75,7 @@ async def test_no_english_on_any_chinese_page(dash: Any) -> None:
     paths += ["/dashboard/conversations/view?session=kyoto", "/dashboard/usage?days=90",
               "/dashboard/conversations?trash=1", "/dashboard/memories/organise",
               "/dashboard/memories/backfill", "/dashboard/jobs?status=failed"]
-    async with cursor(dash.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(dash.server.app).database.pool) as cur:
         memory = (await fetch_all(cur,
                                   "SELECT id FROM memories LIMIT 1"))[0]["id"]
     paths.append(f"/dashboard/memories/{memory}")
@@ -126,7 +126,7 @@ async def test_refused_settings_are_explained_in_chinese(dash: Any, field: str, 
 
 
 async def test_service_refusals_are_worded_in_chinese(dash: Any) -> None:
-    pool = dash.server.app[keys.DATABASE].pool
+    pool = services_of(dash.server.app).database.pool
     purge = await dash.post("/dashboard/conversations/bulk", headers=same_origin(dash),
                             data={"session": "kyoto", "action": "purge", "trash": "1"})
     assert purge.status == 409

@@ -17,12 +17,12 @@ import aiopg
 import pytest
 from aiohttp.test_utils import TestClient
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS, connection, cursor, execute, fetch_all
 from pawwake.jobs import Job
+from pawwake.services import services_of
 from tests.conftest import PostgresHandle
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_upstream import FakeUpstream
@@ -177,7 +177,7 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
     async def handler(job: Job) -> None:
         ran.set()
 
-    app[keys.JOBS].register("late-wake", handler)
+    services_of(app).jobs.register("late-wake", handler)
     upstream.reply_text("before", pieces=1)
     assert (await client.post("/v1/chat/completions", json=chat_body("早"))).status == 200
     await settle(client)
@@ -189,9 +189,9 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
         assert body["memory"] is True  # the value saved in the database, not the env's
         assert (await client.get("/api/memories")).status == 200
 
-        async with cursor(app[keys.DATABASE].pool) as cur:
+        async with cursor(services_of(app).database.pool) as cur:
             await jobs_db.enqueue(cur, "late-wake", {})
-        app[keys.JOBS].wake()
+        services_of(app).jobs.wake()
         await asyncio.wait_for(ran.wait(), UNTIL_SECONDS)
 
         upstream.reply_text("after", pieces=1)
@@ -199,7 +199,7 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
         assert response.status == 200
         await response.read()
         await settle(client)
-        async with cursor(app[keys.DATABASE].pool) as cur:
+        async with cursor(services_of(app).database.pool) as cur:
             stored = await fetch_all(cur,
                                      "SELECT role, content FROM conversations ORDER BY id")
         assert {"role": "user", "content": "晚上好"} in stored
@@ -226,7 +226,7 @@ async def test_shutdown_while_reconnecting_is_prompt(gateway: GatewayStarter) ->
     client = await gateway(DATABASE_URL=url)
     assert (await health(client))["database"] == "unavailable"
     await client.close()  # the reconnect loop is cancelled, not waited out
-    assert client.server.app[keys.DATABASE].ready is False
+    assert services_of(client.server.app).database.ready is False
 
 
 async def test_a_malformed_url_is_retried_and_its_password_never_logged(

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.llm.embeddings import (
     DEFAULT_THRESHOLDS,
@@ -22,6 +21,7 @@ from pawwake.llm.embeddings import (
     semantic_threshold,
 )
 from pawwake.llm.local_engine import cpu_quota, local_model_threads
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from tests.embedding_server import FakeEmbeddings
 
@@ -40,7 +40,7 @@ async def api_app(make_client: Any, fake: FakeEmbeddings, **overrides: Any) -> A
                                EMBEDDING_API_KEY=SECRET, EMBEDDING_BASE_URL=fake.base_url,
                                EMBEDDING_MODEL="fake-embed-1", EMBEDDING_DIM=32, **overrides)
     app = client.server.app
-    return app, app[keys.EMBEDDER], app[keys.CONFIG].current()
+    return app, services_of(app).embedder, services_of(app).config.current()
 
 
 def test_auto_picks_the_api_only_with_a_key() -> None:
@@ -158,7 +158,7 @@ async def test_unreachable_api_is_an_error(make_client: Any, fake: FakeEmbedding
 async def test_usage_is_recorded_as_embed(make_client: Any, fake: FakeEmbeddings) -> None:
     app, embedder, settings = await api_app(make_client, fake)
     await embedder.embed_passages(settings, ["abc", "defg"])
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         rows = await fetch_all(cur,
                                "SELECT model, prompt_tokens, usage_type FROM token_usage")
     assert rows == [{"model": "fake-embed-1", "prompt_tokens": 7, "usage_type": "embed"}]
@@ -194,7 +194,7 @@ async def test_local_model_uses_query_and_passage_roles() -> None:
 
 async def test_the_app_has_one_embedder_that_closes(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0)
-    embedder = client.server.app[keys.EMBEDDER]
+    embedder = services_of(client.server.app).embedder
     assert isinstance(embedder, Embedder)
     await client.close()
     with pytest.raises(RuntimeError):

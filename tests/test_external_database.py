@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all, fetch_one
+from pawwake.services import services_of
 from tests.gateway_support import chat_body, settle
 from tests.pgbouncer_support import PGBOUNCER, pgbouncer
 
@@ -59,7 +59,7 @@ async def test_a_database_url_with_libpq_parameters(make_client: Any, database_u
     client = await make_client(**SETTINGS, DATABASE_URL=with_params(database_url, params))
     health = await (await client.get("/")).json()
     assert (health["database"], health["database_kind"]) == ("ready", "external")
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         row = await fetch_one(cur, "SELECT current_setting('application_name') AS name")
     assert row == {"name": "pawwake-ext"}
@@ -85,7 +85,7 @@ async def test_through_a_transaction_mode_pooler(make_client: Any, database_url:
                                        CACHE_PARTITION_ENABLED=True)
             health = await (await client.get("/")).json()
             assert (health["database"], health["database_kind"]) == ("ready", "external")
-            pool = client.server.app[keys.DATABASE].pool
+            pool = services_of(client.server.app).database.pool
             await chat_and_remember(client, upstream, 6)
             await chat_and_remember(client, upstream, 6)
             # A second process on the same pooler starts (its migration lock is not stuck).

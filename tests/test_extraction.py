@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.chat.extraction_schedule import EXTRACT_KIND, schedule_extraction
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, fetch_one, transaction
 from pawwake.memory.extraction.parse import is_meta_talk, parse_answer
+from pawwake.services import services_of
 from pawwake.text import tokens
 from tests.fake_upstream import Reply, completion_body
 
@@ -25,13 +25,13 @@ async def app(make_client: Any) -> Any:
     client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, MEMORY_MODEL="test/memory",
                                MEMORY_EXTRACT_INTERVAL=1)
     app = client.server.app
-    assert EXTRACT_KIND in app[keys.JOBS].handlers
+    assert EXTRACT_KIND in services_of(app).jobs.handlers
     return app
 
 
 async def add_memory(app: Any, content: str, *, layer: int = 1) -> int:
     tokens.load()
-    async with transaction(app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(app).database.pool) as cur:
         await cur.execute("INSERT INTO memories (content, layer, search_terms) VALUES (%s, %s, %s)"
                           " RETURNING id", (content, layer, tokens.index_terms(content)))
         return (await cur.fetchone())[0]
@@ -39,8 +39,8 @@ async def add_memory(app: Any, content: str, *, layer: int = 1) -> int:
 
 async def store_round(app: Any, user_text: str, reply_text: str) -> int | None:
     """Store one finished round the way the gateway does, and schedule extraction with it."""
-    settings = await app[keys.CONFIG].fresh()
-    async with transaction(app[keys.DATABASE].pool) as cur:
+    settings = await services_of(app).config.fresh()
+    async with transaction(services_of(app).database.pool) as cur:
         await insert_messages(cur, SESSION, [NewMessage("user", user_text),
                                              NewMessage("assistant", reply_text)])
         return await schedule_extraction(cur, settings, SESSION)
@@ -52,14 +52,14 @@ def model_says(upstream: Any, items: list[dict[str, Any]], **kwargs: Any) -> Non
 
 
 async def memories(app: Any) -> list[dict[str, Any]]:
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT id, content, importance, layer, is_active, superseded_by,"
                                " remind_at, source_session FROM memories ORDER BY id")
 
 
 async def job_row(app: Any, job_id: int) -> dict[str, Any]:
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         return await jobs_db.get_job(cur, job_id)
 
 
@@ -69,7 +69,7 @@ async def test_new_memory_is_learned_from_the_round(app: Any, upstream: Any) -> 
     model_says(upstream, [{"content": "用户的猫叫小橘，是一只橘猫", "importance": 7,
                            "action": "new", "candidate_id": None, "remind_at": None,
                            "source_refs": [1]}])
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     rows = await memories(app)
     assert [(r["content"], r["importance"], r["layer"]) for r in rows] == [
         ("用户的猫叫小橘，是一只橘猫", 7, 1)]
@@ -78,7 +78,7 @@ async def test_new_memory_is_learned_from_the_round(app: Any, upstream: Any) -> 
     assert sent["model"] == "test/memory"
     prompt = sent["messages"][0]["content"]
     assert "1. User: 我的猫叫小橘" in prompt and "2. Assistant: 小橘这个名字真可爱" in prompt
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         usage = await fetch_one(cur,
                                 "SELECT usage_type FROM token_usage WHERE usage_type = 'extract'")
     assert usage is not None
@@ -95,7 +95,7 @@ async def test_duplicate_is_dropped_and_supersede_replaces_a_fragment(app: Any, 
          "candidate_id": cat},
         {"content": "用户搬到了上海", "importance": 7, "action": "supersede",
          "candidate_id": old_city}])
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     rows = {r["content"]: r for r in await memories(app)}
     assert set(rows) == {"用户住在杭州", "用户的猫叫小橘", "用户搬到了上海"}
     assert rows["用户住在杭州"]["is_active"] is False
@@ -110,7 +110,7 @@ async def test_events_and_core_are_never_superseded_automatically(app: Any, upst
     await store_round(app, "我现在在上海工作", "新工作加油")
     model_says(upstream, [{"content": "用户现在在上海工作", "importance": 7,
                            "action": "supersede", "candidate_id": kept}])
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     rows = {r["content"]: r for r in await memories(app)}
     assert rows["用户在杭州工作了五年"]["is_active"] is True
     assert rows["用户在杭州工作了五年"]["superseded_by"] is None
@@ -125,7 +125,7 @@ async def test_supersede_naming_an_id_outside_the_candidates_only_adds(app: Any,
     await store_round(app, "我的生日是三月五号", "记下啦")
     model_says(upstream, [{"content": "用户的生日是三月五号", "importance": 8,
                            "action": "supersede", "candidate_id": outsider}])
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     prompt = upstream.requests[-1].body["messages"][0]["content"]
     assert f"{outsider}: Favourite colour" not in prompt
     rows = {r["content"]: r for r in await memories(app)}
@@ -141,7 +141,7 @@ async def test_unusable_answer_is_retried_later_and_writes_nothing(app: Any, ups
                                                                    answer: str) -> None:
     job_id = await store_round(app, "我下周去成都出差", "一路顺风")
     upstream.queue(Reply(body=completion_body(answer)))
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     job = await job_row(app, job_id)
     assert job["status"] == "pending" and job["attempts"] == 1
     assert "unusable" in job["last_error"]
@@ -149,7 +149,7 @@ async def test_unusable_answer_is_retried_later_and_writes_nothing(app: Any, ups
     # The next run, with a good answer, applies it.
     await _make_due(app, job_id)
     model_says(upstream, [{"content": "用户下周去成都出差", "importance": 5, "action": "new"}])
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     assert [r["content"] for r in await memories(app)] == ["用户下周去成都出差"]
 
 
@@ -157,7 +157,7 @@ async def test_truncated_answer_is_not_applied(app: Any, upstream: Any) -> None:
     job_id = await store_round(app, "我喜欢爬山和游泳", "很健康的爱好")
     model_says(upstream, [{"content": "用户喜欢爬山", "importance": 5, "action": "new"}],
                finish_reason="length")
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     job = await job_row(app, job_id)
     assert job["status"] == "pending" and "truncated" in job["last_error"]
     assert await memories(app) == []
@@ -166,34 +166,34 @@ async def test_truncated_answer_is_not_applied(app: Any, upstream: Any) -> None:
 async def test_rate_limit_then_success(app: Any, upstream: Any) -> None:
     job_id = await store_round(app, "I am allergic to peanuts", "Noted, I will keep that in mind")
     upstream.reply_error(429, "slow down")
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     job = await job_row(app, job_id)
     assert job["status"] == "pending" and job["attempts"] == 0  # a 429 is not the job's fault
     await _make_due(app, job_id)
     model_says(upstream, [{"content": "The user is allergic to peanuts", "importance": 9,
                            "action": "new"}])
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     assert [r["content"] for r in await memories(app)] == ["The user is allergic to peanuts"]
 
 
 async def test_a_crash_between_claim_and_commit_reruns_the_job_once(app: Any, upstream: Any
                                                                      ) -> None:
     job_id = await store_round(app, "我女儿叫朵朵", "朵朵真好听")
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         crashed = await jobs_db.claim_next(cur, [EXTRACT_KIND], lease_seconds=0.05)
     assert crashed["id"] == job_id  # this run dies before writing anything
     await asyncio.sleep(0.1)
     model_says(upstream, [{"content": "用户的女儿叫朵朵", "importance": 8, "action": "new"}])
-    await app[keys.JOBS].run_until_idle()
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     assert [r["content"] for r in await memories(app)] == ["用户的女儿叫朵朵"]
     assert len([r for r in upstream.requests if r.body["model"] == "test/memory"]) == 1
     assert (await job_row(app, job_id))["status"] == "done"
 
 
 async def test_interval_counts_rounds_from_stored_history(app: Any) -> None:
-    await app[keys.CONFIG].update({"MEMORY_EXTRACT_INTERVAL": 3})
+    await services_of(app).config.update({"MEMORY_EXTRACT_INTERVAL": 3})
     scheduled = [await store_round(app, f"第{n}轮的问题", f"第{n}轮的回答") for n in range(1, 7)]
     assert [job is not None for job in scheduled] == [False, False, True, False, False, True]
     payloads = [(await job_row(app, j))["payload"] for j in scheduled if j]
@@ -201,8 +201,8 @@ async def test_interval_counts_rounds_from_stored_history(app: Any) -> None:
 
 
 async def test_user_only_events_and_pending_tool_calls_schedule_nothing(app: Any) -> None:
-    settings = await app[keys.CONFIG].fresh()
-    async with transaction(app[keys.DATABASE].pool) as cur:
+    settings = await services_of(app).config.fresh()
+    async with transaction(services_of(app).database.pool) as cur:
         await insert_messages(cur, SESSION, [NewMessage("user", "只有问题")])
         assert await schedule_extraction(cur, settings, SESSION) is None
         await insert_messages(cur, SESSION, [NewMessage(
@@ -212,9 +212,9 @@ async def test_user_only_events_and_pending_tool_calls_schedule_nothing(app: Any
 
 
 async def test_same_round_count_is_queued_once(app: Any) -> None:
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     first = await store_round(app, "问题", "回答")
-    async with transaction(app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(app).database.pool) as cur:
         again = await schedule_extraction(cur, settings, SESSION)
     assert first is not None and again is None
 
@@ -240,5 +240,5 @@ def test_parser_tolerates_fences_and_drops_bad_items_and_meta_talk() -> None:
 
 
 async def _make_due(app: Any, job_id: int) -> None:
-    async with transaction(app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(app).database.pool) as cur:
         await cur.execute("UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict
 
-from pawwake import keys
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.security import SESSION_COOKIE
 from pawwake.proxies import parse_trusted_proxies, resolve_client
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, dashboard_client, login, set_cookie
 
 SAVE = {"_group": "basic", "DEFAULT_MODEL": "proxied/model"}
@@ -89,7 +89,7 @@ async def test_origin_check_ignores_forwarded_headers_from_an_untrusted_peer(
                                  allow_redirects=False)
     assert response.status == 403
     assert "not in TRUSTED_PROXIES" in caplog.text  # the log says what to set
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "test/model-a"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "test/model-a"
     forwarded = await client.post("/dashboard/settings", data=SAVE, allow_redirects=False,
                                   headers={"Origin": "https://paw.example.org",
                                            "Forwarded": "proto=https;host=paw.example.org"})
@@ -102,14 +102,14 @@ async def test_origin_check_honours_a_trusted_proxy(make_client: Any, trusted: s
     response = await client.post("/dashboard/settings", data=SAVE, headers=PROXIED,
                                  allow_redirects=False)
     assert response.status == 303
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "proxied/model"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "proxied/model"
     forwarded = await client.post(
         "/dashboard/settings", data={**SAVE, "DEFAULT_MODEL": "via/forwarded"},
         headers={"Origin": "https://paw.example.org",
                  "Forwarded": "for=198.51.100.3;proto=https;host=paw.example.org"},
         allow_redirects=False)
     assert forwarded.status == 303
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "via/forwarded"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "via/forwarded"
 
 
 async def test_secure_cookie_flag_follows_only_a_trusted_proxy(make_client: Any) -> None:

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pawwake import keys
 from pawwake.llm.upstream import upstream_headers
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GatewayStarter, chat_body, settle, stored_messages
@@ -96,7 +96,7 @@ async def test_persona_file_is_used_and_reread_when_it_changes(
 async def test_dashboard_persona_wins_over_the_file(gateway: GatewayStarter,
                                                     upstream: FakeUpstream) -> None:
     client = await gateway(persona="file persona")
-    await client.server.app[keys.CONFIG].update({"SYSTEM_PROMPT": "dashboard persona"})
+    await services_of(client.server.app).config.update({"SYSTEM_PROMPT": "dashboard persona"})
     await (await client.post("/v1/chat/completions", json=chat_body())).read()
     assert system_of(upstream) == "dashboard persona"
 
@@ -196,7 +196,7 @@ async def test_database_disabled_forwards_with_the_file_persona(
     data_dir = tmp_path / "never-created"
     client = await gateway(persona="file persona", DATABASE_ENABLED=False, DATABASE_URL="",
                            PAWWAKE_DATA_DIR=str(data_dir))
-    assert client.server.app[keys.DATABASE] is None
+    assert services_of(client.server.app).database is None
     for stream in (False, True):
         upstream.reply_text("pure forward", pieces=1)
         response = await client.post("/v1/chat/completions", json=chat_body(stream=stream))
@@ -206,5 +206,5 @@ async def test_database_disabled_forwards_with_the_file_persona(
     models = await client.get("/v1/models")
     assert models.status == 200
     await settle(client)
-    assert client.server.app[keys.TASKS].pending == 0
+    assert services_of(client.server.app).tasks.pending == 0
     assert not data_dir.exists()

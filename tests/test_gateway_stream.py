@@ -24,6 +24,7 @@ from pawwake.chat.prepared import (
     StepResult,
 )
 from pawwake.llm.sse import CapturedReply
+from pawwake.services import services_of
 from tests.fake_upstream import (
     EXPECTED_CALLS,
     FakeUpstream,
@@ -245,9 +246,9 @@ async def test_client_disconnect_in_production_mode_closes_the_upstream(
         await asyncio.sleep(0.1)  # let the gateway notice the closed socket
         gate.set()  # the upstream sends on; the gateway's next write fails
         await asyncio.wait_for(upstream.disconnected.wait(), 10)
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()
         assert reasons == ["client_gone"]
-        database = app[keys.DATABASE]
+        database = services_of(app).database
         async with database.pool.acquire() as conn, conn.cursor() as cur:
             await cur.execute("SELECT role, metadata->>'incomplete' FROM conversations"
                               " ORDER BY id")

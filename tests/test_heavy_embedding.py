@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.llm.embeddings import (
     API_PASSAGE_HEAD,
@@ -23,6 +22,7 @@ from pawwake.llm.embeddings import (
 )
 from pawwake.memory.embedding_jobs import EMBED_KIND
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
+from pawwake.services import services_of
 from tests.embedding_server import FakeEmbeddings
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 
@@ -96,7 +96,7 @@ async def search(client: Any, query: str) -> dict[str, Any]:
 async def test_chat_during_a_long_local_embedding_is_not_held(gateway: Any,
                                                               upstream: Any) -> None:
     client = await local_gateway(gateway)
-    embedder = client.server.app[keys.EMBEDDER]
+    embedder = services_of(client.server.app).embedder
     gate = threading.Event()
     busy = embedder.worker.submit(BACKGROUND, gate.wait)  # a long embedding holds the model
     try:
@@ -113,7 +113,7 @@ async def test_chat_during_a_long_local_embedding_is_not_held(gateway: Any,
 async def test_a_late_query_vector_makes_the_search_keyword_only(
         gateway: Any, upstream: Any, caplog: pytest.LogCaptureFixture) -> None:
     client = await local_gateway(gateway)
-    embedder = client.server.app[keys.EMBEDDER]
+    embedder = services_of(client.server.app).embedder
     gate = threading.Event()
     busy = embedder.query_worker.submit(CHAT, gate.wait)  # the query lane is stuck
     try:
@@ -144,7 +144,7 @@ async def test_chat_during_a_slow_api_embedding_backfill(
         resp = await client.post("/api/memories", json={"content": content}, headers=HEADERS)
         assert resp.status == 201
     fake.delay = 1.0  # every answer is slow, the backfill's and the chat's
-    jobs = client.server.app[keys.JOBS]
+    jobs = services_of(client.server.app).jobs
     backfill = asyncio.create_task(jobs.run_until_idle())
     try:
         system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")
@@ -166,6 +166,6 @@ async def test_chat_during_a_slow_api_embedding_backfill(
 
 
 async def _jobs(client: Any) -> list[dict[str, Any]]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT kind, status FROM jobs ORDER BY id")

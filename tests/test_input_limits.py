@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.memory.fields import MAX_CONTENT_CHARS, MAX_TITLE_CHARS
+from pawwake.services import services_of
 from pawwake.text.json_input import MAX_JSON_DEPTH
 from tests.dashboard_memories_support import signed_in
 from tests.dashboard_support import same_origin
@@ -118,7 +118,7 @@ async def test_extreme_times_are_400(make_client: Any, moment: str) -> None:
         error = await api_error(await client.post(path, json=body), 400)
         if field:
             assert error["field"] == field
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         assert await fetch_all(cur,
                                "SELECT id FROM memories") == []
 
@@ -201,7 +201,7 @@ async def test_a_30mb_memory_is_413_while_the_gateway_keeps_answering(make_clien
     response = await asyncio.wait_for(posting, 120)
     error = await api_error(response, 413)
     assert error["code"] == "request_too_large"
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         assert await fetch_all(cur,
                                "SELECT id FROM memories") == []
 
@@ -234,7 +234,7 @@ async def test_memory_limits_hold_for_edit_merge_import_and_backup(make_client: 
     assert error["code"] == "line_too_long"
     await api_error(await client.post("/api/memories/import", json={
         "schema_version": 1, "memories": [{"backup_id": 1, "content": long}]}), 400)
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         contents = [r["content"] for r in await fetch_all(
             cur, "SELECT content FROM memories ORDER BY id")]
     assert contents == ["one", "two"]
@@ -254,7 +254,7 @@ async def test_dashboard_edits_with_nul_are_stored_clean(make_client: Any) -> No
     seed = [{"session_id": "s1", "role": "user", "content": "hello",
              "created_at": "2026-01-01T10:00:00Z"}]
     assert (await client.post("/api/conversations/import", json=seed)).status == 201
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         message = (await fetch_all(cur, "SELECT id FROM conversations"))[0]["id"]
     posts = [

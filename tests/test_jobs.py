@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job, RetryLater
+from pawwake.services import services_of
 
 
 async def test_a_job_runs_once_and_records_its_result(make_client: Any) -> None:
@@ -21,13 +21,13 @@ async def test_a_job_runs_once_and_records_its_result(make_client: Any) -> None:
         await job.progress(done=1, total=1)
         return {"ok": True}
 
-    app[keys.JOBS].register("demo", handler)
-    pool = app[keys.DATABASE].pool
+    services_of(app).jobs.register("demo", handler)
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         first = await jobs_db.enqueue(cur, "demo", {"n": 1}, dedupe_key="k")
         duplicate = await jobs_db.enqueue(cur, "demo", {"n": 2}, dedupe_key="k")
     assert first is not None and duplicate is None
-    assert await app[keys.JOBS].run_until_idle() == 1
+    assert await services_of(app).jobs.run_until_idle() == 1
     async with cursor(pool) as cur:
         job = await jobs_db.get_job(cur, first)
     assert runs == [{"n": 1}]
@@ -44,11 +44,11 @@ async def test_retry_later_then_dead_letter_after_max_attempts(make_client: Any)
         attempts.append(job.attempts)
         raise RetryLater("provider busy", delay=0)
 
-    app[keys.JOBS].register("flaky", flaky)
-    pool = app[keys.DATABASE].pool
+    services_of(app).jobs.register("flaky", flaky)
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         job_id = await jobs_db.enqueue(cur, "flaky", {}, max_attempts=3)
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     async with cursor(pool) as cur:
         job = await jobs_db.get_job(cur, job_id)
     assert attempts == [1, 2, 3]
@@ -64,17 +64,17 @@ async def test_a_crashed_run_is_claimed_again_once_its_lease_expires(make_client
         runs.append(job.attempts)
         return "done"
 
-    app[keys.JOBS].register("work", handler)
-    pool = app[keys.DATABASE].pool
+    services_of(app).jobs.register("work", handler)
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         job_id = await jobs_db.enqueue(cur, "work", {})
     # A process claims the job and dies before finishing it.
     async with cursor(pool) as cur:
         crashed = await jobs_db.claim_next(cur, ["work"], lease_seconds=0.05)
     assert crashed["id"] == job_id
-    assert await app[keys.JOBS].run_until_idle() == 0  # still leased
+    assert await services_of(app).jobs.run_until_idle() == 0  # still leased
     await asyncio.sleep(0.1)
-    assert await app[keys.JOBS].run_until_idle() == 1
+    assert await services_of(app).jobs.run_until_idle() == 1
     assert runs == [2]
     async with cursor(pool) as cur:
         assert (await jobs_db.get_job(cur, job_id))["status"] == "done"
@@ -88,8 +88,8 @@ async def test_background_workers_pick_up_work_when_woken(make_client: Any) -> N
     async def handler(job: Job) -> None:
         done.set()
 
-    app[keys.JOBS].register("wake", handler)
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    services_of(app).jobs.register("wake", handler)
+    async with cursor(services_of(app).database.pool) as cur:
         await jobs_db.enqueue(cur, "wake", {})
-    app[keys.JOBS].wake()
+    services_of(app).jobs.wake()
     await asyncio.wait_for(done.wait(), 5)

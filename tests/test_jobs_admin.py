@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.chat.extraction_schedule import EXTRACT_KIND, schedule_extraction
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, execute, fetch_all, transaction
 from pawwake.jobs import Job
+from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
 from tests.fake_upstream import Reply, completion_body
 
@@ -42,11 +42,11 @@ async def dash(make_client: Any) -> Any:
 
 
 def pool_of(client: Any) -> Any:
-    return client.server.app[keys.DATABASE].pool
+    return services_of(client.server.app).database.pool
 
 
 async def run_jobs(client: Any) -> None:
-    await client.server.app[keys.JOBS].run_until_idle()
+    await services_of(client.server.app).jobs.run_until_idle()
 
 
 async def make_due(client: Any) -> None:
@@ -56,7 +56,7 @@ async def make_due(client: Any) -> None:
 
 async def jobs_in_every_state(client: Any, outcomes: Outcomes) -> dict[str, int]:
     """One dead, one retrying, one done and one queued job (kinds named after them)."""
-    runner = client.server.app[keys.JOBS]
+    runner = services_of(client.server.app).jobs
     for kind in ("dead", "retrying", "done", "queued"):
         runner.register(kind, outcomes.handler)
     pool = pool_of(client)
@@ -130,7 +130,7 @@ async def test_the_api_retries_and_discards_with_real_statuses(dash: Any) -> Non
     assert (await dash.post(f"/api/jobs/{ids['retrying']}/discard")).status == 409
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE jobs SET run_after = now() WHERE id = %s", (ids["retrying"],))
-    assert await dash.server.app[keys.JOBS].run_until_idle() == 0  # discarded never runs
+    assert await services_of(dash.server.app).jobs.run_until_idle() == 0  # discarded never runs
     async with cursor(pool) as cur:
         assert (await jobs_db.get_job(cur, ids["retrying"]))["status"] == "discarded"
 
@@ -143,7 +143,7 @@ async def test_the_api_retries_and_discards_with_real_statuses(dash: Any) -> Non
 
 
 async def test_retrying_a_dead_job_that_is_queued_again_is_a_conflict(dash: Any) -> None:
-    dash.server.app[keys.JOBS].register("keyed", Outcomes().handler)
+    services_of(dash.server.app).jobs.register("keyed", Outcomes().handler)
     pool = pool_of(dash)
     async with cursor(pool) as cur:
         dead = await jobs_db.enqueue(cur, "keyed", {}, dedupe_key="k", max_attempts=1)
@@ -223,7 +223,7 @@ async def test_the_english_page_speaks_english(dash: Any) -> None:
 
 async def store_round(client: Any, user_text: str, reply_text: str) -> int | None:
     app = client.server.app
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     async with transaction(pool_of(client)) as cur:
         await insert_messages(cur, "chat-1", [NewMessage("user", user_text),
                                               NewMessage("assistant", reply_text)])

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor, execute, fetch_one
 from pawwake.jobs import LEASE_SECONDS, Job, JobRunner, RetryLater, backoff_seconds
+from pawwake.services import services_of
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ async def app(make_client: Any) -> Any:
 
 
 def pool_of(app: Any) -> Any:
-    return app[keys.DATABASE].pool
+    return services_of(app).database.pool
 
 
 async def make_due(app: Any, job_id: int) -> None:
@@ -32,10 +32,10 @@ async def make_due(app: Any, job_id: int) -> None:
 async def test_a_claim_is_a_lease_of_about_a_minute(app: Any) -> None:
     """A worker killed mid-job (kill -9) leaves its job to others after the lease: it must be
     short, not the five minutes it was."""
-    app[keys.JOBS].register("work", _never_called)
+    services_of(app).jobs.register("work", _never_called)
     async with cursor(pool_of(app)) as cur:
         job_id = await jobs_db.enqueue(cur, "work", {})
-        await jobs_db.claim_next(cur, ["work"], app[keys.JOBS].lease_seconds)
+        await jobs_db.claim_next(cur, ["work"], services_of(app).jobs.lease_seconds)
         row = await fetch_one(cur, "SELECT extract(epoch FROM claimed_until - now()) AS left"
                                    " FROM jobs WHERE id = %s", (job_id,))
     assert 0 < row["left"] <= 60
@@ -59,8 +59,8 @@ async def test_a_handler_that_outlives_its_lease_is_not_run_twice(app: Any) -> N
         await release.wait()
         return "embedded"
 
-    first = JobRunner(app, workers=0, lease_seconds=lease)
-    other = JobRunner(app, workers=0, lease_seconds=lease)
+    first = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
+    other = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
     first.register("embed", long_job)
     other.register("embed", long_job)
     async with cursor(pool_of(app)) as cur:
@@ -91,7 +91,7 @@ async def test_a_job_left_running_by_a_dead_worker_is_claimed_again_after_the_le
             await asyncio.Event().wait()  # the worker dies while this run is in progress
         return "done"
 
-    dying = JobRunner(app, workers=0, lease_seconds=lease)
+    dying = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
     dying.register("work", handler)
     async with cursor(pool_of(app)) as cur:
         job_id = await jobs_db.enqueue(cur, "work", {})
@@ -103,7 +103,7 @@ async def test_a_job_left_running_by_a_dead_worker_is_claimed_again_after_the_le
     async with cursor(pool_of(app)) as cur:
         assert (await jobs_db.get_job(cur, job_id))["status"] == "running"
 
-    survivor = JobRunner(app, workers=0, lease_seconds=lease)
+    survivor = JobRunner(services_of(app).database, workers=0, lease_seconds=lease)
     survivor.register("work", handler)
     assert await survivor.run_one() is False  # the lease still holds
     await asyncio.sleep(lease * 1.5)
@@ -128,12 +128,12 @@ async def test_failures_follow_the_schedule_then_become_a_dead_letter(app: Any) 
         errors.append(job.attempts)
         raise ValueError("the model answered nonsense")
 
-    app[keys.JOBS].register("broken", broken)
+    services_of(app).jobs.register("broken", broken)
     async with cursor(pool_of(app)) as cur:
         job_id = await jobs_db.enqueue(cur, "broken", {}, max_attempts=4)
     waits = []
     for _ in range(4):
-        assert await app[keys.JOBS].run_until_idle() == 1
+        assert await services_of(app).jobs.run_until_idle() == 1
         async with cursor(pool_of(app)) as cur:
             row = await fetch_one(cur, "SELECT status, extract(epoch FROM run_after -"
                                        " updated_at) AS wait FROM jobs WHERE id = %s",
@@ -141,7 +141,7 @@ async def test_failures_follow_the_schedule_then_become_a_dead_letter(app: Any) 
         waits.append((row["status"], round(row["wait"])))
         await make_due(app, job_id)
     assert waits == [("pending", 60), ("pending", 120), ("pending", 240), ("dead", 480)]
-    assert await app[keys.JOBS].run_until_idle() == 0  # a dead letter never runs by itself
+    assert await services_of(app).jobs.run_until_idle() == 0  # a dead letter never runs by itself
     async with cursor(pool_of(app)) as cur:
         job = await jobs_db.get_job(cur, job_id)
     assert errors == [1, 2, 3, 4]
@@ -153,23 +153,23 @@ async def test_rate_limit_waits_never_use_up_attempts(app: Any) -> None:
     async def limited(job: Job) -> None:
         raise RetryLater("429", delay=0, count_attempt=False)
 
-    app[keys.JOBS].register("limited", limited)
+    services_of(app).jobs.register("limited", limited)
     async with cursor(pool_of(app)) as cur:
         job_id = await jobs_db.enqueue(cur, "limited", {}, max_attempts=2)
     for _ in range(6):
-        await app[keys.JOBS].run_one()
+        await services_of(app).jobs.run_one()
     async with cursor(pool_of(app)) as cur:
         job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and job["attempts"] == 0
 
 
 async def test_a_job_whose_worker_dies_on_every_attempt_becomes_a_dead_letter(app: Any) -> None:
-    app[keys.JOBS].register("poison", _never_called)
+    services_of(app).jobs.register("poison", _never_called)
     async with cursor(pool_of(app)) as cur:
         job_id = await jobs_db.enqueue(cur, "poison", {}, max_attempts=1)
         assert await jobs_db.claim_next(cur, ["poison"], 0.05) is not None
     await asyncio.sleep(0.1)
-    assert await app[keys.JOBS].run_one() is False
+    assert await services_of(app).jobs.run_one() is False
     async with cursor(pool_of(app)) as cur:
         job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "dead" and "stopped before it finished" in job["last_error"]
@@ -182,7 +182,7 @@ async def test_stop_gives_a_running_job_back_without_counting_an_attempt(app: An
         started.set()
         await asyncio.Event().wait()
 
-    runner = JobRunner(app, workers=1)
+    runner = JobRunner(services_of(app).database, workers=1)
     runner.register("endless", endless)
     async with cursor(pool_of(app)) as cur:
         job_id = await jobs_db.enqueue(cur, "endless", {})
@@ -198,7 +198,7 @@ async def test_stop_gives_a_running_job_back_without_counting_an_attempt(app: An
 async def test_stop_does_not_wait_for_idle_workers(app: Any) -> None:
     """Idle workers wake on stop(): with a grace far longer than any poll, stop() still
     returns once they are gone (nothing to cancel, nothing left running)."""
-    runner = JobRunner(app, workers=3)
+    runner = JobRunner(services_of(app).database, workers=3)
     runner.register("idle", _never_called)
     runner.start()
     await asyncio.sleep(0)

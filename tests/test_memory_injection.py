@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all, fetch_one, transaction
+from pawwake.services import services_of
 from pawwake.text import tokens
 from tests.fake_upstream import Reply, text_stream
 from tests.gateway_support import chat_body, settle
@@ -18,7 +18,7 @@ MEMORY_ON = {"MEMORY_ENABLED": True, "MEMORY_VECTOR_ENABLED": False, "JOB_WORKER
 async def add_memory(client: Any, content: str, *, remind_in_minutes: float | None = None,
                      event_date: str | None = None) -> int:
     tokens.load()
-    async with transaction(client.server.app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(client.server.app).database.pool) as cur:
         await cur.execute(
             "INSERT INTO memories (content, importance, search_terms, event_date, remind_at)"
             " VALUES (%s, 8, %s, %s, CASE WHEN %s::float IS NULL THEN NULL"
@@ -53,7 +53,7 @@ async def test_plain_mode_appends_memories_to_the_system_prompt(gateway: Any, up
 
 async def chat_in_thread(client: Any, text: str, thread: str) -> None:
     """Partition mode: every client continues the active thread (PARTITION_SESSION_ID)."""
-    await client.server.app[keys.CONFIG].update({"PARTITION_SESSION_ID": thread})
+    await services_of(client.server.app).config.update({"PARTITION_SESSION_ID": thread})
     response = await client.post("/v1/chat/completions", json=chat_body(text))
     assert response.status == 200
     await response.read()
@@ -77,7 +77,7 @@ async def test_partition_mode_puts_memories_in_the_current_turn_and_respects_see
     assert "用户的猫叫小橘" in current_turn_text(upstream)
 
     # Once the mark is older than the TTL, the memory comes back.
-    async with transaction(client.server.app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(client.server.app).database.pool) as cur:
         await cur.execute("UPDATE memory_seen SET seen_at = now() - interval '7 hours'"
                           " WHERE session_id = 'thread-a' AND memory_id = %s", (cat,))
     await chat_in_thread(client, "小橘在玩球", "thread-a")
@@ -97,7 +97,7 @@ async def test_nothing_is_marked_seen_when_the_upstream_fails(gateway: Any, upst
     response = await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"))
     assert response.status == 500
     await settle(client)
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         assert await fetch_all(cur,
                                "SELECT * FROM memory_seen") == []
     await client.post("/v1/chat/completions", json=chat_body("小橘怎么样"))
@@ -120,7 +120,7 @@ async def test_a_due_reminder_goes_to_one_of_two_concurrent_requests(gateway: An
     carried = [r for r in upstream.requests if "提醒用户给妈妈打电话" in sent_text_of(r)]
     assert len(carried) == 1
     assert "[提醒 " in sent_text_of(carried[0])
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await fetch_one(cur,
                               "SELECT reminder_delivered_at, reminder_claim_token FROM memories"
                               " WHERE id = %s", (reminder,))
@@ -142,7 +142,7 @@ async def test_a_cancelled_stream_releases_the_reminder_claim(gateway: Any, upst
     response.close()  # the user pressed stop
     await asyncio.wait_for(upstream.disconnected.wait(), 10)
     await settle(client)
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await fetch_one(cur,
                               "SELECT reminder_delivered_at, reminder_claimed_at FROM memories"
                               " WHERE id = %s", (reminder,))

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
+from pawwake.services import services_of
 from tests.memory_fixtures import MEMORIES, UNRELATED_QUERIES, insert_fixture, insert_memory
 
 LOCAL = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0, "MEMORY_ENABLED": True}
@@ -19,13 +19,13 @@ LOCAL = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0, "MEMORY_ENABLED": True
 async def start(make_client: Any, **overrides: Any) -> tuple[Any, Any, dict[str, int]]:
     client = await make_client(**{**LOCAL, **overrides})
     app = client.server.app
-    ids = await insert_fixture(app[keys.DATABASE].pool)
+    ids = await insert_fixture(services_of(app).database.pool)
     return client, app, ids
 
 
 async def backfill(app: Any) -> None:
-    await request_embedding(app)
-    assert await app[keys.JOBS].run_until_idle() == 1
+    await request_embedding(services_of(app))
+    assert await services_of(app).jobs.run_until_idle() == 1
 
 
 def keys_of(result_ids: list[int], ids: dict[str, int]) -> list[str]:
@@ -105,17 +105,18 @@ UNRELATED = (*UNRELATED_QUERIES, "火星上的沙尘暴", "明朝的科举制度
 async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> None:
     _client, app, _ids = await start(make_client)
     await backfill(app)
-    settings = app[keys.CONFIG].current()
+    settings = services_of(app).config.current()
     counts = []
     for query in UNRELATED:
-        injected, mode = await recall_for_request(app, settings, "s", query, partition=False,
+        injected, mode = await recall_for_request(services_of(app), settings, "s", query,
+                                                  partition=False,
                                                   touch=False)
         assert mode == "hybrid"
         counts.append(len(injected))
     assert max(counts) <= 1 and sum(counts) * 3 <= len(counts), counts  # mostly none at all
     # The check has teeth: without the injection floor the nearest neighbours would come in.
     unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
-    flooded = [len((await recall_for_request(app, unfloored, "s", q, partition=False,
+    flooded = [len((await recall_for_request(services_of(app), unfloored, "s", q, partition=False,
                                              touch=False))[0]) for q in UNRELATED]
     assert sum(flooded) >= 2 * len(UNRELATED)
 
@@ -123,29 +124,32 @@ async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> N
 async def test_excluded_ids_make_room_for_the_next_candidates(make_client: Any) -> None:
     _client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
     parents = {"spring_festival", "moving", "insurance"}
-    first = await search_memories(app, "爸妈", limit=1)
+    first = await search_memories(services_of(app), "爸妈", limit=1,
+                                  settings=services_of(app).config.current())
     assert len(first.results) == 1
     first_key = keys_of([first.results[0].id], ids)[0]
     assert first_key in parents
-    second = await search_memories(app, "爸妈", limit=1, exclude_ids=[first.results[0].id])
+    second = await search_memories(services_of(app), "爸妈", limit=1,
+                                   exclude_ids=[first.results[0].id],
+                                   settings=services_of(app).config.current())
     assert len(second.results) == 1
     second_key = keys_of([second.results[0].id], ids)[0]
     assert second_key in parents and second_key != first_key
-    everything = await search_memories(app, "爸妈", limit=10,
-                                       exclude_ids=[ids[k] for k in parents])
+    everything = await search_memories(services_of(app), "爸妈", limit=10,
+                                       exclude_ids=[ids[k] for k in parents],
+                                       settings=services_of(app).config.current())
     assert not {keys_of([r.id], ids)[0] for r in everything.results} & parents
 
 
 async def test_archived_memories_are_never_returned(make_client: Any) -> None:
     _client, app, ids = await start(make_client)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     archived = await insert_memory(pool, "小橘最喜欢的玩具是逗猫棒", importance=10,
                                    is_active=False)
     await backfill(app)
     for vectors_on in (True, False):
-        outcome = await search_memories(
-            app, "小橘的玩具", limit=20,
-            settings=app[keys.CONFIG].current().with_values(
+        outcome = await search_memories(services_of(app), "小橘的玩具", limit=20,
+            settings=services_of(app).config.current().with_values(
                 {"MEMORY_VECTOR_ENABLED": vectors_on}))
         assert archived not in [r.id for r in outcome.results]
         assert ids["cat"] in [r.id for r in outcome.results]
@@ -153,7 +157,7 @@ async def test_archived_memories_are_never_returned(make_client: Any) -> None:
 
 async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> None:
     client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     found, _body = await search_keys(client, ids, "小橘", limit=1)
     async with cursor(pool) as cur:
         rows = await fetch_all(cur, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
@@ -162,21 +166,23 @@ async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> 
 
 async def test_the_score_floor_applies_before_the_limit(make_client: Any) -> None:
     _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    loose = await search_memories(app, "爸妈 吉他 咖啡 marathon", limit=3)
+    loose = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3,
+                                  settings=services_of(app).config.current())
     assert len(loose.results) == 3
-    strict_settings = app[keys.CONFIG].current().with_values({"MIN_SCORE_THRESHOLD": 0.4})
-    strict = await search_memories(app, "爸妈 吉他 咖啡 marathon", limit=3,
+    strict_settings = services_of(app).config.current().with_values({"MIN_SCORE_THRESHOLD": 0.4})
+    strict = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3,
                                    settings=strict_settings)
     assert all(r.score >= 0.4 for r in strict.results)
     assert len(strict.results) < 3
-    everything = await search_memories(app, "爸妈 吉他 咖啡 marathon", limit=50,
+    everything = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=50,
                                        settings=strict_settings)
     assert [r.id for r in everything.results] == [r.id for r in strict.results]
 
 
 async def test_scores_follow_the_keyword_only_formula(make_client: Any) -> None:
     _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    outcome = await search_memories(app, "小橘", limit=1)
+    outcome = await search_memories(services_of(app), "小橘", limit=1,
+                                    settings=services_of(app).config.current())
     top = outcome.results[0]
     expected = (0.5 * top.parts["keyword"] + 0.3 * top.parts["importance"]
                 + 0.2 * top.parts["recency"])
@@ -187,11 +193,12 @@ async def test_scores_follow_the_keyword_only_formula(make_client: Any) -> None:
 async def test_recency_counts_from_the_event_date_when_set(make_client: Any) -> None:
     client = await make_client(**LOCAL, MEMORY_VECTOR_ENABLED=False)
     app = client.server.app
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     old_event = await insert_memory(pool, "去青岛看海", event_date="2020-07-01")
     fresh = await insert_memory(pool, "去青岛吃海鲜", created_days_ago=1)
     old_row = await insert_memory(pool, "去青岛出差", created_days_ago=90)
-    outcome = await search_memories(app, "青岛", limit=5)
+    outcome = await search_memories(services_of(app), "青岛", limit=5,
+                                    settings=services_of(app).config.current())
     order = [r.id for r in outcome.results]
     assert order == [fresh, old_row, old_event]
     recency = {r.id: r.parts["recency"] for r in outcome.results}
@@ -203,7 +210,8 @@ async def test_hybrid_scores_use_the_configured_weights(make_client: Any) -> Non
     _client, app, ids = await start(make_client, MEMORY_HW_KEYWORD=0.1, MEMORY_HW_SEMANTIC=0.6,
                                    MEMORY_HW_IMPORTANCE=0.2, MEMORY_HW_RECENCY=0.1)
     await backfill(app)
-    outcome = await search_memories(app, "小橘爱吃什么", limit=3)
+    outcome = await search_memories(services_of(app), "小橘爱吃什么", limit=3,
+                                    settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     for r in outcome.results:
         assert r.score == pytest.approx(0.1 * r.parts["keyword"] + 0.6 * r.parts["semantic"]
@@ -234,7 +242,7 @@ async def test_get_and_post_agree(make_client: Any) -> None:
     assert set(first) >= {"id", "content", "importance", "layer", "score", "score_parts",
                           "similarity", "event_date", "created_at", "title"}
     assert set(first["score_parts"]) == {"keyword", "semantic", "importance", "recency"}
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         stored = await fetch_one(cur, "SELECT content FROM memories WHERE id = %s",
                                  (first["id"],))
     assert first["content"] == stored["content"]

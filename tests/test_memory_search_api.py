@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.memory_fixtures import insert_memory
 
 
@@ -58,7 +58,7 @@ async def test_post_rejects_bad_input(make_client: Any, raw: bytes, code: str) -
 
 async def test_limits_at_the_edges_are_accepted(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0, MEMORY_VECTOR_ENABLED=False)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     for n in range(3):
         await insert_memory(pool, f"小橘第{n}次打翻了水杯")
     for limit in (1, 100):

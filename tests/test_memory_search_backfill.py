@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import EMBED_KIND, request_embedding
+from pawwake.services import services_of
 from tests.embedding_server import FakeEmbeddings
 from tests.memory_fixtures import insert_memory
 
@@ -34,7 +34,7 @@ async def start(make_client: Any, fake: FakeEmbeddings, memories: int = 0,
                 "EMBEDDING_DIM": 16, **overrides}
     client = await make_client(**settings)
     app = client.server.app
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     ids = [await insert_memory(pool, f"记忆 number {i}: 喜欢的东西 {i * 7}") for i in range(memories)]
     return client, app, ids
 
@@ -46,7 +46,7 @@ async def status_of(client: Any) -> dict[str, Any]:
 
 
 async def vector_rows(app: Any) -> list[dict[str, Any]]:
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT memory_id, provider, model, dim FROM memory_embeddings"
                                " ORDER BY memory_id")
@@ -68,7 +68,7 @@ async def test_backfill_embeds_everything_once_and_reports_progress(make_client:
     queued = await resp.json()
     assert queued["status"] == "queued" and queued["rebuild"] is False
     assert (await status_of(client))["status"] == "queued"
-    assert await app[keys.JOBS].run_until_idle() == 1
+    assert await services_of(app).jobs.run_until_idle() == 1
     after = await status_of(client)
     assert (after["status"], after["done"], after["total"]) == ("done", 12, 12)
     assert after["stored_provenance"] == {"provider": "api", "model": "fake-a", "dim": 16}
@@ -79,18 +79,18 @@ async def test_backfill_embeds_everything_once_and_reports_progress(make_client:
     # Idempotent: nothing is missing, nothing is sent again.
     sent = len(embedded_texts(fake))
     await client.post("/api/admin/backfill-memory-embeddings")
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     assert len(embedded_texts(fake)) == sent
 
 
 async def test_an_interrupted_backfill_resumes_where_it_stopped(make_client: Any,
                                                                 fake: FakeEmbeddings) -> None:
     client, app, ids = await start(make_client, fake, memories=12)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     fake.fail_after = 2  # the size probe and one batch succeed, then the provider breaks
     async with cursor(pool) as cur:
         job_id = await jobs_db.enqueue(cur, EMBED_KIND, {"batch_size": 5}, dedupe_key="pending")
-    assert await app[keys.JOBS].run_until_idle() == 1
+    assert await services_of(app).jobs.run_until_idle() == 1
     async with cursor(pool) as cur:
         job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and "500" in job["last_error"]
@@ -102,7 +102,7 @@ async def test_an_interrupted_backfill_resumes_where_it_stopped(make_client: Any
     fake.fail_after = None
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))
-    assert await app[keys.JOBS].run_until_idle() == 1
+    assert await services_of(app).jobs.run_until_idle() == 1
     done = await status_of(client)
     assert (done["status"], done["done"], done["total"]) == ("done", 12, 12)
     assert done["last_error"] is None
@@ -113,9 +113,9 @@ async def test_an_interrupted_backfill_resumes_where_it_stopped(make_client: Any
 
 async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmbeddings) -> None:
     client, app, ids = await start(make_client, fake, memories=4)
-    await request_embedding(app)
-    await app[keys.JOBS].run_until_idle()
-    pool = app[keys.DATABASE].pool
+    await request_embedding(services_of(app))
+    await services_of(app).jobs.run_until_idle()
+    pool = services_of(app).database.pool
     # The storage layer deletes the vector of an edited memory...
     async with cursor(pool) as cur:
         await execute(cur, "UPDATE memories SET content = '小橘换了新的猫砂', updated_at = now()"
@@ -126,8 +126,8 @@ async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmb
         await execute(cur, "UPDATE memories SET content = '新的内容：小橘爱吃冻干', updated_at = now()"
                            " WHERE id = %s", (ids[2],))
     assert (await status_of(client))["done"] == 2
-    await request_embedding(app)
-    await app[keys.JOBS].run_until_idle()
+    await request_embedding(services_of(app))
+    await services_of(app).jobs.run_until_idle()
     assert sorted(embedded_texts(fake)[-2:]) == sorted(["新的内容：小橘爱吃冻干", "小橘换了新的猫砂"])
     assert len(embedded_texts(fake)) == 6
     assert (await status_of(client))["done"] == 4
@@ -142,10 +142,10 @@ async def test_a_rate_limit_waits_without_using_an_attempt(make_client: Any,
                                                            fake: FakeEmbeddings) -> None:
     _client, app, _ids = await start(make_client, fake, memories=2)
     fake.fail_next(429)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         job_id = await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     async with cursor(pool) as cur:
         job = await jobs_db.get_job(cur, job_id)
     assert job["status"] == "pending" and job["attempts"] == 0
@@ -159,11 +159,11 @@ async def test_a_provenance_change_needs_a_confirmed_rebuild(make_client: Any,
                                                              fake: FakeEmbeddings) -> None:
     client, app, ids = await start(make_client, fake, memories=6)
     await client.post("/api/admin/backfill-memory-embeddings")
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     hybrid = await client.post("/api/memories/search", json={"q": "喜欢的东西"})
     assert (await hybrid.json())["mode"] == "hybrid"
 
-    await app[keys.CONFIG].update({"EMBEDDING_MODEL": "fake-b"})
+    await services_of(app).config.update({"EMBEDDING_MODEL": "fake-b"})
     status = await status_of(client)
     assert status["needs_rebuild"] is True
     assert status["provenance"]["model"] == "fake-b"
@@ -181,15 +181,15 @@ async def test_a_provenance_change_needs_a_confirmed_rebuild(make_client: Any,
     assert "fake-a" in error["message"] and "confirm_rebuild" in error["message"]
 
     # A write-triggered job must not quietly mix models either.
-    await request_embedding(app)
-    await app[keys.JOBS].run_until_idle()
+    await request_embedding(services_of(app))
+    await services_of(app).jobs.run_until_idle()
     assert {r["model"] for r in await vector_rows(app)} == {"fake-a"}
 
     confirmed = await client.post("/api/admin/backfill-memory-embeddings",
                                   json={"confirm_rebuild": True})
     assert confirmed.status == 202
     assert (await confirmed.json())["rebuild"] is True
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     rows = await vector_rows(app)
     assert [r["memory_id"] for r in rows] == ids and {r["model"] for r in rows} == {"fake-b"}
     status = await status_of(client)
@@ -201,11 +201,11 @@ async def test_a_provenance_change_needs_a_confirmed_rebuild(make_client: Any,
 async def test_a_first_backfill_after_a_change_with_no_vectors_needs_no_confirmation(
         make_client: Any, fake: FakeEmbeddings) -> None:
     client, app, _ids = await start(make_client, fake, memories=2)
-    await app[keys.CONFIG].update({"EMBEDDING_DIM": 24})
+    await services_of(app).config.update({"EMBEDDING_DIM": 24})
     assert (await status_of(client))["needs_rebuild"] is False
     resp = await client.post("/api/admin/backfill-memory-embeddings")
     assert resp.status == 202
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     assert {r["dim"] for r in await vector_rows(app)} == {24}
 
 
@@ -247,7 +247,7 @@ async def test_an_unreachable_provider_is_a_502(make_client: Any, fake: FakeEmbe
 async def test_a_vector_of_old_text_is_not_stored_over_an_edit_in_flight(
         make_client: Any, fake: FakeEmbeddings) -> None:
     _client, app, ids = await start(make_client, fake, memories=1)
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     async with cursor(pool) as cur:
         old = (await fetch_all(cur, "SELECT content FROM memories WHERE id = %s", (ids[0],)))[0]
     provenance = Provenance("api", "fake-a", 16)

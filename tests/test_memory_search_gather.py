@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db import memory_search as search_db
 from pawwake.db.pool import cursor
 from pawwake.search.term_stats import TermStats
+from pawwake.services import services_of
 from tests.memory_fixtures import insert_memory
 
 TEXTS = ("猫咪喜欢晒太阳和吃鱼", "周末带猫咪去看医生", "医生说要多晒太阳", "今天的鱼很新鲜",
@@ -38,7 +38,7 @@ async def candidates(pool: Any, gather_cap: int | None, windowed: list[str] | No
 
 async def test_rows_with_several_gathered_terms_come_once_with_exact_frequencies(app: Any
                                                                                 ) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     ids = [await insert_memory(pool, text, created_days_ago=n) for n, text in enumerate(TEXTS)]
     containing = {t: {i for i, text in zip(ids, TEXTS, strict=True) if t in text}
                   for t in TERMS}
@@ -55,7 +55,7 @@ async def test_rows_with_several_gathered_terms_come_once_with_exact_frequencies
 
 
 async def test_the_cap_bounds_gathered_rows(app: Any) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     for text in TEXTS:
         await insert_memory(pool, text)
     rows = await candidates(pool, 2)
@@ -64,7 +64,7 @@ async def test_the_cap_bounds_gathered_rows(app: Any) -> None:
 
 
 async def test_small_collections_weigh_by_the_count_of_the_statement_itself(app: Any) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     stats = TermStats()
     await insert_memory(pool, TEXTS[0])
     assert (await stats.plan(pool, TERMS)).collection == 1  # cached from here on
@@ -85,7 +85,7 @@ async def test_small_collections_weigh_by_the_count_of_the_statement_itself(app:
 
 async def test_expired_statistics_are_refreshed_without_making_the_search_wait(app: Any
                                                                                ) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     stats = TermStats(ttl=0.0)
     await insert_memory(pool, TEXTS[0])
     assert (await stats.plan(pool, TERMS)).collection == 1

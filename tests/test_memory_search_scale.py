@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.memory.search import search_memories
 from pawwake.search.term_stats import EXACT_BELOW, GATHER_BUDGET, RECENT_WINDOW, TermStats
+from pawwake.services import services_of
 from tests.memory_fixtures import insert_memory
 
 COMMON_ROWS = 6000
@@ -35,7 +35,7 @@ async def app(make_client: Any) -> Any:
 
 
 async def test_small_collections_gather_every_term(app: Any) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     await insert_memory(pool, "工作之余给妈妈织了一条羊绒围巾")
     plan = await TermStats().plan(pool, ["羊绒", "工作"])
     assert plan.collection == 1 < EXACT_BELOW
@@ -43,7 +43,7 @@ async def test_small_collections_gather_every_term(app: Any) -> None:
 
 
 async def test_frequent_terms_are_windowed_and_rare_ones_gathered(app: Any) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     scarf = await insert_memory(pool, "工作之余给妈妈织了一条羊绒围巾", importance=4,
                                 created_days_ago=30)
     await bulk_common_rows(pool)
@@ -54,7 +54,8 @@ async def test_frequent_terms_are_windowed_and_rare_ones_gathered(app: Any) -> N
     assert abs(plan.estimates["工作"] - COMMON_ROWS) < COMMON_ROWS * 0.1
     assert GATHER_BUDGET < COMMON_ROWS
 
-    outcome = await search_memories(app, "羊绒围巾 工作", limit=5)
+    outcome = await search_memories(services_of(app), "羊绒围巾 工作", limit=5,
+                                    settings=services_of(app).config.current())
     assert outcome.results[0].id == scarf  # the only row with the rare, heavy terms
     top = outcome.results[0]
     rare = 2 * (math.log((plan.collection + 1) / 2) + 1)
@@ -65,9 +66,10 @@ async def test_frequent_terms_are_windowed_and_rare_ones_gathered(app: Any) -> N
 
 
 async def test_a_frequent_term_alone_returns_the_newest_matches(app: Any) -> None:
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     await bulk_common_rows(pool)
-    outcome = await search_memories(app, "工作", limit=10)
+    outcome = await search_memories(services_of(app), "工作", limit=10,
+                                    settings=services_of(app).config.current())
     assert len(outcome.results) == 10
     async with cursor(pool) as cur:
         newest = await fetch_all(cur, "SELECT id FROM memories ORDER BY created_at DESC LIMIT %s",

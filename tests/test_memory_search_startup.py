@@ -20,6 +20,7 @@ from pawwake import keys
 from pawwake.app import create_app
 from pawwake.settings import Settings
 from pawwake.text import tokens
+from pawwake.services import services_of
 
 async def main():
     settings = Settings.from_env({}, **json.loads(sys.argv[1]))
@@ -28,7 +29,7 @@ async def main():
     await runner.setup()
     try:
         print(json.dumps({"loaded": tokens.is_loaded(),
-                          "embed_handler": "memory_embed" in app[keys.JOBS].handlers}))
+                          "embed_handler": "memory_embed" in services_of(app).jobs.handlers}))
     finally:
         await runner.cleanup()
 

@@ -12,11 +12,11 @@ import pytest
 from anthropic import AsyncAnthropic
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.chat.turn_spool import SpooledTurn, decode, encode
 from pawwake.db.pool import cursor, fetch_one
 from pawwake.llm.sse import CapturedReply
 from pawwake.protocols.anthropic.upstream import messages_headers, messages_url
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_anthropic import FakeAnthropic, Reply, message_stream
@@ -297,7 +297,7 @@ async def test_count_tokens_is_passed_through(
 async def test_upstream_url_and_key_settings_are_hot(
         gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
     client = await start_gateway(gateway, anthropic_upstream)
-    config = client.server.app[keys.CONFIG]
+    config = services_of(client.server.app).config
     await config.update({"MESSAGES_API_KEY": "sk-messages-only-0123456789",
                          "MESSAGES_AUTH_HEADER": "x-api-key"})
     async with sdk(client) as api:
@@ -407,7 +407,7 @@ async def test_a_due_reminder_is_delivered_once_and_released_on_failure(
         gateway: Any, anthropic_upstream: FakeAnthropic) -> None:  # noqa: F811
     client = await start_gateway(gateway, anthropic_upstream, **MEMORY_ON)
     reminder = await add_memory(client, "提醒用户给妈妈打电话", remind_in_minutes=-1)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     sql = ("SELECT reminder_delivered_at, reminder_claim_token FROM memories WHERE id = %s")
     anthropic_upstream.reply_error(529, "overloaded_error", "busy")
     body = {"model": "claude-test-1", "max_tokens": 5,

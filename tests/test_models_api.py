@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.llm.models import ModelCatalog, models_url, parse_models, provider_of
+from pawwake.services import services_of
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 
@@ -131,7 +131,7 @@ class Clock:
 
 async def models_client(make_client: Any) -> tuple[Any, ModelCatalog, Clock]:
     client = await make_client()
-    catalog = client.server.app[keys.MODELS]
+    catalog = services_of(client.server.app).models
     clock = Clock()
     catalog.clock = clock
     return client, catalog, clock

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.partition_state import recent_thread_messages
 from pawwake.db.pool import cursor, execute, fetch_one
+from pawwake.services import services_of
 from pawwake.text.rounds import group_rounds
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import settle, stored_messages
@@ -33,7 +33,7 @@ async def store_old_rounds(client: Any, rounds: int = OLD_ROUNDS,
                            thread: str = "default") -> None:
     """``rounds`` question/answer pairs stored as plain mode left them, a minute apart and
     ending an hour ago; no partition state."""
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(
             cur,
             "INSERT INTO conversations (session_id, role, content, model, created_at)"
@@ -46,7 +46,7 @@ async def store_old_rounds(client: Any, rounds: int = OLD_ROUNDS,
 
 
 async def zone_start_text(client: Any) -> str:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await fetch_one(cur,
                               "SELECT c.content FROM partition_state s JOIN conversations c"
                               " ON c.id = s.zone_start_message_id WHERE s.thread_id = 'default'")
@@ -154,7 +154,7 @@ async def test_a_tool_result_on_an_oversized_thread_continues_its_round(
     await store_old_rounds(client)
     call = {"id": "call_old", "type": "function",
             "function": {"name": "lookup", "arguments": "{}"}}
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(cur,
                       "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
                       " VALUES ('default', 'user', '查一下', '{}', now() - interval '2 minutes'),"
@@ -175,7 +175,7 @@ async def test_a_tool_result_on_an_oversized_thread_continues_its_round(
 async def test_the_read_stops_at_the_round_limit(gateway: Any, upstream: Any) -> None:
     client = await gateway(**PARTITION)
     await store_old_rounds(client, rounds=40)
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         rows, over = await recent_thread_messages(cur, "default", None, 8)
         assert over is True
         assert [r.messages[0]["content"] for r in group_rounds(rows)] == [

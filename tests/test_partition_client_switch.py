@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import transaction
+from pawwake.services import services_of
 from tests.partition_support import CC, PARTITION, a, now_turn, say, state_row, system, u
 
 PERSONA = "你是小爪。"
@@ -73,7 +73,7 @@ async def test_a_and_b_style_runs_give_identical_bodies_round_by_round(
     two rounds. Every upstream body, rotations included, is the same in both runs."""
     client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL="test/summary", **PARTITION)
     only_a = await run(client, upstream, switch_after=6)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with transaction(pool) as cur:
         await cur.execute("DELETE FROM partition_state")
         await cur.execute("DELETE FROM conversations")

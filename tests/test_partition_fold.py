@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, execute
+from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.partition_support import CC, PARTITION, a, now_turn, say, state_row, system, u
 
@@ -55,7 +55,7 @@ async def test_failed_or_longer_fold_cancels_the_rotation(gateway: Any, upstream
 
     # After the back-off (moved into the past here) a fold no shorter than its input cancels
     # the rotation too.
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(cur,
                       "UPDATE partition_state SET summary_retry_after = now() - interval '1 second'")
     upstream.queue(Reply(body=completion_body("第四段")))

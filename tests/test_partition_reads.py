@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pawwake import keys
 from pawwake.chat.partition import zone_split
 from pawwake.db.partition_state import thread_messages
 from pawwake.db.pool import cursor, execute, fetch_all, fetch_one
+from pawwake.services import services_of
 from pawwake.text.rounds import group_rounds
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle, stored_messages
@@ -68,7 +68,7 @@ async def store_agent_history(client: Any) -> list[dict[str, Any]]:
         if message["role"] == "tool":
             metadata["tool_call_id"] = message["tool_call_id"]
         rows.append((message["role"], message["content"] or "", json.dumps(metadata)))
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(
             cur,
             "INSERT INTO conversations (session_id, role, content, metadata, created_at)"
@@ -114,7 +114,7 @@ async def test_a_client_resending_its_whole_tool_history_stores_only_what_is_new
     rows = await stored_messages(client, AGENT)
     assert len(rows) == stored + 5
     assert rows[-1]["content"] == "检查完毕，一切正常"
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         counts = await fetch_all(
             cur,
             "SELECT metadata->>'tool_call_id' AS id, count(*) AS n FROM conversations"
@@ -151,7 +151,7 @@ async def insert_rows(client: Any, thread: str, rows: list[tuple[str, str, str]]
     not the dates); returns their ids."""
     ids = []
     for role, content, offset in rows:
-        async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+        async with cursor(services_of(client.server.app).database.pool) as cur:
             row = await fetch_one(
                 cur,
                 "INSERT INTO conversations (session_id, role, content, metadata, created_at,"
@@ -165,7 +165,7 @@ async def insert_rows(client: Any, thread: str, rows: list[tuple[str, str, str]]
 
 
 async def set_zone_start(client: Any, thread: str, message_id: int) -> None:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(cur,
                       "INSERT INTO partition_state (thread_id, zone_start_message_id, rotations)"
                       " VALUES (%s, %s, 1) ON CONFLICT (thread_id) DO UPDATE"
@@ -175,7 +175,7 @@ async def set_zone_start(client: Any, thread: str, message_id: int) -> None:
 
 async def status_by_reading(client: Any, thread: str, x: int) -> tuple[int, int, int, int]:
     """The numbers as grouping every stored message gives them: what the page must show."""
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         state = await fetch_one(cur, "SELECT zone_start_message_id FROM partition_state"
                                      " WHERE thread_id = %s", (thread,))
         since = state["zone_start_message_id"] if state else None

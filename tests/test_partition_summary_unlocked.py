@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, execute, fetch_one
+from pawwake.services import services_of
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_upstream import Reply, completion_body
 from tests.gateway_support import GATEWAY_KEY, settle
@@ -28,7 +28,7 @@ async def _summary_requested(upstream: Any) -> None:
 
 
 async def _held_elsewhere(client: Any) -> dict[str, Any] | None:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_one(
             cur,
             "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS locks,"
@@ -136,7 +136,7 @@ async def test_a_lease_left_by_a_dead_request_ends(gateway: Any, upstream: Any) 
     client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL=SUMMARY, **PARTITION)
     for n in range(1, 5):
         await say(client, upstream, f"问{n}", f"答{n}")
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(cur,
                       "INSERT INTO partition_state (thread_id, version, rotating_until)"
                       " VALUES ('default', 3, now() - interval '1 second')")

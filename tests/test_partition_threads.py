@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all, fetch_one
+from pawwake.services import services_of
 from tests.partition_support import CC, PARTITION, a, now_turn, say, system, u
 
 
@@ -22,7 +22,7 @@ async def _error(response: Any, status: int, code: str) -> None:
 
 
 async def _usage(client: Any, thread: str) -> tuple[int, int]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await fetch_one(cur,
                               "SELECT count(*) AS n, COALESCE(sum(total_tokens), 0) AS t"
                               " FROM token_usage WHERE session_id = %s", (thread,))
@@ -88,7 +88,7 @@ async def test_switch_then_chat_uses_new_thread_and_survives_restart(
     assert await say(client, upstream, "新问", "新答") == [now_turn("新问")]
     assert await say(client, upstream, "新问2", "新答2") == [
         u("新问"), a("新答"), now_turn("新问2")]
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         rows = await fetch_all(cur,
                                "SELECT session_id, content FROM conversations ORDER BY id")
     assert [(r["session_id"], r["content"]) for r in rows] == [
@@ -190,7 +190,7 @@ async def test_delete_trashes_messages_and_drops_state(gateway: Any, upstream: A
                                  json={"thread_id": "default", "summary": "旧"}), 200)
     deleted = await _json(await client.delete("/api/partition/thread/default"), 200)
     assert deleted == {"thread_id": "default", "trashed_messages": 2, "state_deleted": True}
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         rows = await fetch_all(cur, "SELECT deleted_at IS NOT NULL AS trashed FROM conversations"
                                     " WHERE session_id = 'default'")
@@ -218,7 +218,7 @@ async def test_summary_view_replace_and_clear(gateway: Any, upstream: Any) -> No
                  "invalid_summary")
     await _error(await client.delete("/api/partition/summary?thread_id="), 400,
                  "invalid_thread_id")
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     await pool_exec(pool, "INSERT INTO partition_state (thread_id, summary_parts,"
                           " last_summary_error) VALUES ('default', '[\"一\", \"二\"]', 'boom')")
     two = await _json(await client.get("/api/partition/summary?thread_id=default"), 200)

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pawwake import keys
 from pawwake.llm import embeddings
 from pawwake.llm.embeddings import Embedder, Provenance
 from pawwake.llm.local_engine import load_e5
 from pawwake.llm.query_batch import QueryBatcher
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import CHAT, PriorityWorker
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text.query import nothing_to_search
 from tests.embedding_server import FakeEmbeddings, fake_vector
@@ -181,14 +181,14 @@ def test_messages_with_something_to_search(text: str) -> None:
 async def test_trivial_messages_skip_the_embedding(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, EMBEDDING_PROVIDER="local")
     app = client.server.app
-    embedder = app[keys.EMBEDDER]
-    settings = app[keys.CONFIG].current()
+    embedder = services_of(app).embedder
+    settings = services_of(app).config.current()
     for text in ("嗯", "ok", "👍👍", "。。。"):
-        outcome = await search_memories(app, text, settings=settings)
+        outcome = await search_memories(services_of(app), text, settings=settings)
         assert outcome.mode == "keyword" and outcome.warning is None
     assert not embedder._queries and not embedder.batcher.lanes[0].pending
     assert "embed_compute" not in outcome.timings
-    outcome = await search_memories(app, "小橘喜欢什么", settings=settings)
+    outcome = await search_memories(services_of(app), "小橘喜欢什么", settings=settings)
     assert len(embedder._queries) == 1  # a real question is embedded
     assert outcome.timings["embed_compute"] > 0 and outcome.timings["embed_batch"] == 1
     assert {"tokenise", "keyword_fetch", "embed_wait", "retrieve", "scoring"} <= set(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
+from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.query import EMBED_MAX_CHARS, TAIL_CHARS, embedding_text
 from tests.embedding_server import FakeEmbeddings
@@ -49,13 +49,13 @@ async def test_a_pasted_message_searches_with_a_condensed_query(make_client: Any
                                EMBEDDING_BASE_URL=fake.base_url, EMBEDDING_MODEL="fake-a",
                                EMBEDDING_DIM=16)
     app = client.server.app
-    pool = app[keys.DATABASE].pool
+    pool = services_of(app).database.pool
     wanted = await insert_memory(pool, "用户下周二要去看牙医，洗牙和补牙")
     await insert_memory(pool, "用户喜欢周末去爬山")
     resp = await client.post("/api/admin/backfill-memory-embeddings",
                              headers={"X-Gateway-Key": KEY})
     assert resp.status == 202
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     stored = set(fake.inputs)
 
     resp = await client.post("/api/memories/search", json={"q": PASTE, "limit": 5},

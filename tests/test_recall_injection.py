@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import cursor, execute
+from pawwake.services import services_of
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 
 HEADERS = {"X-Gateway-Key": GATEWAY_KEY}
@@ -31,7 +31,7 @@ def current_turn(upstream: Any) -> str:
 
 async def ask(client: Any, text: str, thread: str) -> None:
     """Partition mode: every client continues the active thread (PARTITION_SESSION_ID)."""
-    await client.server.app[keys.CONFIG].update({"PARTITION_SESSION_ID": thread})
+    await services_of(client.server.app).config.update({"PARTITION_SESSION_ID": thread})
     response = await client.post("/v1/chat/completions", json=chat_body(text), headers=HEADERS)
     assert response.status == 200
     await response.read()
@@ -55,7 +55,7 @@ async def test_fragments_from_other_sessions_are_recalled_once_within_the_ttl(
     await ask(client, "京都清水寺的行程再说一遍", "now")
     assert "retrieved_conversations" not in current_turn(upstream)  # seen within the TTL
 
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(cur,
                       "UPDATE conversation_fragment_seen SET seen_at = now() - interval '7 hours'")
     await ask(client, "京都清水寺的行程再说一遍", "now")

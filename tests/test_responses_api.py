@@ -12,7 +12,6 @@ import aiohttp
 import pytest
 from openai import APIStatusError, AsyncOpenAI
 
-from pawwake import keys
 from pawwake.chat.turn_spool import decode, encode
 from pawwake.db.pool import cursor, fetch_one
 from pawwake.protocols.responses.capture import (
@@ -21,6 +20,7 @@ from pawwake.protocols.responses.capture import (
     chat_usage,
     hold_start,
 )
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from tests.fake_responses import (
     FakeResponses,
@@ -222,7 +222,7 @@ async def test_the_terminal_event_arrives_only_once_the_turn_is_stored_and_a_cli
                     break
         rows = await stored_messages(client, "ryw")  # no settle: already committed
     assert [r["content"] for r in rows] == ["记住我的生日", "记住了"]
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         assert (await fetch_one(cur, "SELECT count(*) AS n FROM token_usage"))["n"] == 1
 
@@ -293,7 +293,7 @@ async def test_a_due_reminder_goes_into_instructions_and_is_delivered_after_the_
         await oai.responses.create(model="test/model-a", input="早上好", user="remind-1")
     assert "[提醒 " in fake.requests[-1].body["instructions"]
     await settle(client)
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await fetch_one(cur,
                               "SELECT reminder_delivered_at FROM memories WHERE id = %s",
                               (reminder,))

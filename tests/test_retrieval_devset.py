@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.search.terms import ensure_tokenizer
+from pawwake.services import services_of
 from tests import retrieval_devset as devset_mod
 
 LOCAL = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0, "MEMORY_ENABLED": True}
@@ -46,8 +46,8 @@ async def filled(make_client: Any, devset: devset_mod.DevSet,
                  vectors: devset_mod.Vectors) -> tuple[Any, list[int]]:
     client = await make_client(**LOCAL)
     app = client.server.app
-    await ensure_tokenizer(app)
-    ids = await devset_mod.fill(app, devset, vectors, await app[keys.CONFIG].fresh())
+    await ensure_tokenizer(services_of(app).settings.PAWWAKE_DATA_DIR)
+    ids = await devset_mod.fill(app, devset, vectors, await services_of(app).config.fresh())
     return app, ids
 
 
@@ -72,7 +72,7 @@ def below(report: devset_mod.Report, reached: dict[str, tuple[float, float]]) ->
 async def test_hybrid_search_keeps_its_figures(make_client: Any, devset: devset_mod.DevSet,
                                                devset_vectors: devset_mod.Vectors) -> None:
     app, ids = await filled(make_client, devset, devset_vectors)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     report = await devset_mod.evaluate(app, devset, ids, settings)
     assert report.modes == {"hybrid"}
     assert below(report, HYBRID) == [], devset_mod.table("hybrid", report)
@@ -92,8 +92,8 @@ async def test_pgvector_and_numpy_give_the_same_top_five(
         make_client: Any, devset: devset_mod.DevSet,
         devset_vectors: devset_mod.Vectors) -> None:
     app, ids = await filled(make_client, devset, devset_vectors)
-    assert app[keys.DATABASE].pgvector
-    settings = await app[keys.CONFIG].fresh()
+    assert services_of(app).database.pgvector
+    settings = await services_of(app).config.fresh()
     on_pgvector = await devset_mod.evaluate(
         app, devset, ids, settings.with_values({"VECTOR_BACKEND": "pgvector"}))
     on_numpy = await devset_mod.evaluate(

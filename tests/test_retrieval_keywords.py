@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.migrate import MIGRATIONS_DIR
 from pawwake.memory.search import search_memories
+from pawwake.services import services_of
 from pawwake.text import english, tokens
 from tests.dashboard_memories_support import post, rows, signed_in, soup
 from tests.memory_support import create, row, sql
@@ -51,8 +51,8 @@ def test_one_character_words_are_index_terms() -> None:
 
 
 async def keyword_ids(app: Any, query: str) -> list[int]:
-    settings = (await app[keys.CONFIG].fresh()).with_values({"MEMORY_VECTOR_ENABLED": False})
-    outcome = await search_memories(app, query, limit=5, settings=settings)
+    settings = (await services_of(app).config.fresh()).with_values({"MEMORY_VECTOR_ENABLED": False})
+    outcome = await search_memories(services_of(app), query, limit=5, settings=settings)
     assert outcome.mode == "keyword"
     return [r.id for r in outcome.results]
 
@@ -111,12 +111,12 @@ async def test_reindex_migration_rewrites_rows_stored_with_the_old_rules(
     await sql(client, "DELETE FROM jobs WHERE kind = 'keyword_reindex'")
     await sql(client, migration.read_text(encoding="utf-8"))
     await sql(client, migration.read_text(encoding="utf-8"))  # one pending job, not two
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
 
     assert await keyword_ids(app, "猫") == [cat]
     assert await keyword_ids(app, "name") == [dog]
     assert "猫" in (await row(client, cat))["search_terms"]
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     async with database.pool.acquire() as conn, conn.cursor() as cur:
         await cur.execute("SELECT content, search_terms FROM conversations ORDER BY id")
         messages = dict(await cur.fetchall())
@@ -148,6 +148,6 @@ async def test_rules_v3_reindex_drops_guessed_words(make_client: Any) -> None:
     migration = MIGRATIONS_DIR / "0017_keyword_rules_v3.sql"
     await sql(client, "DELETE FROM jobs WHERE kind = 'keyword_reindex'")
     await sql(client, migration.read_text(encoding="utf-8"))
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
 
     assert (await keyword_ids(app, "我开什么车"))[0] == car

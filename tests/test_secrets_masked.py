@@ -10,7 +10,7 @@ import psycopg2
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import keys
+from pawwake.services import services_of
 from pawwake.settings import (
     BY_NAME,
     SETTINGS,
@@ -139,12 +139,12 @@ async def test_mask_sent_back_keeps_the_key_and_other_masks_are_refused(
                                                        "DEFAULT_MODEL": "kept/secret"})
     assert response.status == 200
     assert (await response.json())["updated"] == ["DEFAULT_MODEL"]
-    assert client.app[keys.CONFIG].current()["API_KEY"] == UPSTREAM_KEY
+    assert services_of(client.app).config.current()["API_KEY"] == UPSTREAM_KEY
     for wrong in ("••••0000", "sk-up****6789", "••••"):
         refused = await client.put("/api/settings", json={"API_KEY": wrong})
         assert refused.status == 400, wrong
         assert "masked" in (await refused.json())["error"]["message"]
-    assert client.app[keys.CONFIG].current()["API_KEY"] == UPSTREAM_KEY
+    assert services_of(client.app).config.current()["API_KEY"] == UPSTREAM_KEY
     assert stored_settings(database_url) == {"DEFAULT_MODEL": "kept/secret"}
 
 
@@ -153,14 +153,14 @@ async def test_short_key_mask_sent_back_keeps_it(make_client: Any) -> None:
     response = await client.put("/api/settings", json={"API_KEY": "••••"})
     assert response.status == 200
     assert (await response.json())["updated"] == []
-    assert client.app[keys.CONFIG].current()["API_KEY"] == SHORT_KEY
+    assert services_of(client.app).config.current()["API_KEY"] == SHORT_KEY
 
 
 async def test_dashboard_form_keeps_a_key_left_masked(make_client: Any,
                                                       database_url: str) -> None:
     client = await secret_client(make_client)
     assert (await login(client)).status == 303
-    config = client.app[keys.CONFIG]
+    config = services_of(client.app).config
     form = {"_group": "vector", "EMBEDDING_API_KEY": "••••", "EMBEDDING_MODEL": "e/model"}
     response = await client.post("/dashboard/settings", data=form, headers=htmx(client))
     assert response.status == 200
@@ -173,7 +173,7 @@ async def test_dashboard_form_keeps_a_key_left_masked(make_client: Any,
 async def test_api_refuses_restart_only_secrets(make_client: Any, database_url: str,
                                                 name: str) -> None:
     client = await secret_client(make_client)
-    before = client.app[keys.CONFIG].current()[name]
+    before = services_of(client.app).config.current()[name]
     for value in ("a-brand-new-value-for-this-secret-0123456789", before):
         response = await client.put("/api/settings", json={name: value}, headers=KEYED)
         assert response.status == 400
@@ -181,7 +181,7 @@ async def test_api_refuses_restart_only_secrets(make_client: Any, database_url: 
         assert error["code"] == "invalid_setting"
         assert name in error["message"] and "environment" in error["message"]
         assert_nothing_of(await response.text(), value)
-    assert client.app[keys.CONFIG].current()[name] == before
+    assert services_of(client.app).config.current()[name] == before
     assert stored_settings(database_url) == {}
 
 
@@ -191,7 +191,7 @@ async def test_dashboard_refuses_restart_only_secrets_even_when_guessed_right(
     """A right guess must not answer differently from a wrong one (no oracle)."""
     client = await secret_client(make_client)
     assert (await login(client)).status == 303
-    current = client.app[keys.CONFIG].current()[name]
+    current = services_of(client.app).config.current()[name]
     for guess in (current, "Wg5Tz1Qv8Ns4Jk7Xp2Cm9"):
         response = await client.post("/dashboard/settings", headers=htmx(client),
                                      data={"_group": "basic", name: guess})
@@ -212,7 +212,7 @@ async def test_a_typed_key_is_not_echoed_back_when_the_form_has_an_error(
     assert response.status == 400
     text = await response.text()
     assert_nothing_of(text, typed)
-    assert client.app[keys.CONFIG].current()["API_KEY"] == UPSTREAM_KEY
+    assert services_of(client.app).config.current()["API_KEY"] == UPSTREAM_KEY
 
 
 async def test_logs_carry_no_secret(make_client: Any, caplog: pytest.LogCaptureFixture

@@ -8,7 +8,7 @@ import psycopg2
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
@@ -66,7 +66,7 @@ async def test_put_rejects_bad_changes_and_stores_nothing(make_client: Any, data
     assert error["code"] == "invalid_setting"
     assert error["message"]
     assert stored_settings(database_url) == {}
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "test/model-a"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "test/model-a"
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b'"DEFAULT_MODEL"', b"null", b"{not json"])
@@ -88,13 +88,13 @@ async def test_masked_secret_sent_back_keeps_the_old_value(make_client: Any,
     body = await response.json()
     assert body["updated"] == ["DEFAULT_MODEL"]
     assert by_name(body)["API_KEY"]["value"] == masked
-    assert client.app[keys.CONFIG].current()["API_KEY"] == UPSTREAM_KEY
+    assert services_of(client.app).config.current()["API_KEY"] == UPSTREAM_KEY
     assert stored_settings(database_url) == {"DEFAULT_MODEL": "kept/secret"}
 
     response = await client.put("/api/settings", json={"API_KEY": "sk-brand-new-key-abcdef"})
     assert response.status == 200
     assert by_name(await response.json())["API_KEY"]["value"] == "••••cdef"
-    assert client.app[keys.CONFIG].current()["API_KEY"] == "sk-brand-new-key-abcdef"
+    assert services_of(client.app).config.current()["API_KEY"] == "sk-brand-new-key-abcdef"
 
     wrong_mask = await client.put("/api/settings", json={"API_KEY": "••••zzzz"})
     assert wrong_mask.status == 400
@@ -120,7 +120,7 @@ async def test_saved_value_applies_on_the_next_request_and_after_a_restart(
     assert settings["DEFAULT_MODEL"]["value"] == "vendor/saved-model"
     assert settings["DEFAULT_MODEL"]["saved"] is True
     assert settings["MAX_MEMORIES_INJECT"]["value"] == 4
-    assert restarted.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "vendor/saved-model"
+    assert services_of(restarted.app).config.current()["DEFAULT_MODEL"] == "vendor/saved-model"
 
 
 async def test_settings_api_requires_the_gateway_key_when_set(make_client: Any) -> None:
@@ -130,7 +130,7 @@ async def test_settings_api_requires_the_gateway_key_when_set(make_client: Any) 
     response = await client.put("/api/settings", json={"DEFAULT_MODEL": "x/y"},
                                 headers={"Authorization": f"Bearer {GATEWAY}"})
     assert response.status == 200
-    assert client.app[keys.CONFIG].current()["DEFAULT_MODEL"] == "x/y"
+    assert services_of(client.app).config.current()["DEFAULT_MODEL"] == "x/y"
 
 
 async def test_settings_api_works_without_a_database(make_client: Any) -> None:

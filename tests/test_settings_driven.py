@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pawwake import keys
 from pawwake.db.pool import transaction
+from pawwake.services import services_of
 from pawwake.text import tokens
 from tests.gateway_support import chat_body, settle
 from tests.partition_support import PARTITION, say
@@ -22,7 +22,7 @@ CAT_FACTS = ["用户的猫小橘喜欢吃鸡肉", "用户的猫小橘怕打雷",
 
 async def add_memory(client: Any, content: str) -> None:
     tokens.load()
-    async with transaction(client.server.app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(client.server.app).database.pool) as cur:
         await cur.execute("INSERT INTO memories (content, importance, search_terms)"
                           " VALUES (%s, 8, %s)", (content, tokens.index_terms(content)))
 
@@ -43,7 +43,7 @@ async def test_max_memories_inject_caps_the_block_and_zero_turns_it_off(
     client = await gateway(persona="你是小爪。", MAX_MEMORIES_INJECT=2, **MEMORY_ON)
     for fact in CAT_FACTS:
         await add_memory(client, fact)
-    config = client.server.app[keys.CONFIG]
+    config = services_of(client.server.app).config
 
     async def chat() -> list[str]:
         upstream.reply_text("好的")
@@ -76,4 +76,4 @@ async def test_cache_summary_max_tokens_reaches_the_summary_request(gateway: Any
     chats = [r.body for r in upstream.requests
              if isinstance(r.body, dict) and r.body.get("model") != "test/summary"]
     assert all(body.get("max_tokens") != 1234 for body in chats)
-    assert client.server.app[keys.CONFIG].current()["CACHE_SUMMARY_MAX_TOKENS"] == 1234
+    assert services_of(client.server.app).config.current()["CACHE_SUMMARY_MAX_TOKENS"] == 1234

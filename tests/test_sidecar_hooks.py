@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.hook_support import (
     CLAUDE,
     CODEX,
@@ -58,7 +58,7 @@ async def test_claude_writer_stores_the_real_turn_once(client: Any, tmp_path: Pa
         code, out, err = await run_hook(CLAUDE / "pawwake_turn_writer.py", payload, tmp_path,
                                         env)
         assert (code, out, err) == (0, "", "")
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         stored = await fetch_all(cur,
                                  "SELECT role, content, source, session_id, turn_id, model"
                                  " FROM conversations ORDER BY created_at, id")
@@ -69,7 +69,7 @@ async def test_claude_writer_stores_the_real_turn_once(client: Any, tmp_path: Pa
     assert stored[0]["turn_id"] == json.loads(payload)["prompt_id"]
     assert stored[0]["source"] == "claude-code"
     assert stored[1]["model"] == "claude-sonnet-4-5"
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         jobs = await fetch_all(cur,
                                "SELECT id FROM jobs WHERE kind = 'memory_extract'")
     assert len(jobs) == 1
@@ -86,7 +86,7 @@ async def test_codex_recall_then_stop_writes_the_turn(client: Any, tmp_path: Pat
     for _ in range(2):  # a repeated Stop stores nothing twice
         code, out, err = await run_hook(CODEX / "pawwake_turn_writer.py", stop, tmp_path, env)
         assert (code, json.loads(out), err) == (0, {}, "")
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         stored = await fetch_all(cur,
                                  "SELECT role, content FROM conversations WHERE source = 'codex'"
                                  " ORDER BY created_at, id")

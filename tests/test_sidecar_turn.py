@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 
 KEY = "sidecar-gateway-key-0123456789"
 HEADERS = {"X-Gateway-Key": KEY}
@@ -37,7 +37,7 @@ async def client(make_client: Any) -> Any:
 
 
 async def rows(client: Any, sql: str, params: Any = None) -> list[dict[str, Any]]:
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_all(cur, sql, params)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.fake_upstream import FakeUpstream, Reply, text_stream
 from tests.gateway_support import GatewayStarter
 from tests.turn_support import DONE, FINISH, production_server, stop_at, turn_rows, usage_count
@@ -49,7 +49,7 @@ async def test_hanging_up_at_finish_reason_before_the_usage_keeps_every_turn(
                                  {"X-Session-Id": f"s{number}"})
             assert FINISH in seen and DONE not in seen
             usage_sent.set()
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()
         rows = await turn_rows(app)
         replies = [r for r in rows if r["role"] == "assistant"]
         assert len(replies) == TRIES
@@ -68,7 +68,7 @@ async def test_hanging_up_right_after_done_keeps_every_turn(
             seen = await stop_at(session, url, body(number), DONE,
                                  {"X-Session-Id": f"s{number}"})
             assert DONE in seen
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()
         rows = await turn_rows(app)
         assert len([r for r in rows if r["role"] == "assistant"]) == TRIES
         assert all(not r["metadata"].get("incomplete") for r in rows)
@@ -87,7 +87,7 @@ async def test_a_finished_reply_whose_usage_never_comes_is_stored_after_the_drai
         async with served(gateway, "test_server") as (app, url), \
                 aiohttp.ClientSession() as session:
             await stop_at(session, url, body(0), FINISH)
-            await app[keys.TASKS].drain()
+            await services_of(app).tasks.drain()
             rows = await turn_rows(app)
             assert [(r["role"], r["content"], r["metadata"]) for r in rows] == [
                 ("user", "question 0", {}),

@@ -9,11 +9,11 @@ from typing import Any
 
 import aiohttp
 
-from pawwake import keys
 from pawwake.chat.turns import store_turn
 from pawwake.db.extraction import session_history, session_skeleton
 from pawwake.db.pool import cursor
 from pawwake.llm.sse import CapturedReply, TokenUsage
+from pawwake.services import services_of
 from tests.fake_upstream import FakeUpstream, Reply, text_stream
 from tests.gateway_support import GatewayStarter, settle
 from tests.partition_support import CLAUDE, PARTITION
@@ -95,7 +95,7 @@ async def test_a_new_question_after_an_incomplete_turn_keeps_both_and_learns_onl
     assert [(r["role"], r["content"], bool(r["metadata"].get("incomplete"))) for r in rows] == [
         ("user", "问题一", True), ("assistant", "half ", True),
         ("user", "问题二", False), ("assistant", "答二", False)]
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         assert [r["role"] for r in await session_skeleton(cur, "s-incomplete")] == [
             "user", "assistant"]
         assert [r["content"] for r in await session_history(cur, "s-incomplete")] == [
@@ -135,8 +135,8 @@ async def test_a_turn_offered_twice_is_written_once(gateway: GatewayStarter) -> 
     app = client.server.app
     reply = CapturedReply(content="hi", finish_reason="stop", done=True,
                           usage=TokenUsage(prompt=3, completion=1, total=4))
-    assert await store_turn(app, _Turn(), reply) is True
-    assert await store_turn(app, _Turn(), reply) is False
+    assert await store_turn(services_of(app), _Turn(), reply) is True
+    assert await store_turn(services_of(app), _Turn(), reply) is False
     rows = await turn_rows(app, "s-key")
     assert [(r["role"], r["turn_id"]) for r in rows] == [("user", None),
                                                          ("assistant", "k-0001")]
@@ -153,7 +153,7 @@ async def test_the_conversation_page_marks_an_incomplete_message(make_client: An
     resp = await client.post("/api/conversations/import", json=[{"session_id": "cut", "messages": [
         {"role": "user", "content": "没说完的问题", "created_at": "2026-01-01T10:00:00Z"}]}])
     assert resp.status == 201
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         await execute(cur,
                       "UPDATE conversations SET metadata = '{\"incomplete\": true}'")
     html = BeautifulSoup(await (await client.get(

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GatewayStarter
 from tests.partition_support import CLAUDE, PARTITION
@@ -50,7 +50,7 @@ async def test_follow_ups_zero_ms_apart_across_two_gateways_see_every_turn(
             expected = [text for n in range(number) for text in (f"问{n}", f"答{n}")]
             assert texts(request.body["messages"]) == [*expected, f"问{number}"], number
         for app in apps:
-            await app[keys.TASKS].drain()
+            await services_of(app).tasks.drain()
         rows = await turn_rows(apps[0])  # partition mode stores in its active thread
         assert [r["content"] for r in rows] == [m["content"] for m in history]
 
@@ -66,4 +66,4 @@ async def test_a_follow_up_right_after_the_finish_reason_waits_for_the_store(
         for number, request in enumerate(upstream.requests[-TURNS:]):
             expected = [text for n in range(number) for text in (f"问{n}", f"答{n}")]
             assert texts(request.body["messages"]) == [*expected, f"问{number}"], number
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.chat import turn_spool, turns
 from pawwake.chat.turn_spool import TurnSpool, decode, encode
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.llm.sse import CapturedReply
+from pawwake.services import services_of
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GatewayStarter
 from tests.turn_support import turn_rows
@@ -60,18 +60,18 @@ async def test_turns_survive_a_database_stop_and_start_exactly_once_in_order(
         await asyncio.to_thread(stop_embedded, server)
         for number in range(4, 10):
             await chat(client, upstream, history, number, stream=number % 2 == 0)
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()
         health = await (await client.get("/")).json()
         assert health["turn_spool"] == {"pending": 6, "dropped": 0, "failed": 0}
         server = await asyncio.to_thread(start_embedded, own_postgres)
-        spool = app[keys.TURN_SPOOL]
+        spool = services_of(app).turn_spool
         for _ in range(300):  # the replay loop tries again after its pause
             if not spool.pending:
                 break
             await asyncio.sleep(0.1)
         for number in range(10, 13):
             await chat(client, upstream, history, number, stream=True)
-        await app[keys.TASKS].drain()
+        await services_of(app).tasks.drain()
         rows = await turn_rows(app, "s-spool")
         assert [r["content"] for r in rows] == [m["content"] for m in history]
         assert spool.status() == {"pending": 0, "dropped": 0, "failed": 0}

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.fake_upstream import Reply, chat_chunk, completion_body, sse
 from tests.gateway_support import chat_body, settle
 
@@ -40,7 +40,7 @@ class Ctx:
                                          headers={"Content-Type": "application/json"})
 
     async def values(self, sql: str) -> list[str]:
-        pool = self.client.server.app[keys.DATABASE].pool
+        pool = services_of(self.client.server.app).database.pool
         async with cursor(pool) as cur:
             return [str(next(iter(row.values()))) for row in await fetch_all(cur, sql)]
 
@@ -173,7 +173,7 @@ async def test_chat_turn_with_unstorable_text_is_stored_clean(gateway: Any, upst
     assert response.status == 200, await response.text()
     await response.read()
     await settle(client)
-    async with cursor(client.server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(client.server.app).database.pool) as cur:
         rows = await fetch_all(cur,
                                "SELECT role, content, metadata FROM conversations ORDER BY id")
     assert [(r["role"], r["content"]) for r in rows] == [

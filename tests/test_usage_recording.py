@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import keys
 from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, transaction
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_upstream import Reply, completion_body
 from tests.partition_support import PARTITION, say
@@ -24,7 +24,7 @@ USAGE = {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000}
 
 
 async def usage_of(app: Any, usage_type: str) -> list[dict[str, Any]]:
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         return await fetch_all(cur,
                                "SELECT session_id, model, prompt_tokens, completion_tokens,"
                                " total_tokens FROM token_usage WHERE usage_type = %s ORDER BY id",
@@ -39,8 +39,8 @@ async def memory_app(make_client: Any) -> Any:
 
 
 async def store_round(app: Any, user_text: str, reply_text: str) -> int | None:
-    settings = await app[keys.CONFIG].fresh()
-    async with transaction(app[keys.DATABASE].pool) as cur:
+    settings = await services_of(app).config.fresh()
+    async with transaction(services_of(app).database.pool) as cur:
         await insert_messages(cur, SESSION, [NewMessage("user", user_text),
                                              NewMessage("assistant", reply_text)])
         return await schedule_extraction(cur, settings, SESSION)
@@ -52,7 +52,7 @@ async def test_an_unparsable_extraction_answer_is_booked_and_logged(
     answer = "好的！我记住了：用户养了一只兔子。" + "，没有 JSON" * 600
     upstream.queue(Reply(body=completion_body(answer, usage=USAGE)))
     with caplog.at_level(logging.INFO, logger="pawwake"):
-        await memory_app[keys.JOBS].run_until_idle()
+        await services_of(memory_app).jobs.run_until_idle()
     assert await usage_of(memory_app, "extract") == [
         {"session_id": SESSION, "model": "test/model-a", "prompt_tokens": 900,
          "completion_tokens": 100, "total_tokens": 1000}]
@@ -70,7 +70,7 @@ async def test_a_truncated_extraction_answer_is_booked(memory_app: Any, upstream
     body = completion_body(json.dumps({"memories": [{"content": "用户喜欢爬山"}]}),
                            usage=USAGE, finish_reason="length")
     upstream.queue(Reply(body=body))
-    await memory_app[keys.JOBS].run_until_idle()
+    await services_of(memory_app).jobs.run_until_idle()
     assert [r["total_tokens"] for r in await usage_of(memory_app, "extract")] == [1000]
 
 

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pawwake import keys
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor, execute
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import search_memories
 from pawwake.search.vector_index import VectorIndex, _Matrix, top_k
+from pawwake.services import services_of
 from tests.memory_fixtures import insert_fixture, insert_memory
 
 PROV = Provenance("api", "unit-test", 8)
@@ -84,7 +84,7 @@ async def store_rows(pool: Any, count: int, offset: int = 0) -> list[int]:
 
 async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     ids = await store_rows(pool, 30)
     index = VectorIndex(refresh_seconds=0.0, reconcile_seconds=0.0)
     assert (await index.search(pool, PROV, unit(3), 1))[0][0] == ids[3]
@@ -123,7 +123,7 @@ async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
 
 async def test_a_quiet_table_costs_no_vector_reads(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     await store_rows(pool, 10)
     index = VectorIndex(refresh_seconds=0.0, reconcile_seconds=0.0)
     for seed in range(20):
@@ -133,7 +133,7 @@ async def test_a_quiet_table_costs_no_vector_reads(make_client: Any) -> None:
 
 async def test_another_provenance_is_loaded_separately(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     await store_rows(pool, 5)
     index = VectorIndex()
     other = Provenance("api", "another-model", 8)
@@ -149,21 +149,21 @@ QUERIES = ("过年", "看牙医", "小橘爱吃什么", "running a marathon", "�
 async def test_numpy_and_pgvector_rank_the_same(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0, EMBEDDING_PROVIDER="local")
     app = client.server.app
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     assert database.pgvector
     await insert_fixture(database.pool)
-    await request_embedding(app)
-    await app[keys.JOBS].run_until_idle()
+    await request_embedding(services_of(app))
+    await services_of(app).jobs.run_until_idle()
     # A lower threshold and no floor put many semantic candidates through the comparison.
-    current = app[keys.CONFIG].current().with_values({"MEMORY_SEMANTIC_THRESHOLD": 0.8,
+    current = services_of(app).config.current().with_values({"MEMORY_SEMANTIC_THRESHOLD": 0.8,
                                                       "MIN_SCORE_THRESHOLD": 0.0})
     pg_settings = current.with_values({"VECTOR_BACKEND": "pgvector"})
     np_settings = current.with_values({"VECTOR_BACKEND": "numpy"})
-    store = app[keys.VECTORS]
+    store = services_of(app).vectors
     compared = 0
     for query in QUERIES:
-        on_pg = await search_memories(app, query, limit=10, settings=pg_settings)
-        on_np = await search_memories(app, query, limit=10, settings=np_settings)
+        on_pg = await search_memories(services_of(app), query, limit=10, settings=pg_settings)
+        on_np = await search_memories(services_of(app), query, limit=10, settings=np_settings)
         assert on_pg.mode == on_np.mode == "hybrid"
         assert (on_pg.backend, on_np.backend) == ("pgvector", "numpy")
         assert [r.id for r in on_pg.results] == [r.id for r in on_np.results], query
@@ -171,7 +171,7 @@ async def test_numpy_and_pgvector_rank_the_same(make_client: Any) -> None:
             assert a.score == pytest.approx(b.score, abs=1e-4)
             assert a.similarity == pytest.approx(b.similarity, abs=1e-4)
         compared += len(on_pg.results)
-        vector, provenance = await app[keys.EMBEDDER].embed_query(current, query)
+        vector, provenance = await services_of(app).embedder.embed_query(current, query)
         near_pg = await store.nearest(database, pg_settings, provenance, vector, 20)
         near_np = await store.nearest(database, np_settings, provenance, vector, 20)
         assert [i for i, _ in near_pg] == [i for i, _ in near_np], query
@@ -182,12 +182,12 @@ async def test_numpy_and_pgvector_rank_the_same(make_client: Any) -> None:
 async def test_the_knn_query_uses_the_hnsw_index(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0, EMBEDDING_PROVIDER="local")
     app = client.server.app
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     await insert_fixture(database.pool, ["cat", "dental", "coffee"])
-    await request_embedding(app)
-    await app[keys.JOBS].run_until_idle()
-    current = app[keys.CONFIG].current()
-    vector, provenance = await app[keys.EMBEDDER].embed_query(current, "猫")
+    await request_embedding(services_of(app))
+    await services_of(app).jobs.run_until_idle()
+    current = services_of(app).config.current()
+    vector, provenance = await services_of(app).embedder.embed_query(current, "猫")
     async with cursor(database.pool) as cur:
         assert await vectors_db.hnsw_index_exists(cur, provenance)
     sql = vectors_db.knn_sql(provenance)
@@ -202,7 +202,7 @@ async def test_the_knn_query_uses_the_hnsw_index(make_client: Any) -> None:
 
 async def test_the_numpy_index_is_loaded_at_start(make_client: Any) -> None:
     first = await make_client(JOB_WORKERS=0)
-    pool = first.server.app[keys.DATABASE].pool
+    pool = services_of(first.server.app).database.pool
     await store_rows(pool, 3)
     async with pool.acquire() as conn, conn.cursor() as cur:
         await vectors_db.record_provenance(cur, PROV)
@@ -210,7 +210,7 @@ async def test_the_numpy_index_is_loaded_at_start(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, VECTOR_BACKEND="numpy",
                                EMBEDDING_PROVIDER="api", EMBEDDING_MODEL=PROV.model,
                                EMBEDDING_DIM=PROV.dim)
-    index = client.server.app[keys.VECTORS].index
+    index = services_of(client.server.app).vectors.index
     for _ in range(500):
         if index.loads:
             break

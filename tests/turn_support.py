@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 
 FINISH = b'"finish_reason": "stop"'
 DONE = b"[DONE]"
@@ -65,11 +65,11 @@ async def turn_rows(app: web.Application, session_id: str | None = None
     if session_id is not None:
         sql += " AND session_id = %s"
         params = (session_id,)
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         return await fetch_all(cur, sql + " ORDER BY created_at, id", params)
 
 
 async def usage_count(app: web.Application) -> int:
-    async with cursor(app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(app).database.pool) as cur:
         rows = await fetch_all(cur, "SELECT count(*) AS n FROM token_usage")
     return rows[0]["n"]

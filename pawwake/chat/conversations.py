@@ -9,11 +9,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_admin as db
@@ -21,6 +18,11 @@ from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 from pawwake.text.storable import storable_text
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +34,6 @@ MAX_PAGE = 200
 MAX_BATCH = 500
 
 __all__ = ["Conflict", "NotFound"]
-
-
-def _pool(app: web.Application) -> Any:
-    database = app[keys.DATABASE]
-    assert database is not None
-    return database.pool
 
 
 def session_id_of(value: Any, name: str = "session_id") -> str:
@@ -58,25 +54,26 @@ def content_of(value: Any) -> str:
     return value
 
 
-async def _search_terms(app: web.Application, phrases: list[str]) -> list[str] | None:
+async def _search_terms(services: Services, settings: Settings, phrases: list[str]
+                        ) -> list[str] | None:
     """Index terms of the search phrases when recall keeps an index, else None (scan)."""
-    settings = await app[keys.CONFIG].fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return None
-    terms = await conversation_index.terms_for(app, phrases)
+    terms = await conversation_index.terms_for(services, phrases)
     return sorted({t for group in terms for t in group}) or None
 
 
-async def list_conversations(app: web.Application, *, query: str = "", trash: bool = False,
-                             limit: int = 20, offset: int = 0) -> dict[str, Any]:
+async def list_conversations(services: Services, *, settings: Settings, query: str = "",
+                             trash: bool = False, limit: int = 20, offset: int = 0
+                             ) -> dict[str, Any]:
     """One page of sessions, newest activity first, optionally only those containing a phrase.
 
     Every whitespace-separated part of ``query`` must appear in one message. The keyword index
     narrows the candidates; when it finds nothing (a partial word, say) the text is scanned.
     """
-    pool = _pool(app)
+    pool = services.require_database().pool
     phrases = [p for p in query.split() if p]
-    terms = await _search_terms(app, phrases) if phrases and not trash else None
+    terms = await _search_terms(services, settings, phrases) if phrases and not trash else None
     async with cursor(pool) as cur:
         total, rows = await db.list_sessions(cur, trash=trash, limit=limit, offset=offset,
                                              phrases=phrases, terms=terms)
@@ -88,9 +85,9 @@ async def list_conversations(app: web.Application, *, query: str = "", trash: bo
             "items": rows}
 
 
-async def session_messages(app: web.Application, session_id: str, *,
+async def session_messages(database: Database, session_id: str, *,
                            include_deleted: bool = False) -> list[dict[str, Any]]:
-    async with cursor(_pool(app)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await db.session_messages(cur, session_id, include_deleted=True)
     if not rows:
         raise NotFound(f"No such session {session_id}.")
@@ -99,42 +96,44 @@ async def session_messages(app: web.Application, session_id: str, *,
     return [row for row in rows if row["deleted_at"] is None]
 
 
-async def edit_message(app: web.Application, message_id: int, content: str) -> dict[str, Any]:
+async def edit_message(services: Services, message_id: int, content: str, *,
+                       settings: Settings) -> dict[str, Any]:
     """Change a message's text and re-index it in the same transaction."""
-    async with transaction(_pool(app)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         row = await db.edit_message(cur, message_id, content)
-        await conversation_index.reindex_messages(app, cur, [(message_id, content)])
+        await conversation_index.reindex_messages(services, cur, [(message_id, content)],
+                                                  settings=settings)
     return row
 
 
-async def set_message_deleted(app: web.Application, message_id: int, deleted: bool
+async def set_message_deleted(database: Database, message_id: int, deleted: bool
                               ) -> dict[str, Any]:
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         return await db.set_message_deleted(cur, message_id, deleted)
 
 
-async def trash_session(app: web.Application, session_id: str) -> int:
-    async with transaction(_pool(app)) as cur:
+async def trash_session(database: Database, session_id: str) -> int:
+    async with transaction(database.pool) as cur:
         return await db.trash_session(cur, session_id)
 
 
-async def restore_session(app: web.Application, session_id: str) -> int:
-    async with transaction(_pool(app)) as cur:
+async def restore_session(database: Database, session_id: str) -> int:
+    async with transaction(database.pool) as cur:
         return await db.restore_session(cur, session_id)
 
 
-async def restore_sessions(app: web.Application, session_ids: list[str]) -> int:
+async def restore_sessions(database: Database, session_ids: list[str]) -> int:
     """Restore several trashed sessions in one transaction (all or none)."""
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         return sum([await db.restore_session(cur, s) for s in dict.fromkeys(session_ids)])
 
 
-async def purge_session(app: web.Application, session_id: str) -> dict[str, int]:
-    async with transaction(_pool(app)) as cur:
+async def purge_session(database: Database, session_id: str) -> dict[str, int]:
+    async with transaction(database.pool) as cur:
         return await db.purge_session(cur, session_id)
 
 
-async def batch_delete(app: web.Application, session_ids: list[str], *, permanent: bool
+async def batch_delete(database: Database, session_ids: list[str], *, permanent: bool
                        ) -> dict[str, Any]:
     """Trash (or purge from the trash) several sessions in one transaction.
 
@@ -144,7 +143,7 @@ async def batch_delete(app: web.Application, session_ids: list[str], *, permanen
     done: list[str] = []
     missing: list[str] = []
     messages = usage_rows = 0
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         for session_id in dict.fromkeys(session_ids):
             try:
                 if permanent:
@@ -164,7 +163,7 @@ async def batch_delete(app: web.Application, session_ids: list[str], *, permanen
     return result
 
 
-async def merge_sessions(app: web.Application, source_ids: list[str], target_id: str
+async def merge_sessions(database: Database, source_ids: list[str], target_id: str
                          ) -> dict[str, Any]:
     """Move the sources' messages and token usage into the target; returns moved counts and
     the target's totals afterwards."""
@@ -172,7 +171,7 @@ async def merge_sessions(app: web.Application, source_ids: list[str], target_id:
     if not sources:
         raise ApiError("invalid_source_ids", "Give at least one source session other than the "
                                             "target.")
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         moved = await db.merge_sessions(cur, sources, target_id)
         totals = await db.session_totals(cur, target_id)
     log.info("merged %d sessions into one (%d messages)", len(sources), moved["messages"])
@@ -249,24 +248,25 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     return dict(by_session)
 
 
-async def import_conversations(app: web.Application, body: Any) -> dict[str, Any]:
+async def import_conversations(services: Services, body: Any, *, settings: Settings) -> dict[str,
+                                                                                             Any]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())
-    async with transaction(_pool(app)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         inserted: list[tuple[int, str]] = []
         for session_id, rows in sessions.items():
             inserted += await db.insert_imported(cur, session_id, rows)
         if inserted:
-            await conversation_index.reindex_messages(app, cur, inserted)
+            await conversation_index.reindex_messages(services, cur, inserted, settings=settings)
     return {"sessions": len(sessions), "received": total, "imported": len(inserted),
             "skipped": total - len(inserted)}
 
 
-async def export_conversations(app: web.Application) -> list[dict[str, Any]]:
+async def export_conversations(database: Database) -> list[dict[str, Any]]:
     """Live messages as ``[{session_id, messages: [...]}]``, the shape import accepts."""
     sessions: dict[str, list[dict[str, Any]]] = {}
-    async with cursor(_pool(app)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await db.export_messages(cur)
     for row in rows:
         sessions.setdefault(row["session_id"], []).append({
@@ -275,8 +275,8 @@ async def export_conversations(app: web.Application) -> list[dict[str, Any]]:
     return [{"session_id": sid, "messages": messages} for sid, messages in sessions.items()]
 
 
-async def usage_by_session(app: web.Application, limit: int, offset: int
+async def usage_by_session(database: Database, limit: int, offset: int
                            ) -> tuple[int, list[dict[str, Any]]]:
     """(sessions with usage, one page of them by total tokens) split by usage type."""
-    async with cursor(_pool(app)) as cur:
+    async with cursor(database.pool) as cur:
         return await db.usage_by_session(cur, limit, offset)

@@ -11,18 +11,19 @@ from typing import Any
 
 from pawwake.db import extraction as db
 from pawwake.db import jobs as jobs_db
+from pawwake.settings import Settings
 from pawwake.text.rounds import count_complete_rounds, group_rounds
 
 EXTRACT_KIND = "memory_extract"
 
 
-def extraction_due(settings: Any, complete_rounds: int) -> bool:
+def extraction_due(settings: Settings, complete_rounds: int) -> bool:
     interval = settings.MEMORY_EXTRACT_INTERVAL
     return (settings.MEMORY_ENABLED and interval > 0 and complete_rounds > 0
             and complete_rounds % interval == 0)
 
 
-async def schedule_extraction(cur: Any, settings: Any, session_id: str) -> int | None:
+async def schedule_extraction(cur: Any, settings: Settings, session_id: str) -> int | None:
     """Enqueue extraction when the session's newest round closed an interval.
 
     Call inside the transaction that stored the turn: the job then exists exactly when the

@@ -16,11 +16,8 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.ingest_replace import replace_final_reply
@@ -29,6 +26,10 @@ from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -226,19 +227,17 @@ def rows_for(turn: Turn) -> list[NewMessage]:
     return rows
 
 
-async def ingest_turn(app: web.Application, turn: Turn) -> IngestResult:
+async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> IngestResult:
     """Store ``turn`` once; see the module docstring."""
-    database = app[keys.DATABASE]
-    assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    database = services.require_database()
     recall = bool(settings.CONVERSATION_RECALL_ENABLED)
-    terms = await conversation_index.terms_for(app, [m.text for m in turn.messages]) \
+    terms = await conversation_index.terms_for(services, [m.text for m in turn.messages]) \
         if recall else None
     async with transaction(database.pool) as cur:
         await turns_db.lock_session_writes(cur, turn.session_id)
         found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
         if found is not None:
-            replaced = (await replace_final_reply(app, cur, found, turn)
+            replaced = (await replace_final_reply(services, settings, cur, found, turn)
                         if turn.replace_reply else None)
             if replaced is None:
                 return IngestResult(status="duplicate")
@@ -251,6 +250,6 @@ async def ingest_turn(app: web.Application, turn: Turn) -> IngestResult:
         job = (await schedule_extraction(cur, settings, turn.session_id)
                if turn.extract_memories else None)
     if job is not None or terms is not None:
-        app[keys.JOBS].wake()
+        services.jobs.wake()
     log.debug("stored a %d-message turn from %s", len(ids), turn.source)
     return IngestResult(status="stored", message_ids=ids, extraction_job=job)

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
 from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 
 if TYPE_CHECKING:
     from pawwake.chat.ingest import Turn
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 
-async def replace_final_reply(app: web.Application, cur: Any, first_id: int, turn: Turn
+async def replace_final_reply(services: Services, settings: Settings, cur: Any, first_id: int,
+                              turn: Turn
                               ) -> int | None:
     """Put ``turn``'s final reply into the stored turn that starts at ``first_id``; return the
     message id changed, or None when there is nothing to change (same text, a turn stored
@@ -34,5 +35,6 @@ async def replace_final_reply(app: web.Application, cur: Any, first_id: int, tur
     if last["role"] != "assistant" or last["deleted_at"] is not None or last["content"] == reply:
         return None
     await turns_db.set_content(cur, last["id"], reply)
-    await conversation_index.reindex_messages(app, cur, [(last["id"], reply)])
+    await conversation_index.reindex_messages(services, cur, [(last["id"], reply)],
+                                              settings=settings)
     return int(last["id"])

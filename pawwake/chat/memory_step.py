@@ -37,6 +37,7 @@ from pawwake.memory.inject import (
     renew_claims,
 )
 from pawwake.memory.search import SearchResult, touch_results
+from pawwake.services import services_of
 from pawwake.tasks import BackgroundTasks
 from pawwake.text.rounds import last_user_text
 
@@ -57,7 +58,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     timings: dict[str, float] = {}
     due, found = await asyncio.gather(
         claim_due(pool, token),
-        recall_for_request(context.app, settings, request.session_id,
+        recall_for_request(services_of(context.app), settings, request.session_id,
                            last_user_text(list(request.turn_messages)),
                            partition=partition, touch=False, timings=timings),
         return_exceptions=True)
@@ -120,7 +121,7 @@ def touched(context: StepContext, results: Sequence[SearchResult]) -> ReplyHook:
     app = context.app
 
     async def touch(_reply: CapturedReply) -> None:
-        await touch_results(app, results)
+        await touch_results(services_of(app), results)
 
     return ReplyHook("touch injected memories", on_success=touch)
 

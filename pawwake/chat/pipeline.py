@@ -46,6 +46,7 @@ from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 
@@ -105,7 +106,7 @@ async def prepare_chat(app: web.Application, settings: Settings, headers: Mappin
         body=upstream, client_messages=body["messages"],
         client_session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
+        persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)
@@ -137,15 +138,15 @@ async def run_steps(app: web.Application, settings: Settings, prepared: Prepared
                                                    on_success=turn_writer(app, prepared)),)))
         await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
     context = StepContext(app=app, settings=step_settings or settings,
-                          database=connected_database(app),
-                          database_configured=app[keys.DATABASE] is not None,
-                          http=app[keys.HTTP], tasks=app[keys.TASKS], now=chat.clock)
+                          database=connected_database(services_of(app).database),
+                          database_configured=services_of(app).database is not None,
+                          http=services_of(app).http, tasks=services_of(app).tasks, now=chat.clock)
     try:
         for step in steps:
             prepared.apply(await step(context, prepared))
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
-        after_failure(app[keys.TASKS], prepared, "not_forwarded")
+        after_failure(services_of(app).tasks, prepared, "not_forwarded")
         raise
 
 
@@ -162,7 +163,7 @@ def after_incomplete(app: web.Application, prepared: PreparedChat, partial: Capt
                      reason: str) -> None:
     """The client left mid-reply: release claims like any failure, and keep the user message
     with the partial reply, flagged incomplete."""
-    tasks = app[keys.TASKS]
+    tasks = services_of(app).tasks
     after_failure(tasks, prepared, reason)
     if prepared.persist:
         prepared.store_scheduled = True

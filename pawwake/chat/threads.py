@@ -8,11 +8,8 @@ the thread's rotation lock and the session's write lock, so a chat turn never in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat.conversations import session_id_of
 from pawwake.chat.partition_step import active_thread
@@ -23,19 +20,15 @@ from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.partition_state import load_state, lock_thread
 from pawwake.db.pool import cursor, transaction
 
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.live_settings import RuntimeConfig
+    from pawwake.services import Services
+    from pawwake.settings import Settings
+
 MAX_SUMMARY = 200_000
 
 __all__ = ["session_id_of"]
-
-
-def _pool(app: web.Application) -> Any:
-    database = app[keys.DATABASE]
-    assert database is not None
-    return database.pool
-
-
-async def _active(app: web.Application) -> str:
-    return active_thread(await app[keys.CONFIG].fresh())
 
 
 async def _lock(cur: Any, *thread_ids: str) -> None:
@@ -53,12 +46,11 @@ def summary_text(value: Any) -> str:
     return value
 
 
-async def status(app: web.Application) -> dict[str, Any]:
+async def status(database: Database, *, settings: Settings) -> dict[str, Any]:
     """What the dashboard shows: zones, rotation progress and the summary's health."""
-    settings = await app[keys.CONFIG].fresh()
     thread = active_thread(settings)
     x = max(1, int(settings.CACHE_PARTITION_X))
-    async with cursor(_pool(app)) as cur:
+    async with cursor(database.pool) as cur:
         state = await load_state(cur, thread)
         # Counted, not read: the page stays cheap however many messages the thread holds.
         stored, live = await db.round_counts(cur, thread, state.zone_start_message_id)
@@ -78,9 +70,9 @@ async def status(app: web.Application) -> dict[str, Any]:
     }
 
 
-async def list_threads(app: web.Application) -> list[dict[str, Any]]:
-    active = await _active(app)
-    async with cursor(_pool(app)) as cur:
+async def list_threads(database: Database, *, settings: Settings) -> list[dict[str, Any]]:
+    active = active_thread(settings)
+    async with cursor(database.pool) as cur:
         rows = await db.list_threads(cur)
     threads = [{"thread_id": r["thread_id"], "messages": r["messages"],
                 "last_activity": r["last_activity"], "active": r["thread_id"] == active,
@@ -91,16 +83,16 @@ async def list_threads(app: web.Application) -> list[dict[str, Any]]:
     return threads
 
 
-async def switch(app: web.Application, thread_id: str) -> str:
+async def switch(config: RuntimeConfig, thread_id: str) -> str:
     """Make ``thread_id`` the active thread (stored: it survives restarts)."""
-    await app[keys.CONFIG].update({"PARTITION_SESSION_ID": thread_id})
+    await config.update({"PARTITION_SESSION_ID": thread_id})
     return thread_id
 
 
-async def create(app: web.Application, thread_id: str, inherit_from: str | None
+async def create(database: Database, thread_id: str, inherit_from: str | None
                  ) -> dict[str, Any]:
     """A new thread's state row, optionally starting with another thread's summary parts."""
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         await _lock(cur, thread_id, *([inherit_from] if inherit_from else []))
         if await db.state_exists(cur, thread_id) or await db.any_message_count(cur, thread_id):
             raise Conflict(f"thread {thread_id} already exists", "thread_exists", thread=thread_id)
@@ -115,29 +107,30 @@ async def create(app: web.Application, thread_id: str, inherit_from: str | None
             "inherited_from": inherit_from}
 
 
-async def rename(app: web.Application, old_id: str, new_id: str) -> dict[str, Any]:
+async def rename(services: Services, old_id: str, new_id: str, *, settings: Settings
+                 ) -> dict[str, Any]:
     """Move messages, token usage and state in one transaction; follow an active rename."""
     if old_id == new_id:
         raise ApiError("same_thread_id", "new_id must differ from old_id.")
-    async with transaction(_pool(app)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         await _lock(cur, old_id, new_id)
         if await db.state_exists(cur, new_id) or await db.any_message_count(cur, new_id):
             raise Conflict(f"thread {new_id} already exists", "thread_exists", thread=new_id)
         counts = await db.rename_thread(cur, old_id, new_id)
         if counts["messages"] == 0 and counts["state_rows"] == 0:
             raise NotFound(f"No such thread {old_id}.")
-    switched = await _active(app) == old_id
+    switched = active_thread(settings) == old_id
     if switched:
-        await switch(app, new_id)
+        await switch(services.config, new_id)
     return {"old_id": old_id, "new_id": new_id, "switched": switched, **counts}
 
 
-async def delete(app: web.Application, thread_id: str) -> dict[str, Any]:
+async def delete(database: Database, thread_id: str, *, settings: Settings) -> dict[str, Any]:
     """Drop the thread's state; its messages go to the conversation trash (restorable)."""
-    if thread_id == await _active(app):
+    if thread_id == active_thread(settings):
         raise Conflict("the active thread cannot be deleted; switch to another one first",
                        "active_thread")
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         await _lock(cur, thread_id)
         state_rows = await db.delete_state(cur, thread_id)
         trashed = 0
@@ -148,26 +141,26 @@ async def delete(app: web.Application, thread_id: str) -> dict[str, Any]:
     return {"thread_id": thread_id, "trashed_messages": trashed, "state_deleted": bool(state_rows)}
 
 
-async def get_summary(app: web.Application, thread_id: str) -> dict[str, Any]:
-    async with cursor(_pool(app)) as cur:
+async def get_summary(database: Database, thread_id: str) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         state = await load_state(cur, thread_id)
     return {"thread_id": thread_id, "parts": state.summary_parts,
             "summary": "\n\n".join(state.summary_parts),
             "chars": sum(len(p) for p in state.summary_parts)}
 
 
-async def put_summary(app: web.Application, thread_id: str, summary: str) -> dict[str, Any]:
+async def put_summary(database: Database, thread_id: str, summary: str) -> dict[str, Any]:
     """Replace every part with one (an empty text clears the summary)."""
     parts = [summary] if summary.strip() else []
-    async with transaction(_pool(app)) as cur:
+    async with transaction(database.pool) as cur:
         await lock_thread(cur, thread_id)
         await db.set_summary(cur, thread_id, parts)
-    return await get_summary(app, thread_id)
+    return await get_summary(database, thread_id)
 
 
-async def clear_summary(app: web.Application, thread_id: str) -> dict[str, Any]:
-    async with transaction(_pool(app)) as cur:
+async def clear_summary(database: Database, thread_id: str) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         await lock_thread(cur, thread_id)
         if await db.state_exists(cur, thread_id):
             await db.set_summary(cur, thread_id, [])
-    return await get_summary(app, thread_id)
+    return await get_summary(database, thread_id)

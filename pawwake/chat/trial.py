@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -26,6 +26,9 @@ from pawwake.llm.sse import CapturedReply, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
 from pawwake.settings import Settings
+
+if TYPE_CHECKING:
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +47,20 @@ def provider_message(data: bytes, settings: Settings) -> str:
 
 
 async def trial_chat(app: web.Application, session_id: str, model: str,
-                     messages: list[dict[str, Any]]) -> AsyncIterator[tuple[str, Any]]:
+                     messages: list[dict[str, Any]], *, settings: Settings
+                     ) -> AsyncIterator[tuple[str, Any]]:
     """Run one streamed turn; see the module docstring for the events.
 
     Raises ChatRejected before anything is yielded when the pipeline refuses the request.
     Leaving the generator early (the page went away) releases the turn's claims."""
-    settings = await app[keys.CONFIG].fresh()
+    services = app[keys.SERVICES]
     body: dict[str, Any] = {"messages": messages, "stream": True}
     if model:
         body["model"] = model
     raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
     prepared = await prepare_chat(app, settings, {SESSION_HEADER: session_id}, body, raw,
                                   datetime.now(UTC))
-    tasks, health = app[keys.TASKS], app[keys.UPSTREAM_HEALTH]
+    tasks, health = services.tasks, services.upstream_health
     settled = False
     capture = None
     forwarded = False
@@ -64,7 +68,7 @@ async def trial_chat(app: web.Application, session_id: str, model: str,
         yield "prepared", prepared
         forwarded = True
         try:
-            async with forward(app[keys.HTTP], settings, prepared.payload) as upstream:
+            async with forward(services.http, settings, prepared.payload) as upstream:
                 if upstream.status != 200:
                     data = await read_body(upstream)
                     log_upstream_error(upstream.status, data, prepared.body, settings)

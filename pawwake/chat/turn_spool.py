@@ -17,15 +17,16 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.llm.sse import CapturedReply, TokenUsage
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,9 @@ FOLDER = "turn-spool"
 REPLAY_EVERY_SECONDS = 5.0
 _FORMAT = 1
 _counter = itertools.count()
+
+# Writes one turn read back from the spool: (turn, reply, incomplete).
+StoreTurn = Callable[[Any, CapturedReply, bool], Awaitable[Any]]
 
 
 @dataclass
@@ -164,10 +168,11 @@ class TurnSpool:
         self._wake.set()
         return True
 
-    async def replay(self, app: web.Application) -> int:
-        """Write spooled turns in order; a connection error stops (and propagates), the rest
-        stays for the next try. Returns how many were written or found written."""
-        from pawwake.chat.turns import CONNECTION_ERRORS, store_turn
+    async def replay(self, store: StoreTurn) -> int:
+        """Write spooled turns in order with ``store``; a connection error stops (and
+        propagates), the rest stays for the next try. Returns how many were written or found
+        written."""
+        from pawwake.chat.turns import CONNECTION_ERRORS
 
         written = 0
         async with self._lock:
@@ -182,7 +187,7 @@ class TurnSpool:
                     await self._drop(name, len(data), failed=True)
                     continue
                 try:
-                    await store_turn(app, turn, reply, incomplete=incomplete)
+                    await store(turn, reply, incomplete)
                 except CONNECTION_ERRORS:
                     raise
                 except Exception:
@@ -204,15 +209,14 @@ class TurnSpool:
         if failed:
             self.failed += 1
 
-    async def run(self, app: web.Application) -> None:
+    async def run(self, database: Database | None, store: StoreTurn) -> None:
         """Try the spool at start-up, then every few seconds while anything waits."""
         from pawwake.chat.turns import CONNECTION_ERRORS
 
         while True:
-            database = app[keys.DATABASE]
             if self.pending and database is not None:
                 try:
-                    await self.replay(app)
+                    await self.replay(store)
                 except CONNECTION_ERRORS as exc:
                     with contextlib.suppress(Exception):
                         await database.pool.clear()  # stale after a restart
@@ -225,22 +229,15 @@ class TurnSpool:
                 await asyncio.wait_for(self._wake.wait(), REPLAY_EVERY_SECONDS)
 
 
-def spool_status(app: Mapping[Any, Any]) -> dict[str, int] | None:
-    """Counts for the status page and ``GET /``: turns waiting, dropped, refused."""
-    spool = app.get(keys.TURN_SPOOL)
-    return spool.status() if spool is not None else None
-
-
-async def turn_spool_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: open the spool and run its replay loop while the app runs."""
-    settings = app[keys.SETTINGS]
-    spool = TurnSpool(Path(settings.PAWWAKE_DATA_DIR) / FOLDER,
-                      settings.TURN_SPOOL_MAX_MB * 1024 * 1024)
+@asynccontextmanager
+async def open_turn_spool(spool: TurnSpool, database: Database | None,
+                          store: StoreTurn) -> AsyncIterator[None]:
+    """Read the spool's folder and run its replay loop (writing with ``store``) while the app
+    runs."""
     await asyncio.to_thread(spool.open)
-    app[keys.TURN_SPOOL] = spool
     if spool.pending:
         log.info("%d turns wait in the spool from an earlier run", spool.pending)
-    loop = asyncio.create_task(spool.run(app), name="turn-spool")
+    loop = asyncio.create_task(spool.run(database, store), name="turn-spool")
     yield
     loop.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -22,6 +22,7 @@ from aiohttp import web
 from pawwake import keys
 from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.recall.index import reindex_messages
+from pawwake.chat.turn_spool import StoreTurn
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
@@ -30,6 +31,7 @@ from pawwake.llm.sse import CapturedReply
 
 if TYPE_CHECKING:
     from pawwake.chat.prepared import OnSuccess, PreparedChat
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +267,7 @@ def repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> boo
     return text == stored["content"] and _call_ids(previous) == stored_calls
 
 
-async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedReply,
+async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                      *, incomplete: bool = False) -> bool:
     """Write the turn and its token usage in one transaction, serialised per session; False
     when the turn's key shows it was written before (a retry adds nothing).
@@ -273,9 +275,8 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
     The same transaction keeps the recall index current and enqueues memory extraction when
     this turn closes an interval, so both happen exactly when the turn is stored.
     """
-    database = app[keys.DATABASE]
-    assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    database = services.require_database()
+    settings = await services.config.fresh()
     model = turn.model
     call_ids = trailing_call_ids(turn.turn_messages)
     has_reply = bool(reply.content or reply.tool_calls or reply.reasoning_content)
@@ -308,7 +309,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
                     and not message.metadata.get(INCOMPLETE)]
                 indexed += [(row["id"], row["content"]) for row in tail
                             if row["id"] in plan.unflag_ids]
-                await reindex_messages(app, cur, indexed)
+                await reindex_messages(services, cur, indexed, settings=settings)
             if not incomplete:
                 extraction_job = await schedule_extraction(cur, settings, turn.session_id)
             if reply.usage is not None:
@@ -322,7 +323,7 @@ async def store_turn(app: web.Application, turn: TurnSource, reply: CapturedRepl
         log.info("a concurrent write of the same turn won; nothing added")
         return False
     if extraction_job is not None:
-        app[keys.JOBS].wake()
+        services.jobs.wake()
     log.debug("stored %d messages (%d replaced%s) for a session", len(plan.insert),
               len(plan.replace_ids), ", incomplete" if incomplete else "")
     return True
@@ -349,30 +350,39 @@ def _with_key(message: NewMessage, turn_key: str) -> NewMessage:
                       turn_id=turn_key)
 
 
-async def write_turn(app: web.Application, turn: TurnSource, reply: CapturedReply,
+async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                      *, incomplete: bool = False) -> None:
     """Store a turn; while the database is unreachable, put it in the spool instead (written
     later, in order, exactly once). Turns already spooled are written first, to keep order."""
-    spool = app[keys.TURN_SPOOL]
+    spool = services.turn_spool
     for delay in (*_RETRY_DELAYS, None):
         try:
             if spool.pending:
-                await spool.replay(app)
-            await store_turn(app, turn, reply, incomplete=incomplete)
+                await spool.replay(spooled_turn_writer(services))
+            await store_turn(services, turn, reply, incomplete=incomplete)
             return
         except CONNECTION_ERRORS as exc:
             if delay is None:
                 log.warning("database unreachable (%s); turn kept in the spool",
                             type(exc).__name__)
                 break
-            await _drop_idle_connections(app)  # after a restart they are all stale
+            await _drop_idle_connections(services)  # after a restart they are all stale
             await asyncio.sleep(delay)
     await spool.add(turn, reply, incomplete=incomplete)
 
 
-async def _drop_idle_connections(app: web.Application) -> None:
+def spooled_turn_writer(services: Services) -> StoreTurn:
+    """How the spool writes a turn it kept: the same transaction as a live turn."""
+
+    async def store(turn: Any, reply: CapturedReply, incomplete: bool) -> bool:
+        return await store_turn(services, turn, reply, incomplete=incomplete)
+
+    return store
+
+
+async def _drop_idle_connections(services: Services) -> None:
     """Close the pool's idle connections so the retry opens a fresh one."""
-    database = app[keys.DATABASE]
+    database = services.database
     if database is not None:
         with contextlib.suppress(Exception):
             await database.pool.clear()
@@ -427,17 +437,18 @@ async def store_incomplete(app: web.Application, prepared: PreparedChat,
                            partial: CapturedReply) -> None:
     """Keep what the user typed (and the part of the reply it saw), flagged incomplete."""
     try:
-        await write_turn(app, prepared, partial, incomplete=True)
+        await write_turn(app[keys.SERVICES], prepared, partial, incomplete=True)
     finally:
         _store_ended(app, prepared)
 
 
 def turn_writer(app: web.Application, prepared: PreparedChat) -> OnSuccess:
     """The after-success hook that stores the turn."""
+    services = app[keys.SERVICES]
 
     async def store(reply: CapturedReply) -> None:
         try:
-            await write_turn(app, prepared, reply)
+            await write_turn(services, prepared, reply)
         finally:
             _store_ended(app, prepared)
 

@@ -7,14 +7,14 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db.pool import cursor
 from pawwake.db.usage import USAGE_TYPES, usage_by_local_day
 from pawwake.local_time import day_start_utc, local_today, zone_of
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 RANGES = (7, 30, 90)
 DEFAULT_RANGE = 30
@@ -83,11 +83,10 @@ def build_report(rows: list[dict[str, Any]], today: date, days: int) -> UsageRep
     return UsageReport(first, today, list(by_day.items()), models, total, kept)
 
 
-async def usage_report(app: web.Application, days: int) -> UsageReport:
+async def usage_report(services: Services, days: int) -> UsageReport:
     """The report for the last ``days`` local days, today included."""
-    database = app[keys.DATABASE]
-    assert database is not None
-    settings = app[keys.CONFIG].current()
+    database = services.require_database()
+    settings = services.config.current()
     zone = zone_of(settings)
     today = local_today(zone)
     since = day_start_utc(today - timedelta(days=days - 1), zone)

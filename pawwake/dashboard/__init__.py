@@ -12,7 +12,6 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from aiohttp_session import session_middleware
 
-from pawwake import keys
 from pawwake.dashboard import (
     conversations,
     jobs,
@@ -41,6 +40,7 @@ from pawwake.dashboard.security import (
     headers_middleware,
 )
 from pawwake.proxies import parse_trusted_proxies
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def static_urls(app: web.Application) -> Callable[[str], str]:
 
 def setup_dashboard(app: web.Application) -> None:
     """Mount the dashboard under /dashboard and serve /static for it."""
-    settings = app[keys.SETTINGS]
+    settings = services_of(app).settings
     password, secret = settings.DASHBOARD_PASSWORD, settings.SESSION_SECRET
     problems = missing_settings(password, secret)
     middlewares: list[Middleware]

@@ -39,8 +39,8 @@ def base_context(request: web.Request) -> dict[str, Any]:
     """What every template may use: language, strings, navigation, login state."""
     lang = request_language(request)
     authenticated = request.get(dkeys.AUTHENTICATED, False)
-    config = request.config_dict.get(keys.CONFIG)
-    zone = zone_of(config.current()) if config is not None else zone_at(0)
+    services = request.config_dict.get(keys.SERVICES)
+    zone = zone_of(services.config.current()) if services is not None else zone_at(0)
     return {
         "lang": lang,
         "html_lang": "zh-CN" if lang == "zh" else "en",

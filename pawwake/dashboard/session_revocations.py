@@ -36,7 +36,8 @@ def sid_hash(sid: str) -> str:
 
 
 def database_pool(request: web.Request) -> aiopg.Pool | None:
-    database = request.config_dict.get(keys.DATABASE)
+    services = request.config_dict.get(keys.SERVICES)
+    database = services.database if services is not None else None
     return database.pool if database is not None and database.ready else None
 
 

@@ -181,6 +181,10 @@ class Embedder:
         self._pending: dict[tuple[tuple[Provenance, str], int],
                             asyncio.Task[tuple[np.ndarray, QueryTiming | None]]] = {}
 
+    def use_http(self, http: aiohttp.ClientSession) -> None:
+        """The app's HTTP client, once it is open (embedding API calls go through it)."""
+        self._http = http
+
     async def close(self) -> None:
         """Drop queued work and late queries; a model call already running is not waited
         for (its thread is a daemon), so shutdown never waits on the model."""

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import aiohttp
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.settings import Settings
 
 
@@ -19,10 +18,14 @@ def upstream_timeout(settings: Settings) -> aiohttp.ClientTimeout:
                                  sock_read=settings.UPSTREAM_READ_TIMEOUT)
 
 
-async def http_client_ctx(app: web.Application) -> AsyncIterator[None]:
+@asynccontextmanager
+async def open_http_client(settings: Settings,
+                           use: Callable[[aiohttp.ClientSession], None]) -> AsyncIterator[None]:
+    """Open the client (inside the running loop, as aiohttp requires), hand it to ``use``,
+    close it after."""
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
     session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                    timeout=upstream_timeout(app[keys.SETTINGS]))
-    app[keys.HTTP] = session
+                                    timeout=upstream_timeout(settings))
+    use(session)
     yield
     await session.close()

@@ -9,12 +9,14 @@ from the ``MCP-Protocol-Version`` header.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from pawwake import __version__
 from pawwake.mcp import schemas, tools
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 # Handshake-era revisions that define the Streamable HTTP transport, newest first.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -121,7 +123,7 @@ def initialize(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def handle(app: web.Application, message: Message) -> dict[str, Any]:
+async def handle(services: Services, settings: Settings, message: Message) -> dict[str, Any]:
     """The result of one request, or RpcError."""
     method, params = message.method, message.params
     if method == "initialize":
@@ -140,5 +142,5 @@ async def handle(app: web.Application, message: Message) -> dict[str, Any]:
                            "object.")
         if not tools.exists(name):
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name[:100]}.")
-        return await tools.call(app, name, arguments)
+        return await tools.call(services, settings, name, arguments)
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {str(method)[:100]}.")

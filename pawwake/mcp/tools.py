@@ -10,11 +10,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
@@ -37,7 +34,11 @@ from pawwake.memory.search import search_memories
 from pawwake.memory.search_params import check_limit, check_query
 from pawwake.memory.store import memory_json
 
-Tool = Callable[[web.Application, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
+
+Tool = Callable[["Services", "Settings", dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1
 ADD_FIELDS = tuple(name for name in CREATE_FIELDS if name != "layer")
 UPDATE_FIELDS = ("id", *EDIT_FIELDS)
@@ -47,10 +48,11 @@ def exists(name: str) -> bool:
     return name in _TOOLS
 
 
-async def call(app: web.Application, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call(services: Services, settings: Settings, name: str, arguments: dict[str, Any]
+               ) -> dict[str, Any]:
     """Run one tool; refusals become ``isError`` results, other failures propagate."""
     try:
-        text, structured = await _TOOLS[name](app, arguments)
+        text, structured = await _TOOLS[name](services, settings, arguments)
     except ApiError as exc:  # a bad argument or a refused change
         return _error(exc.message, exc.code, field=exc.field)
     except NotFound as exc:
@@ -90,12 +92,12 @@ def _memory_line(memory: dict[str, Any]) -> str:
     return " ".join(parts) + " " + memory["content"]
 
 
-async def _search_memories(app: web.Application, args: dict[str, Any]
+async def _search_memories(services: Services, settings: Settings, args: dict[str, Any]
                            ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "limit"))
     query = check_query(args.get("query"), "query")
     limit = check_limit(args.get("limit"), from_text=False)
-    outcome = await search_memories(app, query, limit=limit)
+    outcome = await search_memories(services, query, limit=limit, settings=settings)
     found = [{
         "id": r.id, "content": r.memory["content"], "title": r.memory["title"],
         "importance": r.memory["importance"], "layer": r.memory["layer"],
@@ -108,48 +110,47 @@ async def _search_memories(app: web.Application, args: dict[str, Any]
     return "\n".join(lines), {"query": query, "mode": outcome.mode, "memories": found}
 
 
-async def _add_memory(app: web.Application, args: dict[str, Any]
+async def _add_memory(services: Services, settings: Settings, args: dict[str, Any]
                       ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ADD_FIELDS)
     if "importance" not in args:
         raise FieldError("importance", "'importance' is required (1-10).", "missing_field")
-    row, inserted = await store.create_memory(app, parse_create(args))
+    row, inserted = await store.create_memory(services, parse_create(args))
     verb = "Added" if inserted else "Already stored (same external_id)"
     return f"{verb}: {_memory_line(row)}", {"inserted": inserted, "memory": memory_json(row)}
 
 
-async def _update_memory(app: web.Application, args: dict[str, Any]
+async def _update_memory(services: Services, settings: Settings, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, UPDATE_FIELDS)
     number = _memory_id(args.get("id"))
     changes = parse_edit({k: v for k, v in args.items() if k != "id"})
-    row, changed = await store.edit_memory(app, number, changes)
+    row, changed = await store.edit_memory(services, number, changes)
     summary = ", ".join(changed) if changed else "nothing (same values)"
     return (f"Updated {summary}: {_memory_line(row)}",
             {"changed": changed, "memory": memory_json(row)})
 
 
-async def _archive_memory(app: web.Application, args: dict[str, Any]
+async def _archive_memory(services: Services, settings: Settings, args: dict[str, Any]
                           ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("id",))
-    row = await store.archive_memory(app, _memory_id(args.get("id")))
+    row = await store.archive_memory(services.require_database(), _memory_id(args.get("id")))
     return f"Archived #{row['id']}.", {"archived": True, "memory": memory_json(row)}
 
 
-async def _search_conversations(app: web.Application, args: dict[str, Any]
+async def _search_conversations(services: Services, settings: Settings, args: dict[str, Any]
                                 ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "exclude_fragment_ids", "exclude_session_ids",
                           "max_sessions"))
     params = {("q" if k == "query" else k): v for k, v in args.items()}
     options = parse_search(params, text=False, query_name="query")
-    if app[keys.DATABASE] is None:
+    if services.database is None:
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
-    settings = await app[keys.CONFIG].fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         raise ApiError("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
-    outcome = await search_fragments(app, query, settings=settings, **options)
+    outcome = await search_fragments(services, query, settings=settings, **options)
     lines = []
     for fragment in outcome.fragments:
         lines.append(f"--- fragment {fragment['fragment_id']} "
@@ -161,11 +162,11 @@ async def _search_conversations(app: web.Application, args: dict[str, Any]
                   "fragment_ids": [f["fragment_id"] for f in outcome.fragments]}
 
 
-async def _due_reminders(app: web.Application, args: dict[str, Any]
+async def _due_reminders(services: Services, settings: Settings, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     """Claim the due reminders and mark them delivered: this answer is their delivery."""
     reject_unknown(args, ())
-    pool = store.pool_of(app)
+    pool = services.require_database().pool
     token = uuid.uuid4().hex
     async with cursor(pool) as cur:
         due = await reminders.claim_due(cur, token, REMINDERS_PER_REQUEST)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.errors import DatabaseUnavailable
@@ -15,6 +12,10 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import vectors
 from pawwake.memory.embedding_jobs import EMBED_KIND
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +41,14 @@ class VectorsDisabled(Exception):
     """MEMORY_VECTOR_ENABLED is off: there is nothing to backfill."""
 
 
-async def start_backfill(app: web.Application, *, confirm_rebuild: bool = False
+async def start_backfill(services: Services, *, settings: Settings,
+                         confirm_rebuild: bool = False
                          ) -> dict[str, Any]:
     """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
-    database = _database(app)
-    settings = await app[keys.CONFIG].fresh()
+    database = services.require_database("database_unavailable")
     if not settings.MEMORY_VECTOR_ENABLED:
         raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
-    provenance = await app[keys.EMBEDDER].provenance(settings)  # may raise EmbeddingError
+    provenance = await services.embedder.provenance(settings)  # may raise EmbeddingError
     state = await vectors.provenance_state(database, provenance)
     rebuilding = False
     if state.needs_rebuild:
@@ -61,15 +62,14 @@ async def start_backfill(app: web.Application, *, confirm_rebuild: bool = False
         if job_id is None:
             existing = await jobs_db.unfinished_of_kind(cur, EMBED_KIND)
             job_id = existing["id"] if existing else None
-    app[keys.JOBS].wake()
+    services.jobs.wake()
     return {"job_id": job_id, "rebuild": rebuilding, "provenance": provenance.as_dict()}
 
 
-async def backfill_status(app: web.Application) -> dict[str, Any]:
+async def backfill_status(services: Services, *, settings: Settings) -> dict[str, Any]:
     """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
-    database = _database(app)
-    settings = await app[keys.CONFIG].fresh()
-    embedder = app[keys.EMBEDDER]
+    database = services.require_database("database_unavailable")
+    embedder = services.embedder
     error = None
     try:
         provenance: Provenance = await embedder.provenance(settings)
@@ -98,8 +98,8 @@ async def backfill_status(app: web.Application) -> dict[str, Any]:
     }
 
 
-def _database(app: web.Application) -> Any:
-    database = app[keys.DATABASE]
+def _database(services: Services) -> Any:
+    database = services.database
     if database is None:
         raise DatabaseUnavailable("The database is disabled (DATABASE_ENABLED=false).")
     return database

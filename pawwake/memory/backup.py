@@ -11,11 +11,8 @@ from __future__ import annotations
 import logging
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.backup_format import (
@@ -25,8 +22,12 @@ from pawwake.memory.backup_format import (
     validate_backup,
 )
 from pawwake.memory.embedding_jobs import enqueue_embedding
-from pawwake.memory.store import MemoryConflict, pool_of
+from pawwake.memory.store import MemoryConflict
 from pawwake.search.terms import terms_for
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,15 @@ class _RollBack(Exception):
     """Raised at the end of a dry run so the transaction's work is undone."""
 
 
-async def database_identity(app: web.Application) -> str:
-    async with cursor(pool_of(app)) as cur:
+async def database_identity(database: Database) -> str:
+    async with cursor(database.pool) as cur:
         return await db.source_database_id(cur, secrets.token_hex(16))
 
 
-async def export_backup(app: web.Application) -> dict[str, Any]:
+async def export_backup(database: Database) -> dict[str, Any]:
     """Every memory in one consistent snapshot; refuses while links dangle."""
-    identity = await database_identity(app)
-    async with transaction(pool_of(app)) as cur:
+    identity = await database_identity(database)
+    async with transaction(database.pool) as cur:
         await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         broken = await db.dangling_links(cur)
         if broken:
@@ -68,9 +69,9 @@ async def export_backup(app: web.Application) -> dict[str, Any]:
     return export_document(rows, identity, datetime.now(UTC))
 
 
-async def repair_links(app: web.Application) -> dict[str, Any]:
+async def repair_links(database: Database) -> dict[str, Any]:
     """Drop references to missing rows (the memories that held them stay as they are)."""
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         broken = await db.dangling_links(cur)
         for row in broken:
             await db.clear_links(cur, row["id"], row["missing_sources"],
@@ -84,14 +85,14 @@ async def repair_links(app: web.Application) -> dict[str, Any]:
             "cleared_successors": successors, "memory_ids": [row["id"] for row in broken]}
 
 
-async def import_backup(app: web.Application, data: Any, *, dry_run: bool) -> dict[str, Any]:
+async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict[str, Any]:
     """Validate, then import in one transaction; report ``{imported, skipped, conflicts}``."""
     version, items, header = validate_backup(data)
-    terms = await terms_for(app, [item.content for item in items])
-    identity = await database_identity(app)
+    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [item.content for item in items])
+    identity = await database_identity(services.require_database())
     report: dict[str, Any] = {}
     try:
-        async with transaction(pool_of(app)) as cur:
+        async with transaction(services.require_database().pool) as cur:
             await db.lock_memory_imports(cur)
             report = await _apply(cur, items, terms, version)
             if report["imported"]:
@@ -103,7 +104,7 @@ async def import_backup(app: web.Application, data: Any, *, dry_run: bool) -> di
     report.update(schema_version=version, dry_run=dry_run,
                   same_database=header["source_database_id"] == identity)
     if report["imported"] and not dry_run:
-        app[keys.JOBS].wake()
+        services.jobs.wake()
         log.info("backup import: %s imported, %s skipped, %s conflicts", report["imported"],
                  report["skipped"], report["conflicts"])
     return report

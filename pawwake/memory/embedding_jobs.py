@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import TYPE_CHECKING
 
-from pawwake import keys
 from pawwake.database import connected_database
 from pawwake.db.jobs import enqueue
 from pawwake.db.pool import Cursor, cursor
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 EMBED_KIND = "memory_embed"
 
@@ -18,15 +20,15 @@ async def enqueue_embedding(cur: Cursor) -> None:
     await enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
-async def request_embedding(app: web.Application) -> None:
+async def request_embedding(services: Services) -> None:
     """Call after memories were added or their content changed (rows without a vector).
 
     At most one unfinished embedding job exists; it embeds every row that lacks a current
     vector, so calling this often is cheap.
     """
-    database = connected_database(app)
+    database = connected_database(services.database)
     if database is None:
         return
     async with cursor(database.pool) as cur:
         await enqueue_embedding(cur)
-    app[keys.JOBS].wake()
+    services.jobs.wake()

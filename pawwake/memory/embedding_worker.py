@@ -9,27 +9,27 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pawwake import keys
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
 from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
+if TYPE_CHECKING:
+    from pawwake.services import Services
+
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 32
 
 
-async def embed_missing_memories(job: Job) -> dict[str, Any]:
+async def embed_missing_memories(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: embed rows lacking a current vector; returns the final coverage."""
-    app = job.app
-    database = app[keys.DATABASE]
-    assert database is not None
-    embedder, store = app[keys.EMBEDDER], app[keys.VECTORS]
-    settings = await app[keys.CONFIG].fresh()
+    database = job.database
+    embedder, store = services.embedder, services.vectors
+    settings = await services.config.fresh()
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"skipped": "vector search is off (MEMORY_VECTOR_ENABLED=false)"}
     batch = max(1, int(job.payload.get("batch_size") or DEFAULT_BATCH))
@@ -46,5 +46,5 @@ async def embed_missing_memories(job: Job) -> dict[str, Any]:
                              needing=on_pool(database.pool, vectors_db.rows_needing_vectors),
                              coverage=on_pool(database.pool, vectors_db.coverage),
                              store=partial(store.store, database))
-    return await embed_missing(job, provenance, target, batch)
+    return await embed_missing(services, job, provenance, target, batch)
 

@@ -11,18 +11,19 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories
 from pawwake.settings import Settings
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
     return f"{guidance}\n{block}"
 
 
-async def recall_for_request(app: web.Application, settings: Settings, session_id: str,
+async def recall_for_request(services: Services, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
@@ -76,8 +77,7 @@ async def recall_for_request(app: web.Application, settings: Settings, session_i
     (excluded before the limit, so the next candidates move up). In hybrid mode only results
     whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
     always has nearest neighbours, so without it an unrelated message would bring in noise."""
-    database = app[keys.DATABASE]
-    assert database is not None
+    database = services.require_database()
     limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
         return [], "off"
@@ -86,7 +86,7 @@ async def recall_for_request(app: web.Application, settings: Settings, session_i
         async with cursor(database.pool) as cur:
             exclude = await memory_seen.recently_seen(cur, session_id,
                                                       settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(app, query, limit=limit, exclude_ids=exclude,
+    outcome = await search_memories(services, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
     if timings is not None:
         timings.update(outcome.timings)

@@ -11,14 +11,16 @@ the job's progress: a restarted job resumes there, and running it twice changes 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.search.terms import terms_for
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +29,9 @@ BATCH = 500
 TABLES = ("memories", "conversations")
 
 
-async def reindex_job(job: Job) -> dict[str, Any]:
+async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: see the module docstring."""
-    database = job.app[keys.DATABASE]
-    assert database is not None
+    database = job.database
     async with cursor(database.pool) as cur:
         stored = await jobs_db.get_job(cur, job.id)
     progress = dict(stored["progress"] if stored else {})
@@ -41,7 +42,8 @@ async def reindex_job(job: Job) -> dict[str, Any]:
                 rows = await reindex_db.rows_after(cur, table, after, BATCH)
             if not rows:
                 break
-            terms = await terms_for(job.app, [row["content"] for row in rows])
+            terms = await terms_for(services.settings.PAWWAKE_DATA_DIR,
+                                    [row["content"] for row in rows])
             async with cursor(database.pool) as cur:
                 await reindex_db.store_terms(cur, table, [
                     (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])

@@ -10,32 +10,30 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
+from pawwake.database import Database
+from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
 from pawwake.memory.vectors import VectorStore
-from pawwake.search.term_stats import TermStats
 from pawwake.search.terms import ensure_tokenizer
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: embedder, vector store and term statistics; the tokenizer too when memory
-    or recall is on."""
-    settings = app[keys.SETTINGS]
-    database = app[keys.DATABASE]
-    embedder = Embedder(app[keys.HTTP], database.pool if database and database.ready else None)
-    app[keys.EMBEDDER] = embedder
-    app[keys.VECTORS] = VectorStore()
-    app[keys.TERM_STATS] = TermStats()
+@asynccontextmanager
+async def open_embedder(settings: Settings, config: RuntimeConfig, database: Database | None,
+                        embedder: Embedder, vectors: VectorStore) -> AsyncIterator[None]:
+    """The embedder while the app runs (its usage recorded and the vector index warmed once
+    the database is here); the tokenizer too when memory or recall is on."""
     if database is not None:
         if settings.MEMORY_ENABLED or settings.CONVERSATION_RECALL_ENABLED:
-            await ensure_tokenizer(app)
-    warming = asyncio.create_task(_when_database(app), name="warm-vector-index")
+            await ensure_tokenizer(settings.PAWWAKE_DATA_DIR)
+    warming = asyncio.create_task(_when_database(config, database, embedder, vectors),
+                                  name="warm-vector-index")
     try:
         yield
     finally:
@@ -45,26 +43,24 @@ async def embedder_ctx(app: web.Application) -> AsyncIterator[None]:
         await embedder.close()
 
 
-async def _when_database(app: web.Application) -> None:
+async def _when_database(config: RuntimeConfig, database: Database | None, embedder: Embedder,
+                         vectors: VectorStore) -> None:
     """Once the database is here (at start or later): record embedding usage in it and warm
     the vector index."""
-    database = app[keys.DATABASE]
     if database is None:
         return
     await database.wait_ready()
-    app[keys.EMBEDDER].attach(database.pool)
-    await _warm_vector_index(app)
+    embedder.attach(database.pool)
+    await _warm_vector_index(await config.fresh(), database, embedder, vectors)
 
 
-async def _warm_vector_index(app: web.Application) -> None:
+async def _warm_vector_index(settings: Settings, database: Database, embedder: Embedder,
+                             store: VectorStore) -> None:
     """Load the numpy vector index in the background when it is the one searches will use
     (at 100k memories that takes seconds the first chat request should not wait)."""
-    database = app[keys.DATABASE]
-    settings = await app[keys.CONFIG].fresh()
-    if database is None or not (settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED):
+    if not (settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED):
         return
-    provenance = app[keys.EMBEDDER].configured_provenance(settings)
-    store = app[keys.VECTORS]
+    provenance = embedder.configured_provenance(settings)
     if store.backend(settings, database, provenance) != "numpy":
         return
     try:

@@ -18,13 +18,11 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
@@ -43,6 +41,10 @@ from pawwake.search.terms import ensure_tokenizer
 from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +87,9 @@ class _Semantic:
     backend: str
 
 
-async def search_memories(app: web.Application, query: str, *, limit: int = 10,
+async def search_memories(services: Services, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
-                          settings: Settings | None = None,
+                          settings: Settings,
                           touch: bool = True, priority: int = CHAT) -> SearchOutcome:
     """Search active memories for ``query``; see the module docstring for the scoring.
 
@@ -96,17 +98,16 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     so a chat request does not wait for that write. ``priority=BACKGROUND`` (a job's search)
     cuts and embeds the query behind every chat's.
     """
-    database = app[keys.DATABASE]
+    database = services.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
-    settings = settings if settings is not None else await app[keys.CONFIG].fresh()
     limit = max(1, min(MAX_LIMIT, int(limit)))
     exclude = sorted({int(i) for i in exclude_ids})
-    await ensure_tokenizer(app)
+    await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
-    early = (asyncio.ensure_future(_query_vector(app, settings, query, clock.laps, priority))
+    early = (asyncio.ensure_future(_query_vector(services, settings, query, clock.laps, priority))
              if not needs_keywords(query) else None)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
@@ -117,11 +118,11 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
         # pool's order depends on it, the final scores use the weights of the mode really used.
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
-        vector_step = early or _query_vector(app, settings, embedding_text(query, keywords),
+        vector_step = early or _query_vector(services, settings, embedding_text(query, keywords),
                                              clock.laps, priority)
         (semantic, warning), (rows, term_weights) = await asyncio.gather(
             vector_step, clock.timed("keyword_fetch", _keyword_candidates(
-                app, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
+                services, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
     except BaseException:
         if early is not None and not early.done():
             early.cancel()
@@ -134,7 +135,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
-        store = app[keys.VECTORS]
+        store = services.vectors
         neighbours, cosines = await asyncio.gather(
             store.nearest(database, settings, semantic.provenance, semantic.query,
                           k=fusion.NEIGHBOURHOOD, exclude=exclude),
@@ -154,7 +155,7 @@ async def search_memories(app: web.Application, query: str, *, limit: int = 10,
                      floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
     clock.lap("scoring")
     if touch:
-        await touch_results(app, results)
+        await touch_results(services, results)
         clock.lap("touch")
     log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
@@ -182,23 +183,23 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                   for row in rows if row["id"] in cosines}, hood
 
 
-async def touch_results(app: web.Application, results: Sequence[SearchResult]) -> None:
+async def touch_results(services: Services, results: Sequence[SearchResult]) -> None:
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
-    database = connected_database(app)
+    database = connected_database(services.database)
     if database is not None and results:
         async with cursor(database.pool) as cur:
             await search_db.touch_accessed(cur, [r.id for r in results],
                                            TOUCH_GRANULARITY_SECONDS)
 
 
-async def _keyword_candidates(app: web.Application, database: Database, keywords: list[str],
+async def _keyword_candidates(services: Services, database: Database, keywords: list[str],
                               exclude: list[int], pool_size: int, weights: scoring.Weights,
                               now: datetime, today: date
                               ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The best keyword rows and the IDF weight of every query keyword."""
     if not keywords:
         return [], {}
-    plan = await app[keys.TERM_STATS].plan(database.pool, keywords)
+    plan = await services.term_stats.plan(database.pool, keywords)
     async with cursor(database.pool) as cur:
         rows = await search_db.ranked_candidates(
             cur, collection=None if plan.exact_size else plan.collection,
@@ -253,7 +254,7 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
     return results
 
 
-async def _query_vector(app: web.Application, settings: Settings, query: str,
+async def _query_vector(services: Services, settings: Settings, query: str,
                         timings: dict[str, float] | None = None, priority: int = CHAT
                         ) -> tuple[_Semantic | None, str | None]:
     """The query's vector when semantic search is possible, else the reason it is not (no
@@ -262,9 +263,8 @@ async def _query_vector(app: web.Application, settings: Settings, query: str,
         return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
     if nothing_to_search(query):
         return None, None
-    database = app[keys.DATABASE]
-    assert database is not None
-    embedder = app[keys.EMBEDDER]
+    database = services.require_database()
+    embedder = services.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
@@ -296,7 +296,7 @@ async def _query_vector(app: web.Application, settings: Settings, query: str,
             f" ({provenance.dim} dims) is configured; keywords only until the vectors are"
             " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild).")
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     app[keys.VECTORS].backend(settings, database, provenance)), None
+                     services.vectors.backend(settings, database, provenance)), None
 
 
 class _Clock:

@@ -11,18 +11,17 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.pool import transaction
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
-from pawwake.memory.store import pool_of
 from pawwake.memory.text_import import split_lines
 from pawwake.search.terms import terms_for
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +80,9 @@ def parse_seed_file(path: Path) -> list[dict[str, Any]]:
     return parsed
 
 
-async def import_seed(app: web.Application) -> dict[str, Any]:
+async def import_seed(services: Services) -> dict[str, Any]:
     """Import the operator's seed file; items already imported are skipped."""
-    data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
+    data_dir = services.settings.PAWWAKE_DATA_DIR
     loop = asyncio.get_running_loop()
     path = await loop.run_in_executor(None, find_seed_file, data_dir)
     if path is None:
@@ -95,15 +94,16 @@ async def import_seed(app: web.Application) -> dict[str, Any]:
     for item in items:  # the first of two items with one id wins
         by_external_id.setdefault(item["external_id"], item)
     unique = list(by_external_id.values())
-    terms = await terms_for(app, [item["content"] for item in unique])
+    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR,
+                            [item["content"] for item in unique])
     rows = [{**item, "search_terms": t} for item, t in zip(unique, terms, strict=True)]
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         await db.lock_memory_imports(cur)
         inserted = await db.insert_memories(cur, rows)
         if inserted:
             await enqueue_embedding(cur)
     if inserted:
-        app[keys.JOBS].wake()
+        services.jobs.wake()
     log.info("seed import from %s: %s imported, %s skipped", path.name, len(inserted),
              len(items) - len(inserted))
     return {"status": "done", "file": path.name, "imported": len(inserted),

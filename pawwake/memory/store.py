@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import logging
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiopg
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.db import memories as db
-from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
 from pawwake.search.terms import terms_for
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,6 @@ class MemoryConflict(ApiError):
 
     def __init__(self, code: str, message: str, **details: Any) -> None:
         super().__init__(code, message, status=409, **details)
-
-
-def pool_of(app: web.Application) -> aiopg.Pool:
-    database = app[keys.DATABASE]
-    if database is None:
-        raise DatabaseUnavailable("The database is turned off (DATABASE_ENABLED=false).",
-                                  "database_disabled")
-    return database.pool
 
 
 def memory_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -58,24 +50,24 @@ def memory_json(row: dict[str, Any]) -> dict[str, Any]:
 
 # --- single rows -------------------------------------------------------------------------
 
-async def get_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
-    async with cursor(pool_of(app)) as cur:
+async def get_memory(database: Database, memory_id: int) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         row = await db.get_memory(cur, memory_id)
     if row is None:
         raise NotFound(f"No memory with id {memory_id}.")
     return row
 
 
-async def create_memory(app: web.Application, fields: dict[str, Any]
+async def create_memory(services: Services, fields: dict[str, Any]
                         ) -> tuple[dict[str, Any], bool]:
     """Insert one memory; with an ``external_id`` seen before, return that row instead.
 
     INSERT ... ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so any
     number of simultaneous retries produce exactly one row.
     """
-    [terms] = await terms_for(app, [fields["content"]])
+    [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [fields["content"]])
     row = {**fields, "search_terms": terms}
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         for _attempt in range(3):
             inserted = await db.insert_memories(cur, [row])
             if inserted:
@@ -85,15 +77,16 @@ async def create_memory(app: web.Application, fields: dict[str, Any]
                 return existing, False
         else:  # the clashing row vanished between our statements three times
             raise MemoryConflict("external_id_busy", "That external_id is being changed; retry.")
-    await request_embedding(app)
+    await request_embedding(services)
     return inserted[0], True
 
 
-async def edit_memory(app: web.Application, memory_id: int, changes: dict[str, Any]
+async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any]
                       ) -> tuple[dict[str, Any], list[str]]:
     """Apply content/importance/layer/title; new content gets new terms and loses its vector."""
-    terms = (await terms_for(app, [changes["content"]]))[0] if "content" in changes else None
-    async with transaction(pool_of(app)) as cur:
+    terms = (await terms_for(services.settings.PAWWAKE_DATA_DIR,
+                             [changes["content"]]))[0] if "content" in changes else None
+    async with transaction(services.require_database().pool) as cur:
         row = await db.get_memory(cur, memory_id, for_update=True)
         if row is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -105,12 +98,12 @@ async def edit_memory(app: web.Application, memory_id: int, changes: dict[str, A
         if updates:
             row = _present(await db.update_memory(cur, memory_id, updates), memory_id)
     if "content" in updates:
-        app[keys.JOBS].wake()
+        services.jobs.wake()
     return row, sorted(name for name in updates if name != "search_terms")
 
 
-async def archive_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
-    async with transaction(pool_of(app)) as cur:
+async def archive_memory(database: Database, memory_id: int) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if not row["is_active"]:
             raise MemoryConflict("already_archived", f"Memory {memory_id} is already archived.")
@@ -118,8 +111,8 @@ async def archive_memory(app: web.Application, memory_id: int) -> dict[str, Any]
         return _present(await db.get_memory(cur, memory_id), memory_id)
 
 
-async def restore_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
-    async with transaction(pool_of(app)) as cur:
+async def restore_memory(database: Database, memory_id: int) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["is_active"]:
             raise MemoryConflict("not_archived", f"Memory {memory_id} is not archived.")
@@ -130,9 +123,9 @@ async def restore_memory(app: web.Application, memory_id: int) -> dict[str, Any]
         return _present(await db.get_memory(cur, memory_id), memory_id)
 
 
-async def delete_memory(app: web.Application, memory_id: int) -> None:
+async def delete_memory(database: Database, memory_id: int) -> None:
     """Delete for good: only archived rows outside version chains and not needed for a revert."""
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["is_active"]:
             raise MemoryConflict("not_archived", f"Memory {memory_id} is active; archive it "
@@ -146,9 +139,9 @@ async def delete_memory(app: web.Application, memory_id: int) -> None:
         await db.delete_memories(cur, [memory_id])
 
 
-async def promote_memory(app: web.Application, memory_id: int) -> dict[str, Any]:
+async def promote_memory(database: Database, memory_id: int) -> dict[str, Any]:
     """Make an active memory core (layer 3); promoting a core memory changes nothing."""
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if not row["is_active"]:
             raise MemoryConflict("archived", f"Memory {memory_id} is archived; restore it first.")
@@ -170,21 +163,21 @@ def _present(row: dict[str, Any] | None, memory_id: int) -> dict[str, Any]:
 
 # --- version chains ------------------------------------------------------------------------
 
-async def versions(app: web.Application, memory_id: int) -> list[dict[str, Any]]:
+async def versions(database: Database, memory_id: int) -> list[dict[str, Any]]:
     """The whole chain ``memory_id`` belongs to, oldest first (just the row when unchained)."""
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(database.pool) as cur:
         chain = await db.version_chain(cur, memory_id)
     if not chain:
         raise NotFound(f"No memory with id {memory_id}.")
     return chain
 
 
-async def undo_supersede(app: web.Application, memory_id: int) -> dict[str, Any]:
+async def undo_supersede(database: Database, memory_id: int) -> dict[str, Any]:
     """Bring back the older version and archive the newer one, in one transaction.
 
     ``memory_id`` may name either side: the replaced row, or the row that replaced it.
     """
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["superseded_by"] is not None:
             older_id, newer_id = memory_id, row["superseded_by"]
@@ -211,9 +204,9 @@ async def undo_supersede(app: web.Application, memory_id: int) -> dict[str, Any]
 
 # --- batches -------------------------------------------------------------------------------
 
-async def batch_update(app: web.Application, ids: list[int], fields: dict[str, Any]
+async def batch_update(database: Database, ids: list[int], fields: dict[str, Any]
                        ) -> dict[str, Any]:
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         found = {row["id"] for row in await db.lock_memories(cur, ids)}
         changed = await db.update_many(cur, sorted(found), fields)
     return _batch_report("updated", ids, changed,
@@ -221,8 +214,8 @@ async def batch_update(app: web.Application, ids: list[int], fields: dict[str, A
                           "unchanged": len(found) - len(changed)})
 
 
-async def batch_archive(app: web.Application, ids: list[int]) -> dict[str, Any]:
-    async with transaction(pool_of(app)) as cur:
+async def batch_archive(database: Database, ids: list[int]) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         rows = await db.lock_memories(cur, ids)
         changed = await db.archive_memories(cur, [r["id"] for r in rows if r["is_active"]])
     return _batch_report("archived", ids, changed,
@@ -230,8 +223,8 @@ async def batch_archive(app: web.Application, ids: list[int]) -> dict[str, Any]:
                           "already_archived": sum(not r["is_active"] for r in rows)})
 
 
-async def batch_restore(app: web.Application, ids: list[int]) -> dict[str, Any]:
-    async with transaction(pool_of(app)) as cur:
+async def batch_restore(database: Database, ids: list[int]) -> dict[str, Any]:
+    async with transaction(database.pool) as cur:
         rows = await db.lock_memories(cur, ids)
         archived = [r for r in rows if not r["is_active"]]
         changed = await db.restore_memories(
@@ -242,9 +235,9 @@ async def batch_restore(app: web.Application, ids: list[int]) -> dict[str, Any]:
                           "superseded": sum(r["superseded_by"] is not None for r in archived)})
 
 
-async def batch_delete(app: web.Application, ids: list[int]) -> dict[str, Any]:
+async def batch_delete(database: Database, ids: list[int]) -> dict[str, Any]:
     """Permanently delete archived rows among ``ids``, keeping chain members and merge sources."""
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         rows = await db.lock_memories(cur, ids)
         archived = [r["id"] for r in rows if not r["is_active"]]
         chained = await db.chain_members(cur, archived) if archived else set()
@@ -265,17 +258,17 @@ def _batch_report(verb: str, ids: list[int], changed: list[int], skipped: dict[s
 
 # --- overview and housekeeping -------------------------------------------------------------
 
-async def list_memories(app: web.Application, *, active: bool, layer: int | None, limit: int,
+async def list_memories(database: Database, *, active: bool, layer: int | None, limit: int,
                         offset: int) -> tuple[list[dict[str, Any]], int]:
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await db.list_memories(cur, active=active, layer=layer, limit=limit,
                                       offset=offset)
         total = await db.count_memories(cur, active=active, layer=layer)
     return rows, total
 
 
-async def layer_stats(app: web.Application) -> dict[str, Any]:
-    async with cursor(pool_of(app)) as cur:
+async def layer_stats(database: Database) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         counts = {row["layer"]: row for row in await db.layer_counts(cur)}
     layers = [{"layer": layer, "name": name,
                "active": int(counts.get(layer, {}).get("active", 0)),
@@ -285,9 +278,9 @@ async def layer_stats(app: web.Application) -> dict[str, Any]:
             "archived": sum(item["archived"] for item in layers)}
 
 
-async def cleanup_fragments(app: web.Application, days: float) -> dict[str, Any]:
+async def cleanup_fragments(database: Database, days: float) -> dict[str, Any]:
     """Delete archived fragments archived more than ``days`` ago, except rows still needed."""
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(database.pool) as cur:
         old = await db.archived_fragments_before(cur, days)
         chained = await db.chain_members(cur, old) if old else set()
         sources = (await db.merge_sources(cur, old) - chained) if old else set()

@@ -10,21 +10,21 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
-from pawwake.memory.store import pool_of
 from pawwake.search.terms import terms_for
 from pawwake.settings import Settings
 from pawwake.text.storable import storable_text
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -88,18 +88,17 @@ SCORING_PROBLEMS = {
 }
 
 
-async def score_lines(app: web.Application, lines: list[str]
+async def score_lines(services: Services, settings: Settings, lines: list[str]
                       ) -> tuple[list[int], list[bool], list[dict[str, Any]]]:
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
-    settings = await app[keys.CONFIG].fresh()
     model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
     scores: list[int] = []
     by_model: list[bool] = []
     notices: list[dict[str, Any]] = []
     for start in range(0, len(lines), SCORE_BATCH):
         batch = lines[start:start + SCORE_BATCH]
-        result, problem = await _score_batch(app, settings, model, batch)
+        result, problem = await _score_batch(services, settings, model, batch)
         if result is None:
             notice = {**problem, "first": start + 1, "last": start + len(batch),
                       "importance": DEFAULT_IMPORTANCE}
@@ -119,13 +118,14 @@ def english_warning(notice: dict[str, Any]) -> str:
             f" importance {notice['importance']} used.")
 
 
-async def _score_batch(app: web.Application, settings: Settings, model: str, batch: list[str]
+async def _score_batch(services: Services, settings: Settings, model: str, batch: list[str]
                        ) -> tuple[list[int] | None, dict[str, Any]]:
     try:
-        reply = await upstream.complete(app[keys.HTTP], settings, scoring_messages(batch),
+        reply = await upstream.complete(services.http, settings, scoring_messages(batch),
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
-                                        usage=upstream.UsageBooking(pool_of(app), "extract"))
+                                        usage=upstream.UsageBooking(
+                                            services.require_database().pool, "extract"))
     except upstream.UpstreamFailure as exc:
         return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:
@@ -138,7 +138,8 @@ async def _score_batch(app: web.Application, settings: Settings, model: str, bat
     return result, {}
 
 
-async def import_text(app: web.Application, text: str, *, skip_scoring: bool) -> dict[str, Any]:
+async def import_text(services: Services, text: str, *, skip_scoring: bool,
+                      settings: Settings) -> dict[str, Any]:
     """Import each new line as a fragment; report ``{imported, skipped, scored, warnings,
     notices}``: ``warnings`` in English, ``notices`` the same as codes with their values."""
     lines = split_lines(storable_text(text))
@@ -148,15 +149,15 @@ async def import_text(app: web.Application, text: str, *, skip_scoring: bool) ->
     for number, line in enumerate(lines, 1):
         if len(line) > MAX_CONTENT_CHARS:
             raise LineTooLong(number)
-    pool = pool_of(app)
+    pool = services.require_database().pool
     async with cursor(pool) as cur:
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
     notices: list[dict[str, Any]]
     if skip_scoring or not fresh:
         scores, by_model, notices = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
     else:
-        scores, by_model, notices = await score_lines(app, fresh)
-    terms = await terms_for(app, fresh)
+        scores, by_model, notices = await score_lines(services, settings, fresh)
+    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, fresh)
     async with transaction(pool) as cur:
         await db.lock_memory_imports(cur)
         # Another import may have added some of these lines while the model was scoring.
@@ -173,7 +174,7 @@ async def import_text(app: web.Application, text: str, *, skip_scoring: bool) ->
         if inserted:
             await enqueue_embedding(cur)
     if inserted:
-        app[keys.JOBS].wake()
+        services.jobs.wake()
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))
     return {"imported": len(inserted), "skipped": len(lines) - len(inserted),
             "scored": scored, "warnings": [english_warning(n) for n in notices],

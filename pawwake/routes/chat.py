@@ -18,7 +18,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import json_object_body
@@ -34,6 +33,7 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
+from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.sub_apps import gateway
 
@@ -157,7 +157,7 @@ class ChatTurn:
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-        return forward(self.app[keys.HTTP], settings, prepared.payload,
+        return forward(services_of(self.app).http, settings, prepared.payload,
                        url=self.upstream_url(settings))
 
     def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
@@ -203,10 +203,10 @@ class ChatTurn:
         except UpstreamFailure as exc:
             self.status = exc.status
             if self.track_health:
-                app[keys.UPSTREAM_HEALTH].failed(
+                services_of(app).upstream_health.failed(
                     exc.status, self.prepared.model if self.prepared else "", exc.code)
             if self.prepared is not None:
-                after_failure(app[keys.TASKS], self.prepared, exc.code)
+                after_failure(services_of(app).tasks, self.prepared, exc.code)
             return self.upstream_failed(exc)
         except asyncio.CancelledError:
             self.status = CLIENT_GONE
@@ -214,7 +214,7 @@ class ChatTurn:
                     and self.capture.finished:
                 # The reply had finished (its end did not come in time, or shutdown).
                 log.info("a finished reply was stored without the end of its stream")
-                after_reply(app[keys.TASKS], self.prepared, self.capture.finish())
+                after_reply(services_of(app).tasks, self.prepared, self.capture.finish())
                 if self.drain_expired:
                     return web.Response(status=CLIENT_GONE)
             elif self.prepared is not None and not self.concluding:
@@ -235,7 +235,7 @@ class ChatTurn:
             log.info("client went away before the reply finished; turn kept as incomplete")
             after_incomplete(self.app, prepared, partial or CapturedReply(), "client_gone")
         else:
-            after_failure(self.app[keys.TASKS], prepared, "client_gone")
+            after_failure(services_of(self.app).tasks, prepared, "client_gone")
 
     async def conclude(self, relayed: Relayed) -> None:
         """Store what the relay produced, then release the held end of the stream."""
@@ -243,12 +243,12 @@ class ChatTurn:
         assert prepared is not None
         self.concluding = True
         if relayed.reply is not None:
-            after_reply(self.app[keys.TASKS], prepared, relayed.reply)
+            after_reply(services_of(self.app).tasks, prepared, relayed.reply)
             await wait_stored(prepared)
         elif relayed.partial is not None:
             after_incomplete(self.app, prepared, relayed.partial, relayed.failure or "gone")
         else:
-            after_failure(self.app[keys.TASKS], prepared, relayed.failure or "failed")
+            after_failure(services_of(self.app).tasks, prepared, relayed.failure or "failed")
         if relayed.open:
             try:
                 if relayed.held:
@@ -267,10 +267,10 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
         app = gateway(request)
         turn = turn_class(request)
         try:
-            settings = await app[keys.CONFIG].fresh()
+            settings = await services_of(app).config.fresh()
             raw = await request.read()
             body = turn.parse_body(raw)
-            turn.task = app[keys.TASKS].spawn(turn.run(settings, body, raw),
+            turn.task = services_of(app).tasks.spawn(turn.run(settings, body, raw),
                                               name=f"{turn.kind}-turn")
             return await asyncio.shield(turn.task)
         except ChatRejected as exc:
@@ -298,7 +298,7 @@ chat_completions = turn_handler(ChatTurn)
 
 def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed) -> None:
     """Remember the provider's last failure (a client that left is not the provider's)."""
-    health = app[keys.UPSTREAM_HEALTH]
+    health = services_of(app).upstream_health
     if relayed.reply is not None:
         health.succeeded()
     elif relayed.failure not in (None, "client_gone"):
@@ -437,12 +437,12 @@ async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
     app = gateway(request)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await services_of(app).config.fresh()
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})
-    listed = await app[keys.MODELS].quick_for(app[keys.HTTP], settings)
+    listed = await services_of(app).models.quick_for(services_of(app).http, settings)
     if listed is not None:
         for model in listed.models:
             if model["id"] != default:

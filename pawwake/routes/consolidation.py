@@ -31,7 +31,7 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import memory_id, read_json
-from pawwake.sub_apps import gateway
+from pawwake.services import database_of, services_of, settings_of
 
 MERGE_FIELDS = ("source_ids", "content", "title", "importance", "layer", "draft_id",
                 "expected", "confirm_core")
@@ -50,7 +50,8 @@ async def start(request: web.Request) -> web.Response:
         if len(ids) < 2:
             raise FieldError("ids", "Select at least 2 memories to consolidate.",
                              "too_few_memories")
-        started = await consolidate.start_selection(gateway(request), ids)
+        started = await consolidate.start_selection(services_of(request), ids,
+                                                    settings=await settings_of(request))
     elif "date_from" in body or "date_to" in body:
         reject_unknown(body, ("date_from", "date_to"))
         for name in ("date_from", "date_to"):
@@ -59,7 +60,8 @@ async def start(request: web.Request) -> web.Response:
         date_from = parse_event_date(body["date_from"], "date_from")
         date_to = parse_event_date(body["date_to"], "date_to")
         assert date_from is not None and date_to is not None  # both present: checked above
-        started = await consolidate.start_range(gateway(request), date_from, date_to)
+        started = await consolidate.start_range(services_of(request), date_from, date_to,
+                                                settings=await settings_of(request))
     else:
         reject_unknown(body, ("ids", "date_from", "date_to"))
         raise FieldError(None, "Send 'ids' (at least 2 memories) or 'date_from' and 'date_to'.",
@@ -70,11 +72,11 @@ async def start(request: web.Request) -> web.Response:
 
 async def status(request: web.Request) -> web.Response:
     job_id = parse_query_int(request.query.get("job_id"), "job_id", None, 1, 2 ** 63 - 1)
-    return web.json_response(await consolidate.status(gateway(request), job_id))
+    return web.json_response(await consolidate.status(database_of(request), job_id))
 
 
 async def cancel(request: web.Request) -> web.Response:
-    return web.json_response(await consolidate.cancel(gateway(request)))
+    return web.json_response(await consolidate.cancel(database_of(request)))
 
 
 def parse_merge(body: Any) -> MergeRequest:
@@ -112,22 +114,26 @@ async def merge_memories(request: web.Request) -> web.Response:
     """Confirm a draft (``draft_id``, fields optional: the draft's are used) or merge chosen
     memories (``source_ids`` and ``content`` required). 201 with the new memory."""
     wanted = parse_merge(await read_json(request))
-    return web.json_response(await merge.merge_memories(gateway(request), wanted), status=201)
+    merged = await merge.merge_memories(services_of(request), wanted,
+                                        settings=await settings_of(request))
+    return web.json_response(merged, status=201)
 
 
 async def revert(request: web.Request) -> web.Response:
-    return web.json_response(await merge.revert_merge(gateway(request), memory_id(request)))
+    return web.json_response(await merge.revert_merge(services_of(request), memory_id(request),
+                                                      settings=await settings_of(request)))
 
 
 async def sources(request: web.Request) -> web.Response:
-    return web.json_response(await merge.sources_of(gateway(request), memory_id(request)))
+    return web.json_response(await merge.sources_of(database_of(request), memory_id(request),
+                                                    settings=await settings_of(request)))
 
 
 async def core_candidates(request: web.Request) -> web.Response:
     limit = parse_query_int(request.query.get("limit"), "limit", merge.CANDIDATE_LIMIT, 1,
                             merge.CANDIDATE_LIMIT)
     assert limit is not None
-    candidates = await merge.core_candidates(gateway(request), limit)
+    candidates = await merge.core_candidates(database_of(request), limit)
     return web.json_response({"candidates": candidates, "count": len(candidates)})
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
 from pawwake.db.errors import NotFound
@@ -15,7 +14,7 @@ from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.sub_apps import gateway
+from pawwake.services import database_of, services_of, settings_of
 
 
 def _session_ids(key: str) -> Callable[[Any], list[str]]:
@@ -80,17 +79,17 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
     query = request.query.get("q", "").strip()
     if len(query) > 500:
         raise ApiError("query_too_long", "q is limited to 500 characters.")
-    page = await service.list_conversations(
-        gateway(request), query=query, trash=_flag(request, "trash"),
+    page = await service.list_conversations(services_of(request), query=query, trash=_flag(request,
+                                                                                           "trash"),
         limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
-        offset=_int(request, "offset", 0, 0, 10_000_000))
+        offset=_int(request, "offset", 0, 0, 10_000_000), settings=await settings_of(request))
     return json_body(page)
 
 
 @database_required("Conversations")
 async def session_messages(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
-    rows = await service.session_messages(gateway(request), session_id,
+    rows = await service.session_messages(database_of(request), session_id,
                                           include_deleted=_flag(request, "include_deleted"))
     return json_body({"session_id": session_id, "messages": [_message(r) for r in rows]})
 
@@ -101,19 +100,21 @@ async def edit_message(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, max_bytes=None)
     if set(body) != {"content"}:
         raise ApiError("invalid_body", "Send {\"content\": \"...\"}.")
-    row = await service.edit_message(gateway(request), message_id, service.content_of(body["content"]))
+    row = await service.edit_message(services_of(request), message_id,
+                                     service.content_of(body["content"]),
+                                     settings=await settings_of(request))
     return json_body(_message(row))
 
 
 @database_required("Conversations")
 async def delete_message(request: web.Request) -> web.StreamResponse:
-    row = await service.set_message_deleted(gateway(request), _message_id(request), True)
+    row = await service.set_message_deleted(database_of(request), _message_id(request), True)
     return json_body(_message(row))
 
 
 @database_required("Conversations")
 async def restore_message(request: web.Request) -> web.StreamResponse:
-    row = await service.set_message_deleted(gateway(request), _message_id(request), False)
+    row = await service.set_message_deleted(database_of(request), _message_id(request), False)
     return json_body(_message(row))
 
 
@@ -121,43 +122,45 @@ async def restore_message(request: web.Request) -> web.StreamResponse:
 async def delete_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
     if _flag(request, "permanent"):
-        counts = await service.purge_session(gateway(request), session_id)
+        counts = await service.purge_session(database_of(request), session_id)
         return json_body({"session_id": session_id, "permanent": True, **counts})
-    trashed = await service.trash_session(gateway(request), session_id)
+    trashed = await service.trash_session(database_of(request), session_id)
     return json_body({"session_id": session_id, "permanent": False, "messages": trashed})
 
 
 @database_required("Conversations")
 async def restore_session(request: web.Request) -> web.StreamResponse:
     session_id = request.match_info["session_id"]
-    restored = await service.restore_session(gateway(request), session_id)
+    restored = await service.restore_session(database_of(request), session_id)
     return json_body({"session_id": session_id, "messages": restored})
 
 
 @database_required("Conversations")
 async def batch_delete(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, BATCH_DELETE, {"permanent": False}, max_bytes=None)
-    return json_body(await service.batch_delete(gateway(request), body["session_ids"],
+    return json_body(await service.batch_delete(database_of(request), body["session_ids"],
                                                 permanent=body["permanent"]))
 
 
 @database_required("Conversations")
 async def merge_sessions(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, MERGE, max_bytes=None)
-    return json_body(await service.merge_sessions(gateway(request), body["source_ids"],
+    return json_body(await service.merge_sessions(database_of(request), body["source_ids"],
                                                   body["target_id"]))
 
 
 @database_required("Conversations")
 async def import_conversations(request: web.Request) -> web.StreamResponse:
-    result = await service.import_conversations(gateway(request), await read_json(request, max_bytes=None))
+    body = await read_json(request, max_bytes=None)
+    result = await service.import_conversations(services_of(request), body,
+                                                settings=await settings_of(request))
     return json_body(result, status=201 if result["imported"] else 200)
 
 
 @database_required("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
-    sessions = await service.export_conversations(gateway(request))
-    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
+    sessions = await service.export_conversations(database_of(request))
+    stamp = file_stamp(zone_of(services_of(request).config.current()))
     response = json_body(sessions)
     response.headers["Content-Disposition"] = (
         f'attachment; filename="pawwake-conversations-{stamp}.json"')

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pawwake import __version__, keys
-from pawwake.chat.turn_spool import spool_status
+from pawwake import __version__
 from pawwake.database import connected_database, database_state
+from pawwake.services import services_of, settings_of
 
 
 async def health(request: web.Request) -> web.Response:
-    settings = await request.app[keys.CONFIG].fresh()
-    state = database_state(request.app)
-    configured = request.app[keys.DATABASE]
-    database = connected_database(request.app)
+    settings = await settings_of(request)
+    state = database_state(services_of(request).database)
+    configured = services_of(request).database
+    database = connected_database(configured)
     return web.json_response({
         "status": "running",
         "name": "Pawwake",
@@ -24,7 +24,7 @@ async def health(request: web.Request) -> web.Response:
         "memory": bool(database and settings.MEMORY_ENABLED),
         "partition": bool(database and settings.CACHE_PARTITION_ENABLED),
         "recall": bool(database and settings.CONVERSATION_RECALL_ENABLED),
-        "turn_spool": spool_status(request.app),
+        "turn_spool": services_of(request).turn_spool.status(),
     })
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, seed, text_import
@@ -19,7 +18,7 @@ from pawwake.memory.fields import (
     parse_query_bool,
 )
 from pawwake.routes.api_body import Parser, read_fields, read_json
-from pawwake.sub_apps import gateway
+from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -71,13 +70,14 @@ async def import_text(request: web.Request) -> web.Response:
         text, skip = body["text"], body["skip_scoring"]
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
-    report = await text_import.import_text(gateway(request), text, skip_scoring=skip)
+    report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
+                                           settings=await settings_of(request))
     return web.json_response(report)
 
 
 async def export(request: web.Request) -> web.Response:
-    document = await backup.export_backup(gateway(request))
-    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
+    document = await backup.export_backup(database_of(request))
+    stamp = file_stamp(zone_of(services_of(request).config.current()))
     return web.json_response(document, dumps=_dumps, headers={
         "Content-Disposition": f'attachment; filename="pawwake-memories-{stamp}.json"'})
 
@@ -87,7 +87,7 @@ def _dumps(value: Any) -> str:
 
 
 async def repair_links(request: web.Request) -> web.Response:
-    return web.json_response(await backup.repair_links(gateway(request)))
+    return web.json_response(await backup.repair_links(database_of(request)))
 
 
 async def import_backup(request: web.Request) -> web.Response:
@@ -105,13 +105,13 @@ async def import_backup(request: web.Request) -> web.Response:
             raise FieldError("file", "The file is not valid JSON.", "invalid_json") from None
     else:
         data = await read_json(request, max_bytes=None)
-    report = await backup.import_backup(gateway(request), data, dry_run=dry_run)
+    report = await backup.import_backup(services_of(request), data, dry_run=dry_run)
     return web.json_response(report)
 
 
 async def seed_memories(request: web.Request) -> web.Response:
     try:
-        report = await seed.import_seed(gateway(request))
+        report = await seed.import_seed(services_of(request))
     except seed.NoSeedFile as exc:
         raise ApiError("seed_file_not_found", str(exc), status=404) from exc
     return web.json_response(report)

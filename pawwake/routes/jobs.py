@@ -15,7 +15,7 @@ from pawwake import job_admin
 from pawwake.api_error import ApiError
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.sub_apps import gateway
+from pawwake.services import database_of, services_of
 
 FEATURE = "Background jobs"
 
@@ -40,7 +40,7 @@ def _query_int(request: web.Request, name: str, default: int | None) -> int | No
 async def list_jobs(request: web.Request) -> web.StreamResponse:
     status = job_admin.status_filter(request.query.get("status"))
     limit = _query_int(request, "limit", 50) or 1
-    jobs = await job_admin.list_jobs(gateway(request), status, kind=request.query.get("kind"),
+    jobs = await job_admin.list_jobs(database_of(request), status, kind=request.query.get("kind"),
                                      limit=limit,
                                      before_id=_query_int(request, "before_id", None))
     return json_body({"jobs": jobs, "status": status or "all"})
@@ -48,17 +48,17 @@ async def list_jobs(request: web.Request) -> web.StreamResponse:
 
 @database_required(FEATURE)
 async def get_job(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.get_job(gateway(request), _job_id(request)))
+    return json_body(await job_admin.get_job(database_of(request), _job_id(request)))
 
 
 @database_required(FEATURE)
 async def retry(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.retry(gateway(request), _job_id(request)))
+    return json_body(await job_admin.retry(services_of(request).jobs, _job_id(request)))
 
 
 @database_required(FEATURE)
 async def discard(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.discard(gateway(request), _job_id(request)))
+    return json_body(await job_admin.discard(services_of(request).jobs, _job_id(request)))
 
 
 def setup(app: web.Application) -> None:

@@ -24,7 +24,7 @@ from pawwake.memory.fields import (
 from pawwake.memory.store import memory_json
 from pawwake.routes import api_body
 from pawwake.routes.api_body import MAX_BODY_BYTES, Parser, read_fields
-from pawwake.sub_apps import gateway
+from pawwake.services import database_of, services_of
 
 MAX_ID = 2 ** 63 - 1
 DEFAULT_PAGE = 50
@@ -48,7 +48,7 @@ def memory_id(request: web.Request) -> int:
 
 async def create(request: web.Request) -> web.Response:
     fields = parse_create(await read_json(request))
-    row, inserted = await store.create_memory(gateway(request), fields)
+    row, inserted = await store.create_memory(services_of(request), fields)
     return web.json_response({**memory_json(row), "inserted": inserted},
                              status=201 if inserted else 200)
 
@@ -62,7 +62,8 @@ async def list_all(request: web.Request) -> web.Response:
     limit = parse_query_int(query.get("limit"), "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     offset = parse_query_int(query.get("offset"), "offset", 0, 0, MAX_ID)
     assert limit is not None and offset is not None
-    rows, total = await store.list_memories(gateway(request), active=status == "active", layer=layer,
+    rows, total = await store.list_memories(database_of(request), active=status == "active",
+                                            layer=layer,
                                             limit=limit, offset=offset)
     return web.json_response({"memories": [memory_json(r) for r in rows], "total": total,
                               "status": status, "layer": layer, "limit": limit,
@@ -70,13 +71,14 @@ async def list_all(request: web.Request) -> web.Response:
 
 
 async def get_one(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.get_memory(gateway(request), memory_id(request))))
+    return web.json_response(memory_json(await store.get_memory(database_of(request),
+                                                                memory_id(request))))
 
 
 async def edit(request: web.Request) -> web.Response:
     number = memory_id(request)
     changes = parse_edit(await read_json(request))
-    row, changed = await store.edit_memory(gateway(request), number, changes)
+    row, changed = await store.edit_memory(services_of(request), number, changes)
     return web.json_response({**memory_json(row), "changed": changed})
 
 
@@ -84,29 +86,29 @@ async def delete(request: web.Request) -> web.Response:
     """Archive by default; ``?soft=false`` deletes an archived memory for good."""
     number = memory_id(request)
     if parse_query_bool(request.query.get("soft"), "soft", True):
-        row = await store.archive_memory(gateway(request), number)
+        row = await store.archive_memory(database_of(request), number)
         return web.json_response({"archived": True, "memory": memory_json(row)})
-    await store.delete_memory(gateway(request), number)
+    await store.delete_memory(database_of(request), number)
     return web.json_response({"deleted": True, "id": number})
 
 
 async def restore(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.restore_memory(gateway(request),
+    return web.json_response(memory_json(await store.restore_memory(database_of(request),
                                                                     memory_id(request))))
 
 
 async def promote(request: web.Request) -> web.Response:
-    return web.json_response(memory_json(await store.promote_memory(gateway(request),
+    return web.json_response(memory_json(await store.promote_memory(database_of(request),
                                                                     memory_id(request))))
 
 
 async def undo_supersede(request: web.Request) -> web.Response:
-    result = await store.undo_supersede(gateway(request), memory_id(request))
+    result = await store.undo_supersede(database_of(request), memory_id(request))
     return web.json_response({name: memory_json(row) for name, row in result.items()})
 
 
 async def versions(request: web.Request) -> web.Response:
-    chain = await store.versions(gateway(request), memory_id(request))
+    chain = await store.versions(database_of(request), memory_id(request))
     current = [row["id"] for row in chain if row["superseded_by"] is None and row["is_active"]]
     return web.json_response({"versions": [memory_json(row) for row in chain],
                               "current_id": current[-1] if current else None})
@@ -127,7 +129,7 @@ BATCH_RESTORE: dict[str, Parser] = {"ids": parse_ids}
 
 async def batch_update(request: web.Request) -> web.Response:
     body = await read_fields(request, BATCH_UPDATE, too_large=TOO_LARGE)
-    return web.json_response(await store.batch_update(gateway(request), body["ids"],
+    return web.json_response(await store.batch_update(database_of(request), body["ids"],
                                                       body["fields"]))
 
 
@@ -136,17 +138,17 @@ async def batch_delete(request: web.Request) -> web.Response:
     soft = parse_query_bool(request.query.get("soft"), "soft", True)
     body = await read_fields(request, BATCH_DELETE, {"soft": soft}, too_large=TOO_LARGE)
     if body["soft"]:
-        return web.json_response(await store.batch_archive(gateway(request), body["ids"]))
-    return web.json_response(await store.batch_delete(gateway(request), body["ids"]))
+        return web.json_response(await store.batch_archive(database_of(request), body["ids"]))
+    return web.json_response(await store.batch_delete(database_of(request), body["ids"]))
 
 
 async def batch_restore(request: web.Request) -> web.Response:
     body = await read_fields(request, BATCH_RESTORE, too_large=TOO_LARGE)
-    return web.json_response(await store.batch_restore(gateway(request), body["ids"]))
+    return web.json_response(await store.batch_restore(database_of(request), body["ids"]))
 
 
 async def layer_stats(request: web.Request) -> web.Response:
-    return web.json_response(await store.layer_stats(gateway(request)))
+    return web.json_response(await store.layer_stats(database_of(request)))
 
 
 def parse_threshold(value: Any) -> float:
@@ -161,8 +163,8 @@ DUPLICATE_CHECK: dict[str, Parser] = {"content": parse_content, "threshold": par
 async def check_duplicate(request: web.Request) -> web.Response:
     check = await read_fields(request, DUPLICATE_CHECK,
                               {"threshold": duplicates.DEFAULT_THRESHOLD}, too_large=TOO_LARGE)
-    return web.json_response(await duplicates.check_duplicate(
-        gateway(request), check["content"], check["threshold"]))
+    return web.json_response(await duplicates.check_duplicate(services_of(request),
+                                                              check["content"], check["threshold"]))
 
 
 def parse_days(value: Any) -> float:
@@ -174,7 +176,7 @@ def parse_days(value: Any) -> float:
 async def cleanup_fragments(request: web.Request) -> web.Response:
     fields = await read_fields(request, {"days": parse_days}, {"days": DEFAULT_CLEANUP_DAYS},
                                too_large=TOO_LARGE, empty={})
-    return web.json_response(await store.cleanup_fragments(gateway(request), fields["days"]))
+    return web.json_response(await store.cleanup_fragments(database_of(request), fields["days"]))
 
 
 def setup(app: web.Application) -> None:

@@ -6,7 +6,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory.backfill import (
@@ -18,7 +17,7 @@ from pawwake.memory.backfill import (
 from pawwake.memory.search import SearchOutcome, search_memories
 from pawwake.memory.search_params import check_limit, check_query
 from pawwake.routes.api_body import Parser, read_fields
-from pawwake.sub_apps import gateway
+from pawwake.services import services_of, settings_of
 
 
 def _confirm(value: Any) -> bool:
@@ -57,9 +56,10 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
 
 
 async def _search(request: web.Request, query: str, limit: int) -> web.Response:
-    outcome = await search_memories(gateway(request), query, limit=limit)
+    outcome = await search_memories(services_of(request), query, limit=limit,
+                                    settings=await settings_of(request))
     return web.json_response(_result_json(
-        outcome, query, request.config_dict[keys.CONFIG].current().TIMEZONE_HOURS))
+        outcome, query, services_of(request).config.current().TIMEZONE_HOURS))
 
 
 async def search_get(request: web.Request) -> web.Response:
@@ -82,7 +82,9 @@ async def search_post(request: web.Request) -> web.Response:
 async def backfill_start(request: web.Request) -> web.Response:
     body = await read_fields(request, BACKFILL, {"confirm_rebuild": False}, empty={})
     try:
-        started = await start_backfill(gateway(request), confirm_rebuild=body["confirm_rebuild"])
+        started = await start_backfill(services_of(request),
+                                       confirm_rebuild=body["confirm_rebuild"],
+                                       settings=await settings_of(request))
     except RebuildNeedsConfirmation as exc:
         raise ApiError("rebuild_needs_confirmation", str(exc), status=409) from exc
     except VectorsDisabled as exc:
@@ -94,7 +96,8 @@ async def backfill_start(request: web.Request) -> web.Response:
 
 
 async def backfill_state(request: web.Request) -> web.Response:
-    return web.json_response(await backfill_status(gateway(request)))
+    return web.json_response(await backfill_status(services_of(request),
+                                                   settings=await settings_of(request)))
 
 
 def setup(app: web.Application) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.errors import anthropic_error
 from pawwake.llm.sse import CapturedReply
@@ -30,6 +29,7 @@ from pawwake.protocols.anthropic.pipeline import PreparedMessages, prepare_messa
 from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages, messages_url
 from pawwake.routes.chat import ChatTurn
+from pawwake.services import services_of
 from pawwake.settings import Settings
 
 CUT_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
@@ -66,7 +66,7 @@ class MessagesTurn(ChatTurn):
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         assert isinstance(prepared, PreparedMessages)
-        return forward_messages(self.app[keys.HTTP], settings,
+        return forward_messages(services_of(self.app).http, settings,
                                 upstream_url(settings, self.request), prepared.payload,
                                 prepared.client_headers)
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat.ingest import ingest_turn, parse_turn
 from pawwake.chat.recall import index as conversation_index
@@ -16,6 +15,7 @@ from pawwake.chat.recall.search import search_fragments
 from pawwake.memory.fields import require_object
 from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required
+from pawwake.services import services_of, settings_of
 from pawwake.settings import Settings
 from pawwake.sub_apps import gateway
 
@@ -38,7 +38,7 @@ async def post_turn(request: web.Request) -> web.Response:
     turn = parse_turn(await _read_json(
         request, f"A turn's body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
         "turn_too_large"))
-    result = await ingest_turn(app, turn)
+    result = await ingest_turn(services_of(app), turn, settings=await settings_of(request))
     body: dict[str, Any] = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":
@@ -60,7 +60,7 @@ def _check_recall_on(settings: Settings) -> None:
 @database_required(FEATURE)
 async def search(request: web.Request) -> web.Response:
     app = gateway(request)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     _check_recall_on(settings)
     if request.method == "POST":
         body = require_object(await _read_json(
@@ -70,7 +70,7 @@ async def search(request: web.Request) -> web.Response:
     else:
         options = parse_search(dict(request.query), text=True)
     query = options.pop("query")
-    outcome = await search_fragments(app, query, settings=settings, **options)
+    outcome = await search_fragments(services_of(app), query, settings=settings, **options)
     return web.json_response({
         "query": query,
         "mode": outcome.mode,
@@ -84,17 +84,20 @@ async def search(request: web.Request) -> web.Response:
 
 @database_required(FEATURE)
 async def embedding_status(request: web.Request) -> web.Response:
-    return web.json_response(await conversation_index.index_status(gateway(request)))
+    status = await conversation_index.index_status(services_of(request),
+                                                   settings=await settings_of(request))
+    return web.json_response(status)
 
 
 @database_required(FEATURE)
 async def rebuild_search(request: web.Request) -> web.Response:
     """Index every message that lacks terms, then wake the vector job."""
     app = gateway(request)
-    _check_recall_on(await app[keys.CONFIG].fresh())
-    indexed = await conversation_index.index_pending(app)
-    await conversation_index.request_embedding(app)
-    status = await conversation_index.index_status(app)
+    _check_recall_on(await settings_of(request))
+    indexed = await conversation_index.index_pending(services_of(app))
+    await conversation_index.request_embedding(services_of(app))
+    status = await conversation_index.index_status(services_of(app),
+                                                   settings=await settings_of(request))
     return web.json_response({"indexed": indexed, **status}, status=202)
 
 

@@ -6,10 +6,10 @@ import logging
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.routes.api_body import read_json
+from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
 
 log = logging.getLogger(__name__)
@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 
 async def get_settings(request: web.Request) -> web.Response:
     """Every setting with its value in force now; secrets masked."""
-    config = request.config_dict[keys.CONFIG]
-    await config.fresh()
+    config = services_of(request).config
+    await settings_of(request)  # starts a re-read of saved values when due
     return web.json_response({"settings": config.public_view(), "groups": list(GROUPS)})
 
 
@@ -27,8 +27,8 @@ async def put_settings(request: web.Request) -> web.Response:
     changes = await read_json(request, max_bytes=None)
     if not isinstance(changes, dict):
         raise ApiError("invalid_body", "Send a JSON object of setting names to new values.")
-    config = request.config_dict[keys.CONFIG]
-    await config.fresh()
+    config = services_of(request).config
+    await settings_of(request)  # starts a re-read of saved values when due
     try:
         applied = sorted(config.validate(changes))
         await config.update(changes)
@@ -41,9 +41,9 @@ async def put_settings(request: web.Request) -> web.Response:
 
 async def get_models(request: web.Request) -> web.Response:
     """The models the configured provider offers (cached for a few minutes)."""
-    settings = await request.config_dict[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     try:
-        models = await request.config_dict[keys.MODELS].list_for(request.config_dict[keys.HTTP], settings)
+        models = await services_of(request).models.list_for(services_of(request).http, settings)
     except ModelsUnavailable as exc:
         raise ApiError("models_unavailable", f"Could not list models: {exc}",
                        status=502) from exc

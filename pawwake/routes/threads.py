@@ -14,8 +14,8 @@ from pawwake.chat.threads import session_id_of
 from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
+from pawwake.services import database_of, services_of, settings_of
 from pawwake.settings import SettingError
-from pawwake.sub_apps import gateway
 
 
 def _thread_id(name: str) -> Callable[[Any], str]:
@@ -35,19 +35,21 @@ def _query_thread(request: web.Request) -> str:
 
 @database_required("Partition threads")
 async def status(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.status(gateway(request)))
+    return json_body(await service.status(database_of(request),
+                                          settings=await settings_of(request)))
 
 
 @database_required("Partition threads")
 async def list_threads(request: web.Request) -> web.StreamResponse:
-    return json_body({"threads": await service.list_threads(gateway(request))})
+    return json_body({"threads": await service.list_threads(database_of(request),
+                                                            settings=await settings_of(request))})
 
 
 @database_required("Partition threads")
 async def switch(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, SWITCH, max_bytes=None)
     try:
-        thread_id = await service.switch(gateway(request), body["thread_id"])
+        thread_id = await service.switch(services_of(request).config, body["thread_id"])
     except SettingError as exc:  # the active thread is the setting PARTITION_SESSION_ID
         raise ApiError("invalid_thread_id", str(exc)) from exc
     return json_body({"active_thread": thread_id})
@@ -56,36 +58,38 @@ async def switch(request: web.Request) -> web.StreamResponse:
 @database_required("Partition threads")
 async def create(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, CREATE, {"inherit_summary_from": None}, max_bytes=None)
-    return json_body(await service.create(gateway(request), body["thread_id"],
+    return json_body(await service.create(database_of(request), body["thread_id"],
                                           body["inherit_summary_from"]), status=201)
 
 
 @database_required("Partition threads")
 async def rename(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, RENAME, max_bytes=None)
-    return json_body(await service.rename(gateway(request), body["old_id"], body["new_id"]))
+    return json_body(await service.rename(services_of(request), body["old_id"], body["new_id"],
+                                          settings=await settings_of(request)))
 
 
 @database_required("Partition threads")
 async def delete(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.delete(gateway(request), request.match_info["thread_id"]))
+    return json_body(await service.delete(database_of(request), request.match_info["thread_id"],
+                                          settings=await settings_of(request)))
 
 
 @database_required("Partition threads")
 async def get_summary(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.get_summary(gateway(request), _query_thread(request)))
+    return json_body(await service.get_summary(database_of(request), _query_thread(request)))
 
 
 @database_required("Partition threads")
 async def put_summary(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, SUMMARY, max_bytes=None)
-    return json_body(await service.put_summary(gateway(request), body["thread_id"],
+    return json_body(await service.put_summary(database_of(request), body["thread_id"],
                                                body["summary"]))
 
 
 @database_required("Partition threads")
 async def clear_summary(request: web.Request) -> web.StreamResponse:
-    return json_body(await service.clear_summary(gateway(request), _query_thread(request)))
+    return json_body(await service.clear_summary(database_of(request), _query_thread(request)))
 
 
 def setup(app: web.Application) -> None:

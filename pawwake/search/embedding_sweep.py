@@ -11,16 +11,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiopg
 import numpy as np
 
-from pawwake import keys
 from pawwake.db.pool import TextRow, cursor
 from pawwake.db.vector_rows import content_sha
 from pawwake.jobs import Job, RetryLater, backoff_seconds
 from pawwake.llm.embeddings import EmbeddingError, Provenance
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +51,14 @@ def on_pool(pool: aiopg.Pool, query: Callable[..., Awaitable[T]]) -> Callable[..
     return call
 
 
-async def embed_missing(job: Job, provenance: Provenance, target: EmbeddingTarget,
+async def embed_missing(services: Services, job: Job, provenance: Provenance,
+                        target: EmbeddingTarget,
                         batch: int) -> dict[str, Any]:
     """Embed every row ``target`` lists as lacking a current vector; returns the coverage.
 
     Stops for a retry when the configured provenance changes under it (vectors of two models
     must never mix)."""
-    config, embedder = job.app[keys.CONFIG], job.app[keys.EMBEDDER]
+    config, embedder = services.config, services.embedder
     if not await target.needing(provenance, 0, 1):
         return {"embedded": 0, "provenance": provenance.as_dict()}  # the common case: no count
     done, total = await target.coverage(provenance)

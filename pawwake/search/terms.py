@@ -9,17 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.llm.engine_memory import trim_heap
 from pawwake.text import offload, tokens
 
 
-async def ensure_tokenizer(app: web.Application) -> None:
-    """Load jieba off the event loop if nothing has yet (it takes ~0.6 s)."""
+async def ensure_tokenizer(data_dir: str) -> None:
+    """Load jieba off the event loop if nothing has yet (it takes ~0.6 s); the user words
+    live in ``data_dir``."""
     if not tokens.is_loaded():
-        data_dir = app[keys.SETTINGS].PAWWAKE_DATA_DIR
         await asyncio.get_running_loop().run_in_executor(None, _load_tokenizer, data_dir)
 
 
@@ -28,9 +25,10 @@ def _load_tokenizer(data_dir: str) -> None:
     trim_heap()  # loading frees ~10 MB of buffers that glibc would otherwise keep resident
 
 
-async def terms_for(app: web.Application, texts: Sequence[str], *,
+async def terms_for(data_dir: str, texts: Sequence[str], *,
                     budget: int | None = None) -> list[list[str]]:
     """Index terms for each text, cut off the event loop from a bounded part of each text
-    (with ``budget``, the texts share that many characters)."""
-    await ensure_tokenizer(app)
+    (with ``budget``, the texts share that many characters); the tokenizer's user words
+    live in ``data_dir``."""
+    await ensure_tokenizer(data_dir)
     return await offload.index_terms(texts, budget=budget)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, dashboard_client
 
 pytestmark = pytest.mark.browser
@@ -25,12 +25,12 @@ async def failing(job: Job) -> None:
 async def test_jobs_page_end_to_end(browser: Any, make_client: Any, tmp_path: Path) -> None:
     client = await dashboard_client(make_client, JOB_WORKERS=0)
     app = client.server.app
-    pool = app[keys.DATABASE].pool
-    app[keys.JOBS].register("memory_extract", failing)
+    pool = services_of(app).database.pool
+    services_of(app).jobs.register("memory_extract", failing)
     async with cursor(pool) as cur:
         dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
         waiting = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=5)
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     base = str(client.make_url("/")).rstrip("/")
 
     context = await browser.new_context(viewport={"width": 1280, "height": 900})

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.consolidation_support import add, answer, group
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.memory_fixtures import insert_fixture, insert_memory
@@ -44,7 +44,7 @@ async def shoot(page: Any, path: str, *, full: bool = False) -> None:
 async def test_search_edit_archive_restore_and_backfill(
         browser: Any, aiohttp_server: Any, make_settings: Any, tmp_path: Path) -> None:
     server = await start_server(aiohttp_server, make_settings)
-    pool = server.app[keys.DATABASE].pool
+    pool = services_of(server.app).database.pool
     ids = await insert_fixture(pool)
     for number in range(EXTRA_MEMORIES):
         await insert_memory(pool, f"第 {number} 条测试记录：周末去公园散步，看到了{number % 7}只鸽子",
@@ -160,7 +160,7 @@ async def test_search_edit_archive_restore_and_backfill(
 async def test_bulk_bar_confirm_dialog_import_and_export(
         browser: Any, aiohttp_server: Any, make_settings: Any, tmp_path: Path) -> None:
     server = await start_server(aiohttp_server, make_settings, MEMORY_VECTOR_ENABLED=False)
-    pool = server.app[keys.DATABASE].pool
+    pool = services_of(server.app).database.pool
     for number in range(5):
         await insert_memory(pool, f"批量操作的记忆 {number}", created_days_ago=number)
     base = str(server.make_url("/")).rstrip("/")
@@ -309,7 +309,7 @@ async def test_organise_a_day_edit_confirm_see_sources_and_revert(
     assert await event.locator("[data-layer]").get_attribute("data-layer") == "2"
     assert await event.locator("[data-title]").inner_text() == "野餐"
     assert await event.locator("[data-merged]").inner_text() == "由 3 条合并"
-    async with cursor(server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(server.app).database.pool) as cur:
         stored = await fetch_all(cur,
                                  "SELECT id, is_active FROM memories WHERE id = ANY(%s)", (ids,))
     assert [r["is_active"] for r in stored] == [False, False, False]
@@ -329,7 +329,7 @@ async def test_organise_a_day_edit_confirm_see_sources_and_revert(
     assert await page.locator(".memory-row", has_text="回家时下了小雨").count() == 0
     for text in texts:
         assert await page.locator(".memory-row", has_text=text).count() == 1
-    async with cursor(server.app[keys.DATABASE].pool) as cur:
+    async with cursor(services_of(server.app).database.pool) as cur:
         stored = await fetch_all(cur,
                                  "SELECT is_active FROM memories WHERE id = ANY(%s)", (ids,))
     assert [r["is_active"] for r in stored] == [True, True, True]

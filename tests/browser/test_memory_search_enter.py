@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
+from pawwake.services import services_of
 from tests.browser.test_memories_browser import sign_in, start_server
 from tests.memory_fixtures import insert_memory
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 async def test_enter_runs_the_highlighted_semantic_search(
         browser: Any, aiohttp_server: Any, make_settings: Any) -> None:
     server = await start_server(aiohttp_server, make_settings)
-    await insert_memory(server.app[keys.DATABASE].pool, "我的猫叫小橘")
+    await insert_memory(services_of(server.app).database.pool, "我的猫叫小橘")
     base = str(server.make_url("/")).rstrip("/")
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
+from pawwake.services import services_of
 from tests.browser.test_tryit_browser import overflow, signed_in
 from tests.dashboard_support import dashboard_client
 
@@ -30,11 +30,11 @@ async def test_failing_extraction_shown_and_retried_from_status(browser: Any, ma
     client = await dashboard_client(make_client, JOB_WORKERS=0, MEMORY_ENABLED=True,
                                     MEMORY_VECTOR_ENABLED=False)
     app = client.server.app
-    pool = app[keys.DATABASE].pool
-    app[keys.JOBS].register("memory_extract", failing)
+    pool = services_of(app).database.pool
+    services_of(app).jobs.register("memory_extract", failing)
     async with cursor(pool) as cur:
         dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
-    await app[keys.JOBS].run_until_idle()
+    await services_of(app).jobs.run_until_idle()
     base = str(client.make_url("/")).rstrip("/")
     context, page, errors = await signed_in(browser, base, width, "/dashboard")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import cursor, fetch_all, fetch_one
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.partition_support import PARTITION, now_turn, say, state_row, system
 
@@ -61,7 +61,7 @@ async def test_threads_page_end_to_end(browser: Any, gateway: Any, upstream: Any
                                        tmp_path: Path) -> None:
     client = await gateway(DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET,
                            CACHE_SUMMARY_MODEL="test/summary", **PARTITION)
-    pool = client.server.app[keys.DATABASE].pool
+    pool = services_of(client.server.app).database.pool
     # Five rounds with X = 2: the fifth rotates zone A into a summary; 3 rounds stay live.
     for n in range(1, 5):
         await say(client, upstream, f"第{n}个问题", f"第{n}个回答")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.db.pool import transaction
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
@@ -41,7 +41,7 @@ async def test_try_it_streams_with_its_injection_panel(browser: Any, gateway: An
     client = await gateway(persona="你是小爪。", DASHBOARD_PASSWORD=PASSWORD,
                            SESSION_SECRET=SECRET, **MEMORY_ON)
     memory = await add_memory(client, "用户的猫叫小橘", event_date="2026-02-17")
-    async with transaction(client.server.app[keys.DATABASE].pool) as cur:
+    async with transaction(services_of(client.server.app).database.pool) as cur:
         await cur.execute("INSERT INTO conversations (session_id, role, content)"
                           " VALUES ('origin', 'user', '我家猫叫小橘') RETURNING id")
         source = (await cur.fetchone())[0]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, execute
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 
 pytestmark = pytest.mark.browser
@@ -85,8 +85,8 @@ async def dashboard(aiohttp_server: Any, make_settings: Any, upstream: Any) -> s
                                    TIMEZONE_HOURS=8, JOB_WORKERS=0,
                                    CACHE_PARTITION_ENABLED=True))
     server = await aiohttp_server(app)
-    await app[keys.DATABASE].wait_ready()
-    await seed(app[keys.DATABASE].pool)
+    await services_of(app).database.wait_ready()
+    await seed(services_of(app).database.pool)
     return str(server.make_url("/dashboard")).rstrip("/")
 
 

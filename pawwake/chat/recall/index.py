@@ -12,11 +12,8 @@ import logging
 import weakref
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.database import connected_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
@@ -29,6 +26,10 @@ from pawwake.search import terms as search_terms
 from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 from pawwake.settings import Settings
 
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
+
 log = logging.getLogger(__name__)
 
 EMBED_KIND = "conversation_embed"
@@ -40,12 +41,13 @@ TURN_INDEX_CHARS = 200_000  # about 2 s of cutting
 _requested: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def terms_for(app: web.Application, texts: Sequence[str]) -> list[list[str]]:
+async def terms_for(services: Services, texts: Sequence[str]) -> list[list[str]]:
     """Index terms of one turn's messages (or one search's phrases), cut while the request
     waits: together they are indexed from at most ``TURN_INDEX_CHARS`` characters (a 200-message
     turn of long texts took 30 s to cut in full; each long message now keeps its share of its
     head and tail). Catch-up indexing of stored rows keeps the full per-text bound."""
-    return await search_terms.terms_for(app, texts, budget=TURN_INDEX_CHARS)
+    return await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR, texts,
+                                   budget=TURN_INDEX_CHARS)
 
 
 async def enqueue_embedding(cur: Any) -> None:
@@ -53,19 +55,18 @@ async def enqueue_embedding(cur: Any) -> None:
     await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
-async def request_embedding(app: web.Application) -> None:
-    database = connected_database(app)
+async def request_embedding(services: Services) -> None:
+    database = connected_database(services.database)
     if database is None:
         return
     async with cursor(database.pool) as cur:
         await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
-    app[keys.JOBS].wake()
+    services.jobs.wake()
 
 
-async def index_pending(app: web.Application, *, limit: int | None = None) -> int:
+async def index_pending(services: Services, *, limit: int | None = None) -> int:
     """Give terms to messages that have none; returns how many were indexed."""
-    database = app[keys.DATABASE]
-    assert database is not None
+    database = services.require_database()
     done, after = 0, 0
     while limit is None or done < limit:
         batch = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
@@ -73,7 +74,8 @@ async def index_pending(app: web.Application, *, limit: int | None = None) -> in
             rows = await db.unindexed_messages(cur, after, batch)
         if not rows:
             break
-        terms = await search_terms.terms_for(app, [row["content"] for row in rows])
+        terms = await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR,
+                                        [row["content"] for row in rows])
         async with transaction(database.pool) as cur:
             await turns_db.set_search_terms(
                 cur, [(row["id"], t) for row, t in zip(rows, terms, strict=True)])
@@ -82,70 +84,65 @@ async def index_pending(app: web.Application, *, limit: int | None = None) -> in
     return done
 
 
-async def reindex_messages(app: web.Application, cur: Any, ids_and_texts: Sequence[
-        tuple[int, str]]) -> None:
+async def reindex_messages(services: Services, cur: Any, ids_and_texts: Sequence[
+        tuple[int, str]], *, settings: Settings) -> None:
     """After an edit or import inside ``cur``'s transaction: new terms, and a vector job."""
-    settings = await app[keys.CONFIG].fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
-    terms = await search_terms.terms_for(app, [text for _, text in ids_and_texts])
+    terms = await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR, [text for _,
+                                                                         text in ids_and_texts])
     await turns_db.set_search_terms(
         cur, [(i, t) for (i, _), t in zip(ids_and_texts, terms, strict=True)])
     await enqueue_embedding(cur)
 
 
-async def embed_missing_messages(job: Job) -> dict[str, Any]:
+async def embed_missing_messages(services: Services, job: Job) -> dict[str, Any]:
     """Job handler: embed searchable messages lacking a current vector, batch by batch."""
-    app = job.app
-    database = app[keys.DATABASE]
-    assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    database = job.database
+    settings = await services.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return {"skipped": "conversation recall is off"}
     try:
-        provenance = await app[keys.EMBEDDER].provenance(settings)
+        provenance = await services.embedder.provenance(settings)
     except EmbeddingError as exc:
         raise retry_for(exc, job) from None
-    await ensure_vector_index(app, settings, provenance)
+    await ensure_vector_index(services, settings, provenance)
     target = EmbeddingTarget(
         "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
         coverage=on_pool(database.pool, db.vector_coverage),
-        store=partial(app[keys.RECALL_VECTORS].store, database.pool))
-    return await embed_missing(job, provenance, target, EMBED_BATCH)
+        store=partial(services.recall_vectors.store, database.pool))
+    return await embed_missing(services, job, provenance, target, EMBED_BATCH)
 
 
-async def ensure_vector_index(app: web.Application, settings: Settings,
+async def ensure_vector_index(services: Services, settings: Settings,
                               provenance: Provenance) -> bool:
     """The provenance's HNSW index on message vectors (pgvector only; built once, concurrently,
     so ingest goes on). True when searches can use it."""
-    database = app[keys.DATABASE]
-    assert database is not None
-    return await app[keys.VECTORS].ensure_hnsw_index(database, settings, provenance,
+    database = services.require_database()
+    return await services.vectors.ensure_hnsw_index(database, settings, provenance,
                                                      table=VECTOR_TABLE)
 
 
-def request_vector_index(app: web.Application, settings: Settings,
+def request_vector_index(services: Services, settings: Settings,
                          provenance: Provenance) -> None:
     """From the search path: build a missing index in the background, at most once per
     provenance and process (vectors stored before the index existed, or by another writer)."""
     name = vectors_db.hnsw_index_name(provenance, VECTOR_TABLE)
-    requested = _requested.setdefault(app[keys.VECTORS], set())
+    requested = _requested.setdefault(services.vectors, set())
     if name in requested:
         return
     requested.add(name)
-    app[keys.TASKS].spawn(ensure_vector_index(app, settings, provenance),
+    services.tasks.spawn(ensure_vector_index(services, settings, provenance),
                           name="conversation-vector-index")
 
 
-async def index_status(app: web.Application) -> dict[str, Any]:
+async def index_status(services: Services, *, settings: Settings) -> dict[str, Any]:
     """Keyword index coverage, vector coverage and the embedding job's state."""
-    database = app[keys.DATABASE]
-    assert database is not None
-    settings = await app[keys.CONFIG].fresh()
+    database = services.require_database()
     async with cursor(database.pool) as cur:
         counts = await db.index_counts(cur)
-    provenance = app[keys.EMBEDDER].configured_provenance(settings)
+    provenance = services.embedder.configured_provenance(settings)
     async with cursor(database.pool) as cur:
         done, total = await db.vector_coverage(cur, provenance)
         job = await jobs_db.latest_of_kind(cur, EMBED_KIND)

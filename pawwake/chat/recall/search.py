@@ -13,11 +13,8 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall import stats as recall_stats
 from pawwake.chat.recall.rank import (
@@ -36,6 +33,10 @@ from pawwake.search.scoring import keyword_score
 from pawwake.settings import Settings
 from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +62,21 @@ def conversation_threshold(settings: Settings, provider: str) -> float:
     return DEFAULT_THRESHOLDS[provider] if value is None else float(value)
 
 
-async def search_fragments(app: web.Application, query: str, *, max_sessions: int = 3,
+async def search_fragments(services: Services, query: str, *, max_sessions: int = 3,
                            context: int = 1, mode: str = "hybrid",
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
                            keep_excluded_below: int = 0,
-                           settings: Settings | None = None) -> RecallOutcome:
+                           settings: Settings) -> RecallOutcome:
     """Search stored conversations for ``query``; see the module docstring.
 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
     (created_at, id) order) stay searchable: the current thread's history that slid out of
     the live zones."""
-    database = app[keys.DATABASE]
-    assert database is not None
-    settings = settings if settings is not None else await app[keys.CONFIG].fresh()
+    database = services.require_database()
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
-    await conversation_index.index_pending(app, limit=CATCH_UP_LIMIT)
+    await conversation_index.index_pending(services, limit=CATCH_UP_LIMIT)
     keywords = await offload.query_keywords(query)
     pool_size = max(20, 3 * max_sessions)
     sessions: dict[str, SessionHits] = {}
@@ -101,7 +100,7 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
     semantic_mode, warning, threshold, hood = False, None, None, None
     if mode == "hybrid":
         semantic_mode, warning, threshold, hood = await _semantic(
-            app, settings, embedding_text(query, keywords), excluded_sessions,
+            services, settings, embedding_text(query, keywords), excluded_sessions,
             keep_excluded_below, pool_size, sessions)
     ranked_pool = sorted(sessions.values(), key=lambda s: (
         -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
@@ -125,26 +124,25 @@ async def search_fragments(app: web.Application, query: str, *, max_sessions: in
                          candidates=len(ranked_pool))
 
 
-async def _semantic(app: web.Application, settings: Settings, query: str,
+async def _semantic(services: Services, settings: Settings, query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     sessions: dict[str, SessionHits]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
     """Add the messages admitted by rank in the query's neighbourhood (``search.fusion``) to
     ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
-    database = app[keys.DATABASE]
-    assert database is not None
+    database = services.require_database()
     if nothing_to_search(query):  # not worth a model call
         return False, None, None, None
     try:
-        vector, provenance = await app[keys.EMBEDDER].embed_query(settings, query)
+        vector, provenance = await services.embedder.embed_query(settings, query)
     except EmbeddingError as exc:
         log.warning("query embedding for recall failed: %s", exc)
         return False, f"Query embedding failed ({exc}); keywords only.", None, None
     threshold = conversation_threshold(settings, provenance.provider)
-    pgvector = app[keys.VECTORS].backend(settings, database, provenance) == "pgvector"
+    pgvector = services.vectors.backend(settings, database, provenance) == "pgvector"
     if pgvector:
-        conversation_index.request_vector_index(app, settings, provenance)
-    neighbours = await app[keys.RECALL_VECTORS].nearest(
+        conversation_index.request_vector_index(services, settings, provenance)
+    neighbours = await services.recall_vectors.nearest(
         database.pool, provenance, vector, max(100, 5 * pool_size), excluded_sessions,
         pgvector=pgvector, keep_below=keep_excluded_below)
     if not neighbours:

@@ -14,22 +14,35 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiopg
 import numpy as np
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.search.vector_index import VectorIndex
 
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.live_settings import RuntimeConfig
+    from pawwake.llm.embeddings import Embedder
+    from pawwake.settings import Settings
+
 log = logging.getLogger(__name__)
 
 NEAREST_FETCH_CAP = 4000  # most neighbours read before giving up on filling k
+
+
+class BackendChoice(Protocol):
+    """What decides pgvector or numpy for a search (memory's vector store): message vectors
+    follow the same choice, without conversation recall importing memory."""
+
+    def backend(self, settings: Settings, database: Database, provenance: Provenance) -> str:
+        ...
 
 
 class MessageVectors:
@@ -70,11 +83,14 @@ class MessageVectors:
             fetch = min(NEAREST_FETCH_CAP, fetch * 4)
 
 
-async def recall_vectors_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx (after the embedder): the message vectors, preloaded in the background
-    when recall searches will use the numpy index."""
-    app[keys.RECALL_VECTORS] = MessageVectors()
-    warming = asyncio.create_task(_warm(app), name="warm-message-vectors")
+@asynccontextmanager
+async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig,
+                                  database: Database | None, embedder: Embedder,
+                                  memory_vectors: BackendChoice) -> AsyncIterator[None]:
+    """While the app runs (after the embedder): the message vectors, preloaded in the
+    background when recall searches will use the numpy index."""
+    warming = asyncio.create_task(_warm(vectors, config, database, embedder, memory_vectors),
+                                  name="warm-message-vectors")
     try:
         yield
     finally:
@@ -83,18 +99,18 @@ async def recall_vectors_ctx(app: web.Application) -> AsyncIterator[None]:
             await warming
 
 
-async def _warm(app: web.Application) -> None:
-    database = app[keys.DATABASE]
+async def _warm(vectors: MessageVectors, config: RuntimeConfig, database: Database | None,
+                embedder: Embedder, memory_vectors: BackendChoice) -> None:
     if database is None:
         return
     await database.wait_ready()  # at start, or whenever a late database arrives
-    settings = await app[keys.CONFIG].fresh()
+    settings = await config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return
-    provenance = app[keys.EMBEDDER].configured_provenance(settings)
-    if app[keys.VECTORS].backend(settings, database, provenance) != "numpy":
+    provenance = embedder.configured_provenance(settings)
+    if memory_vectors.backend(settings, database, provenance) != "numpy":
         return
     try:
-        await app[keys.RECALL_VECTORS].index.warm(database.pool, provenance)
+        await vectors.index.warm(database.pool, provenance)
     except (psycopg2.Error, OSError) as exc:
         log.warning("could not preload the message vector index: %s", type(exc).__name__)

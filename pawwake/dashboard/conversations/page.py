@@ -13,7 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
 from pawwake.dashboard.i18n import request_language, translate
@@ -22,6 +21,7 @@ from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,9 @@ def _list_url(request: web.Request, *, trash: bool, **extra: str) -> str:
 async def _render_list(request: web.Request, *, query: str, trash: bool, page: int,
                        values: Mapping[str, object], status: int = 200) -> web.Response:
     lang = request_language(request)
-    result = await service.list_conversations(gateway(request), query=query, trash=trash,
-                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    result = await service.list_conversations(services_of(request), query=query, trash=trash,
+                                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE,
+                                              settings=await settings_of(request))
     pages = max(1, -(-result["total"] // PAGE_SIZE))
     rows = [{**item, "number": (page - 1) * PAGE_SIZE + i}
             for i, item in enumerate(result["items"], start=1)]
@@ -91,8 +92,8 @@ async def view_session(request: web.Request) -> web.Response:
     """One session's messages, deleted ones included (they can be restored here)."""
     lang = request_language(request)
     session_id = service.session_id_of(request.query.get("session"), "session")
-    rows = await service.session_messages(gateway(request), session_id, include_deleted=True)
-    database = gateway(request)[keys.DATABASE]
+    rows = await service.session_messages(database_of(request), session_id, include_deleted=True)
+    database = services_of(request).database
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
     injected: dict[int, list[dict[str, Any]]] = {}
     if database is not None:
@@ -127,10 +128,11 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         if not isinstance(content, str) or not content.strip():
             return render_error(request, 400, translate(request_language(request),
                                                         "conv.error_empty"))
-        await service.edit_message(app, message_id, service.content_of(content))
+        await service.edit_message(services_of(app), message_id, service.content_of(content),
+                                   settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):
-        await service.set_message_deleted(app, message_id, action == "delete")
+        await service.set_message_deleted(database_of(app), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
         raise ApiError("invalid_action", "Unknown action.")
@@ -145,10 +147,10 @@ async def session_action(request: web.Request) -> web.StreamResponse:
     session_id = service.session_id_of(form.get("session"), "session")
     action = form.get("action")
     if action == "trash":
-        count = await service.trash_session(app, session_id)
+        count = await service.trash_session(database_of(app), session_id)
         raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
     if action == "restore":
-        count = await service.restore_session(app, session_id)
+        count = await service.restore_session(database_of(app), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
     raise ApiError("invalid_action", "Unknown action.")
@@ -169,16 +171,16 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
             return render_error(request, 400, translate(lang, "conv.error_merge"))
-        merged = await service.merge_sessions(app, selected, str(target))
+        merged = await service.merge_sessions(database_of(app), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
             count=str(merged["moved"]["messages"])))
     if action == "restore":
-        count = await service.restore_sessions(app, selected)
+        count = await service.restore_sessions(database_of(app), selected)
         raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
                                          count=str(count)))
     if action in ("trash", "purge"):
-        result = await service.batch_delete(app, selected, permanent=action == "purge")
+        result = await service.batch_delete(database_of(app), selected, permanent=action == "purge")
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))

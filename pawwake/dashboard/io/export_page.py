@@ -9,13 +9,12 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, store
+from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ def _panel(**values: Any) -> dict[str, Any]:
 
 async def _stats(request: web.Request) -> dict[str, Any] | None:
     try:
-        return await store.layer_stats(gateway(request))
+        return await store.layer_stats(database_of(request))
     except DatabaseUnavailable:
         return None
 
@@ -52,7 +51,7 @@ async def _broken_view(request: web.Request, broken: list[dict[str, Any]]
     shown = []
     for number, item in enumerate(broken[:MAX_BROKEN_SHOWN], 1):
         try:
-            content = (await store.get_memory(gateway(request), int(item["id"])))["content"]
+            content = (await store.get_memory(database_of(request), int(item["id"])))["content"]
         except NotFound:
             content = ""
         if len(content) > CONTENT_CHARS:
@@ -67,7 +66,7 @@ async def download(request: web.Request) -> web.StreamResponse:
     """The backup as an attachment; refused (409, with the list) while links dangle."""
     lang = request_language(request)
     try:
-        document = await backup.export_backup(gateway(request))
+        document = await backup.export_backup(database_of(request))
     except backup.BrokenLinks as exc:
         panel = _panel(broken=await _broken_view(request, exc.broken),
                        broken_total=len(exc.broken), stats=await _stats(request))
@@ -75,7 +74,7 @@ async def download(request: web.Request) -> web.StreamResponse:
     except DatabaseUnavailable:
         return render(request, PAGE, {"export": _panel(error=translate(
             lang, "memories.no_database"))}, fragment=PANEL, status=503)
-    stamp = file_stamp(zone_of(request.config_dict[keys.CONFIG].current()))
+    stamp = file_stamp(zone_of(services_of(request).config.current()))
     body = json.dumps(document, ensure_ascii=False, indent=1)
     log.info("backup exported from the dashboard: %s memories", len(document["memories"]))
     return web.Response(text=body, content_type="application/json", charset="utf-8",
@@ -91,7 +90,7 @@ async def repair(request: web.Request) -> web.Response:
                                                        stats=await _stats(request))},
                       fragment=PANEL)
     try:
-        report = await backup.repair_links(gateway(request))
+        report = await backup.repair_links(database_of(request))
     except DatabaseUnavailable:
         return render(request, PAGE, {"export": _panel(error=translate(
             request_language(request), "memories.no_database"))}, fragment=PANEL, status=503)

@@ -10,7 +10,6 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.memories.view import gateway
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable
@@ -18,6 +17,7 @@ from pawwake.memory import backup, text_import
 from pawwake.memory.backup_format import BackupInvalid
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.store import MemoryConflict
+from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import parse_json
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ async def import_text(request: web.Request) -> web.Response:
         return _answer(request, text_card=_card(error=translate(lang, "import.text_empty"),
                                                 skip_scoring=skip), status=400)
     try:
-        report = await text_import.import_text(gateway(request), text, skip_scoring=skip)
+        report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
+                                               settings=await settings_of(request))
     except text_import.LineTooLong as exc:
         return _answer(request, text_card=_card(error=translate(
             lang, "import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS),
@@ -138,7 +139,7 @@ async def backup_step(request: web.Request) -> web.Response:
     try:
         raw = _uploaded_text(form, "file", "backup")
         data = _parse_backup(raw)
-        report = await backup.import_backup(gateway(request), data, dry_run=step == "preview")
+        report = await backup.import_backup(services_of(request), data, dry_run=step == "preview")
     except PageRefusal as exc:
         return _answer(request, backup_card=_card(error=translate(lang, exc.key)), status=400)
     except BackupInvalid as exc:

@@ -14,7 +14,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.listing import (
     PAGE,
@@ -26,11 +25,12 @@ from pawwake.dashboard.memories.listing import (
     row_number_from,
     selected_ids,
 )
-from pawwake.dashboard.memories.view import View, gateway, parse_view, row_view, zone_of
+from pawwake.dashboard.memories.view import View, parse_view, row_view, zone_of
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import MemoryConflict
+from pawwake.services import database_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ async def _refused(request: web.Request, view: View, memory_id: int, number: int
     if not is_htmx(request):
         return await render_region(request, view, status=409,
                                    notice=message("alert", text))
-    settings = await gateway(request)[keys.CONFIG].fresh()
-    memory = await store.get_memory(gateway(request), memory_id)
+    settings = await settings_of(request)
+    memory = await store.get_memory(database_of(request), memory_id)
     row = row_view(memory, number, zone_of(settings))
     row.update(edit=None, panel=None, message=message("alert", text))
     return render(request, ROW, {"row": row, "view": view}, status=409,
@@ -99,7 +99,7 @@ async def row_action(request: web.Request) -> web.Response:
         return render_error(request, 400, translate(lang, "memories.bad_action"))
     memory_id, number = memory_id_from(form), row_number_from(form)
     if op == "delete" and not confirmed(form):
-        memory = await store.get_memory(gateway(request), memory_id)
+        memory = await store.get_memory(database_of(request), memory_id)
         return confirm_page(
             request, view, title=translate(lang, "confirm.delete_title"),
             text=translate(lang, "confirm.delete_one", n=number),
@@ -109,11 +109,11 @@ async def row_action(request: web.Request) -> web.Response:
             button=translate(lang, "memories.delete"))
     try:
         if op == "archive":
-            await store.archive_memory(gateway(request), memory_id)
+            await store.archive_memory(database_of(request), memory_id)
         elif op == "restore":
-            await store.restore_memory(gateway(request), memory_id)
+            await store.restore_memory(database_of(request), memory_id)
         else:
-            await store.delete_memory(gateway(request), memory_id)
+            await store.delete_memory(database_of(request), memory_id)
     except MemoryConflict as exc:
         return await _refused(request, view, memory_id, number, refusal_text(lang, exc))
     done = translate(lang, f"memories.done_{op}", n=number)
@@ -159,7 +159,7 @@ async def bulk(request: web.Request) -> web.Response:
         previews = []
         for memory_id in ids[:PREVIEW_ROWS]:
             try:
-                previews.append({"content": (await store.get_memory(gateway(request),
+                previews.append({"content": (await store.get_memory(database_of(request),
                                                                     memory_id))["content"]})
             except LookupError:
                 continue
@@ -170,13 +170,13 @@ async def bulk(request: web.Request) -> web.Response:
             fields=[("action", "delete"), *(("ids", str(i)) for i in ids)],
             button=translate(lang, "memories.delete"))
     if action == "archive":
-        report = await store.batch_archive(gateway(request), ids)
+        report = await store.batch_archive(database_of(request), ids)
     elif action == "restore":
-        report = await store.batch_restore(gateway(request), ids)
+        report = await store.batch_restore(database_of(request), ids)
     elif action == "delete":
-        report = await store.batch_delete(gateway(request), ids)
+        report = await store.batch_delete(database_of(request), ids)
     else:
-        report = await store.batch_update(gateway(request), ids, {"layer": target_layer})
+        report = await store.batch_update(database_of(request), ids, {"layer": target_layer})
     log.info("dashboard bulk %s: %s of %s", action, report["processed"], report["requested"])
     return await render_region(request, view, notice=message(
         "notice", report_text(lang, action, report)))
@@ -188,7 +188,7 @@ async def undo_supersede(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        await store.undo_supersede(gateway(request), memory_id_from(form))
+        await store.undo_supersede(database_of(request), memory_id_from(form))
     except MemoryConflict as exc:
         return await render_region(request, view, status=409,
                                    notice=message("alert", refusal_text(lang, exc)))
@@ -221,7 +221,7 @@ async def cleanup(request: web.Request) -> web.Response:
             text=translate(lang, "cleanup.confirm", days=shown_days), items=[],
             action=str(request.app.router["memories_cleanup"].url_for()),
             fields=[("days", shown_days)], button=translate(lang, "cleanup.run"))
-    result = await store.cleanup_fragments(gateway(request), days)
+    result = await store.cleanup_fragments(database_of(request), days)
     reasons = result["kept_reasons"]
     report = {"days": shown_days, "deleted": result["deleted"], "kept": result["kept"],
               "chain": reasons.get("version_chain_member", 0),

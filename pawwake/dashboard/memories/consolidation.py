@@ -35,6 +35,7 @@ from pawwake.memory.fields import (
     parse_int,
     parse_title,
 )
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +90,15 @@ async def start(request: web.Request) -> web.Response:
         if ids:
             if len(ids) < 2:
                 raise FieldError("ids", "too few", "too_few_memories")
-            await consolidate.start_selection(app, ids)
+            await consolidate.start_selection(services_of(app), ids,
+                                              settings=await settings_of(request))
         else:
             date_from = parse_event_date(_text(form, "date_from") or None, "date_from")
             date_to = parse_event_date(_text(form, "date_to") or None, "date_to")
             if date_from is None or date_to is None:
                 raise FieldError("date_from", "dates needed", "missing_dates")
-            await consolidate.start_range(app, date_from, date_to)
+            await consolidate.start_range(services_of(app), date_from, date_to,
+                                          settings=await settings_of(request))
     except DetailedConflict as exc:
         if from_bar:
             return await _bar_result(request, view, 409, message(
@@ -129,7 +132,7 @@ async def cancel(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        await consolidate.cancel(gateway(request))
+        await consolidate.cancel(database_of(request))
     except DetailedConflict as exc:
         return await _panel(request, view, status=409, problem=start_refusal(lang, exc.code))
     if not is_htmx(request):
@@ -165,7 +168,8 @@ async def _confirm_one(request: web.Request, form: Mapping[str, Any], number: in
         return {"ok": False, "message": message("alert", translate(lang, "drafts.core_needs_ok"))}
     try:
         wanted = draft_request(form, number, draft)
-        await merge.merge_memories(gateway(request), wanted)
+        await merge.merge_memories(services_of(request), wanted,
+                                   settings=await settings_of(request))
     except DetailedConflict as exc:
         key = f"drafts.refused_{exc.code}" if exc.code in CONFIRM_REFUSALS else "drafts.refused"
         return {"ok": False, "message": message("alert", translate(lang, key))}

@@ -13,11 +13,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp_session import get_session
 
-from pawwake import keys
 from pawwake.dashboard.memories.view import LAYER_KEYS, gateway, zone_of
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.local_time import local_today
 from pawwake.memory.consolidation import drafts as consolidate
+from pawwake.services import database_of, settings_of
 
 RUNNING = ("queued", "running", "retrying")
 # Error codes of a failed run that the page explains in the visitor's language.
@@ -93,10 +93,10 @@ async def consolidation_context(request: web.Request, *,
     """The panel: a form to start a run, the run's progress, or its drafts."""
     app = gateway(request)
     try:
-        state = await consolidate.status(app)
+        state = await consolidate.status(database_of(app))
     except DatabaseUnavailable:
         return {"available": False, "problem": problem, "notice": notice}
-    settings = await app[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     outcomes = outcomes or {}
     drafts = [draft_view(d, n, submitted=submitted, outcome=outcomes.get(n))
               for n, d in enumerate(state.get("drafts") or [], 1)]
@@ -134,5 +134,5 @@ async def consolidation_context(request: web.Request, *,
 
 async def latest_drafts(app: web.Application) -> list[dict[str, Any]]:
     """The drafts of the latest finished run, with their current state."""
-    state = await consolidate.status(app)
+    state = await consolidate.status(database_of(app))
     return list(state.get("drafts") or []) if state["status"] == "done" else []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.memories.view import LAYER_KEYS
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
@@ -13,17 +12,18 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_usage
 from pawwake.local_time import local_minute, zone_of
+from pawwake.services import services_of, settings_of
 
 TEMPLATE = "dashboard/memory.html"
 
 
 async def memory_detail(request: web.Request) -> web.Response:
     app = gateway(request)
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     if database is None:
         raise web.HTTPNotFound()
     memory_id = int(request.match_info["memory_id"])
-    zone = zone_of(await app[keys.CONFIG].fresh())
+    zone = zone_of(await settings_of(request))
     async with cursor(database.pool) as cur:
         memory = await db.get_memory(cur, memory_id)
         if memory is None:

@@ -14,7 +14,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.i18n import translate
 from pawwake.dashboard.memories.backfill import backfill_context
 from pawwake.dashboard.memories.consolidation_context import consolidation_context
@@ -36,6 +35,8 @@ from pawwake.db.errors import NotFound
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import MAX_LIMIT, search_memories
+from pawwake.services import database_of, services_of, settings_of
+from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +84,12 @@ def message(kind: str, text: str) -> dict[str, str]:
     return {"kind": kind, "text": text}
 
 
-async def _search_rows(app: web.Application, view: View, zone: Any
+async def _search_rows(app: web.Application, settings: Settings, view: View, zone: Any
                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    settings = await app[keys.CONFIG].fresh()
     if view.mode == "keyword":
         settings = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
     limit = SEARCH_LIMIT if view.layer is None else MAX_LIMIT
-    outcome = await search_memories(app, view.q, limit=limit, settings=settings)
+    outcome = await search_memories(services_of(app), view.q, limit=limit, settings=settings)
     results = [r for r in outcome.results
                if view.layer is None or int(r.memory["layer"]) == view.layer][:SEARCH_LIMIT]
     rows = [row_view(r.memory, number, zone, score=r.score, parts=r.parts,
@@ -123,13 +123,13 @@ async def region_context(request: web.Request, view: View, *,
                          report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the list region needs for ``view``: tabs with counts, rows, pager, search."""
     app = gateway(request)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     zone = zone_of(settings)
-    stats = await store.layer_stats(app)
+    stats = await store.layer_stats(database_of(app))
     counts = layer_counts(stats, view.status)
     search = None
     if view.searching:
-        rows, search = await _search_rows(app, view, zone)
+        rows, search = await _search_rows(app, settings, view, zone)
         total = len(rows)
     else:
         view = view.listing()
@@ -137,8 +137,8 @@ async def region_context(request: web.Request, view: View, *,
         pages = page_count(total)
         if view.page > pages:
             view = replace(view, page=pages)
-        memories, total = await store.list_memories(
-            app, active=view.active, layer=view.layer, limit=PAGE_SIZE,
+        memories, total = await store.list_memories(database_of(app), active=view.active,
+                                                    layer=view.layer, limit=PAGE_SIZE,
             offset=(view.page - 1) * PAGE_SIZE)
         first = (view.page - 1) * PAGE_SIZE + 1
         rows = [row_view(m, first + i, zone) for i, m in enumerate(memories)]
@@ -149,7 +149,8 @@ async def region_context(request: web.Request, view: View, *,
         if row["n"] == versions_number:
             row["panel"] = await versions_view(app, row["id"], zone)
         elif row["n"] == sources_number and row["merged_count"]:
-            row["panel"] = await sources_view(app, row["id"], zone)
+            row["panel"] = await sources_view(database_of(app), row["id"], zone,
+                                                  settings=settings)
     return {"view": view, "tabs": tabs(request, view, stats, counts), "rows": rows,
             "total": total, "pager": pager(request, view, total), "search": search,
             "notice": notice, "report": report,
@@ -198,7 +199,7 @@ def edit_state(row: Mapping[str, Any], values: Mapping[str, Any] | None = None,
 
 async def versions_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
     """The version chain of a row, oldest first, and which member an undo would act on."""
-    chain = await store.versions(app, memory_id)
+    chain = await store.versions(database_of(app), memory_id)
     current = [m for m in chain if m["superseded_by"] is None and m["is_active"]]
     current_id = current[-1]["id"] if current else None
     replaced_ids = {m["superseded_by"] for m in chain if m["superseded_by"] is not None}

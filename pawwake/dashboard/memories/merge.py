@@ -24,7 +24,7 @@ from pawwake.dashboard.memories.listing import (
     selected_ids,
 )
 from pawwake.dashboard.memories.merge_context import blocker_key, candidates_context
-from pawwake.dashboard.memories.view import LAYER_KEYS, View, gateway, parse_view
+from pawwake.dashboard.memories.view import LAYER_KEYS, View, parse_view
 from pawwake.db.errors import NotFound
 from pawwake.memory import store
 from pawwake.memory.consolidation import merge
@@ -37,6 +37,7 @@ from pawwake.memory.fields import (
     parse_title,
 )
 from pawwake.memory.store import MemoryConflict
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def merge_form_view(memories: list[dict[str, Any]], *, fields: dict[str, str] | 
 
 async def _sources(request: web.Request, ids: list[int]) -> list[dict[str, Any]]:
     """The ticked memories, oldest first (the order their texts are joined in)."""
-    found = [await store.get_memory(gateway(request), memory_id) for memory_id in ids]
+    found = [await store.get_memory(database_of(request), memory_id) for memory_id in ids]
     return sorted(found, key=lambda memory: (memory["created_at"], memory["id"]))
 
 
@@ -122,7 +123,8 @@ async def merge_submit(request: web.Request) -> web.Response:
         if any(int(s["layer"]) == 3 for s in sources) and not wanted.confirm_core:
             return await _dialog(request, view, merge_form_view(
                 sources, fields=typed, problem=translate(lang, "drafts.core_needs_ok")), 409)
-        result = await merge.merge_memories(gateway(request), wanted)
+        result = await merge.merge_memories(services_of(request), wanted,
+                                            settings=await settings_of(request))
     except FieldError as exc:
         field = exc.field if exc.field in ("content", "title", "importance", "layer") \
             else "layer"
@@ -148,7 +150,8 @@ async def revert(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        result = await merge.revert_merge(gateway(request), memory_id_from(form))
+        result = await merge.revert_merge(services_of(request), memory_id_from(form),
+                                          settings=await settings_of(request))
     except DetailedConflict as exc:
         return await respond(request, view, status=409, oob=("candidates",),
                              notice=message("alert", translate(lang, blocker_key(exc.code)
@@ -164,7 +167,7 @@ async def promote(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        await store.promote_memory(gateway(request), memory_id_from(form))
+        await store.promote_memory(database_of(request), memory_id_from(form))
     except MemoryConflict:
         notice = message("alert", translate(lang, "refusal.archived"))
         return await respond(request, view, fragment=CANDIDATES, status=409,

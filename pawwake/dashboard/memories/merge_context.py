@@ -7,10 +7,12 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.memories.view import gateway, row_view, zone_of
+from pawwake.database import Database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.consolidation import merge
+from pawwake.services import database_of, settings_of
+from pawwake.settings import Settings
 
 # Why a revert cannot run now; each has a message in the catalog ("revert.<code>").
 REVERT_BLOCKERS = ("not_merged", "source_missing", "merged_again", "source_merged_elsewhere",
@@ -23,9 +25,10 @@ def blocker_key(code: str | None) -> str | None:
     return f"revert.{code}" if code in REVERT_BLOCKERS else "revert.other"
 
 
-async def sources_view(app: web.Application, memory_id: int, zone: Any) -> dict[str, Any]:
+async def sources_view(database: Database, memory_id: int, zone: Any, *, settings: Settings
+                       ) -> dict[str, Any]:
     """The sources of a merged memory, oldest first, and whether a revert would work now."""
-    found = await merge.sources_of(app, memory_id)
+    found = await merge.sources_of(database, memory_id, settings=settings)
     sources = []
     for number, source in enumerate(found["sources"], 1):
         item = row_view(source, number, zone)
@@ -52,10 +55,10 @@ async def candidates_context(request: web.Request, *, notice: dict[str, str] | N
     """Events that look like core memories (never promoted by themselves), with reasons."""
     app = gateway(request)
     try:
-        found = await merge.core_candidates(app)
+        found = await merge.core_candidates(database_of(app))
     except DatabaseUnavailable:
         return {"available": False, "entries": [], "notice": notice}
-    zone = zone_of(await app[keys.CONFIG].fresh())
+    zone = zone_of(await settings_of(request))
     items = []
     for number, candidate in enumerate(found, 1):
         item = row_view(candidate, number, zone)

@@ -10,7 +10,6 @@ from typing import Any, TypedDict
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.listing import (
     PAGE,
@@ -37,6 +36,7 @@ from pawwake.dashboard.memories.view import (
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_edit
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ async def _row_response(request: web.Request, view: View, memory: Any, number: i
                         edit: dict[str, Any] | None = None,
                         notice: dict[str, str] | None = None,
                         status: int = 200) -> web.Response:
-    settings = await gateway(request)[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     row = row_view(memory, number, zone_of(settings))
     row.update(edit=edit, message=notice, panel=None)
     return render(request, ROW, {"row": row, "view": view}, status=status)
@@ -107,8 +107,8 @@ async def edit_form(request: web.Request) -> web.Response:
     if not is_htmx(request):
         raise _to_list(request, view, edit=str(number))
     app = gateway(request)
-    memory = await store.get_memory(app, memory_id_from(request.query))
-    row = row_view(memory, number, zone_of(await app[keys.CONFIG].fresh()))
+    memory = await store.get_memory(database_of(app), memory_id_from(request.query))
+    row = row_view(memory, number, zone_of(await settings_of(request)))
     return await _row_response(request, view, memory, number, edit=edit_state(row))
 
 
@@ -118,7 +118,7 @@ async def show_row(request: web.Request) -> web.Response:
     view = parse_view(request.query)
     if not is_htmx(request):
         raise _to_list(request, view)
-    memory = await store.get_memory(gateway(request), memory_id_from(request.query))
+    memory = await store.get_memory(database_of(request), memory_id_from(request.query))
     return await _row_response(request, view, memory, row_number_from(request.query))
 
 
@@ -131,11 +131,11 @@ async def save_edit(request: web.Request) -> web.Response:
     view = parse_view(form)
     memory_id, number = memory_id_from(form), row_number_from(form)
     values = form_edit_values(form)
-    zone = zone_of(await app[keys.CONFIG].fresh())
+    zone = zone_of(await settings_of(request))
     try:
         changes = parse_edit(values)
     except FieldError as exc:
-        memory = await store.get_memory(app, memory_id)
+        memory = await store.get_memory(database_of(app), memory_id)
         errors = {exc.field or "content": field_message(lang, exc)}
         edit = edit_state(row_view(memory, number, zone), values, errors)
         if is_htmx(request):
@@ -143,7 +143,7 @@ async def save_edit(request: web.Request) -> web.Response:
         context = await page_context(request, view)
         _open_editor(context, row_view(memory, number, zone), edit)
         return render(request, PAGE, context, status=400)
-    memory, changed = await store.edit_memory(app, memory_id, changes)
+    memory, changed = await store.edit_memory(services_of(app), memory_id, changes)
     text = translate(lang, "memories.saved" if changed else "memories.unchanged", n=number)
     if is_htmx(request):
         return await _row_response(request, view, memory, number,
@@ -167,10 +167,12 @@ async def _panel(request: web.Request, kind: str) -> web.Response:
         raise _to_list(request, view, **{kind: str(number)})
     app = gateway(request)
     memory_id = memory_id_from(request.query)
-    zone = zone_of(await app[keys.CONFIG].fresh())
+    settings = await settings_of(request)
+    zone = zone_of(settings)
     panel = (await versions_view(app, memory_id, zone) if kind == "versions"
-             else await sources_view(app, memory_id, zone))
-    row = {**row_view(await store.get_memory(app, memory_id), number, zone), "panel": panel}
+             else await sources_view(database_of(app), memory_id, zone, settings=settings))
+    row = {**row_view(await store.get_memory(database_of(app), memory_id), number, zone),
+           "panel": panel}
     return render(request, PANEL, {"row": row, "view": view})
 
 

@@ -13,6 +13,7 @@ from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.llm.models import ModelsUnavailable
+from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,8 @@ def _persona_file(request: web.Request) -> str | None:
 
 
 async def settings_page(request: web.Request) -> web.Response:
-    config = request.config_dict[keys.CONFIG]
-    await config.fresh()
+    config = services_of(request).config
+    await settings_of(request)  # starts a re-read of saved values when due
     lang = request_language(request)
     groups = groups_view(config.public_view(), lang)
     with_persona_placeholder(groups, _persona_file(request))
@@ -52,8 +53,8 @@ async def save_settings(request: web.Request) -> web.Response:
     if group_id not in GROUPS:
         return render_error(request, 400, translate(lang, "settings.error",
                                                     message=translate(lang, "settings.bad_group")))
-    config = request.config_dict[keys.CONFIG]
-    current = await config.fresh()
+    config = services_of(request).config
+    current = await settings_of(request)
     submitted = submitted_values(form)
     changes = form_changes(current, submitted)
     errors: dict[str, str] = {}
@@ -82,12 +83,12 @@ async def save_settings(request: web.Request) -> web.Response:
 
 async def models(request: web.Request) -> web.Response:
     """The provider's models: datalist options for htmx, a table as a page."""
-    settings = await request.config_dict[keys.CONFIG].fresh()
-    catalog = request.config_dict[keys.MODELS]
+    settings = await settings_of(request)
+    catalog = services_of(request).models
     context: dict[str, Any] = {"models": [], "source": None, "error": None}
     status = 200
     try:
-        found = await catalog.list_for(request.config_dict[keys.HTTP], settings)
+        found = await catalog.list_for(services_of(request).http, settings)
     except ModelsUnavailable as exc:
         context["error"] = translate(request_language(request), f"models_error.{exc.code}",
                                      **exc.values)

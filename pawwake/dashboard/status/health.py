@@ -10,11 +10,11 @@ from typing import Any
 import psycopg2
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.local_time import local_minute, zone_of
 from pawwake.memory.backfill import backfill_status
+from pawwake.services import services_of
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def database_line(database: Any, state: str) -> dict[str, Any]:
 
 
 def upstream_line(app: web.Application, zone: timezone) -> dict[str, Any]:
-    health = app[keys.UPSTREAM_HEALTH]
+    health = services_of(app).upstream_health
     error = health.last_error
     return {"name": "upstream", "state": health.state(),
             "error": None if error is None else {
@@ -45,7 +45,7 @@ async def embedding_line(app: web.Application, settings: Settings) -> dict[str, 
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"name": "embedding", "state": "off"}
     try:
-        status = await backfill_status(app)
+        status = await backfill_status(services_of(app), settings=settings)
     except _UNREADABLE as exc:
         # The page still renders; the line says the state could not be read.
         log.warning("embedding state unreadable on the status page (%s)", type(exc).__name__)
@@ -71,7 +71,7 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
 async def health_lines(app: web.Application, settings: Settings, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card."""
-    database = app[keys.DATABASE]
+    database = services_of(app).database
     lines = [database_line(database, state), upstream_line(app, zone_of(settings))]
     if database is not None and state == "ready":
         try:

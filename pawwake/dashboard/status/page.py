@@ -7,8 +7,7 @@ from typing import Any
 from aiohttp import web
 from yarl import URL
 
-from pawwake import __version__, job_admin, keys
-from pawwake.chat.turn_spool import spool_status
+from pawwake import __version__, job_admin
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.service_calls import gateway
@@ -16,14 +15,15 @@ from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
+from pawwake.services import database_of, services_of, settings_of
 
 
 async def status(request: web.Request) -> web.Response:
-    settings = await request.config_dict[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     app = gateway(request)
-    database = app[keys.DATABASE]
-    state = database_state(app)
-    connected = connected_database(app)
+    database = services_of(app).database
+    state = database_state(services_of(request).database)
+    connected = connected_database(services_of(request).database)
     on = connected is not None
     context: dict[str, Any] = {
         "version": __version__,
@@ -41,7 +41,7 @@ async def status(request: web.Request) -> web.Response:
         "default_model": settings.DEFAULT_MODEL,
         "gateway_key_set": bool(settings.GATEWAY_SECRET),
         "counts": None,
-        "turn_spool": spool_status(request.config_dict),
+        "turn_spool": services_of(request).turn_spool.status(),
     }
     context["jobs"] = None
     if connected is not None and state == "ready":
@@ -50,7 +50,7 @@ async def status(request: web.Request) -> web.Response:
                 context["counts"] = await dashboard_counts(cur)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
-            context["jobs"] = await job_admin.health(app)
+            context["jobs"] = await job_admin.health(database_of(app))
         except UNAVAILABLE_ERRORS:
             connected.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"

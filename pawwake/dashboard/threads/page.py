@@ -19,6 +19,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render, render_error
 from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import Conflict
+from pawwake.services import database_of, services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +39,15 @@ async def threads_page(request: web.Request) -> web.Response:
     active one)."""
     app = gateway(request)
     lang = request_language(request)
-    status = await service.status(app)
+    status = await service.status(database_of(app), settings=await settings_of(request))
     if not status["enabled"]:
         # Off: no thread is continued, so there is nothing to switch, delete or edit; every
         # stored session would show up as a "thread". The page explains instead.
         return render(request, TEMPLATE, {"status": status, "threads": [], "summary": None,
                                           "progress": 0, "progress_max": 0, "notice": None})
-    threads = await service.list_threads(app)
+    threads = await service.list_threads(database_of(app), settings=await settings_of(request))
     wanted = request.query.get("summary") or status["active_thread"]
-    summary = await service.get_summary(app, session_id_of(wanted, "summary"))
+    summary = await service.get_summary(database_of(app), session_id_of(wanted, "summary"))
     x2 = 2 * status["x"]
     key = NOTICES.get(request.query.get("done", ""))
     return render(request, TEMPLATE, {
@@ -55,29 +56,34 @@ async def threads_page(request: web.Request) -> web.Response:
         "notice": translate(lang, key) if key else None})
 
 
-async def _apply(app: web.Application, action: str, form: Mapping[str, Any]) -> dict[str, str]:
+async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
+                 ) -> dict[str, str]:
     """Run one form action; returns the query of the page to come back to."""
+    app = gateway(request)
     if action == "switch":
-        await service.switch(app, session_id_of(form.get("thread"), "thread"))
+        await service.switch(services_of(app).config, session_id_of(form.get("thread"), "thread"))
         return {"done": "switched"}
     if action == "delete":
-        await service.delete(app, session_id_of(form.get("thread"), "thread"))
+        await service.delete(database_of(app), session_id_of(form.get("thread"), "thread"),
+                             settings=await settings_of(request))
         return {"done": "deleted"}
     if action == "create":
         source = form.get("inherit") or None
-        await service.create(app, session_id_of(form.get("thread"), "thread"),
+        await service.create(database_of(app), session_id_of(form.get("thread"), "thread"),
                              session_id_of(source, "inherit") if source else None)
         return {"done": "created"}
     if action == "rename":
-        await service.rename(app, session_id_of(form.get("thread"), "thread"),
-                             session_id_of(form.get("new_id"), "new_id"))
+        await service.rename(services_of(app), session_id_of(form.get("thread"), "thread"),
+                             session_id_of(form.get("new_id"),
+                                           "new_id"), settings=await settings_of(request))
         return {"done": "renamed"}
     if action in ("summary_save", "summary_clear"):
         thread = session_id_of(form.get("thread"), "thread")
         if action == "summary_save":
-            await service.put_summary(app, thread, service.summary_text(form.get("summary")))
+            await service.put_summary(database_of(app), thread,
+                                      service.summary_text(form.get("summary")))
             return {"done": "summary_saved", "summary": thread}
-        await service.clear_summary(app, thread)
+        await service.clear_summary(database_of(app), thread)
         return {"done": "summary_cleared", "summary": thread}
     raise ApiError("invalid_action", "Unknown action.")
 
@@ -100,7 +106,7 @@ async def thread_action(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     action = str(form.get("action") or "")
     try:
-        query = await _apply(gateway(request), action, form)
+        query = await _apply(request, action, form)
     except Conflict:
         return _refusal(request, action, form)
     raise web.HTTPSeeOther(_page_url(request, **query))

@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.partition_step import active_thread
 from pawwake.chat.prepared import ChatRejected
@@ -26,6 +25,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
 from pawwake.dashboard.service_calls import gateway
+from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,11 @@ def panel_context(prepared: Any) -> dict[str, Any]:
 
 async def _page_context(request: web.Request) -> dict[str, Any]:
     app = gateway(request)
-    settings = await app[keys.CONFIG].fresh()
+    settings = await settings_of(request)
     sessions: list[str] = []
-    if app[keys.DATABASE] is not None:
-        listed = await service.list_conversations(app, limit=RECENT_SESSIONS)
+    if services_of(app).database is not None:
+        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS,
+                                                  settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
     return {"sessions": sessions, "default_model": settings.DEFAULT_MODEL,
@@ -146,7 +147,8 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(gateway(request), session_id, model, messages)
+    events = trial_chat(gateway(request), session_id, model, messages,
+                        settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)
     return await _collected(request, events, lang, session_id, model, messages[-1]["content"])

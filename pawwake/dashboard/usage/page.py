@@ -8,13 +8,13 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat import conversations as service
 from pawwake.chat.usage_report import RANGES, parse_range, usage_csv, usage_report
 from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
+from pawwake.services import database_of, services_of
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
@@ -41,10 +41,10 @@ async def usage(request: web.Request) -> web.Response:
         "session_types": SESSION_TYPES,
         "money": money, "page": page_number, "pages": 1, "sessions": [], "report": None,
         "has_usage": False}
-    if app[keys.DATABASE] is not None:
-        report = await usage_report(app, days)
-        total_sessions, sessions = await service.usage_by_session(
-            app, SESSION_PAGE, (page_number - 1) * SESSION_PAGE)
+    if services_of(app).database is not None:
+        report = await usage_report(services_of(app), days)
+        total_sessions, sessions = await service.usage_by_session(database_of(app), SESSION_PAGE,
+                                                                  (page_number - 1) * SESSION_PAGE)
         context.update(
             report=report, sessions=sessions,
             chart=chart([(day, totals.by_kind) for day, totals in report.days], USAGE_TYPES),
@@ -58,10 +58,10 @@ async def usage_csv_download(request: web.Request) -> web.Response:
     """The shown range as CSV, one line per local day, model and kind of call."""
     app = request.match_info.apps[0]
     days = parse_range(request.query.get("days"))
-    if app[keys.DATABASE] is None:
+    if services_of(app).database is None:
         raise web.HTTPNotFound()
-    report = await usage_report(app, days)
-    stamp = file_stamp(zone_of(app[keys.CONFIG].current()))
+    report = await usage_report(services_of(app), days)
+    stamp = file_stamp(zone_of(services_of(app).config.current()))
     return web.Response(text=usage_csv(report), content_type="text/csv", charset="utf-8",
                         headers={"Content-Disposition":
                                  f'attachment; filename="pawwake-usage-{days}d-{stamp}.csv"'})

@@ -12,11 +12,8 @@ from __future__ import annotations
 import logging
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db import consolidation as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import NotFound
@@ -34,8 +31,11 @@ from pawwake.memory.consolidation.merge import DetailedConflict, draft_states
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import FieldError
-from pawwake.memory.store import pool_of
-from pawwake.settings import Settings
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,12 @@ class _ProviderDown(Exception):
 
 # --- starting, watching, cancelling --------------------------------------------------------
 
-async def start_selection(app: web.Application, ids: list[int]) -> dict[str, Any]:
+async def start_selection(services: Services, ids: list[int], *, settings: Settings
+                          ) -> dict[str, Any]:
     """Queue drafts for chosen memories (any layer): all must exist, be active and have no
     reminder waiting."""
-    settings = await app[keys.CONFIG].fresh()
     tz_hours = settings.TIMEZONE_HOURS
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         rows = await db.rows_by_ids(cur, ids, tz_hours)
     missing = sorted(set(ids) - {r["id"] for r in rows})
     if missing:
@@ -89,19 +89,19 @@ async def start_selection(app: web.Application, ids: list[int]) -> dict[str, Any
                                f"cannot be merged: {_id_list(waiting)}.",
                                "memory_has_reminder", ids=waiting)
     payload = {"mode": "selection", "ids": ids, "timezone_hours": tz_hours}
-    return await _enqueue(app, payload, len(ids))
+    return await _enqueue(services, payload, len(ids))
 
 
-async def start_range(app: web.Application, date_from: date, date_to: date) -> dict[str, Any]:
+async def start_range(services: Services, date_from: date, date_to: date, *,
+                      settings: Settings) -> dict[str, Any]:
     """Queue drafts for active fragments and events whose local date is in the range."""
     if date_to < date_from:
         raise FieldError("date_to", "'date_to' is before 'date_from'.", "invalid_range")
     if (date_to - date_from).days + 1 > MAX_RANGE_DAYS:
         raise FieldError("date_to", f"A range may span at most {MAX_RANGE_DAYS} days.",
                                "range_too_long")
-    settings = await app[keys.CONFIG].fresh()
     tz_hours = settings.TIMEZONE_HOURS
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(services.require_database().pool) as cur:
         count = await db.count_range(cur, date_from, date_to, tz_hours)
     if count == 0:
         raise FieldError(None, "No active fragment or event without a pending reminder "
@@ -112,11 +112,11 @@ async def start_range(app: web.Application, date_from: date, date_to: date) -> d
                                "too_many_memories", count=count)
     payload = {"mode": "range", "date_from": date_from.isoformat(),
                "date_to": date_to.isoformat(), "timezone_hours": tz_hours}
-    return await _enqueue(app, payload, count)
+    return await _enqueue(services, payload, count)
 
 
-async def _enqueue(app: web.Application, payload: dict[str, Any], items: int) -> dict[str, Any]:
-    pool = pool_of(app)
+async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> dict[str, Any]:
+    pool = services.require_database().pool
     async with cursor(pool) as cur:
         job_id = await jobs_db.enqueue(cur, CONSOLIDATE_KIND, payload, dedupe_key="single",
                                        max_attempts=JOB_ATTEMPTS)
@@ -126,13 +126,13 @@ async def _enqueue(app: web.Application, payload: dict[str, Any], items: int) ->
         raise DetailedConflict("consolidation_running", "Drafts are already being made; wait "
                                "for them or cancel that run first.",
                                job_id=running["id"] if running else None)
-    app[keys.JOBS].wake()
+    services.jobs.wake()
     log.info("consolidation job %s queued (%s, %s memories)", job_id, payload["mode"], items)
     return {"job_id": job_id, "status": "queued", "mode": payload["mode"], "items": items}
 
 
-async def cancel(app: web.Application) -> dict[str, Any]:
-    async with cursor(pool_of(app)) as cur:
+async def cancel(database: Database) -> dict[str, Any]:
+    async with cursor(database.pool) as cur:
         cancelled = await db.cancel_unfinished(
             cur, CONSOLIDATE_KIND,
             {"code": "cancelled", "message": "The draft run was cancelled."})
@@ -141,9 +141,9 @@ async def cancel(app: web.Application) -> dict[str, Any]:
     return {"cancelled": True, "job_id": cancelled[0]}
 
 
-async def status(app: web.Application, job_id: int | None = None) -> dict[str, Any]:
+async def status(database: Database, job_id: int | None = None) -> dict[str, Any]:
     """The latest (or the named) draft job as a UI shows it; drafts carry their state now."""
-    pool = pool_of(app)
+    pool = database.pool
     if job_id is None:
         async with cursor(pool) as cur:
             job = await jobs_db.latest_of_kind(cur, CONSOLIDATE_KIND)
@@ -165,7 +165,7 @@ async def status(app: web.Application, job_id: int | None = None) -> dict[str, A
         shown["retry_at"] = job["run_after"].isoformat()
         shown["last_error"] = job["last_error"]
     if job["status"] == "done":
-        shown["drafts"] = await draft_states(app, result.get("drafts", []))
+        shown["drafts"] = await draft_states(database, result.get("drafts", []))
         shown["stats"] = result.get("stats", {})
     if shown["status"] == "failed":
         shown["error"] = result.get("error") or {
@@ -195,10 +195,10 @@ def _id_list(ids: list[int]) -> str:
 class DraftRun:
     """One run of the draft job: a queue of batches worked front to back."""
 
-    def __init__(self, job: Job, settings: Settings) -> None:
+    def __init__(self, services: Services, job: Job, settings: Settings) -> None:
         self.job = job
-        self.app = job.app
-        self.pool = pool_of(job.app)
+        self.services = services
+        self.pool = services.require_database().pool
         self.settings = settings
         self.tz_hours = float(job.payload["timezone_hours"])
         self.model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
@@ -328,7 +328,7 @@ class DraftRun:
 
     async def _ask(self, prompt: str) -> Completion:
         try:
-            answer = await complete(self.app[keys.HTTP], self.settings,
+            answer = await complete(self.services.http, self.settings,
                                     [{"role": "user", "content": prompt}], model=self.model,
                                     max_tokens=self.max_tokens, temperature=TEMPERATURE,
                                     attempts=1,
@@ -367,15 +367,15 @@ class DraftRun:
         await self.job.progress(**self._counts(), resume=resume)
 
 
-async def run_draft_job(job: Job) -> dict[str, Any] | None:
+async def run_draft_job(services: Services, job: Job) -> dict[str, Any] | None:
     """Job handler for CONSOLIDATE_KIND."""
-    settings = await job.app[keys.CONFIG].fresh()
-    pool = pool_of(job.app)
+    settings = await services.config.fresh()
+    pool = services.require_database().pool
     async with cursor(pool) as cur:
         stored = await jobs_db.get_job(cur, job.id)
     resume = stored["progress"].get("resume") if stored else None
     try:
-        return await DraftRun(job, settings).execute(resume)
+        return await DraftRun(services, job, settings).execute(resume)
     except DraftJobFailed as exc:
         log.warning("consolidation job %s failed: %s", job.id, exc.message)
         async with cursor(pool) as cur:

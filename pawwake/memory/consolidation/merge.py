@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.db import consolidation as db
 from pawwake.db import memories as memories_db
 from pawwake.db.errors import NotFound
@@ -25,8 +22,13 @@ from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError
-from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json, pool_of
+from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
 from pawwake.search.terms import terms_for
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +59,10 @@ class MergeRequest:
 
 # --- drafts --------------------------------------------------------------------------------
 
-async def find_draft(app: web.Application, draft_id: str) -> dict[str, Any]:
+async def find_draft(database: Database, draft_id: str) -> dict[str, Any]:
     """A draft made by a finished draft job (404 when there is no such draft)."""
     parsed = parse.parse_draft_id(draft_id)
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(database.pool) as cur:
         draft = (await db.finished_draft(cur, CONSOLIDATE_KIND, parsed[0], draft_id)
                  if parsed else None)
     if draft is None:
@@ -68,14 +70,14 @@ async def find_draft(app: web.Application, draft_id: str) -> dict[str, Any]:
     return dict(draft)
 
 
-async def draft_states(app: web.Application, drafts: list[dict[str, Any]]
+async def draft_states(database: Database, drafts: list[dict[str, Any]]
                        ) -> list[dict[str, Any]]:
     """Each draft with ``state``: ``confirmed`` (and ``merged_id``), ``stale`` (a source changed
     since the draft was made; ``changed_ids``) or ``ready``."""
     ids = sorted({i for d in drafts for i in d["source_ids"]})
     if not ids:
         return []
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(database.pool) as cur:
         current = {r["id"]: r for r in await db.rows_by_ids(cur, ids, 0)}
         holders = await db.merges_holding(cur, ids)
     shown = []
@@ -100,18 +102,19 @@ def _changed_sources(draft: dict[str, Any], current: dict[int, dict[str, Any]]) 
 
 # --- merge ---------------------------------------------------------------------------------
 
-async def merge_memories(app: web.Application, request: MergeRequest) -> dict[str, Any]:
+async def merge_memories(services: Services, request: MergeRequest, *, settings: Settings
+                         ) -> dict[str, Any]:
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
-    settings = await app[keys.CONFIG].fresh()
     tz_hours = settings.TIMEZONE_HOURS
-    draft = await find_draft(app, request.draft_id) if request.draft_id else None
+    draft = await find_draft(services.require_database(),
+                             request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
     content = request.content or (draft["content"] if draft else None)
     if content is None:
         raise FieldError("content", "'content' is required for a merge.", "missing_field")
     title = request.title if request.title_given or draft is None else draft["title"]
-    [terms] = await terms_for(app, [content])
-    async with transaction(pool_of(app)) as cur:
+    [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [content])
+    async with transaction(services.require_database().pool) as cur:
         rows = await memories_db.lock_memories(cur, source_ids)
         await _check_sources(cur, request, draft, source_ids, rows)
         floor = parse.target_layer(r["layer"] for r in rows)
@@ -127,7 +130,7 @@ async def merge_memories(app: web.Application, request: MergeRequest) -> dict[st
             merged_from=source_ids, search_terms=terms)
         archived = await memories_db.archive_memories(cur, source_ids)
         await enqueue_embedding(cur)
-    app[keys.JOBS].wake()
+    services.jobs.wake()
     log.info("merged %s memories into %s (layer %s)", len(archived), merged["id"], layer)
     return {"memory": memory_json(merged), "archived_ids": archived,
             "draft_id": request.draft_id}
@@ -184,10 +187,10 @@ async def _check_sources(cur: Any, request: MergeRequest, draft: dict[str, Any] 
 
 # --- revert and sources --------------------------------------------------------------------
 
-async def revert_merge(app: web.Application, memory_id: int) -> dict[str, Any]:
+async def revert_merge(services: Services, memory_id: int, *, settings: Settings
+                       ) -> dict[str, Any]:
     """Restore every source and archive the merged memory; afterwards it is no longer a merge."""
-    settings = await app[keys.CONFIG].fresh()
-    async with transaction(pool_of(app)) as cur:
+    async with transaction(services.require_database().pool) as cur:
         first = await memories_db.get_memory(cur, memory_id)
         if first is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -243,10 +246,10 @@ def _blocker(code: str, message: str, **details: Any) -> dict[str, Any]:
     return {"code": code, "message": message, "details": details}
 
 
-async def sources_of(app: web.Application, memory_id: int) -> dict[str, Any]:
+async def sources_of(database: Database, memory_id: int, *, settings: Settings
+                     ) -> dict[str, Any]:
     """The sources of a merged memory, oldest first, and whether a revert would work now."""
-    settings = await app[keys.CONFIG].fresh()
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(database.pool) as cur:
         memory = await memories_db.get_memory(cur, memory_id)
         if memory is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -267,10 +270,10 @@ async def sources_of(app: web.Application, memory_id: int) -> dict[str, Any]:
 
 # --- core candidates -----------------------------------------------------------------------
 
-async def core_candidates(app: web.Application, limit: int = CANDIDATE_LIMIT
+async def core_candidates(database: Database, limit: int = CANDIDATE_LIMIT
                           ) -> list[dict[str, Any]]:
     """Events worth promoting to core, with the reasons; nothing is promoted here."""
-    async with cursor(pool_of(app)) as cur:
+    async with cursor(database.pool) as cur:
         rows = await db.core_candidates(cur, min_sources=CANDIDATE_MIN_SOURCES,
                                         min_importance=CANDIDATE_MIN_IMPORTANCE,
                                         limit=min(limit, CANDIDATE_LIMIT))

@@ -19,7 +19,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
@@ -28,6 +27,7 @@ from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
+from pawwake.services import services_of
 from pawwake.settings import Settings
 
 MESSAGES_STEPS: tuple[ChatStep, ...] = (messages_partition_context, memories,
@@ -73,7 +73,7 @@ async def prepare_messages(app: web.Application, settings: Settings, headers: Ma
         body=upstream, client_messages=view,
         client_session_id=messages_session_id(headers, body, view), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at,
+        persist=services_of(app).database is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)

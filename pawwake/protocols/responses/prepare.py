@@ -20,13 +20,13 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.auxiliary import is_title_request, skip_requested
 from pawwake.chat.memory_step import memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
 from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
+from pawwake.services import services_of
 from pawwake.settings import Settings
 
 PROTOCOL = "responses"
@@ -74,7 +74,7 @@ async def prepare_responses(app: web.Application, settings: Settings, headers: M
         body={**body, "model": model}, client_messages=messages,
         client_session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=app[keys.DATABASE] is not None and not auxiliary, received_at=received_at)
+        persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared

@@ -1,0 +1,82 @@
+"""The Services object: one accessor from the root app and its sub-apps, and one settings
+snapshot per request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from pawwake import keys
+from pawwake.db.errors import DatabaseUnavailable
+from pawwake.services import Services, build_services, services_of, settings_of
+from pawwake.settings import Settings
+
+
+def _services(tmp_path: Path, **values: Any) -> Services:
+    return build_services(Settings.from_env({"PAWWAKE_DATA_DIR": str(tmp_path)}, **values))
+
+
+async def test_a_sub_app_handler_reaches_the_root_apps_services(aiohttp_client: Any,
+                                                                tmp_path: Path) -> None:
+    services = _services(tmp_path, DATABASE_ENABLED=False)
+    root = web.Application()
+    root[keys.SERVICES] = services
+    api = web.Application()
+
+    async def who(request: web.Request) -> web.Response:
+        return web.json_response({"same": services_of(request) is services,
+                                  "root": services_of(request.match_info.apps[0]) is services})
+
+    api.router.add_get("/who", who)
+    root.add_subapp("/api", api)
+    client = await aiohttp_client(root)
+    response = await client.get("/api/who")
+    assert await response.json() == {"same": True, "root": True}
+
+
+async def test_a_request_keeps_the_settings_it_read_first(aiohttp_client: Any,
+                                                          tmp_path: Path) -> None:
+    """A save in the middle of a request applies from the next request on, never half-way."""
+    services = _services(tmp_path, DATABASE_ENABLED=False, MEMORY_ENABLED=True)
+    app = web.Application()
+    app[keys.SERVICES] = services
+
+    async def read_twice(request: web.Request) -> web.Response:
+        before = await settings_of(request)
+        await services.config.update({"MEMORY_ENABLED": not before.MEMORY_ENABLED})
+        after = await settings_of(request)
+        return web.json_response({"before": before.MEMORY_ENABLED,
+                                  "after": after.MEMORY_ENABLED})
+
+    app.router.add_get("/", read_twice)
+    client = await aiohttp_client(app)
+    assert await (await client.get("/")).json() == {"before": True, "after": True}
+    assert await (await client.get("/")).json() == {"before": False, "after": False}
+
+
+def test_without_a_database_the_guard_is_the_503_error(tmp_path: Path) -> None:
+    services = _services(tmp_path, DATABASE_ENABLED=False)
+    assert services.database is None
+    try:
+        services.require_database()
+    except DatabaseUnavailable as exc:
+        assert exc.code == "database_disabled"
+        assert "DATABASE_ENABLED=false" in str(exc)
+    else:
+        raise AssertionError("require_database let a missing database through")
+    try:
+        services.require_database("database_unavailable")
+    except DatabaseUnavailable as exc:
+        assert exc.code == "database_unavailable"
+
+
+def test_the_http_client_is_asked_for_only_once_it_is_open(tmp_path: Path) -> None:
+    services = _services(tmp_path, DATABASE_ENABLED=False)
+    try:
+        services.http  # noqa: B018
+    except RuntimeError as exc:
+        assert "not open" in str(exc)
+    else:
+        raise AssertionError("an unopened HTTP client was handed out")
