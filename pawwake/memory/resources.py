@@ -12,13 +12,12 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import psycopg2
-
 from pawwake.database import Database
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
 from pawwake.memory.vectors import VectorStore
 from pawwake.search.terms import ensure_tokenizer
+from pawwake.search.vector_index import warm_if_numpy
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,14 +55,5 @@ async def _when_database(config: RuntimeConfig, database: Database | None, embed
 
 async def _warm_vector_index(settings: Settings, database: Database, embedder: Embedder,
                              store: VectorStore) -> None:
-    """Load the numpy vector index in the background when it is the one searches will use
-    (at 100k memories that takes seconds the first chat request should not wait)."""
-    if not (settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED):
-        return
-    provenance = embedder.configured_provenance(settings)
-    if store.backend(settings, database, provenance) != "numpy":
-        return
-    try:
-        await store.index.warm(database.pool, provenance)
-    except (psycopg2.Error, OSError) as exc:
-        log.warning("could not preload the vector index: %s", type(exc).__name__)
+    if settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED:
+        await warm_if_numpy(store.index, store, settings, database, embedder, "memory")

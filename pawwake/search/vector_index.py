@@ -18,15 +18,21 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiopg
 import numpy as np
+import psycopg2
 
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
 from pawwake.db.pool import cursor
 from pawwake.db.vector_rows import VectorTable
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.llm.embeddings import Embedder, Provenance
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -245,3 +251,24 @@ class VectorIndex:
             for source_id, sha, _created, vector in page:
                 self._matrix.append(source_id, sha, vector)
             self.fetched += len(page)
+
+
+class BackendChoice(Protocol):
+    """What decides pgvector or numpy for a search (memory's vector store); message vectors
+    follow the same choice."""
+
+    def backend(self, settings: Settings, database: Database, provenance: Provenance) -> str:
+        ...
+
+
+async def warm_if_numpy(index: VectorIndex, choice: BackendChoice, settings: Settings,
+                        database: Database, embedder: Embedder, what: str) -> None:
+    """Load ``index`` in the background when numpy is the backend searches will use (at 100k
+    rows that takes seconds the first chat request should not wait); a failure is logged."""
+    provenance = embedder.configured_provenance(settings)
+    if choice.backend(settings, database, provenance) != "numpy":
+        return
+    try:
+        await index.warm(database.pool, provenance)
+    except (psycopg2.Error, OSError) as exc:
+        log.warning("could not preload the %s vector index: %s", what, type(exc).__name__)

@@ -15,34 +15,24 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import aiopg
 import numpy as np
-import psycopg2
 
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
-from pawwake.search.vector_index import VectorIndex
+from pawwake.search.vector_index import BackendChoice, VectorIndex, warm_if_numpy
 
 if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.live_settings import RuntimeConfig
     from pawwake.llm.embeddings import Embedder
-    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
 NEAREST_FETCH_CAP = 4000  # most neighbours read before giving up on filling k
-
-
-class BackendChoice(Protocol):
-    """What decides pgvector or numpy for a search (memory's vector store): message vectors
-    follow the same choice, without conversation recall importing memory."""
-
-    def backend(self, settings: Settings, database: Database, provenance: Provenance) -> str:
-        ...
 
 
 class MessageVectors:
@@ -107,10 +97,4 @@ async def _warm(vectors: MessageVectors, config: RuntimeConfig, database: Databa
     settings = await config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return
-    provenance = embedder.configured_provenance(settings)
-    if memory_vectors.backend(settings, database, provenance) != "numpy":
-        return
-    try:
-        await vectors.index.warm(database.pool, provenance)
-    except (psycopg2.Error, OSError) as exc:
-        log.warning("could not preload the message vector index: %s", type(exc).__name__)
+    await warm_if_numpy(vectors.index, memory_vectors, settings, database, embedder, "message")
