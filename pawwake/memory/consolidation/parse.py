@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from pawwake.local_time import zone_at
+from pawwake.text.model_json import AnswerNotJson, json_in_answer
 
 CONSOLIDATE_KIND = "memory_consolidate"
 PROMPT_CHAR_LIMIT = 12000  # a longer prompt is halved before it is sent
@@ -22,7 +23,6 @@ TITLE_MAX_CHARS = 10
 EVENT_LAYER = 2
 CORE_LAYER = 3
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 _LINE_BREAKS = re.compile(r"\s*\n\s*")
 _DRAFT_ID = re.compile(r"^(\d{1,18})-(\d{1,6})$")
 _LIST_KEYS = ("events", "groups", "drafts", "items")
@@ -111,19 +111,10 @@ def is_truncated(finish_reason: str | None, completion_tokens: int | None,
 # --- reading the answer --------------------------------------------------------------------
 
 def _json_payload(text: str) -> Any:
-    body = _FENCE.sub("", text.strip())
     try:
-        return json.loads(body, strict=False)
-    except ValueError:
-        pass
-    start = body.find("[")
-    end = body.rfind("]")
-    if start < 0 or end <= start:
-        raise AnswerUnreadable("no JSON array in the answer")
-    try:
-        return json.loads(body[start:end + 1], strict=False)
-    except ValueError as exc:
-        raise AnswerUnreadable(f"malformed JSON: {exc}") from None
+        return json_in_answer(text, "[")
+    except AnswerNotJson as exc:
+        raise AnswerUnreadable(str(exc)) from None
 
 
 def parse_groups(text: str) -> list[Any]:

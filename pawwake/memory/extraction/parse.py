@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pawwake.text.model_json import AnswerNotJson, json_in_answer
+
 ACTIONS = ("new", "duplicate", "supersede")
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 # Items about the memory machinery or the chat itself are never stored as facts about the user.
 _META_TALK = re.compile(
     r"记忆系统|记忆库|长期记忆|记忆功能|提取记忆|系统提示|提示词|本次对话|这次对话|这段对话|当前对话|"
@@ -50,23 +50,10 @@ def is_meta_talk(text: str) -> bool:
 
 
 def _json_payload(text: str) -> Any:
-    body = _FENCE.sub("", text.strip())
     try:
-        return json.loads(body, strict=False)
-    except ValueError:
-        pass
-    starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
-    if not starts:
-        raise ExtractionAnswerError("no JSON in the answer")
-    start = min(starts)
-    closing = "}" if body[start] == "{" else "]"
-    end = body.rfind(closing)
-    if end <= start:
-        raise ExtractionAnswerError("unterminated JSON in the answer")
-    try:
-        return json.loads(body[start:end + 1], strict=False)
-    except ValueError as exc:
-        raise ExtractionAnswerError(f"malformed JSON: {exc}") from None
+        return json_in_answer(text, "{[")
+    except AnswerNotJson as exc:
+        raise ExtractionAnswerError(str(exc)) from None
 
 
 def parse_answer(text: str) -> list[ExtractedItem]:
