@@ -56,11 +56,12 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     token = uuid.uuid4().hex
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    due, found = await asyncio.gather(
-        claim_due(pool, token),
+    # The search goes first: its query embedding starts before the claim's statement is sent.
+    found, due = await asyncio.gather(
         recall_for_request(services_of(context.app), settings, request.session_id,
                            last_user_text(list(request.turn_messages)),
                            partition=partition, touch=False, timings=timings),
+        claim_due(pool, token),
         return_exceptions=True)
     searched = time.perf_counter()
     if isinstance(due, BaseException) or isinstance(found, BaseException):

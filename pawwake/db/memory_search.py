@@ -9,13 +9,19 @@ formula is ``pawwake.text.tokens.idf_weight``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from pawwake.db.pool import Cursor, fetch_all
+import numpy as np
 
-MEMORY_COLUMNS = ("m.id, m.content, m.importance, m.layer, m.title, m.event_date,"
-                  " m.created_at, m.last_accessed, m.remind_at")
+from pawwake.db.memory_embeddings import knn_params
+from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
+from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource
+
+_MEMORY_NAMES = ("id", "content", "importance", "layer", "title", "event_date", "created_at",
+                 "last_accessed", "remind_at")
+MEMORY_COLUMNS = ", ".join(f"m.{name}" for name in _MEMORY_NAMES)
 _RECENCY = ("1.0 / (1.0 + CASE WHEN g.event_date IS NOT NULL"
             " THEN abs(%(today)s::date - g.event_date)::float8"
             " ELSE greatest(0.0, extract(epoch FROM %(now)s::timestamptz - g.created_at)::float8"
@@ -117,6 +123,59 @@ async def fetch_rows(cur: Cursor, ids: Sequence[int], exclude: Sequence[int]
         " WHERE m.id = ANY(%(ids)s::bigint[]) AND m.is_active"
         " AND NOT (m.id = ANY(%(exclude)s::bigint[]))",
         {"ids": list(ids), "exclude": list(exclude)})
+
+
+@dataclass
+class Neighbourhood:
+    """A query's nearest memories and what the search needs of them, from one statement."""
+
+    nearest: list[tuple[int, float]]  # (memory id, cosine), best first
+    cosines: dict[int, float]  # cosine of each ``known`` memory that has a vector
+    # The leading neighbours' rows (see ``neighbourhood``); None: not fetched (numpy index).
+    rows: dict[int, dict[str, Any]] | None
+
+
+async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray, *, k: int,
+                        exclude: Sequence[int], known: Sequence[int], rows_within: int
+                        ) -> Neighbourhood:
+    """The ``k`` nearest active, not excluded memories (pgvector HNSW), the cosines of the
+    ``known`` memories (the keyword candidates) and the rows of every neighbour ranked within
+    ``rows_within`` (ties included) that is not ``known``: one round trip once the query's
+    vector is there, where nearest, cosines and a row fetch of the admitted took two.
+    Admission itself (``search.fusion``) needs the whole neighbourhood, so it stays in Python;
+    rows are fetched for every neighbour that could be admitted by rank."""
+    dim = int(provenance.dim)
+    # The query vector is parsed once (``q``); the HNSW index still drives ``near``.
+    distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
+    blanks = ", ".join(["NULL"] * (len(_MEMORY_NAMES) + 1))
+    await cur.execute(
+        "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
+        f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
+        f" near AS MATERIALIZED (SELECT e.memory_id AS id, 1 - ({distance}) AS cosine"
+        "   FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id"
+        f"  WHERE {OF_PROVENANCE} AND m.is_active"
+        "   AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
+        f"  ORDER BY {distance} LIMIT %(k)s),"
+        " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM near)"
+        f" SELECT true AS near, r.id AS hit, r.cosine, {MEMORY_COLUMNS}, m.search_terms"
+        " FROM ranked r LEFT JOIN memories m ON m.id = r.id AND r.place <= %(within)s"
+        "  AND NOT (r.id = ANY(%(known)s::bigint[]))"
+        f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
+        " FROM memory_embeddings e WHERE e.memory_id = ANY(%(known)s::bigint[])"
+        f" AND {OF_PROVENANCE}",
+        {**knn_params(provenance, query, k, exclude), "known": list(known),
+         "within": rows_within})
+    found = Neighbourhood([], {}, {})
+    for row in rows_as_dicts(cur, await cur.fetchall()):
+        hit, cosine = int(row.pop("hit")), float(row.pop("cosine"))
+        if not row.pop("near"):
+            found.cosines[hit] = cosine
+            continue
+        found.nearest.append((hit, cosine))
+        if row["id"] is not None:
+            found.rows[hit] = row
+    found.nearest.sort(key=lambda item: -item[1])
+    return found
 
 
 async def touch_accessed(cur: Cursor, ids: Sequence[int], granularity_seconds: float

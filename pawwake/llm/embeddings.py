@@ -24,10 +24,10 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import numpy as np
@@ -49,6 +49,7 @@ from pawwake.settings import Settings
 from pawwake.text.tokens import bounded
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Noise floor of a semantic candidate (raw cosine); admission itself is by rank within the
 # query's neighbourhood (search.fusion). e5 puts unrelated texts at 0.7-0.86 and a paraphrase
@@ -244,6 +245,14 @@ class Embedder:
         Raises ``QueryEmbeddingTimeout`` after ``QUERY_EMBEDDING_TIMEOUT`` seconds; the
         embedding itself goes on and its vector is cached (the same query asked again, by a
         retry or the next search, then answers at once)."""
+        return await self.start_query(settings, text, timings=timings, priority=priority)
+
+    def start_query(self, settings: Settings, text: str, *,
+                    timings: dict[str, float] | None = None, priority: int = CHAT
+                    ) -> Coroutine[Any, Any, tuple[np.ndarray, Provenance]]:
+        """``embed_query`` started before this returns: a local chat query is already with its
+        lane, so whatever the caller does next (cutting keywords, a query) runs beside the
+        model instead of before it. Await the result (see ``embed_query``)."""
         provenance = self.configured_provenance(settings)
         key = (provenance, text)
         cached = self._queries.get(key)
@@ -252,17 +261,30 @@ class Embedder:
             if timings is not None:
                 timings.update(embed_wait=0.0, embed_compute=0.0, embed_batch=0,
                                embed_cached=1)
-            return cached, provenance
+            return _given((cached, provenance))
         background = priority != CHAT and provenance.provider == "local"
         lane = BACKGROUND if background else CHAT
         # A chat never waits on the background lane; a job may share a chat's call.
         task = self._pending.get((key, CHAT)) or (
             self._pending.get((key, BACKGROUND)) if background else None)
         if task is None:
-            task = asyncio.create_task(self._query_vector(settings, text, key, lane),
+            request = None
+            if provenance.provider == "local" and not background:
+                request = self.batcher.submit(text)  # now, not when a task first runs
+                self._running[key] = request
+            task = asyncio.create_task(self._query_vector(settings, text, key, lane, request),
                                        name="query-embedding")
             self._pending[key, lane] = task
             task.add_done_callback(partial(_forget, self._pending, (key, lane)))
+            if request is not None:
+                task.add_done_callback(partial(_release, self._running, key, request))
+        return self._awaited_query(settings, key, task, background, timings)
+
+    async def _awaited_query(self, settings: Settings, key: tuple[Provenance, str],
+                             task: asyncio.Task[tuple[np.ndarray, QueryTiming | None]],
+                             background: bool, timings: dict[str, float] | None
+                             ) -> tuple[np.ndarray, Provenance]:
+        """One caller's wait for a query embedding, with its deadline."""
         seconds = float(settings.QUERY_EMBEDDING_TIMEOUT)
         if background:
             seconds = max(seconds, BACKGROUND_QUERY_DEADLINE)
@@ -289,7 +311,8 @@ class Embedder:
         return vector, self.configured_provenance(settings)
 
     async def _query_vector(self, settings: Settings, text: str,
-                            key: tuple[Provenance, str], lane: int = CHAT
+                            key: tuple[Provenance, str], lane: int = CHAT,
+                            request: QueryRequest | None = None
                             ) -> tuple[np.ndarray, QueryTiming | None]:
         timing: QueryTiming | None = None
         if key[0].provider == "local" and lane == BACKGROUND:
@@ -302,12 +325,12 @@ class Embedder:
                 self.idle_release.touch()
             timing = QueryTiming((started - queued) * 1000.0, (ended - started) * 1000.0)
         elif key[0].provider == "local":
-            request = self.batcher.submit(text)
-            self._running[key] = request
+            if request is None:
+                request = self.batcher.submit(text)
+                self._running[key] = request
             try:
                 vector, timing = await request.future
             finally:
-                self._running.pop(key, None)
                 self.idle_release.touch()
         else:
             vector = (await self._api_embed(settings, [text], deadline=QUERY_DEADLINE))[0]
@@ -445,6 +468,19 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
         del pending[key]
     if not task.cancelled() and task.exception() is not None:
         log.debug("a late query embedding failed: %s", task.exception())
+
+
+def _release(running: dict[Any, QueryRequest], key: Any, request: QueryRequest,
+             _task: asyncio.Task[Any]) -> None:
+    """Done callback of a local chat query: forget its batcher request, and leave the batch
+    if the task ended before awaiting it (cancelled at once)."""
+    if running.get(key) is request:
+        del running[key]
+    request.future.cancel()  # no-op once it has its vector
+
+
+async def _given(value: T) -> T:
+    return value
 
 
 def _release_failed(done: Any) -> None:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -107,7 +107,8 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
-    early = (asyncio.ensure_future(_query_vector(services, settings, query, clock.laps, priority))
+    early = (asyncio.ensure_future(_start_vector(services, settings, query, clock.laps,
+                                                 priority))
              if not needs_keywords(query) else None)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
@@ -118,7 +119,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         # pool's order depends on it, the final scores use the weights of the mode really used.
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
-        vector_step = early or _query_vector(services, settings, embedding_text(query, keywords),
+        vector_step = early or _start_vector(services, settings, embedding_text(query, keywords),
                                              clock.laps, priority)
         (semantic, warning), (rows, term_weights) = await asyncio.gather(
             vector_step, clock.timed("keyword_fetch", _keyword_candidates(
@@ -135,19 +136,18 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
-        store = services.vectors
-        neighbours, cosines = await asyncio.gather(
-            store.nearest(database, settings, semantic.provenance, semantic.query,
-                          k=fusion.NEIGHBOURHOOD, exclude=exclude),
-            store.cosines(database, settings, semantic.provenance, semantic.query,
-                          [row["id"] for row in rows]))
-        if not neighbours:
+        found = await services.vectors.neighbourhood(
+            database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
+            exclude=exclude, known=[row["id"] for row in rows],
+            rows_within=fusion.ADMIT_TOP_K)
+        cosines = found.cosines
+        if not found.nearest:
             semantic = None
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
-            cosines.update(neighbours)
+            cosines.update(found.nearest)
             rows, normalised, hood = await _semantic_candidates(
-                database, rows, neighbours, cosines, semantic.threshold, exclude)
+                database, rows, found, cosines, semantic.threshold, exclude)
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
@@ -165,20 +165,25 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
 
 
 async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
-                               neighbours: Sequence[tuple[int, float]],
+                               found: search_db.Neighbourhood,
                                cosines: Mapping[int, float], floor: float,
                                exclude: list[int]
                                ) -> tuple[list[dict[str, Any]], dict[int, float],
                                           fusion.Neighbourhood | None]:
     """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
-    every row's semantic part: its place in the query's neighbourhood."""
-    hood = fusion.Neighbourhood.of([c for _, c in neighbours], floor)
+    every row's semantic part: its place in the query's neighbourhood. The admitted rows come
+    with the neighbourhood (pgvector) or are fetched (numpy index, which may also hold
+    archived memories: the fetch leaves them out)."""
+    hood = fusion.Neighbourhood.of([c for _, c in found.nearest], floor)
     if hood is None:
         return rows, {}, None
     known = {row["id"] for row in rows}
-    similar = [i for i in fusion.admitted(neighbours, hood) if i not in known]
-    async with cursor(database.pool) as cur:
-        rows = rows + await search_db.fetch_rows(cur, similar, exclude)
+    similar = [i for i in fusion.admitted(found.nearest, hood) if i not in known]
+    if found.rows is not None:
+        rows = rows + [found.rows[i] for i in similar if i in found.rows]
+    elif similar:
+        async with cursor(database.pool) as cur:
+            rows = rows + await search_db.fetch_rows(cur, similar, exclude)
     return rows, {row["id"]: hood.score(cosines[row["id"]])
                   for row in rows if row["id"] in cosines}, hood
 
@@ -254,23 +259,37 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
     return results
 
 
-async def _query_vector(services: Services, settings: Settings, query: str,
-                        timings: dict[str, float] | None = None, priority: int = CHAT
-                        ) -> tuple[_Semantic | None, str | None]:
-    """The query's vector when semantic search is possible, else the reason it is not (no
-    reason for a message with nothing to search, which is not embedded at all)."""
+def _start_vector(services: Services, settings: Settings, query: str,
+                  timings: dict[str, float] | None = None, priority: int = CHAT
+                  ) -> Coroutine[Any, Any, tuple[_Semantic | None, str | None]]:
+    """Start the query's embedding now (a local model's lane takes it before the caller's next
+    step runs) and return what gives the query's vector when semantic search is possible,
+    else the reason it is not (no reason for a message with nothing to search, which is not
+    embedded at all)."""
     if not settings.MEMORY_VECTOR_ENABLED:
-        return None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."
+        return _given((None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."))
     if nothing_to_search(query):
-        return None, None
+        return _given((None, None))
     database = services.require_database()
+    embedding = services.embedder.start_query(settings, query, timings=timings,
+                                              priority=priority)
+    return _semantic_query(services, settings, database, embedding)
+
+
+async def _given(value: T) -> T:
+    return value
+
+
+async def _semantic_query(services: Services, settings: Settings, database: Database,
+                          embedding: Awaitable[tuple[np.ndarray, Provenance]]
+                          ) -> tuple[_Semantic | None, str | None]:
+    """The started embedding's vector, checked against the stored vectors' provenance."""
     embedder = services.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
     try:
-        vector, provenance = await embedder.embed_query(settings, query, timings=timings,
-                                                        priority=priority)
+        vector, provenance = await embedding
     except EmbeddingError as exc:
         checking.cancel()
         with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):

@@ -19,6 +19,7 @@ import psycopg2
 
 from pawwake.database import Database
 from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db import memory_search as search_db
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.search.vector_index import VectorIndex
@@ -143,3 +144,20 @@ class VectorStore:
             async with cursor(database.pool) as cur:
                 return await vectors_db.cosines_for(cur, provenance, query, ids)
         return await self.index.cosines_for(database.pool, provenance, query, ids)
+
+    async def neighbourhood(self, database: Database, settings: Settings,
+                            provenance: Provenance, query: np.ndarray, *, k: int,
+                            exclude: Sequence[int], known: Sequence[int], rows_within: int
+                            ) -> search_db.Neighbourhood:
+        """``nearest`` and ``cosines`` of the ``known`` ids at once. On pgvector one statement
+        also brings the rows of the neighbours ranked within ``rows_within`` that are not
+        ``known`` (``rows``); on numpy both are in process and ``rows`` is None."""
+        if self.backend(settings, database, provenance) == "pgvector":
+            async with cursor(database.pool) as cur:
+                return await search_db.neighbourhood(cur, provenance, query, k=k,
+                                                     exclude=exclude, known=known,
+                                                     rows_within=rows_within)
+        nearest = await self.index.search(database.pool, provenance, query, k, exclude)
+        cosines = (await self.index.cosines_for(database.pool, provenance, query, known)
+                   if known else {})
+        return search_db.Neighbourhood(nearest, cosines, None)
