@@ -272,6 +272,10 @@ class Embedder:
             if provenance.provider == "local" and not background:
                 request = self.batcher.submit(text)  # now, not when a task first runs
                 self._running[key] = request
+                if len(self._running) == 1:
+                    # Alone: hand the interpreter lock over so the lane's thread starts the
+                    # model now, not whenever the loop next waits (0.3-0.6 ms later here).
+                    time.sleep(0)
             task = asyncio.create_task(self._query_vector(settings, text, key, lane, request),
                                        name="query-embedding")
             self._pending[key, lane] = task
