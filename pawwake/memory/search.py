@@ -121,7 +121,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
                     else scoring.KEYWORD_ONLY)
         vector_step = early or _start_vector(services, settings, embedding_text(query, keywords),
                                              clock.laps, priority)
-        (semantic, warning), (rows, term_weights) = await asyncio.gather(
+        (semantic, warning), (rows, term_weights, fixed) = await asyncio.gather(
             vector_step, clock.timed("keyword_fetch", _keyword_candidates(
                 services, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
     except BaseException:
@@ -151,7 +151,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
-    results = _score(rows, term_weights, normalised, cosines, weights, now, today, hood,
+    results = _score(rows, fixed, term_weights, normalised, cosines, weights, now, today, hood,
                      floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
     clock.lap("scoring")
     if touch:
@@ -200,10 +200,12 @@ async def touch_results(services: Services, results: Sequence[SearchResult]) -> 
 async def _keyword_candidates(services: Services, database: Database, keywords: list[str],
                               exclude: list[int], pool_size: int, weights: scoring.Weights,
                               now: datetime, today: date
-                              ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """The best keyword rows and the IDF weight of every query keyword."""
+                              ) -> tuple[list[dict[str, Any]], dict[str, float],
+                                         dict[int, _Fixed]]:
+    """The best keyword rows, the IDF weight of every query keyword and the rows' parts that
+    do not depend on the query's vector (worked out here, while the vector is computed)."""
     if not keywords:
-        return [], {}
+        return [], {}, {}
     plan = await services.term_stats.plan(database.pool, keywords)
     async with cursor(database.pool) as cur:
         rows = await search_db.ranked_candidates(
@@ -218,21 +220,42 @@ async def _keyword_candidates(services: Services, database: Database, keywords: 
     else:  # nothing gathered: a gathered term occurs nowhere
         term_weights = {t: tokens.idf_weight(plan.collection, plan.estimates.get(t, 0))
                         for t in keywords}
-    return rows, term_weights
+    return rows, term_weights, _fixed_parts(rows, term_weights, now, today)
 
 
-def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
-           normalised: Mapping[int, float], cosines: Mapping[int, float],
-           weights: scoring.Weights, now: datetime, today: date,
-           hood: fusion.Neighbourhood | None, *, floor: float) -> list[SearchResult]:
-    """Final scores, best first, without rows below ``floor``."""
+@dataclass(frozen=True)
+class _Fixed:
+    """A row's score parts that do not depend on the query's vector."""
+
+    keyword: float
+    recency: float
+
+
+def _fixed_parts(rows: Sequence[dict[str, Any]], term_weights: Mapping[str, float],
+                 now: datetime, today: date) -> dict[int, _Fixed]:
+    """Keyword share and recency of each row (its ``search_terms`` are consumed)."""
     total = sum(term_weights.values())
-    keyword: dict[int, float] = {}
+    fixed = {}
     for row in rows:
         present = set(row.pop("search_terms") or ())
         row.pop("term_weights", None)
         hit = sum(w for term, w in term_weights.items() if term in present)
-        keyword[row["id"]] = scoring.keyword_score(hit, total)
+        fixed[row["id"]] = _Fixed(
+            scoring.keyword_score(hit, total),
+            scoring.recency(scoring.age_days(row["created_at"], row["event_date"], now, today)))
+    return fixed
+
+
+def _score(rows: list[dict[str, Any]], fixed: Mapping[int, _Fixed],
+           term_weights: Mapping[str, float],
+           normalised: Mapping[int, float], cosines: Mapping[int, float],
+           weights: scoring.Weights, now: datetime, today: date,
+           hood: fusion.Neighbourhood | None, *, floor: float) -> list[SearchResult]:
+    """Final scores, best first, without rows below ``floor``. ``fixed`` holds the parts
+    already worked out (keyword rows); the other rows' are worked out here."""
+    fixed = {**fixed, **_fixed_parts([row for row in rows if row["id"] not in fixed],
+                                     term_weights, now, today)}
+    keyword = {row["id"]: fixed[row["id"]].keyword for row in rows}
     if fusion.LITERAL_FIRST:
         normalised = fusion.literal_first(keyword, normalised, hood, weights.keyword,
                                           weights.semantic)
@@ -246,8 +269,7 @@ def _score(rows: list[dict[str, Any]], term_weights: Mapping[str, float],
             "keyword": keyword[row["id"]],
             "semantic": normalised.get(row["id"], 0.0),
             "importance": row["importance"] / 10.0,
-            "recency": scoring.recency(scoring.age_days(row["created_at"], row["event_date"],
-                                                        now, today)),
+            "recency": fixed[row["id"]].recency,
         }
         score = scoring.combine(weights, keyword=kw, semantic=sem,
                                 importance=row["importance"], recency_value=parts["recency"])
