@@ -2,7 +2,9 @@
 
 Candidates are the best keyword matches (GIN-indexed terms, planned by ``term_stats``) plus the
 nearest vectors admitted by rank and margin within the query's neighbourhood, the semantic
-threshold being only a noise floor (``fusion``); both are fetched at the same time. Scores
+threshold being only a noise floor (``fusion``). The keyword candidates are fetched while the
+query is embedded; after the vector, one round trip (``VectorStore.neighbourhood``) brings
+the neighbours, their rows and the keyword rows' cosines. Scores
 follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
 limit, as are ``exclude_ids`` (so the next candidates move up). ``mode`` is "hybrid" only when
 a query vector was really used: a vector that misses ``QUERY_EMBEDDING_TIMEOUT`` makes the search

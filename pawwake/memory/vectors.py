@@ -134,17 +134,6 @@ class VectorStore:
             return sorted(found, key=lambda item: -item[1])
         return await self.index.search(database.pool, provenance, query, k, exclude)
 
-    async def cosines(self, database: Database, settings: Settings,
-                      provenance: Provenance, query: np.ndarray, ids: Sequence[int]
-                      ) -> dict[int, float]:
-        """Cosine with the query for those of ``ids`` that have a vector."""
-        if not ids:
-            return {}
-        if self.backend(settings, database, provenance) == "pgvector":
-            async with cursor(database.pool) as cur:
-                return await vectors_db.cosines_for(cur, provenance, query, ids)
-        return await self.index.cosines_for(database.pool, provenance, query, ids)
-
     async def neighbourhood(self, database: Database, settings: Settings,
                             provenance: Provenance, query: np.ndarray, *, k: int,
                             exclude: Sequence[int], known: Sequence[int], rows_within: int
