@@ -17,7 +17,7 @@ import numpy as np
 
 from pawwake.db.memory_embeddings import knn_params
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
-from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource
+from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_params
 
 _MEMORY_NAMES = ("id", "content", "importance", "layer", "title", "event_date", "created_at",
                  "last_accessed", "remind_at")
@@ -57,11 +57,15 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             window: int, gather_cap: int | None, exclude: Sequence[int],
                             limit: int,
                             rank_weights: tuple[float, float, float], now: datetime,
-                            today: date) -> list[dict[str, Any]]:
+                            today: date, vectors_of: VectorSource | None = None
+                            ) -> list[dict[str, Any]]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
     the active memories counted by this statement (small collections, no extra round-trip).
+    With ``vectors_of``, each row also brings its stored vector of that provenance as
+    ``array_send`` bytes in ``vector`` (NULL when it has none): read before the query's vector
+    exists, so the rows' cosines cost nothing after it.
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -73,6 +77,11 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "now": now, "today": today}
     if not terms:
         return []
+    vector, with_vector = "", ""
+    if vectors_of is not None:
+        params.update(provenance_params(vectors_of))
+        vector = ", array_send(e.embedding) AS vector"
+        with_vector = f" LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND {OF_PROVENANCE}"
     columns = "id, importance, created_at, event_date, search_terms"
     sources = []
     if gather:  # one GIN probe per term: ``&&`` over many terms tempts a sequential scan
@@ -107,9 +116,9 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"
         "   WHERE NOT (g.id = ANY(%(exclude)s::bigint[]))"
         f"   ORDER BY {score} DESC, g.id DESC LIMIT %(limit)s)"
-        f" SELECT {MEMORY_COLUMNS}, m.search_terms,"
+        f" SELECT {MEMORY_COLUMNS}, m.search_terms{vector},"
         " (SELECT json_object_agg(term, weight) FROM weights) AS term_weights"
-        " FROM best JOIN memories m ON m.id = best.id", params)
+        f" FROM best JOIN memories m ON m.id = best.id{with_vector}", params)
 
 
 async def fetch_rows(cur: Cursor, ids: Sequence[int], exclude: Sequence[int]
@@ -136,12 +145,13 @@ class Neighbourhood:
 
 
 async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray, *, k: int,
-                        exclude: Sequence[int], known: Sequence[int], rows_within: int
-                        ) -> Neighbourhood:
+                        exclude: Sequence[int], known: Sequence[int], rows_within: int,
+                        cosines_of: Sequence[int] | None = None) -> Neighbourhood:
     """The ``k`` nearest active, not excluded memories (pgvector HNSW), the cosines of the
-    ``known`` memories (the keyword candidates) and the rows of every neighbour ranked within
-    ``rows_within`` (ties included) that is not ``known``: one round trip once the query's
-    vector is there, where nearest, cosines and a row fetch of the admitted took two.
+    ``cosines_of`` memories (default ``known``: the keyword candidates) and the rows of every
+    neighbour ranked within ``rows_within`` (ties included) that is not ``known``: one round
+    trip once the query's vector is there, where nearest, cosines and a row fetch of the
+    admitted took two.
     Admission itself (``search.fusion``) needs the whole neighbourhood, so it stays in Python;
     rows are fetched for every neighbour that could be admitted by rank."""
     dim = int(provenance.dim)
@@ -161,10 +171,11 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
         " FROM ranked r LEFT JOIN memories m ON m.id = r.id AND r.place <= %(within)s"
         "  AND NOT (r.id = ANY(%(known)s::bigint[]))"
         f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
-        " FROM memory_embeddings e WHERE e.memory_id = ANY(%(known)s::bigint[])"
+        " FROM memory_embeddings e WHERE e.memory_id = ANY(%(cosines_of)s::bigint[])"
         f" AND {OF_PROVENANCE}",
         {**knn_params(provenance, query, k, exclude), "known": list(known),
-         "within": rows_within})
+         "within": rows_within,
+         "cosines_of": list(known if cosines_of is None else cosines_of)})
     found = Neighbourhood([], {}, {})
     for row in rows_as_dicts(cur, await cur.fetchall()):
         hit, cosine = int(row.pop("hit")), float(row.pop("cosine"))

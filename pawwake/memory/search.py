@@ -29,6 +29,7 @@ from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
+from pawwake.db.vector_rows import decoded_vectors
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
@@ -123,9 +124,10 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
                     else scoring.KEYWORD_ONLY)
         vector_step = early or _start_vector(services, settings, embedding_text(query, keywords),
                                              clock.laps, priority)
-        (semantic, warning), (rows, term_weights, fixed) = await asyncio.gather(
+        (semantic, warning), found_by_keywords = await asyncio.gather(
             vector_step, clock.timed("keyword_fetch", _keyword_candidates(
-                services, database, keywords, exclude, max(100, 4 * limit), expected, now, today)))
+                services, database, keywords, exclude, max(100, 4 * limit), expected, now, today,
+                _vectors_to_read(services, settings, database))))
     except BaseException:
         if early is not None and not early.done():
             early.cancel()
@@ -134,15 +136,20 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         raise
     clock.lap("retrieve")
 
+    rows, term_weights = found_by_keywords.rows, found_by_keywords.term_weights
     cosines: dict[int, float] = {}
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
+        known = [row["id"] for row in rows]
+        read = found_by_keywords.vectors_of == semantic.provenance  # else ask the database
         found = await services.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
-            exclude=exclude, known=[row["id"] for row in rows],
-            rows_within=fusion.ADMIT_TOP_K)
+            exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
+            cosines_of=[] if read else known)
         cosines = found.cosines
+        if read:
+            cosines.update(found_by_keywords.stored.cosines(semantic.query))
         if not found.nearest:
             semantic = None
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
@@ -153,8 +160,8 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
-    results = _score(rows, fixed, term_weights, normalised, cosines, weights, now, today, hood,
-                     floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
+    results = _score(rows, found_by_keywords.fixed, term_weights, normalised, cosines, weights,
+                     now, today, hood, floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
     clock.lap("scoring")
     if touch:
         await touch_results(services, results)
@@ -199,15 +206,37 @@ async def touch_results(services: Services, results: Sequence[SearchResult]) -> 
                                            TOUCH_GRANULARITY_SECONDS)
 
 
+@dataclass
+class _KeywordCandidates:
+    rows: list[dict[str, Any]]
+    term_weights: dict[str, float]  # the IDF weight of every query keyword
+    fixed: dict[int, _Fixed]  # the rows' parts that do not depend on the query's vector
+    stored: vectors.ReadVectors  # the rows' stored vectors (of ``vectors_of``)
+    vectors_of: Provenance | None  # their provenance (None: not read)
+
+
+def _vectors_to_read(services: Services, settings: Settings, database: Database
+                     ) -> Provenance | None:
+    """The provenance whose stored vectors the keyword fetch reads along (pgvector only: the
+    numpy index has them in process), so the keyword rows' cosines need no statement once
+    the query's vector is there."""
+    if not settings.MEMORY_VECTOR_ENABLED:
+        return None
+    provenance = services.embedder.configured_provenance(settings)
+    if services.vectors.backend(settings, database, provenance) != "pgvector":
+        return None
+    return provenance
+
+
 async def _keyword_candidates(services: Services, database: Database, keywords: list[str],
                               exclude: list[int], pool_size: int, weights: scoring.Weights,
-                              now: datetime, today: date
-                              ) -> tuple[list[dict[str, Any]], dict[str, float],
-                                         dict[int, _Fixed]]:
+                              now: datetime, today: date, vectors_of: Provenance | None = None
+                              ) -> _KeywordCandidates:
     """The best keyword rows, the IDF weight of every query keyword and the rows' parts that
-    do not depend on the query's vector (worked out here, while the vector is computed)."""
+    do not depend on the query's vector (worked out here, while the vector is computed);
+    with ``vectors_of``, the rows' stored vectors of that provenance too."""
     if not keywords:
-        return [], {}, {}
+        return _KeywordCandidates([], {}, {}, vectors.ReadVectors.of({}), vectors_of)
     plan = await services.term_stats.plan(database.pool, keywords)
     async with cursor(database.pool) as cur:
         rows = await search_db.ranked_candidates(
@@ -216,13 +245,20 @@ async def _keyword_candidates(services: Services, database: Database, keywords: 
             windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
             gather_cap=plan.gather_cap,
             exclude=exclude, limit=pool_size, now=now, today=today,
-            rank_weights=(weights.keyword, weights.importance, weights.recency))
+            rank_weights=(weights.keyword, weights.importance, weights.recency),
+            vectors_of=vectors_of)
     if rows:
         term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
     else:  # nothing gathered: a gathered term occurs nowhere
         term_weights = {t: tokens.idf_weight(plan.collection, plan.estimates.get(t, 0))
                         for t in keywords}
-    return rows, term_weights, _fixed_parts(rows, term_weights, now, today)
+    stored: dict[int, np.ndarray] = {}
+    if vectors_of is not None:
+        blobs = [row.pop("vector") for row in rows]
+        stored = {rows[n]["id"]: vector
+                  for n, vector in decoded_vectors(blobs, int(vectors_of.dim)).items()}
+    return _KeywordCandidates(rows, term_weights, _fixed_parts(rows, term_weights, now, today),
+                              vectors.ReadVectors.of(stored), vectors_of)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ explicit confirmation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,17 +137,52 @@ class VectorStore:
 
     async def neighbourhood(self, database: Database, settings: Settings,
                             provenance: Provenance, query: np.ndarray, *, k: int,
-                            exclude: Sequence[int], known: Sequence[int], rows_within: int
+                            exclude: Sequence[int], known: Sequence[int], rows_within: int,
+                            cosines_of: Sequence[int] | None = None
                             ) -> search_db.Neighbourhood:
-        """``nearest`` and ``cosines`` of the ``known`` ids at once. On pgvector one statement
-        also brings the rows of the neighbours ranked within ``rows_within`` that are not
-        ``known`` (``rows``); on numpy both are in process and ``rows`` is None."""
+        """``nearest`` and the cosines of ``cosines_of`` (default ``known``) at once. On
+        pgvector one statement also brings the rows of the neighbours ranked within
+        ``rows_within`` that are not ``known`` (``rows``); on numpy both are in process and
+        ``rows`` is None."""
+        wanted = list(known if cosines_of is None else cosines_of)
         if self.backend(settings, database, provenance) == "pgvector":
             async with cursor(database.pool) as cur:
                 return await search_db.neighbourhood(cur, provenance, query, k=k,
                                                      exclude=exclude, known=known,
-                                                     rows_within=rows_within)
+                                                     rows_within=rows_within,
+                                                     cosines_of=wanted)
         nearest = await self.index.search(database.pool, provenance, query, k, exclude)
-        cosines = (await self.index.cosines_for(database.pool, provenance, query, known)
-                   if known else {})
+        cosines = (await self.index.cosines_for(database.pool, provenance, query, wanted)
+                   if wanted else {})
         return search_db.Neighbourhood(nearest, cosines, None)
+
+
+@dataclass(frozen=True)
+class ReadVectors:
+    """Stored vectors read before the query's vector exists, made ready for ``cosines`` (the
+    conversion is done then, not after the vector)."""
+
+    ids: list[int]
+    matrix: np.ndarray  # float64 rows
+    squares: np.ndarray  # each row's squared norm
+
+    @classmethod
+    def of(cls, stored: Mapping[int, np.ndarray]) -> ReadVectors:
+        ids = list(stored)
+        if not ids:
+            return cls([], np.zeros((0, 0)), np.zeros(0))
+        matrix = np.vstack([stored[i] for i in ids]).astype(np.float64)
+        return cls(ids, matrix, (matrix * matrix).sum(axis=1))
+
+    def cosines(self, query: np.ndarray) -> dict[int, float]:
+        """Cosine of ``query`` with each row as pgvector gives it (``1 - (a <=> b)``), in
+        double precision: pgvector sums in single precision, so the last digits may differ."""
+        if not self.ids:
+            return {}
+        vector = np.asarray(query, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            similarity = (self.matrix @ vector) / np.sqrt(self.squares * float(vector @ vector))
+        similarity = np.clip(similarity, -1.0, 1.0)
+        return {memory_id: float(1.0 - (1.0 - value))
+                for memory_id, value in zip(self.ids, similarity.tolist(), strict=True)
+                if math.isfinite(value)}
