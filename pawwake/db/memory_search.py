@@ -158,6 +158,10 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
     # The query vector is parsed once (``q``); the HNSW index still drives ``near``.
     distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
     blanks = ", ".join(["NULL"] * (len(_MEMORY_NAMES) + 1))
+    wanted = list(known if cosines_of is None else cosines_of)
+    cosines = (f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
+               " FROM memory_embeddings e WHERE e.memory_id = ANY(%(cosines_of)s::bigint[])"
+               f" AND {OF_PROVENANCE}") if wanted else ""
     await cur.execute(
         "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
         f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
@@ -169,13 +173,9 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
         " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM near)"
         f" SELECT true AS near, r.id AS hit, r.cosine, {MEMORY_COLUMNS}, m.search_terms"
         " FROM ranked r LEFT JOIN memories m ON m.id = r.id AND r.place <= %(within)s"
-        "  AND NOT (r.id = ANY(%(known)s::bigint[]))"
-        f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
-        " FROM memory_embeddings e WHERE e.memory_id = ANY(%(cosines_of)s::bigint[])"
-        f" AND {OF_PROVENANCE}",
+        f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosines}",
         {**knn_params(provenance, query, k, exclude), "known": list(known),
-         "within": rows_within,
-         "cosines_of": list(known if cosines_of is None else cosines_of)})
+         "within": rows_within, "cosines_of": wanted})
     found = Neighbourhood([], {}, {})
     for row in rows_as_dicts(cur, await cur.fetchall()):
         hit, cosine = int(row.pop("hit")), float(row.pop("cosine"))
