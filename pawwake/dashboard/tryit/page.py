@@ -147,7 +147,7 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(gateway(request), session_id, model, messages,
+    events = trial_chat(services_of(request), session_id, model, messages,
                         settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)
