@@ -159,9 +159,9 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
     distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
     blanks = ", ".join(["NULL"] * (len(_MEMORY_NAMES) + 1))
     wanted = list(known if cosines_of is None else cosines_of)
-    cosines = (f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
-               " FROM memory_embeddings e WHERE e.memory_id = ANY(%(cosines_of)s::bigint[])"
-               f" AND {OF_PROVENANCE}") if wanted else ""
+    cosine_part = (f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
+                   " FROM memory_embeddings e WHERE e.memory_id = ANY(%(cosines_of)s::bigint[])"
+                   f" AND {OF_PROVENANCE}") if wanted else ""
     await cur.execute(
         "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
         f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
@@ -173,20 +173,22 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
         " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM near)"
         f" SELECT true AS near, r.id AS hit, r.cosine, {MEMORY_COLUMNS}, m.search_terms"
         " FROM ranked r LEFT JOIN memories m ON m.id = r.id AND r.place <= %(within)s"
-        f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosines}",
+        f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosine_part}",
         {**knn_params(provenance, query, k, exclude), "known": list(known),
          "within": rows_within, "cosines_of": wanted})
-    found = Neighbourhood([], {}, {})
+    nearest: list[tuple[int, float]] = []
+    cosines: dict[int, float] = {}
+    rows: dict[int, dict[str, Any]] = {}
     for row in rows_as_dicts(cur, await cur.fetchall()):
         hit, cosine = int(row.pop("hit")), float(row.pop("cosine"))
         if not row.pop("near"):
-            found.cosines[hit] = cosine
+            cosines[hit] = cosine
             continue
-        found.nearest.append((hit, cosine))
+        nearest.append((hit, cosine))
         if row["id"] is not None:
-            found.rows[hit] = row
-    found.nearest.sort(key=lambda item: -item[1])
-    return found
+            rows[hit] = row
+    nearest.sort(key=lambda item: -item[1])
+    return Neighbourhood(nearest, cosines, rows)
 
 
 async def touch_accessed(cur: Cursor, ids: Sequence[int], granularity_seconds: float

@@ -201,10 +201,11 @@ def decoded_vectors(blobs: Sequence[bytes | None], dim: int) -> dict[int, np.nda
     """``array_send(real[])`` values decoded, by position; ones of another shape (or NULL,
     or with NULL elements) are left out."""
     size = _ARRAY_HEADER + 8 * dim
-    kept = [i for i, blob in enumerate(blobs) if blob is not None and len(blob) == size]
+    kept = {i: bytes(blob) for i, blob in enumerate(blobs)
+            if blob is not None and len(blob) == size}
     if not kept:
         return {}
-    matrix = _binary_float4_arrays(b"".join(bytes(blobs[i]) for i in kept), len(kept), dim)
+    matrix = _binary_float4_arrays(b"".join(kept.values()), len(kept), dim)
     return {i: matrix[n] for n, i in enumerate(kept)}
 
 
