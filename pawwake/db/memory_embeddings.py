@@ -10,6 +10,7 @@ row changed after its vector was written whose digest (computed in SQL) no longe
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -174,3 +175,22 @@ async def cosines_for(cur: Cursor, provenance: VectorSource, query: np.ndarray,
         " AND provider = %(provider)s AND model = %(model)s AND dim = %(dim)s",
         {**_prov(provenance), "q": vector_literal(query), "ids": list(ids)})
     return {int(r["memory_id"]): float(r["cos"]) for r in rows}
+
+
+def sent_vector_sql(column: str, dim: int) -> str:
+    """SQL for a ``real[]`` column as pgvector's binary form in base64: a quarter of the
+    bytes ``array_send`` gives in hex (text protocol), for reading many vectors at once."""
+    return f"encode(vector_send({column}::vector({int(dim)})), 'base64')"
+
+
+def sent_vectors(values: Sequence[str | None], dim: int) -> dict[int, np.ndarray]:
+    """Decode ``sent_vector_sql`` values (int16 dim, int16 unused, then big-endian float4s),
+    by position; NULLs and other shapes are left out."""
+    size = 4 + 4 * dim
+    raw = {i: base64.b64decode(value) for i, value in enumerate(values) if value is not None}
+    kept = {i: blob for i, blob in raw.items() if len(blob) == size}
+    if not kept:
+        return {}
+    words = np.frombuffer(b"".join(kept.values()), dtype=">f4").reshape(len(kept), dim + 1)
+    matrix = words[:, 1:].astype(np.float32)
+    return {i: matrix[n] for n, i in enumerate(kept)}

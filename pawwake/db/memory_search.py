@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pawwake.db.memory_embeddings import knn_params
+from pawwake.db.memory_embeddings import knn_params, sent_vector_sql
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_params
 
@@ -63,9 +63,9 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
     the active memories counted by this statement (small collections, no extra round-trip).
-    With ``vectors_of``, each row also brings its stored vector of that provenance as
-    ``array_send`` bytes in ``vector`` (NULL when it has none): read before the query's vector
-    exists, so the rows' cosines cost nothing after it.
+    With ``vectors_of`` (pgvector), each row also brings its stored vector of that provenance
+    in ``vector`` (``memory_embeddings.sent_vector_sql``; NULL when it has none): read before
+    the query's vector exists, so the rows' cosines cost nothing after it.
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -80,7 +80,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     vector, with_vector = "", ""
     if vectors_of is not None:
         params.update(provenance_params(vectors_of))
-        vector = ", array_send(e.embedding) AS vector"
+        vector = f", {sent_vector_sql('e.embedding', vectors_of.dim)} AS vector"
         with_vector = f" LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND {OF_PROVENANCE}"
     columns = "id, importance, created_at, event_date, search_terms"
     sources = []

@@ -197,18 +197,6 @@ async def fetch_vectors(cur: Cursor, table: VectorTable, provenance: VectorSourc
 _ARRAY_HEADER = 20  # ndim, has-nulls flag, element type, length, lower bound (int32 each)
 
 
-def decoded_vectors(blobs: Sequence[bytes | None], dim: int) -> dict[int, np.ndarray]:
-    """``array_send(real[])`` values decoded, by position; ones of another shape (or NULL,
-    or with NULL elements) are left out."""
-    size = _ARRAY_HEADER + 8 * dim
-    kept = {i: bytes(blob) for i, blob in enumerate(blobs)
-            if blob is not None and len(blob) == size}
-    if not kept:
-        return {}
-    matrix = _binary_float4_arrays(b"".join(kept.values()), len(kept), dim)
-    return {i: matrix[n] for n, i in enumerate(kept)}
-
-
 def _binary_float4_arrays(data: bytes, count: int, dim: int) -> np.ndarray:
     """Decode ``array_send(real[])`` output: after the header each element is a big-endian
     int32 length (4) followed by the big-endian float32 value. Much faster than text."""

@@ -28,8 +28,8 @@ import psycopg2
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.memory_embeddings import sent_vectors
 from pawwake.db.pool import cursor
-from pawwake.db.vector_rows import decoded_vectors
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
@@ -254,9 +254,9 @@ async def _keyword_candidates(services: Services, database: Database, keywords: 
                         for t in keywords}
     stored: dict[int, np.ndarray] = {}
     if vectors_of is not None:
-        blobs = [row.pop("vector") for row in rows]
+        sent = [row.pop("vector") for row in rows]
         stored = {rows[n]["id"]: vector
-                  for n, vector in decoded_vectors(blobs, int(vectors_of.dim)).items()}
+                  for n, vector in sent_vectors(sent, int(vectors_of.dim)).items()}
     return _KeywordCandidates(rows, term_weights, _fixed_parts(rows, term_weights, now, today),
                               vectors.ReadVectors.of(stored), vectors_of)
 
