@@ -68,6 +68,7 @@ class QueryRequest:
 class _Batch:
     requests: list[QueryRequest]
     concurrent: concurrent.futures.Future[Any] | None = None
+    sent_at: float = field(default_factory=time.perf_counter)  # handed to its (free) lane
 
 
 Embed = Callable[[Any, list[str]], np.ndarray]  # (model, texts) -> one row per text
@@ -115,12 +116,18 @@ class QueryBatcher:
 
     def predicted_wait_ms(self) -> float:
         """How long a query submitted now would wait before its lane starts it: the texts
-        queued or running, times the recent compute per text, over the lanes. Zero while a
-        lane is free and nothing is queued, or before any batch has been timed."""
+        queued, plus what is left of the batches running, at the recent compute per text,
+        shared over the lanes. Zero while a lane is free and nothing is queued, or before any
+        batch has been timed."""
         waiting = sum(1 for r in self._waiting if not r.future.done())
-        if (self._free and not waiting) or self.ms_per_text is None:
+        per_text = self.ms_per_text
+        if (self._free and not waiting) or per_text is None:
             return 0.0
-        return (waiting + self.running) * self.ms_per_text / len(self.lanes)
+        now = time.perf_counter()
+        left = sum(max(0.0, per_text * sum(not r.future.done() for r in batch.requests)
+                       - (now - batch.sent_at) * 1000.0)
+                   for batch in self._batches.values())
+        return (waiting * per_text + left) / len(self.lanes)
 
     # -- on the event loop --------------------------------------------------------------------
 
