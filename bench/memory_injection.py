@@ -240,6 +240,7 @@ class StepLog:
         self._at = 0
         self.phases: dict[str, dict[str, list[float]]] = {}
         self.counts: dict[str, dict[str, int]] = {}
+        self.rests: dict[str, list[float]] = {}  # total minus embed_compute, per vector search
 
     def mark(self) -> None:
         self._at = self.path.stat().st_size if self.path and self.path.exists() else 0
@@ -252,13 +253,16 @@ class StepLog:
             text = handle.read().decode("utf-8", "replace")
         steps: dict[str, list[float]] = {}
         counts = {"requests": 0, "vector": 0, **dict.fromkeys(self.MARKERS, 0)}
+        rest: list[float] = []
         for line in text.splitlines():
-            _, found, rest = line.partition("memory step (ms): ")
+            _, found, fields = line.partition("memory step (ms): ")
             if not found:
                 continue
-            items = dict(item.partition("=")[::2] for item in rest.split())
+            items = dict(item.partition("=")[::2] for item in fields.split())
             counts["requests"] += 1
             counts["vector"] += "embed_compute" in items
+            if "embed_compute" in items and "total" in items:
+                rest.append(float(items["total"]) - float(items["embed_compute"]))
             for marker in self.MARKERS:
                 counts[marker] += marker in items
             for name, value in items.items():
@@ -267,15 +271,16 @@ class StepLog:
         if steps:
             self.phases[phase] = steps
             self.counts[phase] = counts
+            self.rests[phase] = rest
 
     def report(self) -> None:
         for phase, steps in self.phases.items():
-            total, compute = steps.get("total", []), steps.get("embed_compute", [])
-            rest = [t - c for t, c in zip(total, compute, strict=False)]
+            total, rest = steps.get("total", []), self.rests.get(phase, [])
             sys.stdout.write(
                 f"memory_on gateway's own steps, {phase} ({len(total)} requests), p50 ms: "
                 + ", ".join(f"{name} {pct(values, 50):.1f}" for name, values in steps.items())
-                + (f"; total minus embed_compute p50 {pct(rest, 50):.1f}" if rest else "")
+                + (f"; total minus embed_compute p50 {pct(rest, 50):.1f} (searches with a vector)"
+                   if rest else "")
                 + "\n")
         for phase, counts in self.counts.items():
             requests = max(1, counts["requests"])
