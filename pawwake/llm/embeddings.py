@@ -16,7 +16,9 @@ too); one already running, or an API request in flight, finishes and is cached f
 time the same query comes. Better still, a local query that would wait longer than
 ``QUERY_EMBEDDING_MAX_WAIT`` behind the others (``QueryBatcher.predicted_wait_ms``) is not
 queued at all: the caller gets ``QueryEmbeddingShed`` at once and searches by keywords, instead
-of waiting out the deadline first. A query on an idle lane is never shed.
+of waiting out the deadline first. A query on an idle lane is never shed, nor one with at most
+``ALWAYS_QUEUED_BEHIND`` texts ahead of it per lane: on a slow host (a tenth of a CPU, where one
+query takes longer than the budget) two or three chats at once still get their vectors.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.3, "local": 0.78}
 API_BATCH = 64
 QUERY_CACHE_SIZE = 256
 QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
+ALWAYS_QUEUED_BEHIND = 2  # texts per lane a chat query may always wait behind
 SHED_LOG_SECONDS = 60.0  # queries searched by keywords under load are logged as a count
 # A job's query waits behind the passages already queued on the background lane (each call
 # bounded by LOCAL_CALL_CHARS), not for a chat's deadline.
@@ -326,7 +329,8 @@ class Embedder:
         """Raise ``QueryEmbeddingShed`` when a new query would wait past the budget."""
         budget = float(settings.QUERY_EMBEDDING_MAX_WAIT)
         predicted = self.batcher.predicted_wait_ms()
-        if budget <= 0 or predicted <= budget * 1000.0:
+        allowed = max(budget * 1000.0, ALWAYS_QUEUED_BEHIND * (self.batcher.ms_per_text or 0.0))
+        if budget <= 0 or predicted <= allowed:
             return
         self.shed += 1
         if timings is not None:
