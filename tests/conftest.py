@@ -78,18 +78,22 @@ class DatabaseSupply:
     """
 
     AHEAD = 3  # copies kept ready: enough for a run of fast tests, little disk
+    CREATORS = 2  # a copy takes 20-80 ms on a busy machine, about as long as a fast test
 
     def __init__(self, handle: PostgresHandle) -> None:
         self._handle = handle
         self._ready: list[str] = []
         self._to_drop: list[str] = []
+        self._making = 0  # copies being made right now
         self._failure: BaseException | None = None
         self._stopping = False
         self._changed = threading.Condition()
-        self._threads = [threading.Thread(target=self._run, args=(work,), daemon=True,
-                                          name=f"test-databases-{work.__name__}")
-                         for work in (self._create_next, self._drop_next)]
-        for thread in self._threads:
+        self._creators = [threading.Thread(target=self._run, args=(self._create_next,),
+                                           daemon=True, name=f"test-databases-create-{n}")
+                          for n in range(self.CREATORS)]
+        self._dropper = threading.Thread(target=self._run, args=(self._drop_next,),
+                                         daemon=True, name="test-databases-drop")
+        for thread in [*self._creators, self._dropper]:
             thread.start()
 
     def take(self) -> str:
@@ -110,21 +114,25 @@ class DatabaseSupply:
             self._changed.notify_all()
 
     def close(self) -> None:
-        """Stop making copies, drop every copy left, and wait for both threads."""
+        """Stop making copies, drop every copy left, and wait for the threads."""
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
-        for thread in self._threads:
-            thread.join()
+        self._dropper.join()
 
     def _create_next(self, cur: Any) -> bool:
         with self._changed:
-            while len(self._ready) >= self.AHEAD and not self._stopping:
+            while self._making + len(self._ready) >= self.AHEAD and not self._stopping:
                 self._changed.wait()
             if self._stopping:
                 return False
+            self._making += 1
         name = f"t_{os.getpid()}_{next(_db_counter)}"
-        cur.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+        try:
+            cur.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+        finally:
+            with self._changed:
+                self._making -= 1
         with self._changed:
             self._ready.append(name)
             self._changed.notify_all()
@@ -147,8 +155,9 @@ class DatabaseSupply:
             with conn.cursor() as cur:
                 while work(cur):
                     pass
-                if work == self._drop_next:  # the creator has stopped: its copies go too
-                    self._threads[0].join()
+                if work == self._drop_next:  # once the creators stop, their copies go too
+                    for creator in self._creators:
+                        creator.join()
                     for name in self._ready:
                         cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         except BaseException as exc:
