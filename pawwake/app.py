@@ -9,7 +9,6 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.auth import warn_if_open
-from pawwake.chat.pipeline import ChatResources
 from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.chat.turn_spool import open_turn_spool
 from pawwake.chat.turns import spooled_turn_writer
@@ -40,7 +39,6 @@ def create_app(settings: Settings) -> web.Application:
         app.cleanup_ctx.append(_while_app_runs(resource))
     app.on_shutdown.append(lambda _app: stop_connecting(services.database))
     warn_if_open(settings.GATEWAY_SECRET)
-    app[keys.CHAT] = ChatResources()  # the persona file; the steps are chat/pipeline.py's
     setup_routes(app)
     register_job_handlers(services)
     setup_dashboard(app)

@@ -9,11 +9,9 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from pawwake.api_error import ApiError
-    from pawwake.chat.pipeline import ChatResources
     from pawwake.services import Services
 
 SERVICES: web.AppKey[Services] = web.AppKey("services")  # database, http, jobs ... (services.py)
-CHAT: web.AppKey[ChatResources] = web.AppKey("chat")  # persona file, steps, pending stores
 # Per program sub-app (/api, /v1, /v1/messages, /mcp): how its error middleware renders a
 # refusal, and whether CORS admits only origins listed by name (MCP's rule).
 ERROR_ENVELOPE: web.AppKey[Callable[[ApiError], web.Response]] = web.AppKey("error_envelope")

@@ -20,7 +20,9 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.chat.pipeline import CHAT_STEPS
 from pawwake.chat.recall.vectors import MessageVectors
+from pawwake.chat.resources import ChatResources
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
 from pawwake.database import Database, require_database
@@ -53,6 +55,7 @@ class Services:
     turn_spool: TurnSpool  # turns waiting for the database
     upstream_health: UpstreamHealth  # the provider's last failure
     models: ModelCatalog  # provider model lists, cached
+    chat: ChatResources  # persona file, chat steps, clock, stores in flight (chat/resources.py)
     _http: aiohttp.ClientSession | None = field(default=None, repr=False)
 
     @property
@@ -91,6 +94,7 @@ def build_services(settings: Settings) -> Services:
                              settings.TURN_SPOOL_MAX_MB * MEGABYTE),
         upstream_health=UpstreamHealth(),
         models=ModelCatalog(),
+        chat=ChatResources(steps=CHAT_STEPS),
     )
 
 

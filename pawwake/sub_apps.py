@@ -3,7 +3,7 @@ may call it, then error rendering in its envelope, then the gateway key.
 
 Nothing tells them apart by path any more: a request's sub-app decides how it is guarded and how
 its errors read. Handlers read shared state with ``request.config_dict[...]`` (``request.app`` is
-the sub-app) and reach the gateway's services through ``gateway(request)``. Request bodies are
+the sub-app) and reach the gateway's services through ``services_of(request)``. Request bodies are
 bounded by the root app's ``client_max_size`` (MAX_REQUEST_MB); over it, a sub-app's error
 middleware answers 413 in its envelope.
 """
@@ -22,11 +22,6 @@ from pawwake.errors import anthropic_envelope, api_envelope, jsonrpc_envelope, o
 from pawwake.middlewares import error_middleware
 
 Envelope = Callable[[ApiError], web.Response]
-
-
-def gateway(request: web.Request) -> web.Application:
-    """The gateway application (the root) whose services a sub-app's handler calls."""
-    return request.match_info.apps[0]
 
 
 def program_app(envelope: Envelope, *, cors: bool = False, named_origins_only: bool = False

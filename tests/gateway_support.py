@@ -9,10 +9,8 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from pawwake import keys
 from pawwake.app import create_app
 from pawwake.chat.persona import PersonaFile
-from pawwake.chat.pipeline import ChatResources
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from pawwake.settings import Settings
@@ -38,7 +36,7 @@ class GatewayStarter:
         self.persona_path.parent.mkdir(parents=True, exist_ok=True)
         if persona is not None:
             self.persona_path.write_text(persona, encoding="utf-8")
-        app[keys.CHAT] = ChatResources(persona=PersonaFile(self.persona_path))
+        services_of(app).chat.persona = PersonaFile(self.persona_path)
         return app
 
     async def start(self, app: Any) -> TestClient:

@@ -14,7 +14,6 @@ import pytest
 from aiohttp import web
 from openai import APIError, AsyncOpenAI
 
-from pawwake import keys
 from pawwake.chat.prepared import (
     ChatRejected,
     ChatStep,
@@ -171,7 +170,8 @@ async def test_stream_without_done_or_finish_reason_is_not_stored(
 
 def add_step(app: Any, step: ChatStep) -> None:
     """Run ``step`` after the chat steps for this app's requests."""
-    app[keys.CHAT].steps = (*app[keys.CHAT].steps, step)
+    chat = services_of(app).chat
+    chat.steps = (*chat.steps, step)
 
 
 def record_failures(app: Any) -> list[str]:

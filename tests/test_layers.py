@@ -162,3 +162,67 @@ def test_route_modules_import_each_other_without_cycles() -> None:
         return False
 
     assert sorted(module for module in graph if reaches(module, module, {module})) == []
+
+
+# The layers below the HTTP one take the parts they use (``Services`` or fewer), never the
+# aiohttp app or a request, and read no app key; the chat flow included (docs/ARCHITECTURE.md).
+WITHOUT_APP = ("chat", "memory", "search", "llm", "text", "db", "protocols")
+# HTTP code kept beside its protocol: it registers the route on the /v1 sub-app.
+PROTOCOL_ROUTES = {"pawwake.protocols.responses.route"}
+WEB_OBJECTS = {"Application", "Request"}
+
+
+def _web_objects(annotation: ast.expr) -> set[str]:
+    """The aiohttp app or request an annotation names (also inside a quoted one)."""
+    named = {part.attr if isinstance(part, ast.Attribute) else part.id
+             for part in ast.walk(annotation) if isinstance(part, (ast.Attribute, ast.Name))}
+    named |= {word for part in ast.walk(annotation)
+              if isinstance(part, ast.Constant) and isinstance(part.value, str)
+              for word in re.findall(r"\w+", part.value)}
+    return named & WEB_OBJECTS
+
+
+def app_uses(source: str) -> Iterator[tuple[str, int]]:
+    """``(what, line)`` for each parameter or field annotated as an aiohttp app or request,
+    and each lookup of an app key (``something[keys.NAME]``) in ``source``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                             arguments.vararg, arguments.kwarg):
+                if argument is not None and argument.annotation is not None:
+                    for name in sorted(_web_objects(argument.annotation)):
+                        yield f"parameter {argument.arg}: {name}", node.lineno
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            for name in sorted(_web_objects(node.annotation)):
+                yield f"field {node.target.id}: {name}", node.lineno
+        elif isinstance(node, ast.Subscript):
+            key = node.slice
+            if isinstance(key, ast.Attribute) and isinstance(key.value, ast.Name) \
+                    and key.value.id in ("keys", "dkeys"):
+                yield f"app key {key.value.id}.{key.attr}", node.lineno
+
+
+def test_the_app_reader_sees_parameters_quoted_annotations_and_app_keys() -> None:
+    source = (
+        "def prepare(app: web.Application, settings: Settings) -> None:\n"
+        "    return app[keys.SERVICES]\n"
+        "async def later(*, where: 'web.Request | None' = None) -> None: ...\n"
+        "class StepContext:\n"
+        "    app: web.Application\n"
+        "def fine(services: Services, names: dict[str, int]) -> int:\n"
+        "    return names['x']\n"
+    )
+    assert sorted(app_uses(source)) == [("app key keys.SERVICES", 2),
+                                        ("field app: Application", 5),
+                                        ("parameter app: Application", 1),
+                                        ("parameter where: Request", 3)]
+
+
+def test_the_chat_flow_and_the_services_take_no_app() -> None:
+    found = []
+    for module, path in our_modules(ROOT).items():
+        if area(module) in WITHOUT_APP and module not in PROTOCOL_ROUTES:
+            found += [f"{module}:{line} {what}"
+                      for what, line in app_uses(path.read_text(encoding="utf-8"))]
+    assert found == []

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pawwake import keys
 from pawwake.chat.partition import time_note
+from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.partition_support import CC, PARTITION, a, now_turn, say, state_row, system, u
 
@@ -22,7 +22,7 @@ async def test_rotations_wait_for_the_window_then_catch_up(gateway: Any, upstrea
                         CACHE_PARTITION_WINDOW=30, TIMEZONE_HOURS=0, CACHE_MAX_ROTATIONS=max_rotations,
                         CACHE_SUMMARY_MODEL="test/summary", **PARTITION)
     clock = {"now": datetime.now(UTC)}
-    app[keys.CHAT].clock = lambda: clock["now"]
+    services_of(app).chat.clock = lambda: clock["now"]
     client = await gateway.start(app)
     for n in range(1, 7):
         await say(client, upstream, f"问{n}", f"答{n}")

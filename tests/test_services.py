@@ -9,6 +9,8 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import keys
+from pawwake.chat.persona import DEFAULT_PERSONA_PATH
+from pawwake.chat.pipeline import CHAT_STEPS
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.services import Services, build_services, services_of, settings_of
 from pawwake.settings import Settings
@@ -80,3 +82,13 @@ def test_the_http_client_is_asked_for_only_once_it_is_open(tmp_path: Path) -> No
         assert "not open" in str(exc)
     else:
         raise AssertionError("an unopened HTTP client was handed out")
+
+
+def test_each_app_gets_its_own_chat_resources_with_the_declared_steps(tmp_path: Path) -> None:
+    """The persona file, the steps, the clock and the stores in flight are one typed field;
+    two apps in one process never wait on each other's stores."""
+    services = _services(tmp_path, DATABASE_ENABLED=False)
+    other = _services(tmp_path, DATABASE_ENABLED=False)
+    assert services.chat.steps == CHAT_STEPS
+    assert services.chat.persona.path == DEFAULT_PERSONA_PATH
+    assert services.chat.pending == {} and services.chat.pending is not other.chat.pending

@@ -37,7 +37,6 @@ from pawwake.memory.inject import (
     renew_claims,
 )
 from pawwake.memory.search import SearchResult, touch_results
-from pawwake.services import services_of
 from pawwake.tasks import BackgroundTasks
 from pawwake.text.rounds import last_user_text
 
@@ -58,7 +57,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     timings: dict[str, float] = {}
     due, found = await asyncio.gather(
         claim_due(pool, token),
-        recall_for_request(services_of(context.app), settings, request.session_id,
+        recall_for_request(context.services, settings, request.session_id,
                            last_user_text(list(request.turn_messages)),
                            partition=partition, touch=False, timings=timings),
         return_exceptions=True)
@@ -118,10 +117,10 @@ def held_reminders(tasks: BackgroundTasks, pool: aiopg.Pool, token: str) -> Repl
 
 def touched(context: StepContext, results: Sequence[SearchResult]) -> ReplyHook:
     """Injected memories count as used (their last-used time) once the reply succeeded."""
-    app = context.app
+    services = context.services
 
     async def touch(_reply: CapturedReply) -> None:
-        await touch_results(services_of(app), results)
+        await touch_results(services, results)
 
     return ReplyHook("touch injected memories", on_success=touch)
 

@@ -192,7 +192,8 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     earlier = messages[:len(messages) - len(tail)]
     booking = UsageBooking(context.database.pool, "summary", thread)
     now = context.now().astimezone(zone_of(settings))
-    await wait_pending(context.app, thread, PENDING_WAIT_SECONDS)  # this process's last turn
+    # This process's last turn of the thread is stored first (read your writes).
+    await wait_pending(context.services.chat, thread, PENDING_WAIT_SECONDS)
     read = await read_thread(
         context.database.pool, thread, settings,
         lambda rounds: current_turn(rounds, role, tail, earlier),

@@ -11,28 +11,27 @@
 3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
 
 A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
-applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run their own sequences through the same
-``run_steps`` (``protocols/anthropic/pipeline.py``, ``protocols/responses/prepare.py``).
-``after_reply`` / ``after_failure`` start the named hooks as tracked background tasks: success
-hooks only after a natural end with status 200, failure hooks (releasing claims) otherwise.
+applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run
+their own sequences through the same ``run_steps`` (``protocols/anthropic/pipeline.py``,
+``protocols/responses/prepare.py``). ``after_reply`` / ``after_failure`` start the named hooks
+as tracked background tasks: success hooks only after a natural end with status 200, failure
+hooks (releasing claims) otherwise.
+
+Everything here takes the gateway's ``Services``, never the app: its ``chat`` field
+(``chat/resources.py``) holds the persona file, the steps, the clock and the stores in flight.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
-from pawwake import keys
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import memories
 from pawwake.chat.partition_step import partition_context
-from pawwake.chat.persona import PersonaFile, resolve_persona
+from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
     ChatRejected,
     ChatStep,
@@ -46,30 +45,15 @@ from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
-from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
 CHAT_STEPS: tuple[ChatStep, ...] = (partition_context, memories, recalled_fragments)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass
-class ChatResources:
-    """Per-app chat state: the persona file, the steps chat requests run (CHAT_STEPS; a test
-    may add one), the clock steps read, and the sessions whose turn is being stored."""
-
-    persona: PersonaFile = field(default_factory=PersonaFile)
-    steps: tuple[ChatStep, ...] = CHAT_STEPS
-    clock: Callable[[], datetime] = utc_now
-    # Sessions whose finished turn is being stored, so this process's next request of the
-    # session waits for it (set when the store ends either way).
-    pending: dict[str, asyncio.Event] = field(default_factory=dict)
 
 
 def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
@@ -93,7 +77,7 @@ def drop_gateway_fields(body: dict[str, Any]) -> None:
             del body["metadata"]
 
 
-async def prepare_chat(app: web.Application, settings: Settings, headers: Mapping[str, str],
+async def prepare_chat(services: Services, settings: Settings, headers: Mapping[str, str],
                        body: dict[str, Any], raw: bytes, received_at: datetime) -> PreparedChat:
     """Turn a validated client body into what goes upstream and what happens afterwards."""
     model = body.get("model") or settings.DEFAULT_MODEL
@@ -106,7 +90,7 @@ async def prepare_chat(app: web.Application, settings: Settings, headers: Mappin
         body=upstream, client_messages=body["messages"],
         client_session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
+        persist=services.database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)
@@ -114,18 +98,18 @@ async def prepare_chat(app: web.Application, settings: Settings, headers: Mappin
     apply_rewrites(upstream, settings)
     drop_gateway_fields(upstream)
     prepared.stream = bool(upstream.get("stream"))
-    await run_steps(app, settings, prepared, app[keys.CHAT].steps)
+    await run_steps(services, settings, prepared, services.chat.steps)
     prepared.finalize()
     return prepared
 
 
-async def run_steps(app: web.Application, settings: Settings, prepared: PreparedChat,
+async def run_steps(services: Services, settings: Settings, prepared: PreparedChat,
                     steps: Sequence[ChatStep], *, step_settings: Settings | None = None
                     ) -> None:
     """What every protocol adds before forwarding: the persona, the turn writer (once the
     session's previous store ended), then its steps in order, each result applied before the
     next step runs (with ``step_settings`` if given)."""
-    chat = app[keys.CHAT]
+    chat = services.chat
     persona = resolve_persona(settings, chat.persona)
     if persona:
         prepared.apply(StepResult(
@@ -135,18 +119,18 @@ async def run_steps(app: web.Application, settings: Settings, prepared: Prepared
                        and settings.SYSTEM_PROMPT.strip() else "file"},)))
     if prepared.persist:
         prepared.apply(StepResult(hooks=(ReplyHook("store the turn",
-                                                   on_success=turn_writer(app, prepared)),)))
-        await wait_pending(app, prepared.session_id, PENDING_WAIT_SECONDS)
-    context = StepContext(app=app, settings=step_settings or settings,
-                          database=connected_database(services_of(app).database),
-                          database_configured=services_of(app).database is not None,
-                          http=services_of(app).http, tasks=services_of(app).tasks, now=chat.clock)
+                                                   on_success=turn_writer(services, prepared)),)))
+        await wait_pending(chat, prepared.session_id, PENDING_WAIT_SECONDS)
+    context = StepContext(services=services, settings=step_settings or settings,
+                          database=connected_database(services.database),
+                          database_configured=services.database is not None,
+                          http=services.http, tasks=services.tasks, now=chat.clock)
     try:
         for step in steps:
             prepared.apply(await step(context, prepared))
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
-        after_failure(services_of(app).tasks, prepared, "not_forwarded")
+        after_failure(services.tasks, prepared, "not_forwarded")
         raise
 
 
@@ -159,15 +143,15 @@ def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedR
         tasks.spawn(_run_success(hooks, reply), name="chat-after-success")
 
 
-def after_incomplete(app: web.Application, prepared: PreparedChat, partial: CapturedReply,
+def after_incomplete(services: Services, prepared: PreparedChat, partial: CapturedReply,
                      reason: str) -> None:
     """The client left mid-reply: release claims like any failure, and keep the user message
     with the partial reply, flagged incomplete."""
-    tasks = services_of(app).tasks
+    tasks = services.tasks
     after_failure(tasks, prepared, reason)
     if prepared.persist:
         prepared.store_scheduled = True
-        tasks.spawn(store_incomplete(app, prepared, partial), name="chat-store-incomplete")
+        tasks.spawn(store_incomplete(services, prepared, partial), name="chat-store-incomplete")
 
 
 def after_failure(tasks: BackgroundTasks, prepared: PreparedChat, reason: str) -> None:

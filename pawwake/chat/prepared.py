@@ -26,9 +26,8 @@ from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from pawwake.database import Database
+    from pawwake.services import Services
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -105,9 +104,10 @@ class StepInput(Protocol):
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a step may use: one settings snapshot and the app's shared resources."""
+    """What a step may use: one settings snapshot, the database as connected now, and the
+    gateway's services (the searches take the whole object; ``http`` and ``tasks`` are its)."""
 
-    app: web.Application
+    services: Services
     settings: Settings
     database: Database | None  # connected now; None when away or turned off
     database_configured: bool  # the database is configured (it may not be connected yet)

@@ -16,9 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.sessions import SESSION_HEADER
 from pawwake.chat.turns import mark_pending, release_pending, wait_stored
@@ -28,7 +26,7 @@ from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.settings import Settings
+    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +44,18 @@ def provider_message(data: bytes, settings: Settings) -> str:
     return text[:MAX_ERROR_CHARS]
 
 
-async def trial_chat(app: web.Application, session_id: str, model: str,
+async def trial_chat(services: Services, session_id: str, model: str,
                      messages: list[dict[str, Any]], *, settings: Settings
                      ) -> AsyncIterator[tuple[str, Any]]:
     """Run one streamed turn; see the module docstring for the events.
 
     Raises ChatRejected before anything is yielded when the pipeline refuses the request.
     Leaving the generator early (the page went away) releases the turn's claims."""
-    services = app[keys.SERVICES]
     body: dict[str, Any] = {"messages": messages, "stream": True}
     if model:
         body["model"] = model
     raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    prepared = await prepare_chat(app, settings, {SESSION_HEADER: session_id}, body, raw,
+    prepared = await prepare_chat(services, settings, {SESSION_HEADER: session_id}, body, raw,
                                   datetime.now(UTC))
     tasks, health = services.tasks, services.upstream_health
     settled = False
@@ -91,7 +88,7 @@ async def trial_chat(app: web.Application, session_id: str, model: str,
                         break
                     capture.feed(chunk)
                     if capture.finished or capture.done:
-                        mark_pending(app, prepared)
+                        mark_pending(services.chat, prepared)
                     yield "chunk", chunk
                 reply = capture.finish()
         except UpstreamFailure as exc:
@@ -115,7 +112,7 @@ async def trial_chat(app: web.Application, session_id: str, model: str,
     finally:
         if not settled and forwarded:  # the page left: keep what was typed, as chat does
             partial = capture.finish() if capture is not None else CapturedReply()
-            after_incomplete(app, prepared, partial, "client_gone")
+            after_incomplete(services, prepared, partial, "client_gone")
         elif not settled:
             after_failure(tasks, prepared, "client_gone")
-        release_pending(app, prepared)
+        release_pending(services.chat, prepared)

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg2
-from aiohttp import web
 
-from pawwake import keys
 from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.recall.index import reindex_messages
 from pawwake.chat.turn_spool import StoreTurn
@@ -31,6 +29,7 @@ from pawwake.llm.sse import CapturedReply
 
 if TYPE_CHECKING:
     from pawwake.chat.prepared import OnSuccess, PreparedChat
+    from pawwake.chat.resources import ChatResources
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -388,32 +387,32 @@ async def _drop_idle_connections(services: Services) -> None:
             await database.pool.clear()
 
 
-def mark_pending(app: web.Application, prepared: PreparedChat) -> None:
+def mark_pending(chat: ChatResources, prepared: PreparedChat) -> None:
     """This turn will be stored: the session's next request (this process) waits for it.
     Registered under the session the client named and the one the turn is stored in (a
     partition thread), as a step may have changed it."""
-    pending = app[keys.CHAT].pending
+    pending = chat.pending
     for session_id in {prepared.session_id, prepared.client_session_id}:
         pending[session_id] = prepared.stored
 
 
-def release_pending(app: web.Application, prepared: PreparedChat) -> None:
+def release_pending(chat: ChatResources, prepared: PreparedChat) -> None:
     """The request ends with no store scheduled: nobody needs to wait for it."""
     if not prepared.store_scheduled:
-        _store_ended(app, prepared)
+        _store_ended(chat, prepared)
 
 
-def _store_ended(app: web.Application, prepared: PreparedChat) -> None:
+def _store_ended(chat: ChatResources, prepared: PreparedChat) -> None:
     prepared.stored.set()
-    pending = app[keys.CHAT].pending
+    pending = chat.pending
     for session_id in {prepared.session_id, prepared.client_session_id}:
         if pending.get(session_id) is prepared.stored:
             del pending[session_id]
 
 
-async def wait_pending(app: web.Application, session_id: str, seconds: float) -> None:
+async def wait_pending(chat: ChatResources, session_id: str, seconds: float) -> None:
     """Wait (bounded) for this process's store of the session's previous turn."""
-    event = app[keys.CHAT].pending.get(session_id)
+    event = chat.pending.get(session_id)
     if event is None or event.is_set():
         return
     try:
@@ -433,23 +432,22 @@ async def wait_stored(prepared: PreparedChat) -> None:
         log.warning("turn not stored after %.1f s; the stream ends anyway", STORE_WAIT_SECONDS)
 
 
-async def store_incomplete(app: web.Application, prepared: PreparedChat,
+async def store_incomplete(services: Services, prepared: PreparedChat,
                            partial: CapturedReply) -> None:
     """Keep what the user typed (and the part of the reply it saw), flagged incomplete."""
     try:
-        await write_turn(app[keys.SERVICES], prepared, partial, incomplete=True)
+        await write_turn(services, prepared, partial, incomplete=True)
     finally:
-        _store_ended(app, prepared)
+        _store_ended(services.chat, prepared)
 
 
-def turn_writer(app: web.Application, prepared: PreparedChat) -> OnSuccess:
+def turn_writer(services: Services, prepared: PreparedChat) -> OnSuccess:
     """The after-success hook that stores the turn."""
-    services = app[keys.SERVICES]
 
     async def store(reply: CapturedReply) -> None:
         try:
             await write_turn(services, prepared, reply)
         finally:
-            _store_ended(app, prepared)
+            _store_ended(services.chat, prepared)
 
     return store

@@ -33,9 +33,8 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
-from pawwake.services import services_of
+from pawwake.services import Services, services_of
 from pawwake.settings import Settings
-from pawwake.sub_apps import gateway
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +117,7 @@ class ChatTurn:
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
-        self.app = gateway(request)
+        self.services = services_of(request)
         self.prepared: PreparedChat | None = None
         self.capture: SseCapture | JsonCapture | None = None
         self.forwarded = False
@@ -157,14 +156,14 @@ class ChatTurn:
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-        return forward(services_of(self.app).http, settings, prepared.payload,
+        return forward(self.services.http, settings, prepared.payload,
                        url=self.upstream_url(settings))
 
     def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
         return prepared.stream or "text/event-stream" in content_type.lower()
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
-        return await prepare_chat(self.app, settings, self.request.headers, body, raw,
+        return await prepare_chat(self.services, settings, self.request.headers, body, raw,
                                   datetime.now(UTC))
 
     def upstream_url(self, settings: Settings) -> str:
@@ -187,13 +186,13 @@ class ChatTurn:
 
     async def run(self, settings: Settings, body: dict[str, Any], raw: bytes
                   ) -> web.StreamResponse:
-        app = self.app
+        services = self.services
         try:
             self.prepared = await self.prepare(settings, body, raw)
             relayed = await relay(self, settings, self.prepared)
             self.status = relayed.status
             if self.track_health:
-                note_upstream(app, self.prepared, relayed)
+                note_upstream(services, self.prepared, relayed)
             await self.conclude(relayed)
             return relayed.response
         except ChatRejected as exc:
@@ -203,10 +202,10 @@ class ChatTurn:
         except UpstreamFailure as exc:
             self.status = exc.status
             if self.track_health:
-                services_of(app).upstream_health.failed(
+                services.upstream_health.failed(
                     exc.status, self.prepared.model if self.prepared else "", exc.code)
             if self.prepared is not None:
-                after_failure(services_of(app).tasks, self.prepared, exc.code)
+                after_failure(services.tasks, self.prepared, exc.code)
             return self.upstream_failed(exc)
         except asyncio.CancelledError:
             self.status = CLIENT_GONE
@@ -214,7 +213,7 @@ class ChatTurn:
                     and self.capture.finished:
                 # The reply had finished (its end did not come in time, or shutdown).
                 log.info("a finished reply was stored without the end of its stream")
-                after_reply(services_of(app).tasks, self.prepared, self.capture.finish())
+                after_reply(services.tasks, self.prepared, self.capture.finish())
                 if self.drain_expired:
                     return web.Response(status=CLIENT_GONE)
             elif self.prepared is not None and not self.concluding:
@@ -222,7 +221,7 @@ class ChatTurn:
             raise
         finally:
             if self.prepared is not None:
-                release_pending(app, self.prepared)
+                release_pending(services.chat, self.prepared)
 
     def left_early(self) -> None:
         """The client went away before the reply finished: keep what it typed (and what it
@@ -233,9 +232,9 @@ class ChatTurn:
             else None
         if self.forwarded:
             log.info("client went away before the reply finished; turn kept as incomplete")
-            after_incomplete(self.app, prepared, partial or CapturedReply(), "client_gone")
+            after_incomplete(self.services, prepared, partial or CapturedReply(), "client_gone")
         else:
-            after_failure(services_of(self.app).tasks, prepared, "client_gone")
+            after_failure(self.services.tasks, prepared, "client_gone")
 
     async def conclude(self, relayed: Relayed) -> None:
         """Store what the relay produced, then release the held end of the stream."""
@@ -243,12 +242,12 @@ class ChatTurn:
         assert prepared is not None
         self.concluding = True
         if relayed.reply is not None:
-            after_reply(services_of(self.app).tasks, prepared, relayed.reply)
+            after_reply(self.services.tasks, prepared, relayed.reply)
             await wait_stored(prepared)
         elif relayed.partial is not None:
-            after_incomplete(self.app, prepared, relayed.partial, relayed.failure or "gone")
+            after_incomplete(self.services, prepared, relayed.partial, relayed.failure or "gone")
         else:
-            after_failure(services_of(self.app).tasks, prepared, relayed.failure or "failed")
+            after_failure(self.services.tasks, prepared, relayed.failure or "failed")
         if relayed.open:
             try:
                 if relayed.held:
@@ -264,14 +263,13 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
 
     async def handler(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
-        app = gateway(request)
         turn = turn_class(request)
         try:
-            settings = await services_of(app).config.fresh()
+            settings = await turn.services.config.fresh()
             raw = await request.read()
             body = turn.parse_body(raw)
-            turn.task = services_of(app).tasks.spawn(turn.run(settings, body, raw),
-                                              name=f"{turn.kind}-turn")
+            turn.task = turn.services.tasks.spawn(turn.run(settings, body, raw),
+                                                  name=f"{turn.kind}-turn")
             return await asyncio.shield(turn.task)
         except ChatRejected as exc:
             turn.status = exc.status
@@ -296,9 +294,9 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
 chat_completions = turn_handler(ChatTurn)
 
 
-def note_upstream(app: web.Application, prepared: PreparedChat, relayed: Relayed) -> None:
+def note_upstream(services: Services, prepared: PreparedChat, relayed: Relayed) -> None:
     """Remember the provider's last failure (a client that left is not the provider's)."""
-    health = services_of(app).upstream_health
+    health = services.upstream_health
     if relayed.reply is not None:
         health.succeeded()
     elif relayed.failure not in (None, "client_gone"):
@@ -364,7 +362,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         was_done = turn.hold_rest_once_done and capture.done
         capture.feed(chunk)
         if capture.finished or capture.done:
-            mark_pending(turn.app, prepared)
+            mark_pending(turn.services.chat, prepared)
         if gone:
             continue
         if held or capture.done:
@@ -436,13 +434,13 @@ async def relay_body(turn: ChatTurn, upstream: aiohttp.ClientResponse) -> Relaye
 async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
-    app = gateway(request)
-    settings = await services_of(app).config.fresh()
+    services = services_of(request)
+    settings = await services.config.fresh()
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})
-    listed = await services_of(app).models.quick_for(services_of(app).http, settings)
+    listed = await services.models.quick_for(services.http, settings)
     if listed is not None:
         for model in listed.models:
             if model["id"] != default:
@@ -452,6 +450,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    """Routes of the /v1 sub-app (the chat resources live on the gateway, set in app.py)."""
+    """Routes of the /v1 sub-app (the chat resources are ``Services.chat``, built with the
+    gateway's services)."""
     app.router.add_post("/chat/completions", chat_completions, name="chat_completions")
     app.router.add_get("/models", list_models, name="models")

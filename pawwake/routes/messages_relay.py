@@ -29,7 +29,6 @@ from pawwake.protocols.anthropic.pipeline import PreparedMessages, prepare_messa
 from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages, messages_url
 from pawwake.routes.chat import ChatTurn
-from pawwake.services import services_of
 from pawwake.settings import Settings
 
 CUT_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
@@ -60,13 +59,13 @@ class MessagesTurn(ChatTurn):
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes
                       ) -> PreparedMessages:
-        return await prepare_messages(self.app, settings, self.request.headers, body, raw,
+        return await prepare_messages(self.services, settings, self.request.headers, body, raw,
                                       datetime.now(UTC))
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         assert isinstance(prepared, PreparedMessages)
-        return forward_messages(services_of(self.app).http, settings,
+        return forward_messages(self.services.http, settings,
                                 upstream_url(settings, self.request), prepared.payload,
                                 prepared.client_headers)
 

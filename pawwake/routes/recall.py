@@ -17,7 +17,6 @@ from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required
 from pawwake.services import services_of, settings_of
 from pawwake.settings import Settings
-from pawwake.sub_apps import gateway
 
 FEATURE = "Conversations"
 
@@ -34,11 +33,11 @@ async def _read_json(request: web.Request, too_large: str, too_large_code: str) 
 
 @database_required(FEATURE)
 async def post_turn(request: web.Request) -> web.Response:
-    app = gateway(request)
+    services = services_of(request)
     turn = parse_turn(await _read_json(
         request, f"A turn's body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
         "turn_too_large"))
-    result = await ingest_turn(services_of(app), turn, settings=await settings_of(request))
+    result = await ingest_turn(services, turn, settings=await settings_of(request))
     body: dict[str, Any] = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":
@@ -59,7 +58,7 @@ def _check_recall_on(settings: Settings) -> None:
 
 @database_required(FEATURE)
 async def search(request: web.Request) -> web.Response:
-    app = gateway(request)
+    services = services_of(request)
     settings = await settings_of(request)
     _check_recall_on(settings)
     if request.method == "POST":
@@ -70,7 +69,7 @@ async def search(request: web.Request) -> web.Response:
     else:
         options = parse_search(dict(request.query), text=True)
     query = options.pop("query")
-    outcome = await search_fragments(services_of(app), query, settings=settings, **options)
+    outcome = await search_fragments(services, query, settings=settings, **options)
     return web.json_response({
         "query": query,
         "mode": outcome.mode,
@@ -92,11 +91,11 @@ async def embedding_status(request: web.Request) -> web.Response:
 @database_required(FEATURE)
 async def rebuild_search(request: web.Request) -> web.Response:
     """Index every message that lacks terms, then wake the vector job."""
-    app = gateway(request)
+    services = services_of(request)
     _check_recall_on(await settings_of(request))
-    indexed = await conversation_index.index_pending(services_of(app))
-    await conversation_index.request_embedding(services_of(app))
-    status = await conversation_index.index_status(services_of(app),
+    indexed = await conversation_index.index_pending(services)
+    await conversation_index.request_embedding(services)
+    status = await conversation_index.index_status(services,
                                                    settings=await settings_of(request))
     return web.json_response({"indexed": indexed, **status}, status=202)
 

@@ -18,7 +18,6 @@ from pawwake.db import fragments as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm.sse import CapturedReply
 from pawwake.local_time import local_minute, zone_at
-from pawwake.services import services_of
 from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
@@ -86,7 +85,7 @@ async def recalled_fragments(context: StepContext, request: StepInput) -> StepRe
     seen = await fragments_to_exclude(pool, thread.thread_id, ttl)
     # Messages before the zone start row in the thread's (created_at, id) order slid out of
     # zones A/B (imported ids need not follow dates); without a zone start, none did.
-    outcome = await search_fragments(services_of(context.app), query, max_sessions=limit,
+    outcome = await search_fragments(context.services, query, max_sessions=limit,
                                      exclude_session_ids=[thread.thread_id],
         exclude_fragment_ids=seen, settings=settings,
         keep_excluded_below=thread.state.zone_start_message_id or 0)

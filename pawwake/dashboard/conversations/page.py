@@ -16,8 +16,8 @@ from aiohttp import web
 from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import render, render_error
-from pawwake.dashboard.service_calls import gateway, refusals_as_pages
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
@@ -116,7 +116,7 @@ def _view_url(request: web.Request, session_id: str, **extra: str) -> str:
 async def message_action(request: web.Request) -> web.StreamResponse:
     """Save, delete or restore one message, then show the session again."""
     form = await request.post()
-    app = gateway(request)
+    services = services_of(request)
     session_id = service.session_id_of(form.get("session"), "session")
     message_id = _int(form.get("message"), 0)
     number = str(_int(form.get("number"), 0, 0))
@@ -128,11 +128,11 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         if not isinstance(content, str) or not content.strip():
             return render_error(request, 400, translate(request_language(request),
                                                         "conv.error_empty"))
-        await service.edit_message(services_of(app), message_id, service.content_of(content),
+        await service.edit_message(services, message_id, service.content_of(content),
                                    settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):
-        await service.set_message_deleted(database_of(app), message_id, action == "delete")
+        await service.set_message_deleted(services.require_database(), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
         raise ApiError("invalid_action", "Unknown action.")
@@ -143,14 +143,14 @@ async def message_action(request: web.Request) -> web.StreamResponse:
 async def session_action(request: web.Request) -> web.StreamResponse:
     """Move one session to the trash (back to the list) or restore it (back to the session)."""
     form = await request.post()
-    app = gateway(request)
+    services = services_of(request)
     session_id = service.session_id_of(form.get("session"), "session")
     action = form.get("action")
     if action == "trash":
-        count = await service.trash_session(database_of(app), session_id)
+        count = await service.trash_session(services.require_database(), session_id)
         raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
     if action == "restore":
-        count = await service.restore_session(database_of(app), session_id)
+        count = await service.restore_session(services.require_database(), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
     raise ApiError("invalid_action", "Unknown action.")
@@ -160,7 +160,7 @@ async def session_action(request: web.Request) -> web.StreamResponse:
 async def bulk_action(request: web.Request) -> web.StreamResponse:
     """Trash, restore, purge or merge the sessions ticked in the list."""
     form = await request.post()
-    app = gateway(request)
+    services = services_of(request)
     lang = request_language(request)
     trash = form.get("trash") == "1"
     selected = [service.session_id_of(v, "session") for v in form.getall("session", [])]
@@ -171,16 +171,16 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
             return render_error(request, 400, translate(lang, "conv.error_merge"))
-        merged = await service.merge_sessions(database_of(app), selected, str(target))
+        merged = await service.merge_sessions(services.require_database(), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
             count=str(merged["moved"]["messages"])))
     if action == "restore":
-        count = await service.restore_sessions(database_of(app), selected)
+        count = await service.restore_sessions(services.require_database(), selected)
         raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
                                          count=str(count)))
     if action in ("trash", "purge"):
-        result = await service.batch_delete(database_of(app), selected, permanent=action == "purge")
+        result = await service.batch_delete(services.require_database(), selected, permanent=action == "purge")
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))

@@ -10,9 +10,9 @@ from aiohttp import web
 
 from pawwake import job_admin
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import is_htmx, render, render_error
-from pawwake.dashboard.service_calls import gateway, refusals_as_pages
-from pawwake.services import database_of, services_of
+from pawwake.services import services_of
 
 TEMPLATE = "dashboard/jobs.html"
 REGION = "partials/_jobs_region.html"
@@ -27,9 +27,9 @@ def _filter(value: Any) -> str:
 
 
 async def _region(request: web.Request, status: str, notice: str | None) -> dict[str, Any]:
-    app = gateway(request)
-    on = services_of(app).database is not None
-    jobs = (await job_admin.list_jobs(database_of(app), None if status == "all" else status,
+    services = services_of(request)
+    on = services.database is not None
+    jobs = (await job_admin.list_jobs(services.require_database(), None if status == "all" else status,
                                       limit=PAGE_SIZE) if on else [])
     return {"jobs": jobs, "status": status, "filters": job_admin.STATUS_FILTERS,
             "notice": notice, "database_on": on}

@@ -21,7 +21,7 @@ from pawwake.dashboard.memories.listing import (
     respond,
     selected_ids,
 )
-from pawwake.dashboard.memories.view import View, gateway, parse_view
+from pawwake.dashboard.memories.view import View, parse_view
 from pawwake.dashboard.render import is_htmx
 from pawwake.db.errors import NotFound
 from pawwake.memory.consolidation import drafts as consolidate
@@ -79,7 +79,7 @@ def start_refusal(lang: str, code: str) -> str:
 async def start(request: web.Request) -> web.Response:
     """Queue drafts for the ticked rows, or for a range of local days."""
     lang = request_language(request)
-    app = gateway(request)
+    services = services_of(request)
     form = await request.post()
     view = parse_view(form)
     # From the selection bar (htmx): the answer goes next to the bar, the panel updates too.
@@ -90,14 +90,14 @@ async def start(request: web.Request) -> web.Response:
         if ids:
             if len(ids) < 2:
                 raise FieldError("ids", "too few", "too_few_memories")
-            await consolidate.start_selection(services_of(app), ids,
+            await consolidate.start_selection(services, ids,
                                               settings=await settings_of(request))
         else:
             date_from = parse_event_date(_text(form, "date_from") or None, "date_from")
             date_to = parse_event_date(_text(form, "date_to") or None, "date_to")
             if date_from is None or date_to is None:
                 raise FieldError("date_from", "dates needed", "missing_dates")
-            await consolidate.start_range(services_of(app), date_from, date_to,
+            await consolidate.start_range(services, date_from, date_to,
                                           settings=await settings_of(request))
     except DetailedConflict as exc:
         if from_bar:
@@ -192,7 +192,7 @@ async def confirm(request: web.Request) -> web.Response:
     lang = request_language(request)
     form = await request.post()
     view = parse_view(form)
-    drafts = await latest_drafts(gateway(request))
+    drafts = await latest_drafts(services_of(request))
     by_number = dict(enumerate(drafts, 1))
     sent = {n: form.get(f"draft-{n}") for n in by_number}
     if not drafts or any(value is not None and value != by_number[n]["draft_id"]

@@ -7,7 +7,6 @@ from aiohttp import web
 
 from pawwake.dashboard.memories.view import LAYER_KEYS
 from pawwake.dashboard.render import render
-from pawwake.dashboard.service_calls import gateway
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_usage
@@ -18,8 +17,8 @@ TEMPLATE = "dashboard/memory.html"
 
 
 async def memory_detail(request: web.Request) -> web.Response:
-    app = gateway(request)
-    database = services_of(app).database
+    services = services_of(request)
+    database = services.database
     if database is None:
         raise web.HTTPNotFound()
     memory_id = int(request.match_info["memory_id"])

@@ -12,7 +12,6 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from pawwake.dashboard.refusals import PageRefusal
-from pawwake.dashboard.service_calls import gateway as gateway  # shared by the memory pages
 from pawwake.local_time import local_minute as local_minute  # one formatter for every page
 from pawwake.local_time import zone_of as zone_of
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.settings.errors import setting_error_text
@@ -29,7 +28,7 @@ def with_persona_placeholder(groups: list[dict[str, Any]], persona: str | None) 
 
 
 def _persona_file(request: web.Request) -> str | None:
-    return request.config_dict[keys.CHAT].persona.read()
+    return services_of(request).chat.persona.read()
 
 
 async def settings_page(request: web.Request) -> web.Response:

@@ -8,13 +8,12 @@ from datetime import timezone
 from typing import Any
 
 import psycopg2
-from aiohttp import web
 
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.local_time import local_minute, zone_of
 from pawwake.memory.backfill import backfill_status
-from pawwake.services import services_of
+from pawwake.services import Services
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -31,8 +30,8 @@ def database_line(database: Any, state: str) -> dict[str, Any]:
     return {"name": "database", "state": level, **detail}
 
 
-def upstream_line(app: web.Application, zone: timezone) -> dict[str, Any]:
-    health = services_of(app).upstream_health
+def upstream_line(services: Services, zone: timezone) -> dict[str, Any]:
+    health = services.upstream_health
     error = health.last_error
     return {"name": "upstream", "state": health.state(),
             "error": None if error is None else {
@@ -40,12 +39,12 @@ def upstream_line(app: web.Application, zone: timezone) -> dict[str, Any]:
                 "code": error.code}}
 
 
-async def embedding_line(app: web.Application, settings: Settings) -> dict[str, Any]:
+async def embedding_line(services: Services, settings: Settings) -> dict[str, Any]:
     """Provider, model, dimension and backfill progress; a provider that fails is an error."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"name": "embedding", "state": "off"}
     try:
-        status = await backfill_status(services_of(app), settings=settings)
+        status = await backfill_status(services, settings=settings)
     except _UNREADABLE as exc:
         # The page still renders; the line says the state could not be read.
         log.warning("embedding state unreadable on the status page (%s)", type(exc).__name__)
@@ -68,14 +67,14 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
     return {"name": "jobs", "state": level, "total": jobs["total"]}
 
 
-async def health_lines(app: web.Application, settings: Settings, state: str,
+async def health_lines(services: Services, settings: Settings, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card."""
-    database = services_of(app).database
-    lines = [database_line(database, state), upstream_line(app, zone_of(settings))]
+    database = services.database
+    lines = [database_line(database, state), upstream_line(services, zone_of(settings))]
     if database is not None and state == "ready":
         try:
-            lines.append(await embedding_line(app, settings))
+            lines.append(await embedding_line(services, settings))
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()
         lines.append(jobs_line(jobs))

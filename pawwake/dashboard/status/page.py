@@ -10,18 +10,17 @@ from yarl import URL
 from pawwake import __version__, job_admin
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
-from pawwake.dashboard.service_calls import gateway
 from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
-from pawwake.services import database_of, services_of, settings_of
+from pawwake.services import services_of, settings_of
 
 
 async def status(request: web.Request) -> web.Response:
     settings = await settings_of(request)
-    app = gateway(request)
-    database = services_of(app).database
+    services = services_of(request)
+    database = services.database
     state = database_state(services_of(request).database)
     connected = connected_database(services_of(request).database)
     on = connected is not None
@@ -50,11 +49,11 @@ async def status(request: web.Request) -> web.Response:
                 context["counts"] = await dashboard_counts(cur)
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
-            context["jobs"] = await job_admin.health(database_of(app))
+            context["jobs"] = await job_admin.health(services.require_database())
         except UNAVAILABLE_ERRORS:
             connected.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
-    context["health"] = await health_lines(app, settings, context["database_state"],
+    context["health"] = await health_lines(services, settings, context["database_state"],
                                            context["jobs"])
     context["jobs_notice"] = _jobs_notice(request)
     return render(request, "dashboard/status.html", context)

@@ -24,7 +24,6 @@ from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
-from pawwake.dashboard.service_calls import gateway
 from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
@@ -75,11 +74,11 @@ def panel_context(prepared: Any) -> dict[str, Any]:
 
 
 async def _page_context(request: web.Request) -> dict[str, Any]:
-    app = gateway(request)
+    services = services_of(request)
     settings = await settings_of(request)
     sessions: list[str] = []
-    if services_of(app).database is not None:
-        listed = await service.list_conversations(services_of(app), limit=RECENT_SESSIONS,
+    if services.database is not None:
+        listed = await service.list_conversations(services, limit=RECENT_SESSIONS,
                                                   settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
@@ -147,7 +146,7 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(gateway(request), session_id, model, messages,
+    events = trial_chat(services_of(request), session_id, model, messages,
                         settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)

@@ -14,7 +14,7 @@ from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
-from pawwake.services import database_of, services_of
+from pawwake.services import services_of
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
@@ -33,7 +33,7 @@ def _page_number(text: str) -> int:
 
 
 async def usage(request: web.Request) -> web.Response:
-    app = request.match_info.apps[0]
+    services = services_of(request)
     days = parse_range(request.query.get("days"))
     page_number = _page_number(request.query.get("page", "1"))
     context: dict[str, Any] = {
@@ -41,9 +41,9 @@ async def usage(request: web.Request) -> web.Response:
         "session_types": SESSION_TYPES,
         "money": money, "page": page_number, "pages": 1, "sessions": [], "report": None,
         "has_usage": False}
-    if services_of(app).database is not None:
-        report = await usage_report(services_of(app), days)
-        total_sessions, sessions = await service.usage_by_session(database_of(app), SESSION_PAGE,
+    if services.database is not None:
+        report = await usage_report(services, days)
+        total_sessions, sessions = await service.usage_by_session(services.require_database(), SESSION_PAGE,
                                                                   (page_number - 1) * SESSION_PAGE)
         context.update(
             report=report, sessions=sessions,
@@ -56,12 +56,12 @@ async def usage(request: web.Request) -> web.Response:
 
 async def usage_csv_download(request: web.Request) -> web.Response:
     """The shown range as CSV, one line per local day, model and kind of call."""
-    app = request.match_info.apps[0]
+    services = services_of(request)
     days = parse_range(request.query.get("days"))
-    if services_of(app).database is None:
+    if services.database is None:
         raise web.HTTPNotFound()
-    report = await usage_report(services_of(app), days)
-    stamp = file_stamp(zone_of(services_of(app).config.current()))
+    report = await usage_report(services, days)
+    stamp = file_stamp(zone_of(services.config.current()))
     return web.Response(text=usage_csv(report), content_type="text/csv", charset="utf-8",
                         headers={"Content-Disposition":
                                  f'attachment; filename="pawwake-usage-{days}d-{stamp}.csv"'})

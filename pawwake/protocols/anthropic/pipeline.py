@@ -15,9 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import memories
@@ -27,8 +25,10 @@ from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
-from pawwake.services import services_of
 from pawwake.settings import Settings
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 MESSAGES_STEPS: tuple[ChatStep, ...] = (messages_partition_context, memories,
                                         recalled_fragments)
@@ -55,7 +55,7 @@ class PreparedMessages(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-async def prepare_messages(app: web.Application, settings: Settings, headers: Mapping[str, str],
+async def prepare_messages(services: Services, settings: Settings, headers: Mapping[str, str],
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""
@@ -73,13 +73,13 @@ async def prepare_messages(app: web.Application, settings: Settings, headers: Ma
         body=upstream, client_messages=view,
         client_session_id=messages_session_id(headers, body, view), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services_of(app).database is not None and not auxiliary, received_at=received_at,
+        persist=services.database is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     drop_gateway_fields(upstream)
-    await run_steps(app, settings, prepared, MESSAGES_STEPS)
+    await run_steps(services, settings, prepared, MESSAGES_STEPS)
     if not prepared.system_parts and not prepared.turn_blocks \
             and prepared.body.keys() == body.keys():
         prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on

@@ -16,9 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_title_request, skip_requested
 from pawwake.chat.memory_step import memories
@@ -26,8 +24,10 @@ from pawwake.chat.pipeline import drop_gateway_fields, run_steps
 from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
-from pawwake.services import services_of
 from pawwake.settings import Settings
+
+if TYPE_CHECKING:
+    from pawwake.services import Services
 
 PROTOCOL = "responses"
 RESPONSES_STEPS: tuple[ChatStep, ...] = (memories,)
@@ -60,7 +60,7 @@ def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
                              "effort": settings.REASONING_EFFORT}
 
 
-async def prepare_responses(app: web.Application, settings: Settings, headers: Mapping[str, str],
+async def prepare_responses(services: Services, settings: Settings, headers: Mapping[str, str],
                             body: dict[str, Any], raw: bytes, received_at: datetime
                             ) -> PreparedResponses:
     """Turn a validated Responses body into what goes upstream and what happens afterwards."""
@@ -74,7 +74,7 @@ async def prepare_responses(app: web.Application, settings: Settings, headers: M
         body={**body, "model": model}, client_messages=messages,
         client_session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services_of(app).database is not None and not auxiliary, received_at=received_at)
+        persist=services.database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
@@ -82,6 +82,6 @@ async def prepare_responses(app: web.Application, settings: Settings, headers: M
     drop_gateway_fields(prepared.body)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
         if settings.CACHE_PARTITION_ENABLED else settings
-    await run_steps(app, settings, prepared, RESPONSES_STEPS, step_settings=plain)
+    await run_steps(services, settings, prepared, RESPONSES_STEPS, step_settings=plain)
     prepared.finalize()
     return prepared
