@@ -30,6 +30,7 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
+    QueryEmbeddingShed,
     QueryEmbeddingTimeout,
     semantic_threshold,
 )
@@ -275,6 +276,8 @@ async def _query_vector(services: Services, settings: Settings, query: str,
         checking.cancel()
         with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
             await checking
+        if isinstance(exc, QueryEmbeddingShed):  # counted and logged by the embedder
+            return None, f"The embedding model is busy: {exc}; keywords only."
         if isinstance(exc, QueryEmbeddingTimeout):
             log.warning("memory search ran on keywords only: the query's vector missed its"
                         " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
