@@ -22,7 +22,9 @@ sequential short messages (at most 12 characters), then throughput (streams per 
 TTFT p50 at 1, 20 and 50 concurrent streams for direct, pure and memory on, fresh 5-14-word
 messages. Ratios count within one run (the machine is shared). With ``--env LOG_LEVEL=DEBUG``
 the memory-on gateway's own per-step times are read from its log, per phase (short messages,
-@1, @20, @50): its embedding compute against the whole memory step, as the gateway saw them.
+@1, @20, @50): its embedding compute against the whole memory step, as the gateway saw them,
+and the share of memory-on searches that had a query vector (the rest shed under load or past
+their deadline: keywords only).
 
 Part ``extract``: in-process ``create_app`` with JOB_WORKERS=0 and an instant fake model that
 answers every extraction prompt with two new memories. ``--sessions`` conversations of one
@@ -226,12 +228,19 @@ async def load_run(session: aiohttp.ClientSession, url: str, headers: dict[str, 
 
 class StepLog:
     """The memory-on gateway's own per-step times (its DEBUG "memory step (ms)" lines, present
-    with ``--env LOG_LEVEL=DEBUG``), read per phase of the run."""
+    with ``--env LOG_LEVEL=DEBUG``), read per phase of the run. A line with ``embed_compute``
+    searched with a vector (computed or cached); ``embed_shed`` marks a query not queued under
+    load (QUERY_EMBEDDING_MAX_WAIT), ``embed_timeout`` one that missed QUERY_EMBEDDING_TIMEOUT:
+    both searched by keywords only."""
+
+    MARKERS = ("embed_shed", "embed_timeout")
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._at = 0
         self.phases: dict[str, dict[str, list[float]]] = {}
+        self.counts: dict[str, dict[str, int]] = {}
+        self.rests: dict[str, list[float]] = {}  # total minus embed_compute, per vector search
 
     def mark(self) -> None:
         self._at = self.path.stat().st_size if self.path and self.path.exists() else 0
@@ -243,23 +252,43 @@ class StepLog:
             handle.seek(self._at)
             text = handle.read().decode("utf-8", "replace")
         steps: dict[str, list[float]] = {}
+        counts = {"requests": 0, "vector": 0, **dict.fromkeys(self.MARKERS, 0)}
+        rest: list[float] = []
         for line in text.splitlines():
-            _, found, rest = line.partition("memory step (ms): ")
-            for item in rest.split() if found else ():
-                name, _, value = item.partition("=")
-                steps.setdefault(name, []).append(float(value))
+            _, found, fields = line.partition("memory step (ms): ")
+            if not found:
+                continue
+            items = dict(item.partition("=")[::2] for item in fields.split())
+            counts["requests"] += 1
+            counts["vector"] += "embed_compute" in items
+            if "embed_compute" in items and "total" in items:
+                rest.append(float(items["total"]) - float(items["embed_compute"]))
+            for marker in self.MARKERS:
+                counts[marker] += marker in items
+            for name, value in items.items():
+                if name not in self.MARKERS:
+                    steps.setdefault(name, []).append(float(value))
         if steps:
             self.phases[phase] = steps
+            self.counts[phase] = counts
+            self.rests[phase] = rest
 
     def report(self) -> None:
         for phase, steps in self.phases.items():
-            total, compute = steps.get("total", []), steps.get("embed_compute", [])
-            rest = [t - c for t, c in zip(total, compute, strict=False)]
+            total, rest = steps.get("total", []), self.rests.get(phase, [])
             sys.stdout.write(
                 f"memory_on gateway's own steps, {phase} ({len(total)} requests), p50 ms: "
                 + ", ".join(f"{name} {pct(values, 50):.1f}" for name, values in steps.items())
-                + (f"; total minus embed_compute p50 {pct(rest, 50):.1f}" if rest else "")
+                + (f"; total minus embed_compute p50 {pct(rest, 50):.1f} (searches with a vector)"
+                   if rest else "")
                 + "\n")
+        for phase, counts in self.counts.items():
+            requests = max(1, counts["requests"])
+            sys.stdout.write(
+                f"memory_on vector share, {phase}: {counts['vector'] / requests:.0%} of "
+                f"{counts['requests']} searches had a query vector; keywords only: "
+                f"{counts['embed_shed']} shed (busy model), {counts['embed_timeout']} past "
+                "QUERY_EMBEDDING_TIMEOUT\n")
 
 
 async def measure_load(ports: dict[str, int], args: argparse.Namespace,

@@ -5,6 +5,10 @@ executor serves in arrival order, so a chat's query waited behind every backgrou
 before it; here it waits at most for the one item already running. Background callers submit
 bounded items one at a time so that wait stays short.
 
+A worker may run at a lower scheduling priority than the rest of the process (``nice``, Linux:
+a per-thread niceness set on the worker's own thread): the model's lanes then take the CPU the
+event loop and PostgreSQL leave, instead of competing with them for it.
+
 The thread is a daemon and ``close`` does not join it: a model call that is running when the
 process stops is abandoned, not waited for (it holds nothing that must be flushed), so shutdown
 never waits on it.
@@ -16,6 +20,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -34,8 +39,10 @@ _STOP = object()
 class PriorityWorker:
     """Runs submitted calls on one daemon thread, lowest priority number first, then FIFO."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, nice: int = 0) -> None:
         self._name = name
+        self._nice = max(0, int(nice))
+        self.native_id: int | None = None  # the thread's id once it runs (for its priority)
         self._queue: queue.PriorityQueue[tuple[int, int, Any]] = queue.PriorityQueue()
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
@@ -89,6 +96,9 @@ class PriorityWorker:
                 self._thread.start()
 
     def _serve(self) -> None:
+        self.native_id = threading.get_native_id()
+        if self._nice:
+            lower_priority(self._nice)
         while True:
             _priority, _order, item = self._queue.get()
             if item is _STOP:
@@ -102,3 +112,18 @@ class PriorityWorker:
                 future.set_exception(exc)
             else:
                 future.set_result(result)
+
+
+def lower_priority(steps: int) -> None:
+    """Make the calling thread ``steps`` nicer than it is (at most 19). On Linux a thread's
+    niceness is its own: ``setpriority`` with the thread id touches no other thread. Raising
+    niceness needs no privilege; where it is not supported the thread keeps its priority."""
+    setpriority = getattr(os, "setpriority", None)
+    if setpriority is None:
+        return
+    try:
+        tid = threading.get_native_id()
+        setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + steps))
+    except OSError as exc:
+        log.debug("could not lower the priority of thread %s: %s",
+                  threading.current_thread().name, exc)

@@ -154,6 +154,10 @@ SETTINGS: tuple[Setting, ...] = (
        "聊天等待查询向量的最长秒数；超时后本次只按关键词搜索",
        "Seconds a chat waits for its query's vector; past it the search uses keywords only",
        minimum=0.05, maximum=60),
+    _s("QUERY_EMBEDDING_MAX_WAIT", "float", 0.1, "vector",
+       "本地模型忙时，查询向量预计要排队超过这么多秒就不排队，本次立即只按关键词搜索；0 表示总是排队",
+       "With the local model busy, a chat whose query would queue longer than this many seconds "
+       "searches by keywords at once; 0 always queues", minimum=0, maximum=60),
     _s("MEMORY_HW_KEYWORD", "float", 0.25, "vector", "混合搜索：关键词权重",
        "Hybrid search: keyword weight", minimum=0, maximum=1),
     _s("MEMORY_HW_SEMANTIC", "float", 0.65, "vector", "混合搜索：语义相似度权重",
@@ -377,6 +381,7 @@ class Settings(Mapping[str, Any]):
     EMBEDDING_MODEL: str
     EMBEDDING_DIM: int
     QUERY_EMBEDDING_TIMEOUT: float
+    QUERY_EMBEDDING_MAX_WAIT: float
     MEMORY_HW_KEYWORD: float
     MEMORY_HW_SEMANTIC: float
     MEMORY_HW_IMPORTANCE: float

@@ -16,6 +16,9 @@ from tests.fake_responses import FakeResponses
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter, settle, stored_messages
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
+# A first run installs the CLI into one shared folder: never from two workers at once.
+pytestmark = pytest.mark.xdist_group("npm-clients")
+
 CODEX_PACKAGE = "@openai/codex"
 CODEX_VERSION = "0.171.0"
 RUN_SECONDS = 180

@@ -16,6 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.xdist_group("mypy")  # both tests write one mypy cache folder
+
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = "pawwake.py"
 CACHE = Path(tempfile.gettempdir()) / (

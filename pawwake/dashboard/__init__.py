@@ -80,6 +80,25 @@ def static_urls(app: web.Application) -> Callable[[str], str]:
     return static_url
 
 
+class _TemplateCode(jinja2.BytecodeCache):
+    """Compiled templates kept for the process: every app built here (the tests build one a
+    test) compiles each template once, not once per app. Jinja checks the source's checksum."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        code = self._code.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_TEMPLATE_CODE = _TemplateCode()
+
+
 def setup_dashboard(app: web.Application) -> None:
     """Mount the dashboard under /dashboard and serve /static for it."""
     settings = services_of(app).settings
@@ -100,7 +119,7 @@ def setup_dashboard(app: web.Application) -> None:
     dashboard[dkeys.PROXIES] = parse_trusted_proxies(settings.TRUSTED_PROXIES)
     aiohttp_jinja2.setup(dashboard, loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
                          autoescape=True, undefined=jinja2.StrictUndefined,
-                         trim_blocks=True, lstrip_blocks=True)
+                         trim_blocks=True, lstrip_blocks=True, bytecode_cache=_TEMPLATE_CODE)
     for page in PAGES:
         page.setup(dashboard)
     dashboard[dkeys.STATIC_URL] = static_urls(app)

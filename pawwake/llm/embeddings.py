@@ -13,7 +13,12 @@ memory goes back (``engine_memory``). A query has a deadline (``QUERY_EMBEDDING_
 past it the caller gets ``QueryEmbeddingTimeout`` and searches by keywords. A query still
 queued then is dropped (under load, queued late queries would only make the next ones late
 too); one already running, or an API request in flight, finishes and is cached for the next
-time the same query comes.
+time the same query comes. Better still, a local query that would wait longer than
+``QUERY_EMBEDDING_MAX_WAIT`` behind the others (``QueryBatcher.predicted_wait_ms``) is not
+queued at all: the caller gets ``QueryEmbeddingShed`` at once and searches by keywords, instead
+of waiting out the deadline first. A query on an idle lane is never shed, nor one with at most
+``ALWAYS_QUEUED_BEHIND`` texts ahead of it per lane: on a slow host (a tenth of a CPU, where one
+query takes longer than the budget) two or three chats at once still get their vectors.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ from pawwake.db.pool import cursor
 from pawwake.db.usage import insert_usage
 from pawwake.llm.engine_memory import IdleRelease, release_regions, sparse_regions, trim_heap
 from pawwake.llm.local_engine import (
+    BACKGROUND_LANE_NICE,
     LOCAL_DIM,
     LOCAL_MODEL,
+    QUERY_LANE_NICE,
     SharedEngine,
     model_file,
     query_lanes,
@@ -58,6 +65,8 @@ DEFAULT_THRESHOLDS: Mapping[str, float] = {"api": 0.3, "local": 0.78}
 API_BATCH = 64
 QUERY_CACHE_SIZE = 256
 QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
+ALWAYS_QUEUED_BEHIND = 2  # texts per lane a chat query may always wait behind
+SHED_LOG_SECONDS = 60.0  # queries searched by keywords under load are logged as a count
 # A job's query waits behind the passages already queued on the background lane (each call
 # bounded by LOCAL_CALL_CHARS), not for a chat's deadline.
 BACKGROUND_QUERY_DEADLINE = 10.0
@@ -104,6 +113,16 @@ class QueryEmbeddingTimeout(EmbeddingError):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"query embedding took longer than {seconds:g} s")
         self.seconds = seconds
+
+
+class QueryEmbeddingShed(EmbeddingError):
+    """Under load a query would have waited ``predicted_ms`` for the local model, past
+    ``QUERY_EMBEDDING_MAX_WAIT``: it was not queued; search by keywords at once."""
+
+    def __init__(self, predicted_ms: float, budget: float) -> None:
+        super().__init__(f"this query's vector would have waited about {predicted_ms:.0f} ms"
+                         f" behind others (QUERY_EMBEDDING_MAX_WAIT {budget:g} s)")
+        self.predicted_ms = predicted_ms
 
 
 def passage_text(text: str, provider: str) -> str:
@@ -161,11 +180,12 @@ class Embedder:
     def __init__(self, http: aiohttp.ClientSession | None, pool: Any = None) -> None:
         self._http = http
         self._pool = pool
-        self.worker = PriorityWorker("embed")  # background passages (one call at a time)
+        # background passages (one call at a time), below the query lanes' priority
+        self.worker = PriorityWorker("embed", nice=BACKGROUND_LANE_NICE)
         lanes, self._lane_threads = query_lanes()
         self.engine = SharedEngine()  # one model for the query lanes and the background lane
         self.batcher = QueryBatcher(
-            [PriorityWorker(f"embed-query-{n}") for n in range(lanes)],
+            [PriorityWorker(f"embed-query-{n}", nice=QUERY_LANE_NICE) for n in range(lanes)],
             lambda _lane: self.engine.on_this_thread(self._lane_threads), _local_queries)
         self.query_worker = self.batcher.lanes[0]  # chat queries (the first lane)
         # After a burst, the model's sparsely read pages and the heap's free pages go back.
@@ -181,6 +201,8 @@ class Embedder:
         # Queries being embedded, by (provenance, text) and lane (CHAT or BACKGROUND).
         self._pending: dict[tuple[tuple[Provenance, str], int],
                             asyncio.Task[tuple[np.ndarray, QueryTiming | None]]] = {}
+        self.shed = 0  # chat queries not queued under load (searched by keywords)
+        self._shed_logged = (0.0, 0)  # when the count was last logged, and the count then
 
     def use_http(self, http: aiohttp.ClientSession) -> None:
         """The app's HTTP client, once it is open (embedding API calls go through it)."""
@@ -242,6 +264,11 @@ class Embedder:
         behind every chat, and waits up to ``BACKGROUND_QUERY_DEADLINE``; it still uses and
         fills the cache, and joins the same query already being embedded for a chat.
 
+        Raises ``QueryEmbeddingShed`` at once, queueing nothing, when a chat's local query
+        would wait longer than ``QUERY_EMBEDDING_MAX_WAIT`` behind others (``timings`` gets
+        ``embed_shed``); never while a lane is idle, nor for a query already cached or being
+        embedded.
+
         Raises ``QueryEmbeddingTimeout`` after ``QUERY_EMBEDDING_TIMEOUT`` seconds; the
         embedding itself goes on and its vector is cached (the same query asked again, by a
         retry or the next search, then answers at once)."""
@@ -269,9 +296,15 @@ class Embedder:
             self._pending.get((key, BACKGROUND)) if background else None)
         if task is None:
             request = None
-            if provenance.provider == "local" and not background:
-                request = self.batcher.submit(text)  # now, not when a task first runs
-                self._running[key] = request
+            if lane == CHAT and provenance.provider == "local":
+                try:
+                    self._shed_if_busy(settings, timings)
+                except QueryEmbeddingShed as shed:
+                    return _raising(shed)  # raised where the caller awaits, like the others
+                # Queued now, not when the task first runs: the lane may start before the
+                # caller's next step, and the next caller's prediction counts it, even within
+                # the same burst.
+                request = self._running[key] = self.batcher.submit(text)
                 if len(self._running) == 1:
                     # Alone: hand the interpreter lock over so the lane's thread starts the
                     # model now, not whenever the loop next waits (0.3-0.6 ms later here).
@@ -281,7 +314,7 @@ class Embedder:
             self._pending[key, lane] = task
             task.add_done_callback(partial(_forget, self._pending, (key, lane)))
             if request is not None:
-                task.add_done_callback(partial(_release, self._running, key, request))
+                task.add_done_callback(partial(self._request_over, key, request))
         return self._awaited_query(settings, key, task, background, timings)
 
     async def _awaited_query(self, settings: Settings, key: tuple[Provenance, str],
@@ -296,6 +329,8 @@ class Embedder:
         try:
             vector, timing = await asyncio.wait_for(asyncio.shield(task), seconds)
         except TimeoutError:
+            if timings is not None:
+                timings.update(embed_timeout=1)
             if key[0].provider == "local" and not background:
                 running = self._running.get(key)
                 if running is None or not running.started:  # not started: drop it
@@ -314,10 +349,36 @@ class Embedder:
                            embed_batch=timing.batch, embed_cached=0)
         return vector, self.configured_provenance(settings)
 
+    def _shed_if_busy(self, settings: Settings, timings: dict[str, float] | None) -> None:
+        """Raise ``QueryEmbeddingShed`` when a new query would wait past the budget."""
+        budget = float(settings.QUERY_EMBEDDING_MAX_WAIT)
+        predicted = self.batcher.predicted_wait_ms()
+        allowed = max(budget * 1000.0, ALWAYS_QUEUED_BEHIND * (self.batcher.ms_per_text or 0.0))
+        if budget <= 0 or predicted <= allowed:
+            return
+        self.shed += 1
+        if timings is not None:
+            timings.update(embed_shed=1, embed_predicted_wait=predicted)
+        now = time.monotonic()
+        since, count = self._shed_logged
+        if now - since >= SHED_LOG_SECONDS:
+            log.info("the embedding model is busy: %d chat queries searched by keywords only "
+                     "(QUERY_EMBEDDING_MAX_WAIT %g s)", self.shed - count, budget)
+            self._shed_logged = (now, self.shed)
+        raise QueryEmbeddingShed(predicted, budget)
+
+    def _request_over(self, key: tuple[Provenance, str], request: QueryRequest,
+                      _task: asyncio.Task[Any]) -> None:
+        """A query's task ended (even cancelled before it ran): its request leaves the batch."""
+        request.future.cancel()  # nothing when it already has its vector
+        if self._running.get(key) is request:
+            del self._running[key]
+
     async def _query_vector(self, settings: Settings, text: str,
                             key: tuple[Provenance, str], lane: int = CHAT,
                             request: QueryRequest | None = None
                             ) -> tuple[np.ndarray, QueryTiming | None]:
+        """``request``: the local chat query already queued in the batcher."""
         timing: QueryTiming | None = None
         if key[0].provider == "local" and lane == BACKGROUND:
             model = await self._local_model()
@@ -330,8 +391,7 @@ class Embedder:
             timing = QueryTiming((started - queued) * 1000.0, (ended - started) * 1000.0)
         elif key[0].provider == "local":
             if request is None:
-                request = self.batcher.submit(text)
-                self._running[key] = request
+                request = self._running[key] = self.batcher.submit(text)
             try:
                 vector, timing = await request.future
             finally:
@@ -474,17 +534,12 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
         log.debug("a late query embedding failed: %s", task.exception())
 
 
-def _release(running: dict[Any, QueryRequest], key: Any, request: QueryRequest,
-             _task: asyncio.Task[Any]) -> None:
-    """Done callback of a local chat query: forget its batcher request, and leave the batch
-    if the task ended before awaiting it (cancelled at once)."""
-    if running.get(key) is request:
-        del running[key]
-    request.future.cancel()  # no-op once it has its vector
-
-
 async def _given(value: T) -> T:
     return value
+
+
+async def _raising(error: BaseException) -> Any:
+    raise error
 
 
 def _release_failed(done: Any) -> None:

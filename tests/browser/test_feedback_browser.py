@@ -13,7 +13,7 @@ from tests.browser.test_tryit_browser import overflow, signed_in
 from tests.consolidation_support import add
 from tests.dashboard_support import dashboard_client
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
 @pytest.mark.parametrize("width", [1366, 390])

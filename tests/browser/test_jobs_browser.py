@@ -14,7 +14,7 @@ from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, dashboard_client
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def failing(job: Job) -> None:

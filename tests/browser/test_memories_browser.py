@@ -17,9 +17,9 @@ from tests.consolidation_support import add, answer, group
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.memory_fixtures import insert_fixture, insert_memory
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
-EXTRA_MEMORIES = 150  # enough rows for the backfill to take a few polls
+EXTRA_MEMORIES = 30  # enough rows for the backfill to be seen running
 
 
 async def start_server(aiohttp_server: Any, make_settings: Any, **overrides: Any) -> Any:

@@ -11,7 +11,7 @@ from pawwake.services import services_of
 from tests.browser.test_memories_browser import sign_in, start_server
 from tests.memory_fixtures import insert_memory
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_enter_runs_the_highlighted_semantic_search(

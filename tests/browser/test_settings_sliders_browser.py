@@ -12,7 +12,7 @@ from pawwake.app import create_app
 from pawwake.settings import BY_NAME
 from tests.dashboard_support import PASSWORD, SECRET
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 WEIGHTS = ["MEMORY_HW_KEYWORD", "MEMORY_HW_SEMANTIC", "MEMORY_HW_IMPORTANCE",
            "MEMORY_HW_RECENCY"]

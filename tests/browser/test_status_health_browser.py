@@ -16,7 +16,7 @@ from pawwake.services import services_of
 from tests.browser.test_tryit_browser import overflow, signed_in
 from tests.dashboard_support import dashboard_client
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def failing(job: Job) -> None:

@@ -14,7 +14,7 @@ from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.partition_support import PARTITION, now_turn, say, state_row, system
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 SUMMARY = "用户计划五月去京都，住在祇园附近，想看清水寺。"
 EDITED = "用户五月去京都三天：第一天清水寺，第二天伏见稻荷。"

@@ -14,7 +14,7 @@ from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def signed_in(browser: Any, base: str, width: int, path: str) -> tuple[Any, Any, list]:

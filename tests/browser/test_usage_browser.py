@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, execute
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 ZONE = timezone(timedelta(hours=8))
 LONG_SESSION = "openwebui-" + "c0ffee" * 8  # an id with no break opportunity
@@ -78,7 +79,7 @@ async def seed(pool: Any) -> None:
                       (MESSAGE_AT, MESSAGE_AT))
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")  # the browser's loop (see conftest.py)
 async def dashboard(aiohttp_server: Any, make_settings: Any, upstream: Any) -> str:
     # Partition mode on: the threads page lists threads (with it off, it only explains).
     app = create_app(make_settings(DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET,
