@@ -279,7 +279,8 @@ class Embedder:
                     ) -> Coroutine[Any, Any, tuple[np.ndarray, Provenance]]:
         """``embed_query`` started before this returns: a local chat query is already with its
         lane, so whatever the caller does next (cutting keywords, a query) runs beside the
-        model instead of before it. Await the result (see ``embed_query``)."""
+        model instead of before it. Await the result (see ``embed_query``).
+        ``QueryEmbeddingShed`` is raised here, at once, so the caller knows no vector comes."""
         provenance = self.configured_provenance(settings)
         key = (provenance, text)
         cached = self._queries.get(key)
@@ -297,10 +298,7 @@ class Embedder:
         if task is None:
             request = None
             if lane == CHAT and provenance.provider == "local":
-                try:
-                    self._shed_if_busy(settings, timings)
-                except QueryEmbeddingShed as shed:
-                    return _raising(shed)  # raised where the caller awaits, like the others
+                self._shed_if_busy(settings, timings)
                 # Queued now, not when the task first runs: the lane may start before the
                 # caller's next step, and the next caller's prediction counts it, even within
                 # the same burst.
@@ -536,10 +534,6 @@ def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:
 
 async def _given(value: T) -> T:
     return value
-
-
-async def _raising(error: BaseException) -> Any:
-    raise error
 
 
 def _release_failed(done: Any) -> None:

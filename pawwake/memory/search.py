@@ -111,9 +111,10 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
-    early = (asyncio.ensure_future(_start_vector(services, settings, query, clock.laps,
-                                                 priority))
-             if not needs_keywords(query) else None)
+    early: asyncio.Future[tuple[_Semantic | None, str | None]] | None = None
+    if not needs_keywords(query):
+        started, coming = _start_vector(services, settings, query, clock.laps, priority)
+        early = asyncio.ensure_future(started)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
         clock.lap("tokenise")
@@ -123,12 +124,15 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         # pool's order depends on it, the final scores use the weights of the mode really used.
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
-        vector_step = early or _start_vector(services, settings, embedding_text(query, keywords),
-                                             clock.laps, priority)
+        if early is None:
+            started, coming = _start_vector(services, settings,
+                                               embedding_text(query, keywords), clock.laps,
+                                               priority)
+        read = _vectors_to_read(services, settings, database) if coming else None
         (semantic, warning), found_by_keywords = await asyncio.gather(
-            vector_step, clock.timed("keyword_fetch", _keyword_candidates(
+            early or started, clock.timed("keyword_fetch", _keyword_candidates(
                 services, database, keywords, exclude, max(100, 4 * limit), expected, now, today,
-                _vectors_to_read(services, settings, database))))
+                read)))
     except BaseException:
         if early is not None and not early.done():
             early.cancel()
@@ -322,19 +326,23 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, _Fixed],
 
 def _start_vector(services: Services, settings: Settings, query: str,
                   timings: dict[str, float] | None = None, priority: int = CHAT
-                  ) -> Coroutine[Any, Any, tuple[_Semantic | None, str | None]]:
+                  ) -> tuple[Coroutine[Any, Any, tuple[_Semantic | None, str | None]], bool]:
     """Start the query's embedding now (a local model's lane takes it before the caller's next
-    step runs) and return what gives the query's vector when semantic search is possible,
-    else the reason it is not (no reason for a message with nothing to search, which is not
-    embedded at all)."""
+    step runs). Returns what gives the query's vector when semantic search is possible, else
+    the reason it is not (no reason for a message with nothing to search, which is not
+    embedded at all), and whether an embedding is on its way."""
     if not settings.MEMORY_VECTOR_ENABLED:
-        return _given((None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords only."))
+        return _given((None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords"
+                             " only.")), False
     if nothing_to_search(query):
-        return _given((None, None))
+        return _given((None, None)), False
     database = services.require_database()
-    embedding = services.embedder.start_query(settings, query, timings=timings,
-                                              priority=priority)
-    return _semantic_query(services, settings, database, embedding)
+    try:
+        embedding = services.embedder.start_query(settings, query, timings=timings,
+                                                  priority=priority)
+    except QueryEmbeddingShed as exc:  # counted and logged by the embedder
+        return _given((None, f"The embedding model is busy: {exc}; keywords only.")), False
+    return _semantic_query(services, settings, database, embedding), True
 
 
 async def _given(value: T) -> T:
@@ -355,8 +363,6 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         checking.cancel()
         with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
             await checking
-        if isinstance(exc, QueryEmbeddingShed):  # counted and logged by the embedder
-            return None, f"The embedding model is busy: {exc}; keywords only."
         if isinstance(exc, QueryEmbeddingTimeout):
             log.warning("memory search ran on keywords only: the query's vector missed its"
                         " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
