@@ -69,13 +69,14 @@ async def aiohttp_server() -> AsyncIterator[Callable[..., Any]]:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def aiohttp_client() -> AsyncIterator[Callable[..., Any]]:
-    """pytest-aiohttp's ``aiohttp_client`` on the session loop (apps only)."""
+async def aiohttp_client(aiohttp_server: Callable[..., Any]
+                         ) -> AsyncIterator[Callable[..., Any]]:
+    """pytest-aiohttp's ``aiohttp_client`` on the session loop (apps only); its server is one
+    of ``aiohttp_server``'s, closed with them."""
     clients: list[TestClient[Any, Any]] = []
 
     async def start(app: web.Application, **kwargs: Any) -> TestClient[Any, Any]:
-        client: TestClient[Any, Any] = TestClient(TestServer(app), **kwargs)
-        await client.start_server()
+        client: TestClient[Any, Any] = TestClient(await aiohttp_server(app), **kwargs)
         clients.append(client)
         return client
 
