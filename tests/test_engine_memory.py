@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,20 +14,12 @@ from pawwake.llm.engine_memory import IdleRelease, mapped_at, release_regions, s
 from pawwake.llm.local_engine import load_e5, model_file
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
-
-WAIT_SECONDS = 60.0  # a bound for conditions awaited below, not a timing goal
+from tests.conditions import until
 
 TEXTS = ["小橘喜欢什么", "what does my cat like to eat", "我们上周去了哪里旅行",
          "remind me about the dentist", "周末想看什么电影", "Kyoto in autumn, 红叶",
          "保险什么时候续费", "marathon training plan", "爸妈的体检报告", "下午喝什么茶"]
 
-
-async def until(condition: Any) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while not condition():
-        assert loop.time() < deadline, "condition never came"
-        await asyncio.sleep(0.01)
 
 
 def mapping_rss_kb(path: str) -> int:

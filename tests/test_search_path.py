@@ -16,18 +16,8 @@ from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND, CHAT
 from pawwake.services import services_of
 from pawwake.text import offload
+from tests.conditions import until
 from tests.memory_fixtures import insert_fixture
-
-WAIT_SECONDS = 60.0  # a bound for conditions awaited below, not a timing goal
-
-
-async def until(condition: Any) -> None:
-    """Wait for ``condition()`` on a loaded machine; fails only if it never comes."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while not condition():
-        assert loop.time() < deadline, "condition never came"
-        await asyncio.sleep(0.01)
 
 
 async def memory_app(make_client: Any) -> Any:

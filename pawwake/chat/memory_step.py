@@ -77,7 +77,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     results = found[0]
     hooks: list[ReplyHook] = []
     if due:
-        hooks.append(held_reminders(context.tasks, pool, token))
+        hooks.append(held_reminders(context.services.tasks, pool, token))
     if not results and not due:
         _log_steps(timings, started, searched)
         return StepResult(hooks=tuple(hooks))

@@ -183,7 +183,7 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     if not settings.CACHE_PARTITION_ENABLED or request.auxiliary:
         return None
     if context.database is None:
-        if context.database_configured:  # configured, not connected yet
+        if context.services.database is not None:  # configured, not connected yet
             raise unavailable()
         return None
     thread = active_thread(settings)
@@ -191,14 +191,14 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     role, tail = client_tail(messages)
     earlier = messages[:len(messages) - len(tail)]
     booking = UsageBooking(context.database.pool, "summary", thread)
-    now = context.now().astimezone(zone_of(settings))
+    now = context.services.chat.clock().astimezone(zone_of(settings))
     # This process's last turn of the thread is stored first (read your writes).
     await wait_pending(context.services.chat, thread, PENDING_WAIT_SECONDS)
     read = await read_thread(
         context.database.pool, thread, settings,
         lambda rounds: current_turn(rounds, role, tail, earlier),
-        model_summariser(context.http, settings, booking),
-        model_folder(context.http, settings, booking), now)
+        model_summariser(context.services.http, settings, booking),
+        model_folder(context.services.http, settings, booking), now)
     return ThreadTurn(thread, role, now, max(1, int(settings.CACHE_PARTITION_X)), read)
 
 

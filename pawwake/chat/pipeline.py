@@ -122,9 +122,7 @@ async def run_steps(services: Services, settings: Settings, prepared: PreparedCh
                                                    on_success=turn_writer(services, prepared)),)))
         await wait_pending(chat, prepared.session_id, PENDING_WAIT_SECONDS)
     context = StepContext(services=services, settings=step_settings or settings,
-                          database=connected_database(services.database),
-                          database_configured=services.database is not None,
-                          http=services.http, tasks=services.tasks, now=chat.clock)
+                          database=connected_database(services.database))
     try:
         for step in steps:
             prepared.apply(await step(context, prepared))

@@ -16,14 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
-
 from pawwake.api_error import ApiError
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
 from pawwake.settings import Settings
-from pawwake.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -105,15 +102,12 @@ class StepInput(Protocol):
 @dataclass(frozen=True)
 class StepContext:
     """What a step may use: one settings snapshot, the database as connected now, and the
-    gateway's services (the searches take the whole object; ``http`` and ``tasks`` are its)."""
+    gateway's services (HTTP client, background tasks, the chat clock: ``services.chat.clock``
+    decides time-window rotations and the time note)."""
 
     services: Services
     settings: Settings
     database: Database | None  # connected now; None when away or turned off
-    database_configured: bool  # the database is configured (it may not be connected yet)
-    http: aiohttp.ClientSession
-    tasks: BackgroundTasks
-    now: Callable[[], datetime]  # UTC now; decides time-window rotations and the time note
 
 
 ChatStep = Callable[[StepContext, StepInput], Awaitable[StepResult]]

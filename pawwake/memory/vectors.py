@@ -183,6 +183,6 @@ class ReadVectors:
         with np.errstate(invalid="ignore", divide="ignore"):
             similarity = (self.matrix @ vector) / np.sqrt(self.squares * float(vector @ vector))
         similarity = np.clip(similarity, -1.0, 1.0)
-        return {memory_id: float(1.0 - (1.0 - value))
+        return {memory_id: float(value)
                 for memory_id, value in zip(self.ids, similarity.tolist(), strict=True)
                 if math.isfinite(value)}
