@@ -145,7 +145,9 @@ async def test_keyword_filter_and_semantic_search_show_scores_and_the_real_mode(
         make_client: Any, aiohttp_server: Any) -> None:
     fake = await fake_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
+    fake.fail_after = 0  # the provider is down while the memories are written
     await seed(client)
+    fake.fail_after = None
     response = await post(client, "/dashboard/memories/search",
                           {"q": "咖啡", "mode": "keyword", "status": "active", "layer": ""})
     assert response.status == 200

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.db.vector_rows import content_sha
 from tests.memory_support import create, error_of, merge, pool, row, rows, sql, supersede
 
 
@@ -152,7 +153,7 @@ async def test_list_rejects_bad_filters(api: Any, params: dict[str, str]) -> Non
 
 # --- edit ----------------------------------------------------------------------------------
 
-async def test_edit_content_retokenises_and_drops_the_vector(api: Any) -> None:
+async def test_edit_content_retokenises_and_replaces_the_vector(api: Any) -> None:
     made = await create(api, "用户喜欢喝咖啡")
     await _fake_vector(api, made["id"])
     await sql(api, "DELETE FROM jobs")
@@ -162,7 +163,11 @@ async def test_edit_content_retokenises_and_drops_the_vector(api: Any) -> None:
     assert body["content"] == "用户改喝绿茶了" and body["changed"] == ["content"]
     stored = await row(api, made["id"])
     assert "绿茶" in stored["search_terms"] and "咖啡" not in stored["search_terms"]
-    assert await _vectors(api) == []
+    async with cursor(pool(api)) as cur:  # the old vector went; the write made the new one
+        vectors = await fetch_all(cur, "SELECT memory_id, provider, content_sha"
+                                       " FROM memory_embeddings")
+    assert vectors == [{"memory_id": made["id"], "provider": "local",
+                        "content_sha": content_sha("用户改喝绿茶了")}]
     assert [job["kind"] for job in await _jobs(api)] == ["memory_embed"]
 
 
@@ -365,8 +370,12 @@ async def _jobs(client: Any) -> list[dict[str, Any]]:
 
 
 async def _fake_vector(client: Any, memory_id: int) -> None:
+    """A vector no model made, in place of the one the create stored."""
     await sql(client, "INSERT INTO memory_embeddings (memory_id, provider, model, dim,"
-                      " content_sha, embedding) VALUES (%s, 'test', 'm', 2, 'x', '{0.1,0.2}')",
+                      " content_sha, embedding) VALUES (%s, 'test', 'm', 2, 'x', '{0.1,0.2}')"
+                      " ON CONFLICT (memory_id) DO UPDATE SET provider = EXCLUDED.provider,"
+                      " model = EXCLUDED.model, dim = EXCLUDED.dim,"
+                      " content_sha = EXCLUDED.content_sha, embedding = EXCLUDED.embedding",
               (memory_id,))
 
 

@@ -76,6 +76,17 @@ async def enqueue(cur: Cursor, kind: str, payload: dict[str, Any], *, dedupe_key
     return row[0] if row else None
 
 
+async def hasten(cur: Cursor, kind: str, dedupe_key: str) -> int | None:
+    """Make the pending job with this key due now when it was queued to run later (never one
+    waiting after a failure: its backoff stands). Returns its id, or None when none waited."""
+    await cur.execute(
+        "UPDATE jobs SET run_after = now(), updated_at = now()"
+        " WHERE kind = %s AND dedupe_key = %s AND status = 'pending' AND last_error IS NULL"
+        " AND run_after > now() RETURNING id", (kind, dedupe_key))
+    row = await cur.fetchone()
+    return row[0] if row else None
+
+
 async def claim_next(cur: Cursor, kinds: list[str], lease_seconds: float
                      ) -> JobRow | None:
     """Claim one ready job: pending and due, or running with an expired lease (a crashed run).

@@ -115,7 +115,7 @@ async def _add_memory(services: Services, settings: Settings, args: dict[str, An
     reject_unknown(args, ADD_FIELDS)
     if "importance" not in args:
         raise FieldError("importance", "'importance' is required (1-10).", "missing_field")
-    row, inserted = await store.create_memory(services, parse_create(args))
+    row, inserted = await store.create_memory(services, parse_create(args), settings=settings)
     verb = "Added" if inserted else "Already stored (same external_id)"
     return f"{verb}: {_memory_line(row)}", {"inserted": inserted, "memory": memory_json(row)}
 
@@ -125,7 +125,7 @@ async def _update_memory(services: Services, settings: Settings, args: dict[str,
     reject_unknown(args, UPDATE_FIELDS)
     number = _memory_id(args.get("id"))
     changes = parse_edit({k: v for k, v in args.items() if k != "id"})
-    row, changed = await store.edit_memory(services, number, changes)
+    row, changed = await store.edit_memory(services, number, changes, settings=settings)
     summary = ", ".join(changed) if changed else "nothing (same values)"
     return (f"Updated {summary}: {_memory_line(row)}",
             {"changed": changed, "memory": memory_json(row)})

@@ -11,7 +11,7 @@ from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import vectors
-from pawwake.memory.embedding_jobs import EMBED_KIND
+from pawwake.memory.embedding_jobs import EMBED_KIND, enqueue_embedding
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -58,7 +58,7 @@ async def start_backfill(services: Services, *, settings: Settings,
         rebuilding = True
         log.info("memory vector rebuild confirmed")
     async with cursor(database.pool) as cur:
-        job_id = await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
+        job_id = await enqueue_embedding(cur)
         if job_id is None:
             existing = await jobs_db.unfinished_of_kind(cur, EMBED_KIND)
             job_id = existing["id"] if existing else None

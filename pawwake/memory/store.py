@@ -15,12 +15,14 @@ from pawwake.api_error import ApiError
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
-from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
+from pawwake.memory import fresh_vectors
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.services import Services
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -58,32 +60,35 @@ async def get_memory(database: Database, memory_id: int) -> dict[str, Any]:
     return row
 
 
-async def create_memory(services: Services, fields: dict[str, Any]
+async def create_memory(services: Services, fields: dict[str, Any], *, settings: Settings
                         ) -> tuple[dict[str, Any], bool]:
     """Insert one memory; with an ``external_id`` seen before, return that row instead.
 
     INSERT ... ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so any
-    number of simultaneous retries produce exactly one row.
+    number of simultaneous retries produce exactly one row. The new row and its embedding job
+    commit together; the row is then embedded on the write (``fresh_vectors``).
     """
     [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [fields["content"]])
     row = {**fields, "search_terms": terms}
-    async with cursor(services.require_database().pool) as cur:
+    async with transaction(services.require_database().pool) as cur:
         for _attempt in range(3):
             inserted = await db.insert_memories(cur, [row])
             if inserted:
+                await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(settings, 1))
                 break
             existing = await db.get_by_external_id(cur, fields["external_id"])
             if existing is not None:
                 return existing, False
         else:  # the clashing row vanished between our statements three times
             raise MemoryConflict("external_id_busy", "That external_id is being changed; retry.")
-    await request_embedding(services)
+    await fresh_vectors.embed_written(services, settings, inserted)
     return inserted[0], True
 
 
-async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any]
-                      ) -> tuple[dict[str, Any], list[str]]:
-    """Apply content/importance/layer/title; new content gets new terms and loses its vector."""
+async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any], *,
+                      settings: Settings) -> tuple[dict[str, Any], list[str]]:
+    """Apply content/importance/layer/title; new content gets new terms and loses its vector
+    (the new one is made on the write, ``fresh_vectors``)."""
     terms = (await terms_for(services.settings.PAWWAKE_DATA_DIR,
                              [changes["content"]]))[0] if "content" in changes else None
     async with transaction(services.require_database().pool) as cur:
@@ -94,11 +99,11 @@ async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any
         if "content" in updates:
             updates["search_terms"] = terms
             await db.delete_embedding(cur, memory_id)
-            await enqueue_embedding(cur)
+            await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(settings, 1))
         if updates:
             row = _present(await db.update_memory(cur, memory_id, updates), memory_id)
     if "content" in updates:
-        services.jobs.wake()
+        await fresh_vectors.embed_written(services, settings, [row])
     return row, sorted(name for name in updates if name != "search_terms")
 
 

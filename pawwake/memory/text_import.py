@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
+from pawwake.memory import fresh_vectors
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
@@ -172,9 +173,9 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool,
                 scored += modelled
         inserted = await db.insert_memories(cur, rows)
         if inserted:
-            await enqueue_embedding(cur)
-    if inserted:
-        services.jobs.wake()
+            await enqueue_embedding(
+                cur, delay_seconds=fresh_vectors.job_delay(settings, len(inserted)))
+    await fresh_vectors.embed_written(services, settings, inserted)
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))
     return {"imported": len(inserted), "skipped": len(lines) - len(inserted),
             "scored": scored, "warnings": [english_warning(n) for n in notices],

@@ -24,7 +24,7 @@ from pawwake.memory.fields import (
 from pawwake.memory.store import memory_json
 from pawwake.routes import api_body
 from pawwake.routes.api_body import MAX_BODY_BYTES, Parser, read_fields
-from pawwake.services import database_of, services_of
+from pawwake.services import database_of, services_of, settings_of
 
 MAX_ID = 2 ** 63 - 1
 DEFAULT_PAGE = 50
@@ -48,7 +48,8 @@ def memory_id(request: web.Request) -> int:
 
 async def create(request: web.Request) -> web.Response:
     fields = parse_create(await read_json(request))
-    row, inserted = await store.create_memory(services_of(request), fields)
+    row, inserted = await store.create_memory(services_of(request), fields,
+                                              settings=await settings_of(request))
     return web.json_response({**memory_json(row), "inserted": inserted},
                              status=201 if inserted else 200)
 
@@ -78,7 +79,8 @@ async def get_one(request: web.Request) -> web.Response:
 async def edit(request: web.Request) -> web.Response:
     number = memory_id(request)
     changes = parse_edit(await read_json(request))
-    row, changed = await store.edit_memory(services_of(request), number, changes)
+    row, changed = await store.edit_memory(services_of(request), number, changes,
+                                           settings=await settings_of(request))
     return web.json_response({**memory_json(row), "changed": changed})
 
 

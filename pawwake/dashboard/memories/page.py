@@ -142,7 +142,8 @@ async def save_edit(request: web.Request) -> web.Response:
         context = await page_context(request, view)
         _open_editor(context, row_view(memory, number, zone), edit)
         return render(request, PAGE, context, status=400)
-    memory, changed = await store.edit_memory(services, memory_id, changes)
+    memory, changed = await store.edit_memory(services, memory_id, changes,
+                                              settings=await settings_of(request))
     text = translate(lang, "memories.saved" if changed else "memories.unchanged", n=number)
     if is_htmx(request):
         return await _row_response(request, view, memory, number,
