@@ -20,11 +20,12 @@ from pawwake.llm.embeddings import (
     local_calls,
     passage_text,
 )
-from pawwake.memory.embedding_jobs import EMBED_KIND
+from pawwake.memory.embedding_jobs import EMBED_KIND, request_embedding
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 from pawwake.services import services_of
 from tests.embedding_server import FakeEmbeddings
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
+from tests.memory_fixtures import insert_memory
 
 HEADERS = {"X-Gateway-Key": GATEWAY_KEY}
 MEMORY = "我的猫叫小橘，它最喜欢晒太阳。"
@@ -140,11 +141,12 @@ async def test_chat_during_a_slow_api_embedding_backfill(
                            EMBEDDING_DIM=32, QUERY_EMBEDDING_TIMEOUT=0.2,
                            GATEWAY_SECRET=GATEWAY_KEY)
     huge = MEMORY + "毛" * 19_000  # long, yet within the memory content limit
-    for content in (MEMORY, huge):
-        resp = await client.post("/api/memories", json={"content": content}, headers=HEADERS)
-        assert resp.status == 201
+    services = services_of(client.server.app)
+    for content in (MEMORY, huge):  # rows from before vectors were on: the backfill's work
+        await insert_memory(services.database.pool, content)
+    await request_embedding(services)
     fake.delay = 1.0  # every answer is slow, the backfill's and the chat's
-    jobs = services_of(client.server.app).jobs
+    jobs = services.jobs
     backfill = asyncio.create_task(jobs.run_until_idle())
     try:
         system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")

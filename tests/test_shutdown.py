@@ -99,16 +99,18 @@ async def test_sigterm_during_an_embedding_an_open_stream_and_jobs(
         async with aiohttp.ClientSession() as session:
             await wait_until_up(session, base, process, log_path)
             text = "我记得的一件事：" + "今天去公园散步然后吃火锅晚上看电影。" * 40
-            for number in range(60):  # a backfill of minutes with the local model
-                async with session.post(base + "/api/memories", headers=HEADERS,
-                                        json={"content": f"{number} {text}"}) as resp:
-                    assert resp.status == 201, await resp.text()
+            # An import too large to be embedded on the write: a backfill of minutes.
+            lines = "\n".join(f"{number} {text}" for number in range(80))
+            async with session.post(base + "/api/memories/import/text", headers=HEADERS,
+                                    json={"text": lines, "skip_scoring": True}) as resp:
+                assert resp.status == 200, await resp.text()
             async with asyncio.timeout(60):
                 while True:
                     async with session.get(base + "/api/admin/backfill-memory-embeddings/status",
                                            headers=HEADERS) as resp:
                         state = await resp.json()
-                    if state["status"] == "running" and state["done"] > 0:
+                    # Running: its first batch of 32 long texts is being embedded.
+                    if state["status"] == "running":
                         break
                     await asyncio.sleep(0.2)
             stream = await session.post(base + "/v1/chat/completions", headers=HEADERS, json={

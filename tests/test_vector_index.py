@@ -121,6 +121,24 @@ async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
     assert index.size == 31 and index.fetched == 32 and index.loads == 1
 
 
+async def test_a_vector_stored_while_the_index_loads_is_kept(make_client: Any) -> None:
+    """The load may have read past a row before this process stored its vector: the vector
+    is kept for the loaded arrays instead of waiting for the next refresh."""
+    client = await make_client(JOB_WORKERS=0)
+    pool = services_of(client.server.app).database.pool
+    await store_rows(pool, 5)
+    index = VectorIndex(refresh_seconds=3600.0, reconcile_seconds=3600.0)
+    loading = asyncio.create_task(index.warm(pool, PROV))
+    await asyncio.sleep(0)  # the load has started and waits for its first statement
+    assert index.size == 0
+    own = await insert_memory(pool, "memory stored during the load")
+    row = (own, vectors_db.content_sha("memory stored during the load"), unit(888))
+    index.add(PROV, [row])  # its vector, not yet in the table the load reads
+    await loading
+    assert (await index.search(pool, PROV, unit(888), 1))[0][0] == own
+    assert index.size == 6 and index.loads == 1
+
+
 async def test_a_quiet_table_costs_no_vector_reads(make_client: Any) -> None:
     client = await make_client(JOB_WORKERS=0)
     pool = services_of(client.server.app).database.pool

@@ -2,7 +2,8 @@
 
 One index serves one vector table (memory vectors by default, conversation recall keeps one
 for message vectors). Loaded once per provenance, then kept current incrementally: vectors
-this process stores are added directly; vectors written by other processes are found by a
+this process stores are added directly (also while the index loads: kept for the loaded
+arrays); vectors written by other processes are found by a
 cheap "newest write" check at most every ``refresh_seconds`` (only their ids and digests are
 listed, and only vectors not held yet are fetched); deletions are noticed by a count every
 ``reconcile_seconds``. Rows
@@ -133,6 +134,8 @@ class VectorIndex:
         self._reconciled_at = 0.0
         self._provenance: Any = None
         self._matrix: _Matrix | None = None
+        self._loading: Any = None  # the provenance being loaded
+        self._stored_while_loading: list[tuple[int, str, np.ndarray]] = []
         self._newest: datetime | None = None
         self._checked_at = 0.0
         self._lock = asyncio.Lock()
@@ -144,7 +147,10 @@ class VectorIndex:
         return self._matrix.live if self._matrix is not None else 0
 
     def add(self, provenance: Any, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
-        """Vectors this process just stored; ignored unless the index holds that provenance."""
+        """Vectors this process just stored; ignored unless the index holds (or is loading)
+        that provenance."""
+        if provenance == self._loading:  # the load may have read its pages before they came
+            self._stored_while_loading.extend(rows)
         if self._matrix is None or provenance != self._provenance:
             return
         for source_id, sha, vector in rows:
@@ -187,6 +193,13 @@ class VectorIndex:
             return self._matrix
 
     async def _load(self, pool: aiopg.Pool, provenance: Any) -> None:
+        self._loading, self._stored_while_loading = provenance, []
+        try:
+            await self._load_pages(pool, provenance)
+        finally:
+            self._loading, self._stored_while_loading = None, []
+
+    async def _load_pages(self, pool: aiopg.Pool, provenance: Any) -> None:
         started = time.monotonic()
         async with cursor(pool) as cur:
             count = await vector_rows.vector_count(cur, self.table, provenance)
@@ -204,6 +217,8 @@ class VectorIndex:
             if len(page) < LOAD_PAGE:
                 break
             after = page[-1][0]
+        for source_id, sha, vector in self._stored_while_loading:
+            matrix.append(source_id, sha, vector)
         self._matrix, self._provenance, self._newest = matrix, provenance, newest
         self._checked_at = self._reconciled_at = time.monotonic()
         self.loads += 1
