@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.memory.search import FALLBACK_CODES
 from pawwake.services import services_of
 from tests.dashboard_memories_support import (
     FIRST_ID,
@@ -364,8 +365,7 @@ def test_every_message_the_memory_pages_build_exists_in_both_languages() -> None
         *(f"versions.state_{state}" for state in ("current", "replaced", "archived")),
         *(f"memories.status_{status}" for status in ("active", "archived")),
         *(f"memories.invalid_{field}" for field in ("content", "importance", "layer", "title")),
-        *(f"memories.fallback_{why}" for why in ("off", "rebuild", "no_vectors", "failed",
-                                                 "other")),
+        *(f"memories.fallback_{why}" for why in (*FALLBACK_CODES, "other")),
         *(f"memories.bad_{what}" for what in ("status", "layer", "page", "mode")),
     ]
     for lang in ("zh", "en"):

@@ -68,7 +68,7 @@ async def test_try_it_streams_the_reply_and_what_was_injected(gateway: Any, upst
     panel = BeautifulSoup(events[0][1]["html"], "html.parser")
     item = panel.select_one(f"[data-memory='{memory}']")
     assert item is not None and "用户的猫叫小橘" in item.text
-    assert float(item.select_one("[data-score]").text) > 0
+    assert float(item.select_one("[data-relevance]").text) > 0  # what the floor compares
     assert panel.select_one("[data-injection-kind=persona]") is not None
     assert "".join(data["text"] for name, data in events if name == "delta") == "小橘可能是换季了。"
     assert events[-1][1]["text"] == "小橘可能是换季了。"
@@ -86,7 +86,7 @@ async def test_try_it_streams_the_reply_and_what_was_injected(gateway: Any, upst
     [row] = await injections(client)
     assert row["memory_ids"] == [memory]
     kinds = [entry["kind"] for entry in row["record"]]
-    assert kinds == ["persona", "memory"]
+    assert kinds == ["persona", "memory_search", "memory"]
     assert all("text" not in entry for entry in row["record"])
 
 

@@ -33,9 +33,10 @@ from pawwake.memory.inject import (
     claim_due,
     memory_block,
     plain_system_text,
-    recall_for_request,
+    recall_with_reasons,
     renew_claims,
 )
+from pawwake.memory.near_misses import record_entries
 from pawwake.memory.search import SearchResult, touch_results
 from pawwake.tasks import BackgroundTasks
 from pawwake.text.rounds import last_user_text
@@ -57,9 +58,9 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     timings: dict[str, float] = {}
     # The search goes first: its query embedding starts before the claim's statement is sent.
     found, due = await asyncio.gather(
-        recall_for_request(context.services, settings, request.session_id,
-                           last_user_text(list(request.turn_messages)),
-                           partition=partition, touch=False, timings=timings),
+        recall_with_reasons(context.services, settings, request.session_id,
+                            last_user_text(list(request.turn_messages)),
+                            partition=partition, touch=False, timings=timings),
         claim_due(pool, token),
         return_exceptions=True)
     searched = time.perf_counter()
@@ -74,13 +75,14 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
             raise failure
         log.warning("memory recall skipped: %s", type(failure).__name__)
         return NOTHING
-    results = found[0]
+    results = found.injected
+    explained = record_entries(found)  # the search, what it injects and the near misses
     hooks: list[ReplyHook] = []
     if due:
         hooks.append(held_reminders(context.services.tasks, pool, token))
     if not results and not due:
         _log_steps(timings, started, searched)
-        return StepResult(hooks=tuple(hooks))
+        return StepResult(injected=tuple(explained), hooks=tuple(hooks))
     if results:
         hooks.append(touched(context, results))
     if partition and results:
@@ -88,13 +90,13 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     block = memory_block([r.memory for r in results], due, settings)
     injected = [{"kind": "reminder", "id": int(r["id"]), "remind_at": r["remind_at"].isoformat(),
                  "text": str(r["content"])} for r in due]
-    injected += [{"kind": "memory", "id": r.id, "score": round(float(r.score), 4),
-                  "text": str(r.memory["content"])} for r in results]
+    injected += explained
     _log_steps(timings, started, searched)
     placed = plain_system_text(block, bool(due)) if not partition else block
     return StepResult(system_parts=() if partition else (placed,),
                       turn_blocks=(placed,) if partition else (),
-                      injected=tuple(injected), hooks=tuple(hooks), memory_count=len(results))
+                      injected=tuple(injected), hooks=tuple(hooks),
+                      memory_count=len(results) + len(due))
 
 
 def held_reminders(tasks: BackgroundTasks, pool: aiopg.Pool, token: str) -> ReplyHook:

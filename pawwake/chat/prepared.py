@@ -128,9 +128,11 @@ class PreparedChat:
     received_at: datetime
     system_parts: list[str] = field(default_factory=list)
     turn_blocks: list[str] = field(default_factory=list)  # context for the current user turn
-    memory_count: int = 0
+    memory_count: int = 0  # memories and reminders injected (the request's log line)
     # What the gateway added, one entry per item ({"kind": "persona" | "memory" | "reminder" |
-    # "fragment" | "partition", ...}); read by the try-it page and kept with the stored turn.
+    # "fragment" | "partition", ...}), and why the best memories left out were left out
+    # ("memory_search", "near_miss": ``memory/near_misses.py``); read by the try-it page and
+    # kept with the stored turn.
     injected: list[Injected] = field(default_factory=list)
     payload: bytes = b""
     hooks: list[ReplyHook] = field(default_factory=list)  # in the order they run

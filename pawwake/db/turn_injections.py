@@ -9,6 +9,8 @@ from typing import Any
 
 from pawwake.db.pool import Cursor
 
+MEMORY_KINDS = ("memory", "reminder", "near_miss")  # entries that name a memory by id
+
 
 def memory_ids_of(record: Sequence[dict[str, Any]]) -> list[int]:
     """Memories (reminders included) a record injected, in order, without repeats."""
@@ -38,21 +40,22 @@ async def record_injection(cur: Cursor, prepared: Any, ids: Sequence[int],
 
 async def injections_of(cur: Cursor, message_ids: Sequence[int]
                         ) -> dict[int, list[dict[str, Any]]]:
-    """Reply message id -> its injected record, for the given messages; memory entries carry
-    the memory's current text (``None`` once it was deleted)."""
+    """Reply message id -> its injected record, for the given messages; entries naming a
+    memory (injected or left out) carry its current text (``None`` once it was deleted)."""
     if not message_ids:
         return {}
     await cur.execute("SELECT message_id, record FROM turn_injections"
                       " WHERE message_id = ANY (%s)", (list(message_ids),))
     found = {int(row[0]): row[1] for row in await cur.fetchall()}
-    ids = sorted({i for record in found.values() for i in memory_ids_of(record)})
+    ids = sorted({int(entry["id"]) for record in found.values() for entry in record
+                  if entry.get("kind") in MEMORY_KINDS})
     texts: dict[int, str] = {}
     if ids:
         await cur.execute("SELECT id, content FROM memories WHERE id = ANY (%s)", (ids,))
         texts = {int(row[0]): row[1] for row in await cur.fetchall()}
     for record in found.values():
         for entry in record:
-            if entry.get("kind") in ("memory", "reminder"):
+            if entry.get("kind") in MEMORY_KINDS:
                 entry["text"] = texts.get(int(entry["id"]))
     return found
 
@@ -71,8 +74,32 @@ async def memory_usage(cur: Cursor, memory_id: int, *, limit: int = 20) -> dict[
     rows = await cur.fetchall()
     turns = []
     for message_id, session_id, created_at, record in rows:
-        score = next((e.get("score") for e in record
-                      if e.get("kind") == "memory" and e.get("id") == memory_id), None)
+        entry: dict[str, Any] = next((e for e in record if e.get("kind") == "memory"
+                                      and e.get("id") == memory_id), {})
         turns.append({"message_id": int(message_id), "session_id": session_id,
-                      "created_at": created_at, "score": score})
+                      "created_at": created_at, "score": entry.get("score"),
+                      "relevance": entry.get("relevance")})
     return {"count": int(count), "last_at": last, "turns": turns}
+
+
+async def memory_near_misses(cur: Cursor, memory_id: int, *, window: int = 2000,
+                             limit: int = 10) -> dict[str, Any]:
+    """How often a memory was a near miss (a candidate left out, with its reason) among the
+    latest ``window`` stored replies, and the latest of those replies. Bounded by the window,
+    so the page costs the same however long the history is."""
+    await cur.execute(
+        "WITH recent AS (SELECT message_id, created_at, record FROM turn_injections"
+        "  ORDER BY message_id DESC LIMIT %(window)s),"
+        " missed AS (SELECT r.message_id, r.created_at, e.entry FROM recent r,"
+        "  jsonb_array_elements(r.record) AS e(entry)"
+        "  WHERE e.entry @> jsonb_build_object('kind', 'near_miss', 'id', %(id)s::bigint))"
+        " SELECT m.message_id, c.session_id, m.created_at, m.entry, count(*) OVER () AS total"
+        " FROM missed m JOIN conversations c ON c.id = m.message_id"
+        " ORDER BY m.message_id DESC LIMIT %(limit)s",
+        {"window": window, "id": memory_id, "limit": limit})
+    rows = await cur.fetchall()
+    turns = [{"message_id": int(message_id), "session_id": session_id, "created_at": created_at,
+              "reason": entry.get("reason"), "relevance": entry.get("relevance"),
+              "floor": entry.get("floor")}
+             for message_id, session_id, created_at, entry, _total in rows]
+    return {"count": int(rows[0][4]) if rows else 0, "window": window, "turns": turns}

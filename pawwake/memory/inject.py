@@ -19,7 +19,8 @@ from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
-from pawwake.memory.search import SearchResult, search_memories
+from pawwake.memory.near_misses import NEAR_MISSES, Recall, sort_out
+from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
@@ -73,27 +74,38 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
+    """The memories to inject for this turn and the search mode (``recall_with_reasons``
+    without the near misses)."""
+    recall = await recall_with_reasons(services, settings, session_id, query,
+                                       partition=partition, touch=touch, timings=timings)
+    return recall.injected, recall.mode
+
+
+async def recall_with_reasons(services: Services, settings: Settings, session_id: str,
+                              query: str, *, partition: bool, touch: bool = True,
+                              timings: dict[str, float] | None = None) -> Recall:
     """Search memories for this turn; in partition mode skip ones the session saw recently
-    (excluded before the limit, so the next candidates move up). In hybrid mode only results
-    whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
-    always has nearest neighbours, so without it an unrelated message would bring in noise."""
+    (excluded before the limit, so the next candidates move up; scored aside, so they can be
+    named as near misses). Only results whose relevance reaches the search's injection floor
+    are injected: the semantic side always has nearest neighbours, so without it an unrelated
+    message would bring in noise. The best candidates left out come with their reasons."""
     database = services.require_database()
     limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
-        return [], "off"
-    exclude: list[int] = []
+        return Recall.off()
+    seen: list[int] = []
     if partition:
         async with cursor(database.pool) as cur:
-            exclude = await memory_seen.recently_seen(cur, session_id,
-                                                      settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(services, query, limit=limit, exclude_ids=exclude,
-                                    settings=settings, touch=touch)
+            seen = await memory_seen.recently_seen(cur, session_id,
+                                                   settings.MEMORY_SEEN_TTL_HOURS)
+    outcome = await search_memories(services, query, limit=limit + NEAR_MISSES,
+                                    held_back=seen, settings=settings, touch=False)
     if timings is not None:
         timings.update(outcome.timings)
-    if outcome.mode != "hybrid":  # keywords alone admit only rows sharing a query word
-        return outcome.results, outcome.mode
-    floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    return [r for r in outcome.results if r.relevance >= floor], outcome.mode
+    recall = sort_out(outcome, limit)
+    if touch:
+        await touch_results(services, recall.injected)
+    return recall
 
 
 RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import psycopg2
@@ -81,6 +81,20 @@ class SearchOutcome:
     threshold: float | None = None
     backend: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step
+    floor: float = 0.0  # the injection floor in force: injected <=> relevance >= floor
+    fallback: str | None = None  # why the search ran on keywords only (``Fallback.code``)
+    held_back: list[SearchResult] = field(default_factory=list)  # ``held_back``, scored
+
+
+class Fallback(NamedTuple):
+    """Why a search ran on keywords only: one of ``FALLBACK_CODES`` (``busy``: the query was
+    shed under load) and the English warning."""
+
+    code: str
+    message: str
+
+
+FALLBACK_CODES = ("busy", "timeout", "failed", "vectors_off", "rebuild", "no_vectors")
 
 
 @dataclass
@@ -92,7 +106,7 @@ class _Semantic:
 
 
 async def search_memories(services: Services, query: str, *, limit: int = 10,
-                          exclude_ids: Iterable[int] = (),
+                          exclude_ids: Iterable[int] = (), held_back: Iterable[int] = (),
                           settings: Settings,
                           touch: bool = True, priority: int = CHAT) -> SearchOutcome:
     """Search active memories for ``query``; see the module docstring for the scoring.
@@ -100,18 +114,21 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     The query embedding (the slow part with a local model) runs while the keyword candidates
     are fetched. ``touch=False`` leaves ``last_accessed`` to the caller (see ``touch_results``),
     so a chat request does not wait for that write. ``priority=BACKGROUND`` (a job's search)
-    cuts and embeds the query behind every chat's.
+    cuts and embeds the query behind every chat's. ``held_back`` ids are left out like
+    ``exclude_ids`` but scored as keyword candidates would be (``SearchOutcome.held_back``),
+    so a caller can say what they would have scored.
     """
     database = services.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
     limit = max(1, min(MAX_LIMIT, int(limit)))
-    exclude = sorted({int(i) for i in exclude_ids})
+    held = sorted({int(i) for i in held_back})
+    exclude = sorted({int(i) for i in exclude_ids} | set(held))
     await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
-    early: asyncio.Future[tuple[_Semantic | None, str | None]] | None = None
+    early: asyncio.Future[tuple[_Semantic | None, Fallback | None]] | None = None
     if not needs_keywords(query):
         started, coming = _start_vector(services, settings, query, clock.laps, priority)
         early = asyncio.ensure_future(started)
@@ -129,10 +146,10 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
                                                embedding_text(query, keywords), clock.laps,
                                                priority)
         read = _vectors_to_read(services, settings, database) if coming else None
-        (semantic, warning), found_by_keywords = await asyncio.gather(
+        (semantic, warning), found_by_keywords, held_rows = await asyncio.gather(
             early or started, clock.timed("keyword_fetch", _keyword_candidates(
                 services, database, keywords, exclude, max(100, 4 * limit), expected, now, today,
-                read)))
+                read)), _held_rows(database, held))
     except BaseException:
         if early is not None and not early.done():
             early.cancel()
@@ -151,13 +168,14 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         found = await services.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
             exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
-            cosines_of=[] if read else known)
+            cosines_of=[*([] if read else known), *held])
         cosines = found.cosines
         if read:
             cosines.update(found_by_keywords.stored.cosines(semantic.query))
         if not found.nearest:
             semantic = None
-            warning = "No memory has a vector yet (run the embedding backfill); keywords only."
+            warning = Fallback("no_vectors", "No memory has a vector yet (run the embedding"
+                                             " backfill); keywords only.")
         else:
             cosines.update(found.nearest)
             rows, normalised, hood = await _semantic_candidates(
@@ -167,6 +185,11 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     results = _score(rows, found_by_keywords.fixed, term_weights, normalised, cosines, weights,
                      now, today, hood, floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
+    held_results = _score(held_rows, {}, term_weights,
+                          {row["id"]: hood.score(cosines[row["id"]]) for row in held_rows
+                           if hood is not None and row["id"] in cosines},
+                          cosines, weights, now, today, hood,
+                          floor=float(settings.MIN_SCORE_THRESHOLD)) if held_rows else []
     clock.lap("scoring")
     if touch:
         await touch_results(services, results)
@@ -174,8 +197,12 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
         results=results, mode="hybrid" if semantic else "keyword", keywords=keywords,
-        warning=warning, threshold=semantic.threshold if semantic else None,
-        backend=semantic.backend if semantic else None, timings=clock.laps)
+        warning=warning.message if warning else None,
+        threshold=semantic.threshold if semantic else None,
+        backend=semantic.backend if semantic else None, timings=clock.laps,
+        # keywords alone admit only rows sharing a query word: no floor on them
+        floor=float(settings.MEMORY_INJECT_MIN_RELEVANCE) if semantic else 0.0,
+        fallback=warning.code if warning else None, held_back=held_results)
 
 
 async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
@@ -200,6 +227,14 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
             rows = rows + await search_db.fetch_rows(cur, similar, exclude)
     return rows, {row["id"]: hood.score(cosines[row["id"]])
                   for row in rows if row["id"] in cosines}, hood
+
+
+async def _held_rows(database: Database, held: Sequence[int]) -> list[dict[str, Any]]:
+    """The active rows among ``held`` (with their terms), fetched beside the keyword pool."""
+    if not held:
+        return []
+    async with cursor(database.pool) as cur:
+        return await search_db.fetch_rows(cur, held, [])
 
 
 async def touch_results(services: Services, results: Sequence[SearchResult]) -> None:
@@ -326,14 +361,14 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, _Fixed],
 
 def _start_vector(services: Services, settings: Settings, query: str,
                   timings: dict[str, float] | None = None, priority: int = CHAT
-                  ) -> tuple[Coroutine[Any, Any, tuple[_Semantic | None, str | None]], bool]:
+                  ) -> tuple[Coroutine[Any, Any, tuple[_Semantic | None, Fallback | None]], bool]:
     """Start the query's embedding now (a local model's lane takes it before the caller's next
     step runs). Returns what gives the query's vector when semantic search is possible, else
     the reason it is not (no reason for a message with nothing to search, which is not
     embedded at all), and whether an embedding is on its way."""
     if not settings.MEMORY_VECTOR_ENABLED:
-        return _given((None, "Vector search is off (MEMORY_VECTOR_ENABLED=false); keywords"
-                             " only.")), False
+        return _given((None, Fallback("vectors_off", "Vector search is off"
+                                     " (MEMORY_VECTOR_ENABLED=false); keywords only."))), False
     if nothing_to_search(query):
         return _given((None, None)), False
     database = services.require_database()
@@ -341,7 +376,8 @@ def _start_vector(services: Services, settings: Settings, query: str,
         embedding = services.embedder.start_query(settings, query, timings=timings,
                                                   priority=priority)
     except QueryEmbeddingShed as exc:  # counted and logged by the embedder
-        return _given((None, f"The embedding model is busy: {exc}; keywords only.")), False
+        return _given((None, Fallback("busy", f"The embedding model is busy: {exc}; keywords"
+                                              " only."))), False
     return _semantic_query(services, settings, database, embedding), True
 
 
@@ -351,7 +387,7 @@ async def _given(value: T) -> T:
 
 async def _semantic_query(services: Services, settings: Settings, database: Database,
                           embedding: Awaitable[tuple[np.ndarray, Provenance]]
-                          ) -> tuple[_Semantic | None, str | None]:
+                          ) -> tuple[_Semantic | None, Fallback | None]:
     """The started embedding's vector, checked against the stored vectors' provenance."""
     embedder = services.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
@@ -366,10 +402,10 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         if isinstance(exc, QueryEmbeddingTimeout):
             log.warning("memory search ran on keywords only: the query's vector missed its"
                         " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
-            return None, (f"The query's vector took longer than {exc.seconds:g} s"
-                          " (QUERY_EMBEDDING_TIMEOUT); keywords only.")
+            return None, Fallback("timeout", f"The query's vector took longer than"
+                                  f" {exc.seconds:g} s (QUERY_EMBEDDING_TIMEOUT); keywords only.")
         log.warning("query embedding failed: %s", exc)
-        return None, f"Query embedding failed ({exc}); keywords only."
+        return None, Fallback("failed", f"Query embedding failed ({exc}); keywords only.")
     except BaseException:
         checking.cancel()
         raise
@@ -378,11 +414,11 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         state = await vectors.provenance_state(database, provenance)
     if state.needs_rebuild:
         stored = state.stored or {}
-        return None, (
+        return None, Fallback("rebuild", (
             f"Stored vectors were made by {stored.get('provider')}/{stored.get('model')}"
             f" ({stored.get('dim')} dims) but {provenance.provider}/{provenance.model}"
             f" ({provenance.dim} dims) is configured; keywords only until the vectors are"
-            " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild).")
+            " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild)."))
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
                      services.vectors.backend(settings, database, provenance)), None
 

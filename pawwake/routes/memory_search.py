@@ -38,6 +38,8 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
         "mode": outcome.mode,
         "warning": outcome.warning,
         "threshold": outcome.threshold,
+        "floor": outcome.floor,  # a result is injected into chats when its relevance reaches it
+        "fallback": outcome.fallback,
         "keywords": outcome.keywords,
         "results": [{
             "id": r.id,

@@ -11,7 +11,9 @@ import pytest
 
 from pawwake.db.pool import transaction
 from pawwake.services import services_of
+from tests.conditions import until
 from tests.dashboard_support import PASSWORD, SECRET
+from tests.memory_support import create
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
@@ -61,7 +63,7 @@ async def test_try_it_streams_with_its_injection_panel(browser: Any, gateway: An
     assert "小橘可能是换季了，多喝水。" in await page.inner_text("[data-tryit-reply=done]")
     item = page.locator(f"#tryit-injected [data-memory='{memory}']")
     assert "用户的猫叫小橘" in await item.inner_text()
-    assert float(await item.locator("[data-score]").inner_text()) > 0
+    assert float(await item.locator("[data-relevance]").inner_text()) > 0
     assert await page.locator("#tryit-injected [data-injection-kind=persona]").count() == 1
     assert await page.input_value("textarea[name=message]") == ""
     assert not await page.is_visible("[data-tryit-error]")
@@ -93,5 +95,48 @@ async def test_try_it_streams_with_its_injection_panel(browser: Any, gateway: An
     await page.click("button[name=lang][value=en]")
     await page.wait_for_selector("html[lang=en]")
     assert await page.inner_text("h1") == "Try it"
+    assert errors == []
+    await context.close()
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+async def test_a_near_miss_is_shown_with_its_reason(browser: Any, gateway: Any, upstream: Any,
+                                                    tmp_path: Path, width: int) -> None:
+    """The memory a question is about, kept out by the floor: the panel names it next to
+    what was injected, with its relevance and the floor, in both languages."""
+    client = await gateway(persona="你是小爪。", DASHBOARD_PASSWORD=PASSWORD,
+                           SESSION_SECRET=SECRET, MEMORY_ENABLED=True,
+                           EMBEDDING_PROVIDER="local", JOB_WORKERS=0, MEMORY_EXTRACT_INTERVAL=0,
+                           MEMORY_INJECT_MIN_RELEVANCE=0.99)
+    dog = (await create(client, "用户的狗叫豆豆，是一只柯基"))["id"]
+    await create(client, "用户住在杭州")
+    await until(lambda: services_of(client.server.app).tasks.pending == 0)  # vectors in
+    base = str(client.make_url("/")).rstrip("/")
+    context, page, errors = await signed_in(browser, base, width, "/dashboard/try")
+    upstream.reply_text("豆豆是什么品种我不太确定。")
+    await page.fill("input[name=session]", f"why-{width}")
+    await page.fill("textarea[name=message]", "我的狗豆豆是什么品种？")
+    await page.click("[data-tryit-send]")
+    await page.wait_for_selector("[data-tryit-reply=done]")
+    miss = page.locator(f"#tryit-injected [data-near-miss='{dog}']")
+    assert await miss.get_attribute("data-reason") == "below_floor"
+    assert await miss.is_visible()
+    why = await miss.locator("[data-why]").inner_text()
+    assert "低于注入门槛 0.990" in why and "相关度 0." in why
+    assert "豆豆" in await miss.inner_text()
+    assert await page.locator("#tryit-injected [data-memory]").count() == 0
+    assert await overflow(page) <= 0
+    await page.screenshot(path=str(tmp_path / f"near-miss-{width}.png"), full_page=True)
+
+    await page.click("button[name=lang][value=en]")
+    await page.wait_for_selector("html[lang=en]")
+    assert await page.locator("[data-tryit-reply=done]").count() == 0
+    upstream.reply_text("Not sure.")
+    await page.fill("textarea[name=message]", "What breed is my dog Doudou?")
+    await page.click("[data-tryit-send]")
+    await page.wait_for_selector("[data-tryit-reply=done]")  # the page was reloaded in English
+    miss = page.locator(f"#tryit-injected [data-near-miss='{dog}'] [data-why]")
+    assert "below the floor 0.990" in await miss.inner_text()
+    assert await overflow(page) <= 0
     assert errors == []
     await context.close()

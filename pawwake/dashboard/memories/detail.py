@@ -1,5 +1,6 @@
 """One memory's own page: what it says, how often and when it was injected (with the replies
-that carried it), the conversation turns it was learnt from, and its version chain."""
+that carried it), when it was a candidate left out and why, the conversation turns it was
+learnt from, and its version chain."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pawwake.dashboard.memories.view import LAYER_KEYS
 from pawwake.dashboard.render import render
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
-from pawwake.db.turn_injections import memory_usage
+from pawwake.db.turn_injections import memory_near_misses, memory_usage
 from pawwake.local_time import local_minute, zone_of
 from pawwake.services import services_of, settings_of
 
@@ -30,12 +31,15 @@ async def memory_detail(request: web.Request) -> web.Response:
         chain = await db.version_chain(cur, memory_id)
         sources = await db.source_messages(cur, memory_id)
         usage = await memory_usage(cur, memory_id)
+        missed = await memory_near_misses(cur, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
         "created": local_minute(memory["created_at"], zone),
         "usage": {**usage, "last": local_minute(usage["last_at"], zone),
                   "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
                             for turn in usage["turns"]]},
+        "missed": {**missed, "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
+                                       for turn in missed["turns"]]},
         "sources": [{**row, "when": local_minute(row["created_at"], zone),
                      "role_key": f"conv.role_{row['role']}"} for row in sources],
         "chain": [{**row, "when": local_minute(row["created_at"], zone)} for row in chain]

@@ -33,7 +33,7 @@ from pawwake.dashboard.render import is_htmx, render
 from pawwake.db.errors import NotFound
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_ids
-from pawwake.memory.search import MAX_LIMIT, search_memories
+from pawwake.memory.search import FALLBACK_CODES, MAX_LIMIT, search_memories
 from pawwake.services import Services, services_of, settings_of
 from pawwake.settings import Settings
 
@@ -95,23 +95,15 @@ async def _search_rows(services: Services, settings: Settings, view: View, zone:
                      similarity=r.similarity) for number, r in enumerate(results, 1)]
     fell_back = view.mode == "semantic" and outcome.mode != "hybrid"
     summary = {"requested": view.mode, "used": outcome.mode, "count": len(rows),
-               "fell_back": fell_back, "reason": fallback_reason(outcome.warning),
+               "fell_back": fell_back, "reason": fallback_reason(outcome.fallback),
                "detail": outcome.warning if fell_back else None}
     return rows, summary
 
 
-def fallback_reason(warning: str | None) -> str:
-    """Catalog key explaining why a semantic search used keywords only."""
-    text = warning or ""
-    if "MEMORY_VECTOR_ENABLED" in text:
-        return "memories.fallback_off"
-    if "rebuilt" in text or "rebuild" in text:
-        return "memories.fallback_rebuild"
-    if "No memory has a vector" in text:
-        return "memories.fallback_no_vectors"
-    if "embedding failed" in text:
-        return "memories.fallback_failed"
-    return "memories.fallback_other"
+def fallback_reason(code: str | None) -> str:
+    """Catalog key explaining why a semantic search used keywords only
+    (``SearchOutcome.fallback``)."""
+    return f"memories.fallback_{code}" if code in FALLBACK_CODES else "memories.fallback_other"
 
 
 async def region_context(request: web.Request, view: View, *,
