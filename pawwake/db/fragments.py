@@ -76,6 +76,14 @@ async def searchable_count(cur: Cursor) -> tuple[int, int]:
     return int(searchable), int(estimated or 0)
 
 
+async def searchable_sessions(cur: Cursor) -> int:
+    """Sessions holding an indexed searchable message (how common a term is across them)."""
+    await cur.execute(f"SELECT count(DISTINCT c.session_id) FROM conversations c"
+                      f" WHERE {_SEARCHABLE} AND c.search_terms IS NOT NULL")
+    row = await cur.fetchone()
+    return int(row[0])
+
+
 async def term_counts(cur: Cursor, terms: Sequence[str]) -> dict[str, int]:
     """Searchable messages containing each term, counted on the GIN index (meant for terms
     the statistics do not list as frequent)."""
@@ -232,6 +240,23 @@ async def live_neighbours(cur: Cursor, provenance: VectorSource,
         " ORDER BY e.cosine DESC, c.id DESC LIMIT %(k)s",
         {**provenance_params(provenance), "ids": [i for i, _ in near], "cosines": [c for _, c in near],
          "exclude": list(exclude_sessions), "keep_below": keep_below, "k": k})
+
+
+async def cosines_of(cur: Cursor, provenance: VectorSource, query: np.ndarray,
+                     message_ids: Sequence[int]) -> dict[int, float]:
+    """Raw cosines of ``query`` with the current vectors of ``message_ids`` (pgvector), looked
+    up by key: the keyword candidates' semantic evidence."""
+    if not message_ids:
+        return {}
+    dim = int(provenance.dim)
+    rows = await fetch_all(
+        cur,
+        f"SELECT e.message_id, 1 - (e.embedding::vector({dim}) <=> %(q)s::vector({dim}))"
+        "   AS cosine FROM conversation_embeddings e JOIN conversations c ON c.id = e.message_id"
+        f" WHERE e.message_id = ANY(%(ids)s::bigint[]) AND {OF_PROVENANCE}"
+        f"   AND e.content_sha = {_SHA}",
+        {**provenance_params(provenance), "ids": list(message_ids), "q": vector_literal(query)})
+    return {int(row["message_id"]): float(row["cosine"]) for row in rows}
 
 
 # -- context windows -------------------------------------------------------------------------
