@@ -76,12 +76,16 @@ async def searchable_count(cur: Cursor) -> tuple[int, int]:
     return int(searchable), int(estimated or 0)
 
 
-async def searchable_sessions(cur: Cursor) -> int:
-    """Sessions holding an indexed searchable message (how common a term is across them)."""
-    await cur.execute(f"SELECT count(DISTINCT c.session_id) FROM conversations c"
-                      f" WHERE {_SEARCHABLE} AND c.search_terms IS NOT NULL")
-    row = await cur.fetchone()
-    return int(row[0])
+async def searchable_totals(cur: Cursor) -> tuple[int, int, int]:
+    """``searchable_count`` and, read in the same pass, the sessions holding an indexed
+    searchable message (what a term's spread across sessions is measured against)."""
+    await cur.execute(
+        "SELECT count(*), count(DISTINCT c.session_id),"
+        " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+        "  WHERE oid = 'conversations'::regclass)"
+        f" FROM conversations c WHERE {_SEARCHABLE} AND c.search_terms IS NOT NULL")
+    searchable, sessions, estimated = await cur.fetchone()
+    return int(searchable), int(sessions), int(estimated or 0)
 
 
 async def term_counts(cur: Cursor, terms: Sequence[str]) -> dict[str, int]:

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 KEYWORD_ROWS = 1000
 NEAREST = 100  # nearest messages read per query (at least): each is a candidate
+COSINE_LOOKUPS = 300  # keyword candidates (best shares first) whose cosine is looked up
 COMMON_SESSION_SHARE = 0.2  # a keyword in this share of sessions is not sent to the model
 COMMON_MIN_SESSIONS = 10  # ... once there are this many sessions to tell
 CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left them bare
@@ -129,13 +130,9 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
         if len(chosen) >= max_sessions:
             break
     fragments = await _build_fragments(database.pool, chosen, context)
-    extras: dict[str, Any] = {}
-    if window is not None:
-        extras["date_window"] = {"start": window.start.isoformat(),
-                                 "end": window.end.isoformat()}
     return RecallOutcome(fragments=fragments, mode="hybrid" if semantic_mode else "keyword",
                          keywords=keywords, warning=warning, threshold=threshold,
-                         candidates=len(ranked), extras=extras)
+                         candidates=len(ranked))
 
 
 async def _keywords(text: str) -> list[str]:
@@ -214,7 +211,8 @@ async def _semantic(services: Services, settings: Settings, query: str,
         if hit is None:
             hit = hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"])
         hit.cosine = float(row["cosine"])
-    lacking = [i for i, hit in hits.items() if hit.cosine is None]
+    lacking = [hit.id for hit in sorted((h for h in hits.values() if h.cosine is None),
+                                        key=lambda h: -h.keyword)[:COSINE_LOOKUPS]]
     found = await services.recall_vectors.cosines(database.pool, provenance, vector, lacking,
                                                   pgvector=pgvector)
     for message_id, cosine in found.items():

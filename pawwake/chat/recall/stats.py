@@ -45,8 +45,7 @@ class RecallTermStats:
         if time.monotonic() - self._loaded_at < self.ttl and self._searchable >= EXACT_BELOW:
             return
         async with cursor(pool) as cur:
-            self._searchable, self._rows = await db.searchable_count(cur)
-            self.sessions = await db.searchable_sessions(cur)
+            self._searchable, self.sessions, self._rows = await db.searchable_totals(cur)
             self._frequent = (await memory_search.frequent_terms(cur, "conversations")
                               if self._searchable >= EXACT_BELOW else {})
         self._loaded_at = time.monotonic()
