@@ -24,8 +24,10 @@ from tests.memory_support import create
 from tests.test_memory_injection import MEMORY_ON, add_memory, chat_in_thread
 
 DASHBOARD = {"DASHBOARD_PASSWORD": PASSWORD, "SESSION_SECRET": SECRET}
+# The query's vector always waits (a loaded host must not turn the search keyword-only).
 LOCAL = {"MEMORY_ENABLED": True, "EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0,
-         "MEMORY_EXTRACT_INTERVAL": 0}
+         "MEMORY_EXTRACT_INTERVAL": 0, "QUERY_EMBEDDING_TIMEOUT": 60.0,
+         "QUERY_EMBEDDING_MAX_WAIT": 0.0}
 DOG = "用户的狗叫豆豆，是一只柯基"
 OTHERS = ("用户住在杭州", "用户每天早上跑步五公里", "用户喜欢听爵士乐")
 
@@ -152,7 +154,7 @@ async def test_a_memory_seen_within_the_ttl_is_named(gateway: Any, upstream: Any
 
 async def test_a_search_shed_under_load_says_so_on_the_panel(gateway: Any,
                                                              upstream: Any) -> None:
-    client = await signed_in(gateway, **LOCAL, QUERY_EMBEDDING_MAX_WAIT=0.05)
+    client = await signed_in(gateway, **{**LOCAL, "QUERY_EMBEDDING_MAX_WAIT": 0.05})
     [cat] = await created(client, "用户的猫叫小橘，最爱吃三文鱼")
     batcher = services_of(client.server.app).embedder.batcher
     gate = threading.Event()

@@ -107,7 +107,8 @@ async def test_a_near_miss_is_shown_with_its_reason(browser: Any, gateway: Any, 
     client = await gateway(persona="你是小爪。", DASHBOARD_PASSWORD=PASSWORD,
                            SESSION_SECRET=SECRET, MEMORY_ENABLED=True,
                            EMBEDDING_PROVIDER="local", JOB_WORKERS=0, MEMORY_EXTRACT_INTERVAL=0,
-                           MEMORY_INJECT_MIN_RELEVANCE=0.99)
+                           MEMORY_INJECT_MIN_RELEVANCE=0.99, QUERY_EMBEDDING_TIMEOUT=60.0,
+                           QUERY_EMBEDDING_MAX_WAIT=0.0)  # a loaded host: still hybrid
     dog = (await create(client, "用户的狗叫豆豆，是一只柯基"))["id"]
     await create(client, "用户住在杭州")
     await until(lambda: services_of(client.server.app).tasks.pending == 0)  # vectors in
@@ -132,7 +133,7 @@ async def test_a_near_miss_is_shown_with_its_reason(browser: Any, gateway: Any, 
     await page.wait_for_selector("html[lang=en]")
     assert await page.locator("[data-tryit-reply=done]").count() == 0
     upstream.reply_text("Not sure.")
-    await page.fill("textarea[name=message]", "What breed is my dog Doudou?")
+    await page.fill("textarea[name=message]", "豆豆是什么品种的狗？")
     await page.click("[data-tryit-send]")
     await page.wait_for_selector("[data-tryit-reply=done]")  # the page was reloaded in English
     miss = page.locator(f"#tryit-injected [data-near-miss='{dog}'] [data-why]")
