@@ -64,10 +64,11 @@ def main() -> None:
     app = create_app(settings)
     app.on_shutdown.append(start_watchdog)
     line = listening_line(args.host, settings.PORT)
-    # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner
+    # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner.
+    # Request bodies are never inflated (pawwake/request_body.py refuses compressed ones).
     web.run_app(app, host=args.host, port=settings.PORT, access_log=None,
                 print=lambda _banner: log.info("%s", line),
-                shutdown_timeout=REQUEST_GRACE_SECONDS)
+                shutdown_timeout=REQUEST_GRACE_SECONDS, auto_decompress=False)
     if _shutdown_started:
         log.info("stopped in %.1f s", time.monotonic() - _shutdown_started[0])
 
