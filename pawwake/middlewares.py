@@ -13,7 +13,6 @@ from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import UNAVAILABLE_ERRORS
-from pawwake.request_body import refuse_unread
 from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
@@ -47,9 +46,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         log.exception("unhandled error on %s %s", request.method, request.path)
         refusal = ApiError("internal_error", "Internal error in the gateway; see its log.",
                            status=500)
-    response = request.config_dict[keys.ERROR_ENVELOPE](refusal)
-    # Refused before the body was read (no key, too large): not worth reading the rest.
-    return refuse_unread(response) if refusal.status in (401, 413) else response
+    return request.config_dict[keys.ERROR_ENVELOPE](refusal)
 
 
 def database_unavailable(request: web.Request, exc: BaseException) -> ApiError:

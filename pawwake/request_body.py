@@ -3,8 +3,10 @@
 No route of ours needs a compressed request body, and inflating one is how 256 KB on the wire
 becomes 256 MB in memory (aiohttp inflates a body before its size limit applies). So a body
 with a ``Content-Encoding`` is refused unread, on every surface (415), and the production
-server does not inflate at all (``pawwake.py``). A size cap is applied while the body is read:
-a ``Content-Length`` is only a claim, and a chunked body has none.
+server does not inflate at all (``pawwake.py``): what aiohttp still reads of a refused body,
+for at most 10 s so that the client can read the refusal, it reads as sent and discards. A size
+cap is applied while a body is read: a ``Content-Length`` is only a claim, and a chunked body
+has none.
 """
 
 from __future__ import annotations
@@ -34,14 +36,6 @@ def content_encoding(request: web.Request) -> str | None:
     return coding if coding and coding != IDENTITY else None
 
 
-def refuse_unread(response: web.StreamResponse) -> web.StreamResponse:
-    """A refusal sent before its body was read: the connection closes after it, so the rest
-    of the body is never read (aiohttp would otherwise read on for up to 10 s to keep the
-    connection alive)."""
-    response.force_close()
-    return response
-
-
 def encoding_refusal(coding: str) -> ApiError:
     return ApiError("unsupported_content_encoding",
                     f"Request bodies are accepted uncompressed only; send it again without "
@@ -58,7 +52,7 @@ async def plain_bodies_middleware(request: web.Request, handler: Handler
         return await handler(request)
     response = request.config_dict[keys.ERROR_ENVELOPE](encoding_refusal(coding))
     response.headers[hdrs.ACCEPT_ENCODING] = IDENTITY  # RFC 7694: what this server takes
-    return refuse_unread(response)
+    return response
 
 
 async def read_bounded(request: web.Request, max_bytes: int) -> bytes:

@@ -16,7 +16,7 @@ from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.middlewares import note_unreachable
-from pawwake.request_body import content_encoding, refuse_unread
+from pawwake.request_body import content_encoding
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ async def plain_bodies_middleware(request: web.Request, handler: Handler
         return await handler(request)
     response = render_error(request, 415, translate(request_language(request), "error.encoding"))
     response.headers["Accept-Encoding"] = "identity"
-    return refuse_unread(response)
+    return response
 
 
 @web.middleware
@@ -96,9 +96,8 @@ async def form_middleware(request: web.Request, handler: Handler) -> web.StreamR
             await read_public_form(request)
         except PublicFormRefused as refused:
             log.warning("refused a public form on %s (%d)", request.path, refused.status)
-            return refuse_unread(render_error(
-                request, refused.status,
-                translate(request_language(request), refused.message_key)))
+            return render_error(request, refused.status,
+                                translate(request_language(request), refused.message_key))
     elif request.method == "POST":
         try:
             await request.post()
