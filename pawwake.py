@@ -65,10 +65,14 @@ def main() -> None:
     app.on_shutdown.append(start_watchdog)
     line = listening_line(args.host, settings.PORT)
     # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner.
-    # Request bodies are never inflated (pawwake/request_body.py refuses compressed ones).
+    # Request bodies are never inflated (pawwake/request_body.py refuses compressed ones). A
+    # client that hangs up cancels its request's handler, and so the database statement it
+    # waits for (as in aiohttp's test server: the tests run the path production runs); work
+    # that must outlive its client (a chat's relay, the turn stored after it) runs as tasks.
     web.run_app(app, host=args.host, port=settings.PORT, access_log=None,
                 print=lambda _banner: log.info("%s", line),
-                shutdown_timeout=REQUEST_GRACE_SECONDS, auto_decompress=False)
+                shutdown_timeout=REQUEST_GRACE_SECONDS, auto_decompress=False,
+                handler_cancellation=True)
     if _shutdown_started:
         log.info("stopped in %.1f s", time.monotonic() - _shutdown_started[0])
 

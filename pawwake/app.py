@@ -18,6 +18,7 @@ from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
 from pawwake.memory.resources import open_embedder
+from pawwake.request_statements import bounded_statements_middleware
 from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services
 from pawwake.settings import Settings
@@ -31,7 +32,8 @@ def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``: every shared object is built here (see
     ``pawwake.services``) and opens in app start-up, in order."""
     # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
-    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE)
+    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
+                          middlewares=[bounded_statements_middleware])
     services = build_services(settings)
     app[keys.SERVICES] = services
     # Opened in this order, closed in reverse: background work drains before its resources go.

@@ -15,6 +15,7 @@ from pawwake.dashboard.public_form import PublicFormRefused, read_public_form
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.db.statement_bounds import StatementTimeout
 from pawwake.middlewares import note_unreachable
 from pawwake.request_body import content_encoding
 
@@ -57,6 +58,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return render_error(request, 405, translate(lang, "error.method"))
     except web.HTTPException:
         raise
+    except StatementTimeout:
+        log.warning("a statement of dashboard %s %s ran into its time bound", request.method,
+                    request.path)
+        return render_error(request, 503, translate(lang, "error.database_slow"))
     except UNAVAILABLE_ERRORS as exc:
         note_unreachable(request.config_dict, exc)
         log.warning("database unavailable on dashboard %s %s (%s)", request.method,
