@@ -244,6 +244,12 @@ SETTINGS: tuple[Setting, ...] = (
        "Reverse proxies to believe, as addresses or networks (comma-separated, e.g. 10.0.0.0/8; "
        "private = every private address). X-Forwarded-For/Proto/Host and Forwarded count only "
        "when the direct peer is listed; empty: never", hot=False),
+    _s("ALLOWED_HOSTS", "str", "", "advanced",
+       "未设置 GATEWAY_SECRET 时，除本机地址（localhost、127.0.0.1、::1）外网关还接受的主机名，"
+       "逗号分隔，如 pawwake.lan, 192.168.1.5（防 DNS 重绑定）；设置了 GATEWAY_SECRET 时不起作用",
+       "Host names the gateway answers besides loopback (localhost, 127.0.0.1, ::1) while "
+       "GATEWAY_SECRET is unset, comma-separated, e.g. pawwake.lan, 192.168.1.5 (against DNS "
+       "rebinding); no effect once GATEWAY_SECRET is set", hot=False),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -409,6 +415,7 @@ class Settings(Mapping[str, Any]):
     TURN_SPOOL_MAX_MB: int
     LOG_LEVEL: str
     TRUSTED_PROXIES: str
+    ALLOWED_HOSTS: str
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         unknown = set(values) - set(BY_NAME)
