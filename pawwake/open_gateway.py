@@ -6,9 +6,9 @@ multipart body needs no CORS preflight, and a page on a domain that rebinds to 1
 even same-origin. So, on every program sub-app (the dashboard has its password):
 
 - the ``Host`` must be a loopback name or one of ALLOWED_HOSTS (403 ``host_not_allowed``);
-- a request that carries an ``Origin`` (browsers do; SDKs, hooks and curl do not) must come
-  from the gateway's own origin or, on the CORS surfaces, one CORS_ALLOW_ORIGINS names
-  (403 ``origin_not_allowed``);
+- a write that carries an ``Origin`` (browsers send one; SDKs, hooks and curl do not) must
+  come from the gateway's own origin or, on the CORS surfaces, one CORS_ALLOW_ORIGINS names
+  (403 ``origin_not_allowed``); a read from elsewhere stays unreadable to its page (no CORS);
 - a body must be ``application/json`` (415 ``json_only_without_secret``): a browser sends
   that cross-site only after a preflight, which the gateway answers for allowed origins only.
 """
@@ -31,6 +31,8 @@ from pawwake.services import services_of
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 LOOPBACK_NAMES = frozenset({"localhost", "0.0.0.0", "::"})  # the last two: "this machine"
+# A page elsewhere may send these, but cannot read the answer (no CORS for it): not a write.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @functools.lru_cache(maxsize=8)
@@ -102,7 +104,7 @@ async def open_gateway_middleware(request: web.Request, handler: Handler
                        "GATEWAY_SECRET is unset (DNS rebinding); add the name to "
                        "ALLOWED_HOSTS, or set GATEWAY_SECRET.", status=403)
     origin = request.headers.get("Origin")
-    if origin is not None:
+    if origin is not None and request.method not in SAFE_METHODS:
         refusal = await _origin_refusal(request, origin)
         if refusal is not None:
             raise refusal
