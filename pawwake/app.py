@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -12,6 +13,7 @@ from pawwake.auth import warn_if_open
 from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.chat.turn_spool import open_turn_spool
 from pawwake.chat.turns import spooled_turn_writer
+from pawwake.config_problems import configuration_problems
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import register_job_handlers
@@ -23,6 +25,8 @@ from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services
 from pawwake.settings import Settings
 from pawwake.tasks import draining
+
+log = logging.getLogger(__name__)
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 Resource = Callable[[], AbstractAsyncContextManager[None]]
@@ -41,6 +45,8 @@ def create_app(settings: Settings) -> web.Application:
         app.cleanup_ctx.append(_while_app_runs(resource))
     app.on_shutdown.append(lambda _app: stop_connecting(services.database))
     warn_if_open(settings.GATEWAY_SECRET)
+    for problem in configuration_problems(settings):
+        log.warning("configuration: %s", problem.english())
     setup_routes(app)
     register_job_handlers(services)
     setup_dashboard(app)
