@@ -45,6 +45,7 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 
 psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=True)
 
+
 async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> aiopg.Pool:
     """Open a pool; ``sslmode`` and other libpq options pass through inside the DSN."""
     bounds.report_stopped_statements_ourselves(asyncio.get_running_loop())
