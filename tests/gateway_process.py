@@ -94,3 +94,12 @@ async def start_all(*gateways: GatewayProcess) -> None:
     for gateway in gateways:
         gateway.start()
     await asyncio.gather(*(gateway.until_ready() for gateway in gateways))
+
+
+def stop_all(*gateways: GatewayProcess, timeout: float = READY_SECONDS) -> None:
+    """SIGTERM every gateway at once, then wait for each (killed when it overstays)."""
+    for gateway in gateways:
+        if gateway.process is not None and gateway.process.poll() is None:
+            gateway.process.send_signal(signal.SIGTERM)
+    for gateway in gateways:
+        gateway.stop(timeout)

@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import pytest_asyncio
+from aiohttp.test_utils import TestServer
 
+from pawwake.dashboard.login_throttle import LoginThrottle
 from tests.conditions import until_answered
-from tests.gateway_process import GatewayProcess, start_all
+from tests.conftest import PostgresHandle
+from tests.fake_upstream import FakeUpstream
+from tests.gateway_process import GatewayProcess, start_all, stop_all
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 KEY = "fleet-gateway-key-0123456789abcdef"
 HEADERS = {"X-Gateway-Key": KEY}
 PASSWORD = "fleet-dashboard-password"
 SESSION_SECRET = "fleet-session-secret-0123456789abcdef-0123456789"
+LOGIN_MAX_FAILURES = LoginThrottle().max_failures
 SETTINGS_SEEN_SECONDS = 6.0  # a save is in force on every replica within this long
 
 
@@ -27,13 +34,16 @@ def replica_settings(database_url: str, upstream_url: str, **extra: str) -> dict
             "GATEWAY_SECRET": KEY, "DASHBOARD_PASSWORD": PASSWORD,
             "SESSION_SECRET": SESSION_SECRET, "MEMORY_ENABLED": "true",
             "MEMORY_EXTRACT_INTERVAL": "0", "EMBEDDING_PROVIDER": "local",
-            "VECTOR_BACKEND": "numpy", "JOB_WORKERS": "1", **extra}
+            "VECTOR_BACKEND": "numpy", "JOB_WORKERS": "1", "TRUSTED_PROXIES": "127.0.0.1",
+            **extra}
 
 
 class Fleet:
-    def __init__(self, replicas: list[GatewayProcess], session: aiohttp.ClientSession) -> None:
+    def __init__(self, replicas: list[GatewayProcess], session: aiohttp.ClientSession,
+                 upstream: FakeUpstream) -> None:
         self.replicas = replicas
         self.http = session
+        self.upstream = upstream
 
     async def call(self, replica: int, method: str, path: str, **kwargs: Any) -> Any:
         url = self.replicas[replica].base_url + path
@@ -43,17 +53,27 @@ class Fleet:
             return body
 
 
-@pytest.fixture
-async def fleet(database_url: str, upstream: Any, tmp_path: Path) -> AsyncIterator[Fleet]:
-    replicas = [GatewayProcess(tmp_path / f"data-{n}", replica_settings(
-        database_url, upstream.base_url), name=f"replica-{n}") for n in range(2)]
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def fleet(postgres: PostgresHandle, tmp_path_factory: pytest.TempPathFactory
+                ) -> AsyncIterator[Fleet]:
+    """Two replicas, a fake provider and a database shared by this module's tests (starting
+    the processes once saves seconds a test); each test keeps to its own rows and clients."""
+    assert postgres.supply is not None
+    database = postgres.supply.take()
+    upstream = FakeUpstream()
+    upstream.server = TestServer(upstream.build_app(), host="127.0.0.1")
+    await upstream.server.start_server()
+    folder = tmp_path_factory.mktemp("fleet")
+    replicas = [GatewayProcess(folder / f"data-{n}", replica_settings(
+        postgres.uri(database), upstream.base_url), name=f"replica-{n}") for n in range(2)]
     try:
         await start_all(*replicas)
         async with aiohttp.ClientSession() as session:
-            yield Fleet(replicas, session)
+            yield Fleet(replicas, session, upstream)
     finally:
-        for replica in replicas:
-            replica.stop()
+        stop_all(*replicas)
+        await upstream.server.close()
+        postgres.supply.drop(database)
 
 
 async def search(fleet: Fleet, replica: int, query: str) -> list[dict[str, Any]]:
@@ -93,3 +113,65 @@ async def test_a_setting_saved_through_one_replica_is_in_force_on_an_idle_one(
     await asyncio.sleep(SETTINGS_SEEN_SECONDS)  # the replica is idle meanwhile
     after = await fleet.call(1, "GET", "/api/settings")
     assert setting_value(after, "MAX_MEMORIES_INJECT") == 7
+
+
+async def sign_in(fleet: Fleet, replica: int, password: str, address: str) -> int:
+    """One sign-in from ``address`` (the replicas trust loopback's X-Forwarded-For, as behind
+    a load balancer), without any cookie."""
+    base = fleet.replicas[replica].base_url
+    async with fleet.http.post(base + "/dashboard/login", data={"password": password},
+                               headers={"Origin": base, "X-Forwarded-For": address},
+                               allow_redirects=False) as response:
+        return response.status
+
+
+async def test_failed_sign_ins_count_across_replicas(fleet: Fleet) -> None:
+    """A guesser sent round-robin by a load balancer gets one budget, not one per replica."""
+    guesser = "203.0.113.9"
+    guesses = [sign_in(fleet, n % 2, "a-wrong-guess", guesser)
+               for n in range(LOGIN_MAX_FAILURES)]
+    assert await asyncio.gather(*guesses) == [401] * LOGIN_MAX_FAILURES
+    assert [await sign_in(fleet, n, PASSWORD, guesser) for n in (0, 1)] == [429, 429]
+    assert await sign_in(fleet, 1, PASSWORD, "198.51.100.20") == 303  # anyone else signs in
+
+
+async def test_a_logout_through_one_replica_ends_the_session_on_the_other(fleet: Fleet) -> None:
+    a, b = (replica.base_url for replica in fleet.replicas)
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+        async with browser.post(a + "/dashboard/login", data={"password": PASSWORD},
+                                headers={"Origin": a}, allow_redirects=False) as response:
+            assert response.status == 303
+        copied = {c.key: c.value for c in browser.cookie_jar}
+        async with browser.get(b + "/dashboard", allow_redirects=False) as response:
+            assert response.status == 200  # one session for the whole fleet
+        async with browser.post(a + "/dashboard/logout", headers={"Origin": a},
+                                allow_redirects=False) as response:
+            assert response.status == 303
+    async with aiohttp.ClientSession(cookies=copied,
+                                     cookie_jar=aiohttp.CookieJar(unsafe=True)) as replay:
+        async with replay.get(b + "/dashboard", allow_redirects=False) as response:
+            assert response.status == 303
+            assert "/dashboard/login" in response.headers["Location"]
+
+
+async def stream_chat(fleet: Fleet, replica: int, text: str, session_id: str) -> str:
+    """A streamed chat through ``replica``; the text the client read."""
+    body = {"model": "test/model-a", "stream": True,
+            "messages": [{"role": "user", "content": text}]}
+    url = fleet.replicas[replica].base_url + "/v1/chat/completions"
+    async with fleet.http.post(url, json=body, headers={
+            **HEADERS, "X-Session-Id": session_id}) as response:
+        assert response.status == 200, await response.text()
+        return (await response.read()).decode()
+
+
+async def test_a_due_reminder_reaches_the_model_once_across_replicas(fleet: Fleet) -> None:
+    reminder = "提醒用户下午三点给小橘打疫苗"
+    await fleet.call(0, "POST", "/api/memories", json={
+        "content": reminder, "remind_at": "2020-01-01T08:00:00+08:00"})
+    sent_before = len(fleet.upstream.requests)
+    chats = [stream_chat(fleet, n % 2, f"今天第{n}件事做什么", f"reminder-{n}") for n in range(4)]
+    await asyncio.gather(*chats)
+    await stream_chat(fleet, 1, "还有别的事吗", "reminder-later")
+    carried = [r for r in fleet.upstream.requests[sent_before:] if reminder in r.raw.decode()]
+    assert len(carried) == 1

@@ -98,6 +98,7 @@ async def test_a_full_spool_keeps_the_oldest_and_counts_the_dropped(tmp_path: Pa
     assert [decode((spool.folder / name).read_bytes())[0].turn_key for name in kept] == [
         f"k{n}" for n in range(results.count(True))]
     assert spool.status()["dropped"] == results.count(False)
+    spool.close()  # the process ends; the next one finds what it left
     reopened = TurnSpool(tmp_path / "spool", max_bytes=1500)
     reopened.open()
     assert reopened.pending == results.count(True)
@@ -113,3 +114,58 @@ def test_a_spooled_turn_keeps_what_the_writer_needs() -> None:
     assert back.turn_messages == turn.turn_messages[1:]
     assert captured.usage is not None and captured.usage.completion == 2
     assert incomplete is True
+
+
+async def spool_turns(spool: TurnSpool, keys: list[str]) -> None:
+    reply = CapturedReply(content="y", finish_reason="stop", done=True)
+    for key in keys:
+        assert await spool.add(_Turn(key), reply, incomplete=False)
+
+
+async def test_processes_sharing_a_data_folder_each_replay_only_their_own_turns(
+        tmp_path: Path) -> None:
+    """Replicas that mount one volume: every spooled turn is written once, by one of them."""
+    first, second = (TurnSpool(tmp_path / "turn-spool", max_bytes=10**6) for _ in range(2))
+    first.open()
+    await spool_turns(first, ["a1", "a2"])
+    second.open()
+    await spool_turns(second, ["b1", "b2", "b3"])
+    assert first.folder != second.folder
+    assert (first.pending, second.pending) == (2, 3)
+    stored: list[str] = []
+
+    async def store(turn: Any, _reply: CapturedReply, _incomplete: bool) -> None:
+        stored.append(turn.turn_key)
+        await asyncio.sleep(0)
+
+    await asyncio.gather(first.replay(store), second.replay(store))
+    assert sorted(stored) == ["a1", "a2", "b1", "b2", "b3"]
+    assert first.status() == second.status() == {"pending": 0, "dropped": 0, "failed": 0}
+    first.close()
+    second.close()
+
+
+async def test_the_turns_of_a_process_gone_from_a_shared_folder_are_adopted_once_in_order(
+        tmp_path: Path) -> None:
+    live, gone = (TurnSpool(tmp_path / "turn-spool", max_bytes=10**6) for _ in range(2))
+    live.open()
+    await spool_turns(live, ["k1"])
+    gone.open()
+    await spool_turns(gone, ["k2", "k3"])
+    assert await live.adopt_orphans() == 0  # its owner is still alive
+    gone_folder = gone.folder
+    gone.close()  # the process ended (a kill releases the lock the same way)
+    assert await live.adopt_orphans() == 2
+    assert live.pending == 3 and not list(gone_folder.glob("*.json"))
+    stored: list[str] = []
+
+    async def store(turn: Any, _reply: CapturedReply, _incomplete: bool) -> None:
+        stored.append(turn.turn_key)
+
+    await live.replay(store)
+    assert stored == ["k1", "k2", "k3"]  # the order they finished in
+    restarted = TurnSpool(tmp_path / "turn-spool", max_bytes=10**6)
+    restarted.open()
+    assert restarted.pending == 0
+    live.close()
+    restarted.close()
