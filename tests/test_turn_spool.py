@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 
 from pawwake.chat import turn_spool, turns
@@ -18,6 +19,7 @@ from pawwake.chat.turn_spool import TurnSpool, decode, encode
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.llm.sse import CapturedReply
 from pawwake.services import services_of
+from tests.conditions import until
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GatewayStarter
 from tests.turn_support import turn_rows
@@ -169,3 +171,34 @@ async def test_the_turns_of_a_process_gone_from_a_shared_folder_are_adopted_once
     assert restarted.pending == 0
     live.close()
     restarted.close()
+
+
+async def test_a_stream_ends_only_once_its_turn_is_safe_when_the_store_is_slow(
+        gateway: GatewayStarter, upstream: FakeUpstream, database_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database answers, but slowly (here: the session's write lock is held elsewhere):
+    the end of the stream came with the turn only in memory, and a process killed then lost
+    a turn its user had seen finish. Now a copy is on disk first; it adds nothing later."""
+    monkeypatch.setattr(turns, "SPOOL_COPY_AFTER_SECONDS", 0.3)
+    app = gateway.build()
+    client = await gateway.start(app)
+    blocker = psycopg2.connect(database_url)
+    try:
+        with blocker.cursor() as cur:  # a transaction holding the session's write lock
+            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                        ("conversations:s-slow",))
+        upstream.reply_text("慢慢来")
+        response = await client.post("/v1/chat/completions", headers={
+            "X-Session-Id": "s-slow"}, json={"model": "test/model-a", "stream": True,
+                                             "messages": [{"role": "user", "content": "在吗"}]})
+        assert b"[DONE]" in await response.read()
+        spool = services_of(app).turn_spool
+        assert spool.pending == 1  # the turn was on disk when the stream ended
+        assert await turn_rows(app, "s-slow") == []
+    finally:
+        blocker.rollback()
+        blocker.close()
+    await services_of(app).tasks.drain()
+    await until(lambda: spool.pending == 0)
+    assert [r["content"] for r in await turn_rows(app, "s-slow")] == ["在吗", "慢慢来"]
+    assert spool.status() == {"pending": 0, "dropped": 0, "failed": 0}
