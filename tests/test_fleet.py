@@ -4,10 +4,13 @@ other serves within seconds, and what must happen once happens once across both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psycopg2
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestServer
@@ -17,6 +20,7 @@ from tests.conditions import until_answered
 from tests.conftest import PostgresHandle
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_process import GatewayProcess, start_all, stop_all
+from tests.pgbouncer_support import PGBOUNCER, pgbouncer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -25,7 +29,9 @@ HEADERS = {"X-Gateway-Key": KEY}
 PASSWORD = "fleet-dashboard-password"
 SESSION_SECRET = "fleet-session-secret-0123456789abcdef-0123456789"
 LOGIN_MAX_FAILURES = LoginThrottle().max_failures
-SETTINGS_SEEN_SECONDS = 6.0  # a save is in force on every replica within this long
+SETTINGS_SEEN_SECONDS = 6.0
+CLIENT_POOL = 4  # DATABASE_POOL_SIZE of each replica
+SERVER_POOL = 3  # PgBouncer's server connections for both: fewer than the replicas' pools  # a save is in force on every replica within this long
 
 
 def replica_settings(database_url: str, upstream_url: str, **extra: str) -> dict[str, str]:
@@ -35,19 +41,36 @@ def replica_settings(database_url: str, upstream_url: str, **extra: str) -> dict
             "SESSION_SECRET": SESSION_SECRET, "MEMORY_ENABLED": "true",
             "MEMORY_EXTRACT_INTERVAL": "0", "EMBEDDING_PROVIDER": "local",
             "VECTOR_BACKEND": "numpy", "JOB_WORKERS": "1", "TRUSTED_PROXIES": "127.0.0.1",
-            **extra}
+            "DATABASE_POOL_SIZE": str(CLIENT_POOL), **extra}
 
 
 class Fleet:
     def __init__(self, replicas: list[GatewayProcess], session: aiohttp.ClientSession,
-                 upstream: FakeUpstream) -> None:
+                 upstream: FakeUpstream, postgres: PostgresHandle, database: str) -> None:
         self.replicas = replicas
         self.http = session
         self.upstream = upstream
+        self.postgres = postgres
+        self.database = database
+
+    def server_connections(self) -> int:
+        """Connections the server holds for the fleet's database (the test's own aside)."""
+        conn = psycopg2.connect(self.postgres.uri(self.database))
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+                            " AND pid <> pg_backend_pid()", (self.database,))
+                return int(cur.fetchone()[0])
+        finally:
+            conn.close()
 
     async def call(self, replica: int, method: str, path: str, **kwargs: Any) -> Any:
-        url = self.replicas[replica].base_url + path
-        async with self.http.request(method, url, headers=HEADERS, **kwargs) as response:
+        return await self.call_gateway(self.replicas[replica], method, path, **kwargs)
+
+    async def call_gateway(self, gateway: GatewayProcess, method: str, path: str,
+                           **kwargs: Any) -> Any:
+        async with self.http.request(method, gateway.base_url + path, headers=HEADERS,
+                                     **kwargs) as response:
             body = await response.json()
             assert response.status < 300, (response.status, body)
             return body
@@ -57,23 +80,31 @@ class Fleet:
 async def fleet(postgres: PostgresHandle, tmp_path_factory: pytest.TempPathFactory
                 ) -> AsyncIterator[Fleet]:
     """Two replicas, a fake provider and a database shared by this module's tests (starting
-    the processes once saves seconds a test); each test keeps to its own rows and clients."""
+    the processes once saves seconds a test); each test keeps to its own rows and clients.
+    The replicas reach the database through PgBouncer in transaction mode when it is
+    installed, with fewer server connections than their pools hold, as on a small managed
+    PostgreSQL behind its pooler."""
     assert postgres.supply is not None
     database = postgres.supply.take()
     upstream = FakeUpstream()
     upstream.server = TestServer(upstream.build_app(), host="127.0.0.1")
     await upstream.server.start_server()
     folder = tmp_path_factory.mktemp("fleet")
-    replicas = [GatewayProcess(folder / f"data-{n}", replica_settings(
-        postgres.uri(database), upstream.base_url), name=f"replica-{n}") for n in range(2)]
-    try:
-        await start_all(*replicas)
-        async with aiohttp.ClientSession() as session:
-            yield Fleet(replicas, session, upstream)
-    finally:
-        stop_all(*replicas)
-        await upstream.server.close()
-        postgres.supply.drop(database)
+    with contextlib.ExitStack() as stack:
+        url = postgres.uri(database)
+        if PGBOUNCER is not None:
+            bouncer = stack.enter_context(pgbouncer(postgres.uri(), pool_size=SERVER_POOL))
+            url = bouncer.url(database, "postgres", "application_name=pawwake-fleet")
+        replicas = [GatewayProcess(folder / f"data-{n}", replica_settings(
+            url, upstream.base_url), name=f"replica-{n}") for n in range(2)]
+        try:
+            await start_all(*replicas)
+            async with aiohttp.ClientSession() as session:
+                yield Fleet(replicas, session, upstream, postgres, database)
+        finally:
+            stop_all(*replicas)
+            await upstream.server.close()
+    postgres.supply.drop(database)
 
 
 async def search(fleet: Fleet, replica: int, query: str) -> list[dict[str, Any]]:
@@ -154,11 +185,13 @@ async def test_a_logout_through_one_replica_ends_the_session_on_the_other(fleet:
             assert "/dashboard/login" in response.headers["Location"]
 
 
-async def stream_chat(fleet: Fleet, replica: int, text: str, session_id: str) -> str:
+async def stream_chat(fleet: Fleet, replica: int | GatewayProcess, text: str,
+                      session_id: str) -> str:
     """A streamed chat through ``replica``; the text the client read."""
     body = {"model": "test/model-a", "stream": True,
             "messages": [{"role": "user", "content": text}]}
-    url = fleet.replicas[replica].base_url + "/v1/chat/completions"
+    gateway = fleet.replicas[replica] if isinstance(replica, int) else replica
+    url = gateway.base_url + "/v1/chat/completions"
     async with fleet.http.post(url, json=body, headers={
             **HEADERS, "X-Session-Id": session_id}) as response:
         assert response.status == 200, await response.text()
@@ -175,3 +208,38 @@ async def test_a_due_reminder_reaches_the_model_once_across_replicas(fleet: Flee
     await stream_chat(fleet, 1, "还有别的事吗", "reminder-later")
     carried = [r for r in fleet.upstream.requests[sent_before:] if reminder in r.raw.decode()]
     assert len(carried) == 1
+    if PGBOUNCER is not None:  # both replicas' pools went through SERVER_POOL connections
+        assert fleet.server_connections() <= SERVER_POOL
+
+
+@pytest.mark.skipif(PGBOUNCER is None, reason="PgBouncer is not installed")
+async def test_a_replica_killed_with_spooled_turns_writes_them_once_when_it_returns(
+        fleet: Fleet, tmp_path: Path) -> None:
+    """Its path to the database is cut (its own PgBouncer stops), a chat finishes into its
+    spool, it is killed with ``kill -9``; back on the same data folder, it writes the turn."""
+    with pgbouncer(fleet.postgres.uri(), pool_size=2) as path:
+        url = path.url(fleet.database, "postgres", "application_name=pawwake-returning")
+        replica = GatewayProcess(tmp_path / "data", replica_settings(url, fleet.upstream.base_url),
+                                 name="returning")
+        try:
+            await start_all(replica)
+            path.process.kill()
+            path.process.wait()
+            assert "[DONE]" in await stream_chat(fleet, replica, "记得带伞", "spooled-then-killed")
+            health = await fleet.call_gateway(replica, "GET", "/")
+            assert health["turn_spool"]["pending"] == 1
+            replica.kill()
+            with pgbouncer(fleet.postgres.uri(), pool_size=2, port=path.port):
+                replica.start()
+                await replica.until_ready()
+
+                async def spool_written() -> bool:
+                    return (await fleet.call_gateway(replica, "GET", "/"))["turn_spool"] == {
+                        "pending": 0, "dropped": 0, "failed": 0}
+
+                await until_answered(spool_written)
+        finally:
+            replica.stop()
+    stored = await fleet.call(0, "GET", "/api/conversations/spooled-then-killed/messages")
+    assert [(m["role"], m["content"]) for m in stored["messages"]] == [
+        ("user", "记得带伞"), ("assistant", fleet.upstream.default_text)]
