@@ -2,12 +2,12 @@
 one data folder (replicas mounting one volume).
 
 A process owns a folder while it holds an exclusive ``flock`` on the lock file beside it
-(``turn-spool.lock``);
-the kernel releases it when the process ends, however it ends (``kill -9`` included). The
-first process takes ``turn-spool``, the next ``turn-spool-2`` and so on. A folder whose owner
-is gone and that still holds turns is adopted by a process on the same data folder: its turns
-are moved into the adopter's folder (the names keep the order the turns finished), so each
-spooled turn is replayed once, by one process, whether its own replica returns or not.
+(``turn-spool.lock``); the kernel releases it when the process ends, however it ends
+(``kill -9`` included). The first process takes ``turn-spool``, the next ``turn-spool-2`` and so on. A
+folder whose owner is gone and that still holds turns is adopted by a process on the same data
+folder: its turns are moved into the adopter's folder (the names keep the order the turns
+finished), so each spooled turn is replayed once, by one process, whether its own replica
+returns or not.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 One JSON file per turn in ``<PAWWAKE_DATA_DIR>/turn-spool`` (each process its own folder, see
 ``spool_folder``), written atomically (temporary file, fsync, rename, fsync of the folder),
-named so that the name order is the order the turns finished. A background loop writes them to the database in that order once it answers again
-(at start-up, then every few seconds while any wait); each turn carries its idempotency key, so
-a file written twice (a crash between the commit and the delete) adds nothing. The folder has a
-size cap: when full, the oldest turns are kept and new ones are dropped and counted.
+named so that the name order is the order the turns finished. A background loop writes them to
+the database in that order once it answers again (at start-up, then every few seconds while any
+wait); each turn carries its idempotency key, so a file written twice (a crash between the
+commit and the delete) adds nothing. The folder has a size cap: when full, the oldest turns are
+kept and new ones are dropped and counted.
 """
 
 from __future__ import annotations
