@@ -276,19 +276,25 @@ class Run:
             providers.wait(10)
             database.close()
 
-    async def throughput(self, database: Database, name: str, port: int, number: int) -> int:
+    async def throughput(self, database: Database, name: str, port: int, number: int,
+                         replicas: list[GatewayProcess]) -> int:
         """Warm up, then the same load as every throughput phase; the queue drains after.
-        Returns the next plan number."""
+        Also the gateways' CPU time per turn, served and learned (on a shared machine the one
+        figure that does not depend on what else runs). Returns the next plan number."""
         args = self.args
         base = f"http://127.0.0.1:{port}"
         warm = make_plans(number, 4 * args.replicas, args.sidecar_share)
         await run_load(base, warm, args.concurrency, Progress())
+        await self.drained(database)
         plans = make_plans(number + len(warm), args.throughput_chats, args.sidecar_share)
+        cpu_before = cpu_seconds(replicas)
         seconds = await run_load(base, plans, args.concurrency, Progress())
         load = os.getloadavg()
         drained = await self.drained(database)
-        self.figures[name] = (sum(p.ok for p in plans) / seconds, load,
-                              None if drained is None else drained + seconds)
+        served = sum(p.ok for p in plans)
+        self.figures[name] = (served / seconds, load,
+                              None if drained is None else drained + seconds,
+                              (cpu_seconds(replicas) - cpu_before) / max(1, served))
         return number + len(warm) + len(plans)
 
     async def drained(self, database: Database) -> float | None:
@@ -299,10 +305,10 @@ class Run:
                      last_bouncer: Any, fleet_port: int, single_port: int) -> None:
         args = self.args
         await start_all(replicas[0])  # one gateway alone: nobody else takes its jobs
-        number = await self.throughput(database, "single", single_port, 0)
+        number = await self.throughput(database, "single", single_port, 0, replicas[:1])
         await start_all(*replicas[1:])
         await asyncio.sleep(2)  # haproxy's checks see the new replicas up
-        number = await self.throughput(database, "fleet", fleet_port, number)
+        number = await self.throughput(database, "fleet", fleet_port, number, replicas)
         plans = make_plans(number, args.chats, args.sidecar_share)
         done = Progress()
         faults = asyncio.create_task(self.faults(database, replicas, last_bouncer, len(plans),
@@ -340,9 +346,10 @@ class Run:
         out(f"cores {cores}; load average before {fmt_load(f['load_before'])}, "
             f"after {fmt_load(f['load_after'])}\n")
         for name, label in (("single", "one gateway"), ("fleet", f"{self.args.replicas} replicas")):
-            rate, load, learned = f[name]
+            rate, load, learned, cpu = f[name]
             out(f"throughput, {label:<14} {rate:7.1f} turns/s served (load {fmt_load(load)}); "
-                f"all learned {seconds_or_never(learned)} after the first\n")
+                f"all learned {seconds_or_never(learned)} after the first; gateway CPU "
+                f"{1000 * cpu:.0f} ms per turn\n")
         out(f"ratio, {self.args.replicas} replicas / one        {fleet / single:.2f}x\n")
         out(f"fault run: {len(plans)} turns ({sum(p.sidecar for p in plans)} sidecar) in "
             f"{f['fault_run'][0]:.1f} s (load {fmt_load(f['fault_run'][1])}); client retries "
@@ -368,6 +375,18 @@ class Run:
         out(f"server connections, peak      {self.peak_connections} of max_connections "
             f"{f['max_connections']} (pool {self.args.pool_size} per replica, PgBouncer "
             f"{self.args.pool_size * (self.args.replicas - 1)} + {self.args.pool_size})\n")
+
+
+def cpu_seconds(replicas: list[GatewayProcess]) -> float:
+    """User and system CPU time the replicas' processes have used so far."""
+    import psutil
+
+    total = 0.0
+    for replica in replicas:
+        assert replica.process is not None
+        times = psutil.Process(replica.process.pid).cpu_times()
+        total += times.user + times.system
+    return total
 
 
 def fmt_load(load: tuple[float, float, float]) -> str:

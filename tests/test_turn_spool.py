@@ -112,8 +112,10 @@ def test_a_spooled_turn_keeps_what_the_writer_needs() -> None:
                             "content": "b"}, {"role": "user", "content": "c\ud800"}]
     reply = CapturedReply(content="d", finish_reason="stop", done=True,
                           raw_usage={"prompt_tokens": 1, "completion_tokens": 2})
+    turn.injected = [{"kind": "memory", "id": 7, "text": "用户的猫叫小橘", "score": 0.8}]  # type: ignore[attr-defined]
     back, captured, incomplete = decode(encode(turn, reply, incomplete=True))
     assert back.turn_messages == turn.turn_messages[1:]
+    assert back.injected == [{"kind": "memory", "id": 7, "score": 0.8}]  # the memory page counts it
     assert captured.usage is not None and captured.usage.completion == 2
     assert incomplete is True
 

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ class SpooledTurn:
     turn_messages: list[Any]
     turn_key: str
     protocol: str | None = None  # None: chat completions
+    injected: list[dict[str, Any]] = field(default_factory=list)  # the injected record
 
 
 def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
@@ -66,6 +67,9 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
         "protocol": getattr(turn, "protocol", None),
         "incomplete": incomplete,
         "client_messages": messages[max(0, last_user - 1):],
+        # What was injected, without its texts (the record the turn's reply keeps).
+        "injected": [{k: v for k, v in entry.items() if k != "text"}
+                     for entry in getattr(turn, "injected", ())],
         "reply": {
             "content": reply.content, "reasoning_content": reply.reasoning_content,
             "tool_calls": reply.tool_calls, "extras": reply.extras,
@@ -80,7 +84,7 @@ def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
     record = json.loads(data.decode("utf-8", "surrogatepass"))
     turn = SpooledTurn(session_id=record["session_id"], model=record["model"],
                        turn_messages=record["client_messages"], turn_key=record["turn_key"],
-                       protocol=record.get("protocol"))
+                       protocol=record.get("protocol"), injected=record.get("injected") or [])
     saved = record["reply"]
     reply = CapturedReply(
         content=saved["content"], reasoning_content=saved["reasoning_content"],
