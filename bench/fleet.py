@@ -18,11 +18,14 @@ setting is saved through the first replica (time until every replica serves it),
 replica's path to the database is cut (its finished turns go to its spool), it is killed with
 ``kill -9`` while jobs run, its path comes back, and it is started again on the same data
 folder (it replays its spool; its jobs were taken over by the others once their lease ran out).
+Last, a rolling restart under load: each replica in turn gets SIGTERM, exits, starts again and
+is back in the balancer before the next (turns whose client saw a failure are counted).
 
 Printed: turns expected / stored / lost / duplicated, memories expected / extracted /
 duplicated, jobs lost, job take-over time, spooled turns replayed, the setting's time to be
-seen everywhere, the peak of server connections against ``max_connections``, throughput of
-one gateway and of the fleet, cores and load average. Bounded: every wait has a deadline.
+seen everywhere, the rolling restart's failed requests, the peak of server connections
+against ``max_connections``, throughput of one gateway and of the fleet (served, learned, and
+the gateways' CPU time per turn), cores and load average. Bounded: every wait has a deadline.
 Never run by the test suite.
 """
 
@@ -128,12 +131,14 @@ async def attempt(http: aiohttp.ClientSession, base: str, plan: Plan) -> bool:
         return False
 
 
-async def run_load(base: str, plans: list[Plan], concurrency: int, done: Progress) -> float:
-    """Every plan until it succeeds (or ``ATTEMPTS`` tries); returns the wall time."""
+async def run_load(base: str, plans: list[Plan], concurrency: int, done: Progress,
+                   stop: asyncio.Event | None = None) -> float:
+    """Every plan until it succeeds (or ``ATTEMPTS`` tries), or until ``stop`` is set (the
+    plans not started then are dropped from ``plans``); returns the wall time."""
     queue = list(reversed(plans))
 
     async def client(http: aiohttp.ClientSession) -> None:
-        while queue:
+        while queue and not (stop is not None and stop.is_set()):
             plan = queue.pop()
             while plan.attempts < ATTEMPTS and not plan.ok:
                 plan.attempts += 1
@@ -145,6 +150,8 @@ async def run_load(base: str, plans: list[Plan], concurrency: int, done: Progres
     started = time.monotonic()
     async with aiohttp.ClientSession() as http:
         await asyncio.gather(*(client(http) for _ in range(concurrency)))
+    for plan in queue:
+        plans.remove(plan)
     return time.monotonic() - started
 
 
@@ -297,6 +304,34 @@ class Run:
                               (cpu_seconds(replicas) - cpu_before) / max(1, served))
         return number + len(warm) + len(plans)
 
+    async def rolling_restart(self, replicas: list[GatewayProcess], fleet_port: int,
+                              plans: list[Plan]) -> None:
+        """Under load, each replica in turn: SIGTERM, wait for its exit, start it again, wait
+        until it is healthy and back in the balancer, then the next one. Counts the turns
+        whose client saw a failure (and tried again) meanwhile."""
+        stop = asyncio.Event()
+
+        async def restarts() -> None:
+            stops = []
+            try:
+                await asyncio.sleep(1)
+                for replica in replicas:
+                    started = time.monotonic()
+                    await asyncio.to_thread(replica.stop)
+                    stops.append(time.monotonic() - started)
+                    replica.start()
+                    await replica.until_ready()
+                    await asyncio.sleep(2)  # two health checks: back in rotation
+            finally:
+                stop.set()
+            self.figures["rolling_stops"] = stops
+
+        restarting = asyncio.create_task(restarts())
+        seconds = await run_load(f"http://127.0.0.1:{fleet_port}", plans,
+                                 self.args.concurrency, Progress(), stop)
+        await restarting
+        self.figures["rolling"] = (len(plans), sum(p.attempts > 1 for p in plans), seconds)
+
     async def drained(self, database: Database) -> float | None:
         return await until(lambda: not database.query(
             "SELECT 1 FROM jobs WHERE status IN ('pending', 'running') LIMIT 1"), 300)
@@ -317,6 +352,9 @@ class Run:
                                  done)
         self.figures["fault_run"] = (seconds, os.getloadavg())
         await faults
+        rolling = make_plans(number + len(plans), 20 * args.chats, args.sidecar_share)
+        await self.rolling_restart(replicas, fleet_port, rolling)
+        plans += rolling
         self.figures["jobs_drained_in"] = await self.drained(database)
         self.figures["max_connections"] = database.max_connections()
         self.figures["load_after"] = os.getloadavg()
@@ -351,7 +389,8 @@ class Run:
                 f"all learned {seconds_or_never(learned)} after the first; gateway CPU "
                 f"{1000 * cpu:.0f} ms per turn\n")
         out(f"ratio, {self.args.replicas} replicas / one        {fleet / single:.2f}x\n")
-        out(f"fault run: {len(plans)} turns ({sum(p.sidecar for p in plans)} sidecar) in "
+        out(f"fault run and rolling restart: {len(plans)} turns "
+            f"({sum(p.sidecar for p in plans)} sidecar); the fault run took "
             f"{f['fault_run'][0]:.1f} s (load {fmt_load(f['fault_run'][1])}); client retries "
             f"{sum(p.attempts - 1 for p in plans)}\n")
         out(f"turns expected                {len(expected)} (gave up: "
@@ -369,6 +408,10 @@ class Run:
         out(f"spooled turns at the kill     {f['spooled_at_kill']}; restarted after "
             f"{f['restarted_after']:.1f} s, spool empty "
             f"{seconds_or_never(f['spool_replayed_in'])} after it was up\n")
+        served, retried, rolling_seconds = f["rolling"]
+        out(f"rolling restart (SIGTERM, one at a time, under load): {served} turns in "
+            f"{rolling_seconds:.1f} s, {retried} saw a failure and were sent again; replicas "
+            f"stopped in {', '.join(f'{s:.1f}' for s in f['rolling_stops'])} s\n")
         seen = f["setting_seen"]
         out(f"setting seen by every replica {max(seen):.2f} s  (each: "
             f"{', '.join(f'{s:.2f}' for s in seen)})\n")

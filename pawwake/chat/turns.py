@@ -465,6 +465,9 @@ def turn_writer(services: Services, prepared: PreparedChat) -> OnSuccess:
                 log.warning("the database is slow to store a turn; a copy waits in the spool")
                 _store_ended(services.chat, prepared)
             await writing
+        except asyncio.CancelledError:
+            writing.cancel()  # shutdown: the store goes with the hook, as it always did
+            raise
         finally:
             _store_ended(services.chat, prepared)
 
