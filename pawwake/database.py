@@ -34,6 +34,7 @@ from pawwake.db.pool import (
     server_connection_limit,
     transaction,
 )
+from pawwake.db.statement_bounds import NO_BOUND, statements_bounded
 
 if TYPE_CHECKING:
     from pawwake.live_settings import RuntimeConfig
@@ -205,9 +206,10 @@ class _Connector:
             dsn = self.server.get_uri()
         pool = await create_pool(dsn, maxsize=settings.DATABASE_POOL_SIZE)
         try:
-            async with transaction(pool) as cur:
-                features = await migrate(cur)
-                server_connections = await server_connection_limit(cur)
+            with statements_bounded(NO_BOUND):  # a migration takes as long as it takes
+                async with transaction(pool) as cur:
+                    features = await migrate(cur)
+                    server_connections = await server_connection_limit(cur)
             await self.config.attach(pool)
         except BaseException:
             pool.close()
