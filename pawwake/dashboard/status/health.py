@@ -11,7 +11,7 @@ import psycopg2
 
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
-from pawwake.local_time import local_minute, zone_of
+from pawwake.local_time import zone_of, zoned_minute
 from pawwake.memory.backfill import backfill_status
 from pawwake.services import Services
 from pawwake.settings import Settings
@@ -35,7 +35,7 @@ def upstream_line(services: Services, zone: timezone) -> dict[str, Any]:
     error = health.last_error
     return {"name": "upstream", "state": health.state(),
             "error": None if error is None else {
-                "at": local_minute(error.at, zone), "status": error.status, "model": error.model,
+                "at": zoned_minute(error.at, zone), "status": error.status, "model": error.model,
                 "code": error.code}}
 
 
