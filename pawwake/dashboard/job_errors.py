@@ -44,13 +44,14 @@ class JobErrorView:
     raw: str
 
 
-def explain_job_error(raw: str | None) -> JobErrorView | None:
-    """The kind of a stored job error and the values its sentence names (None for none)."""
+def explain_job_error(raw: str | None, who: str | None = None) -> JobErrorView | None:
+    """The kind of a stored job error and the values its sentence names (None for none);
+    ``who`` names the caller when the page knows it better than the text."""
     if not raw or not raw.strip():
         return None
     text = raw.strip()
     lowered = text.lower()
-    who = next((name for start, name in _WHO if start in lowered), "provider")
+    who = who or next((name for start, name in _WHO if start in lowered), "provider")
     kind = next((name for name, pattern in _KINDS if pattern.search(text)), "other")
     status = _STATUS.search(text)
     exception = _EXCEPTION.match(text)
