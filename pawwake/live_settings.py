@@ -25,6 +25,7 @@ from pawwake.settings import (
 )
 
 log = logging.getLogger(__name__)
+_KEEP = object()  # a secret sent back as shown: keep the stored value
 
 REFRESH_SECONDS = 5.0  # other processes' saves reach this one within this long
 
@@ -101,7 +102,15 @@ class RuntimeConfig:
         self._loaded_at = time.monotonic()
 
     def validate(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """Parse a batch of changes; raise SettingError on the first bad one.
+        """Parse a batch of changes; raise SettingError on the first bad one (see ``check``)."""
+        parsed, refused = self.check(changes)
+        if refused:
+            raise refused[0]
+        return parsed
+
+    def check(self, changes: Mapping[str, Any]) -> tuple[dict[str, Any], list[SettingError]]:
+        """Parse every change: the values that fit and a SettingError for each that does not,
+        so a form can mark every bad field at once.
 
         Restart-only settings are refused whatever the value, so a right guess of a secret
         answers exactly like a wrong one. A secret sent back exactly as shown (``••••1234``,
@@ -109,22 +118,32 @@ class RuntimeConfig:
         is refused rather than stored as the new secret.
         """
         parsed: dict[str, Any] = {}
+        refused: list[SettingError] = []
         for name, raw in changes.items():
-            setting = BY_NAME.get(name)
-            if setting is None:
-                raise SettingError(name, "unknown setting", "unknown")
-            if not setting.hot:
-                raise SettingError(name, "is set in the environment and only changes there "
-                                         "(with a restart); it cannot be changed here",
-                                   "restart_only")
-            if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
-                if raw == secret_form_value(setting, self._current[name]):
-                    continue
-                raise SettingError(name, "looks like a masked value; send the full secret, "
-                                         "or the mask exactly as shown to keep the current one",
-                                   "masked_value")
-            parsed[name] = parse_value(setting, raw)
-        return parsed
+            try:
+                value = self._parse_change(name, raw)
+            except SettingError as exc:
+                refused.append(exc)
+            else:
+                if value is not _KEEP:
+                    parsed[name] = value
+        return parsed, refused
+
+    def _parse_change(self, name: str, raw: Any) -> Any:
+        setting = BY_NAME.get(name)
+        if setting is None:
+            raise SettingError(name, "unknown setting", "unknown")
+        if not setting.hot:
+            raise SettingError(name, "is set in the environment and only changes there "
+                                     "(with a restart); it cannot be changed here",
+                               "restart_only")
+        if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
+            if raw == secret_form_value(setting, self._current[name]):
+                return _KEEP
+            raise SettingError(name, "looks like a masked value; send the full secret, "
+                                     "or the mask exactly as shown to keep the current one",
+                               "masked_value")
+        return parse_value(setting, raw)
 
     async def update(self, changes: Mapping[str, Any]) -> Settings:
         """Validate, store (one transaction) and apply. Without a database: this process only."""
