@@ -33,6 +33,7 @@ async def memory_detail(request: web.Request) -> web.Response:
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
         "created": zoned_minute(memory["created_at"], zone),
+        "reminder": zoned_minute(memory.get("remind_at"), zone),
         "usage": {**usage, "last": zoned_minute(usage["last_at"], zone),
                   "turns": [{**turn, "when": zoned_minute(turn["created_at"], zone)}
                             for turn in usage["turns"]]},
