@@ -23,10 +23,10 @@ from pawwake.services import database_of, services_of
 log = logging.getLogger(__name__)
 
 PAGE = "dashboard/export.html"
-_UNREADABLE: tuple[type[BaseException], ...] = (DatabaseUnavailable, *UNAVAILABLE_ERRORS)
 PANEL = "partials/_memory_export.html"
 MAX_BROKEN_SHOWN = 50
 CONTENT_CHARS = 80
+_UNREADABLE: tuple[type[BaseException], ...] = (DatabaseUnavailable, *UNAVAILABLE_ERRORS)
 
 
 def _panel(**values: Any) -> dict[str, Any]:
