@@ -111,3 +111,22 @@ async def test_a_refused_plain_text_import_keeps_the_pasted_text(
     async with cursor(services_of(app).database.pool) as cur:
         stored = await fetch_all(cur, "SELECT content FROM memories ORDER BY id")
     assert [row["content"] for row in stored] == ["用户的猫叫小橘", "用户住在杭州"]
+
+
+async def test_an_empty_try_it_message_says_so(browser: Any, aiohttp_server: Any,
+                                               make_settings: Any, upstream: FakeUpstream
+                                               ) -> None:
+    app = create_app(make_settings(DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET,
+                                   JOB_WORKERS=0))
+    server = await aiohttp_server(app)
+    base = str(server.make_url("/dashboard")).rstrip("/")
+    for lang, words in (("zh", "请先写一条消息"), ("en", "Write a message first")):
+        page = await logged_in(browser, base, VIEWPORTS["phone"], lang)
+        await page.goto(base + "/try")
+        await page.fill("textarea[name=message]", "   \n ")
+        await page.click("[data-tryit-send]")
+        error = page.locator("[data-tryit-error]")
+        await error.wait_for(state="visible")
+        assert words in await error.inner_text()
+        await page.context.close()
+    assert upstream.requests == []  # nothing was sent
