@@ -27,6 +27,16 @@ from pawwake.settings import (
 log = logging.getLogger(__name__)
 _KEEP = object()  # a secret sent back as shown: keep the stored value
 
+
+class AdminOnly(SettingError):
+    """A change to where provider keys are sent, asked without admin rights (403)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "decides where the provider keys are sent, so it changes only "
+                               "from the dashboard, or with X-Admin-Key set to ADMIN_SECRET",
+                         "admin_only")
+
+
 REFRESH_SECONDS = 5.0  # other processes' saves reach this one within this long
 
 
@@ -101,27 +111,30 @@ class RuntimeConfig:
         self._current = self._base.with_values(overrides)
         self._loaded_at = time.monotonic()
 
-    def validate(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(self, changes: Mapping[str, Any], *, admin: bool = True) -> dict[str, Any]:
         """Parse a batch of changes; raise SettingError on the first bad one (see ``check``)."""
-        parsed, refused = self.check(changes)
+        parsed, refused = self.check(changes, admin=admin)
         if refused:
             raise refused[0]
         return parsed
 
-    def check(self, changes: Mapping[str, Any]) -> tuple[dict[str, Any], list[SettingError]]:
+    def check(self, changes: Mapping[str, Any], *, admin: bool = True
+              ) -> tuple[dict[str, Any], list[SettingError]]:
         """Parse every change: the values that fit and a SettingError for each that does not,
         so a form can mark every bad field at once.
 
         Restart-only settings are refused whatever the value, so a right guess of a secret
         answers exactly like a wrong one. A secret sent back exactly as shown (``••••1234``,
         ``••••``) means "keep the stored value" and is dropped; any other masked-looking value
-        is refused rather than stored as the new secret.
+        is refused rather than stored as the new secret. Without ``admin`` (the API with the
+        gateway key alone) a change to an admin setting is refused (``AdminOnly``); sending one
+        back unchanged is not a change.
         """
         parsed: dict[str, Any] = {}
         refused: list[SettingError] = []
         for name, raw in changes.items():
             try:
-                value = self._parse_change(name, raw)
+                value = self._parse_change(name, raw, admin)
             except SettingError as exc:
                 refused.append(exc)
             else:
@@ -129,7 +142,7 @@ class RuntimeConfig:
                     parsed[name] = value
         return parsed, refused
 
-    def _parse_change(self, name: str, raw: Any) -> Any:
+    def _parse_change(self, name: str, raw: Any, admin: bool) -> Any:
         setting = BY_NAME.get(name)
         if setting is None:
             raise SettingError(name, "unknown setting", "unknown")
@@ -143,11 +156,16 @@ class RuntimeConfig:
             raise SettingError(name, "looks like a masked value; send the full secret, "
                                      "or the mask exactly as shown to keep the current one",
                                "masked_value")
-        return parse_value(setting, raw)
+        value = parse_value(setting, raw)
+        if setting.admin and not admin:
+            if value != self._current[name]:
+                raise AdminOnly(name)
+            return _KEEP  # sent back as it is: no change, and not pinned over the environment
+        return value
 
-    async def update(self, changes: Mapping[str, Any]) -> Settings:
+    async def update(self, changes: Mapping[str, Any], *, admin: bool = True) -> Settings:
         """Validate, store (one transaction) and apply. Without a database: this process only."""
-        parsed = self.validate(changes)
+        parsed = self.validate(changes, admin=admin)
         if self._pool is None and self._expects_database and parsed:
             raise DatabaseUnavailable("Settings are saved in the database, which is not "
                                       "connected yet; try again shortly.")
