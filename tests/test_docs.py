@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RUN_COMMAND = "pip install -r requirements.txt && python pawwake.py"
 TEST_COMMAND = "pip install -r requirements-dev.txt && python -m pytest"
-APT_COMMAND = "apt-get install -y chromium fonts-wqy-microhei pgbouncer"
+APT_COMMAND = "apt-get install -y chromium fonts-wqy-microhei pgbouncer haproxy"
 # Debian's npm conflicts with a Node.js that ships its own (NodeSource's): only when missing.
 NPM_COMMAND = "command -v npm >/dev/null || apt-get install -y nodejs npm"
 SECRET_COMMAND = "python3 -c 'import secrets; print(secrets.token_urlsafe(48))'"
