@@ -11,7 +11,7 @@ from pawwake.dashboard.render import render
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_near_misses, memory_usage
-from pawwake.local_time import local_minute, zone_of
+from pawwake.local_time import zone_of, zoned_minute
 from pawwake.services import services_of, settings_of
 
 TEMPLATE = "dashboard/memory.html"
@@ -34,15 +34,16 @@ async def memory_detail(request: web.Request) -> web.Response:
         missed = await memory_near_misses(cur, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
-        "created": local_minute(memory["created_at"], zone),
-        "usage": {**usage, "last": local_minute(usage["last_at"], zone),
-                  "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
+        "created": zoned_minute(memory["created_at"], zone),
+        "reminder": zoned_minute(memory.get("remind_at"), zone),
+        "usage": {**usage, "last": zoned_minute(usage["last_at"], zone),
+                  "turns": [{**turn, "when": zoned_minute(turn["created_at"], zone)}
                             for turn in usage["turns"]]},
-        "missed": {**missed, "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
+        "missed": {**missed, "turns": [{**turn, "when": zoned_minute(turn["created_at"], zone)}
                                        for turn in missed["turns"]]},
-        "sources": [{**row, "when": local_minute(row["created_at"], zone),
+        "sources": [{**row, "when": zoned_minute(row["created_at"], zone),
                      "role_key": f"conv.role_{row['role']}"} for row in sources],
-        "chain": [{**row, "when": local_minute(row["created_at"], zone)} for row in chain]
+        "chain": [{**row, "when": zoned_minute(row["created_at"], zone)} for row in chain]
         if len(chain) > 1 else [],
     })
 
