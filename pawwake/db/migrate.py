@@ -7,12 +7,14 @@ from pathlib import Path
 
 import psycopg2
 
+from pawwake.db.legacy import aside, progress
+from pawwake.db.legacy.schema import ASIDE, find_legacy
 from pawwake.db.pool import Cursor
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-_LOCK_KEY = 0x5041_5757  # "PAWW": one lock id for every Pawwake process on this database
+LOCK_KEY = 0x5041_5757  # "PAWW": one lock id for every Pawwake process on this database
 
 
 def migration_files() -> list[Path]:
@@ -26,9 +28,21 @@ async def migrate(cur: Cursor) -> dict[str, bool]:
     transaction-scoped advisory lock, so two processes starting together serialise on it,
     each file runs exactly once, and the lock cannot be left held behind a transaction-mode
     pooler (a session lock and its unlock may reach different server connections there).
+
+    A Pawwake 4.x database is recognised first: its tables are moved aside into the schema
+    ``pawwake4`` (kept for a rollback) before ours are made, and the adoption is recorded,
+    to be finished by ``pawwake.upgrade.adopt`` (feature ``legacy``: one is recorded
+    unfinished).
     """
-    await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+    await cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+    await cur.execute("SET LOCAL statement_timeout = 0")
     pgvector = await _enable_pgvector(cur)
+    legacy = await find_legacy(cur)
+    if legacy is not None:
+        log.warning("a Pawwake %s database: its tables %s are kept in the schema %s and "
+                    "adopted into this version", legacy.version, ", ".join(legacy.tables),
+                    ASIDE)
+        await aside.move_aside(cur, legacy, LOCK_KEY)
     await cur.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
@@ -42,11 +56,15 @@ async def migrate(cur: Cursor) -> dict[str, bool]:
         log.debug("applying migration %s", path.name)
         await cur.execute(path.read_text(encoding="utf-8"))
         await cur.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (path.name,))
+    if legacy is not None:
+        await progress.begin(cur, legacy.version)
     await cur.execute(
         "INSERT INTO runtime_flags (name, value) VALUES ('pgvector', to_jsonb(%s::boolean))"
         " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
         (pgvector,))
-    return {"pgvector": pgvector}
+    await cur.execute("SELECT EXISTS (SELECT 1 FROM legacy_adoption WHERE finished_at IS NULL)")
+    row = await cur.fetchone()
+    return {"pgvector": pgvector, "legacy": bool(row and row[0])}
 
 
 async def _enable_pgvector(cur: Cursor) -> bool:

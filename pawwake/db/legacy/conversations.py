@@ -1,0 +1,119 @@
+"""4.x messages and token usage into ours.
+
+Messages keep their ids (memories name them as sources, partition state counts from them)
+and their ``metadata``, which 4.x kept as JSON text: tool calls (with every provider extra
+inside them, such as Gemini's ``thought_signature``), ``tool_call_id``, ``name`` and
+``reasoning_content`` are the very keys our replay reads. Text that does not parse as a JSON
+object is kept under ``legacy_metadata`` rather than dropped. A message is taken unless its
+role is not one of ours; its search terms are left NULL, which our catch-up indexer fills.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pawwake.db.legacy.schema import LegacySchema
+from pawwake.db.pool import Cursor, fetch_one
+
+ROLES = "('system', 'user', 'assistant', 'tool')"
+TAKEABLE = f"t.role IN {ROLES} AND t.session_id IS NOT NULL"
+USAGE_TYPES = "('chat', 'summary', 'extract', 'consolidate', 'embed')"
+USAGE_TAKEABLE = f"coalesce(t.usage_type, 'chat') IN {USAGE_TYPES}"
+
+_TARGET = "id, session_id, role, content, model, created_at, metadata, deleted_at, source"
+
+
+def _metadata(legacy: LegacySchema) -> tuple[str, str]:
+    """(a LATERAL that parses ``t.metadata`` once as ``p.parsed``, the metadata value)."""
+    if not legacy.has("conversations", "metadata"):
+        return "", "'{}'::jsonb"
+    if legacy.type_of("conversations", "metadata") in ("json", "jsonb"):
+        lateral = " CROSS JOIN LATERAL (SELECT t.metadata::jsonb AS parsed) p"
+    else:
+        lateral = (" CROSS JOIN LATERAL (SELECT CASE WHEN btrim(coalesce(t.metadata, '')) = ''"
+                   " THEN NULL ELSE pg_temp.pawwake_jsonb(t.metadata) END AS parsed) p")
+    value = ("CASE WHEN p.parsed IS NOT NULL AND jsonb_typeof(p.parsed) = 'object'"
+             " THEN p.parsed"
+             " WHEN btrim(coalesce(t.metadata::text, '')) IN ('', 'null') THEN '{}'::jsonb"
+             " ELSE jsonb_build_object('legacy_metadata', t.metadata::text) END")
+    return lateral, value
+
+
+async def copy_batch(cur: Cursor, legacy: LegacySchema, after: int, limit: int
+                     ) -> tuple[int | None, int]:
+    """Copy the next ``limit`` messages after id ``after``: (last id read, rows inserted)."""
+    lateral, metadata = _metadata(legacy)
+    deleted = "t.deleted_at" if legacy.has("conversations", "deleted_at") else "NULL"
+    await cur.execute(
+        f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.conversations t"
+        "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
+        f" inserted AS (INSERT INTO conversations ({_TARGET})"
+        "   SELECT t.id, t.session_id, t.role, coalesce(t.content, ''), t.model,"
+        f"     coalesce(t.created_at, now()), {metadata}, {deleted}, 'gateway'"
+        f"   FROM batch t{lateral} WHERE {TAKEABLE} RETURNING 1)"
+        " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)",
+        (after, limit))
+    row = await cur.fetchone()
+    return (row[0], int(row[1])) if row else (None, 0)
+
+
+async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
+    if not legacy.has("conversations"):
+        return {}
+    lateral, _ = _metadata(legacy)
+    parsed = "p.parsed" if lateral else "NULL::jsonb"
+    readable = (f"({parsed} IS NOT NULL AND jsonb_typeof({parsed}) = 'object'"
+                " OR btrim(coalesce(t.metadata::text, '')) IN ('', 'null'))"
+                if lateral else "true")
+    deleted = "t.deleted_at IS NOT NULL" if legacy.has("conversations", "deleted_at") \
+        else "false"
+    row = await fetch_one(cur, (
+        "SELECT count(*) AS total,"
+        f" count(*) FILTER (WHERE {TAKEABLE}) AS adopted,"
+        f" count(*) FILTER (WHERE NOT ({TAKEABLE})) AS other_roles,"
+        f" count(DISTINCT t.session_id) FILTER (WHERE {TAKEABLE}) AS sessions,"
+        f" count(*) FILTER (WHERE {TAKEABLE} AND {deleted}) AS in_trash,"
+        f" count(*) FILTER (WHERE {TAKEABLE} AND {parsed} ? 'tool_calls') AS tool_calls,"
+        f" count(*) FILTER (WHERE {TAKEABLE} AND {parsed} ? 'tool_call_id') AS tool_results,"
+        f" count(*) FILTER (WHERE {TAKEABLE} AND {parsed} ? 'reasoning_content')"
+        "   AS reasoning,"
+        f" count(*) FILTER (WHERE {TAKEABLE} AND NOT {readable}) AS metadata_unreadable"
+        f" FROM {legacy.schema}.conversations t{lateral}"))
+    counts: dict[str, Any] = {key: int(value) for key, value in (row or {}).items()}
+    await cur.execute(f"SELECT t.id, t.role FROM {legacy.schema}.conversations t"
+                      f" WHERE NOT ({TAKEABLE}) ORDER BY t.id LIMIT 50")
+    counts["other_role_rows"] = [f"{r[0]} ({r[1]})" for r in await cur.fetchall()]
+    return counts
+
+
+async def copy_usage(cur: Cursor, legacy: LegacySchema, after: int, limit: int
+                     ) -> tuple[int | None, int]:
+    """Copy the next ``limit`` token_usage rows after id ``after`` (ours gives new ids)."""
+    await cur.execute(
+        f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.token_usage t"
+        "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
+        " inserted AS (INSERT INTO token_usage (session_id, model, prompt_tokens,"
+        "   completion_tokens, total_tokens, usage_type, created_at)"
+        "   SELECT t.session_id, t.model, coalesce(t.prompt_tokens, 0),"
+        "     coalesce(t.completion_tokens, 0), coalesce(t.total_tokens, 0),"
+        "     coalesce(t.usage_type, 'chat'), coalesce(t.created_at, now())"
+        f"   FROM batch t WHERE {USAGE_TAKEABLE} RETURNING 1)"
+        " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)",
+        (after, limit))
+    row = await cur.fetchone()
+    return (row[0], int(row[1])) if row else (None, 0)
+
+
+async def survey_usage(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
+    if not legacy.has("token_usage"):
+        return {}
+    row = await fetch_one(cur, (
+        f"SELECT count(*) AS total, count(*) FILTER (WHERE {USAGE_TAKEABLE}) AS adopted,"
+        f" count(*) FILTER (WHERE NOT ({USAGE_TAKEABLE})) AS other_types,"
+        f" coalesce(sum(t.total_tokens) FILTER (WHERE {USAGE_TAKEABLE}), 0) AS tokens"
+        f" FROM {legacy.schema}.token_usage t"))
+    counts: dict[str, Any] = {key: int(value) for key, value in (row or {}).items()}
+    await cur.execute(f"SELECT DISTINCT t.usage_type FROM {legacy.schema}.token_usage t"
+                      f" WHERE NOT ({USAGE_TAKEABLE}) ORDER BY 1 LIMIT 20")
+    counts["other_type_names"] = [str(r[0]) for r in await cur.fetchall()]
+    return counts
