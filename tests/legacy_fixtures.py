@@ -300,20 +300,20 @@ def bulk_41(db: LegacyDatabase, messages: int, memories: int) -> None:
     db.run(
         "INSERT INTO conversations (id, session_id, role, content, model, created_at, metadata,"
         " embedding)"
-        " SELECT 1000 + g, 'bulk-' || (g / 40), CASE WHEN g % 2 = 0 THEN 'user'"
+        " SELECT 1000 + g, 'bulk-' || (g / 40), CASE WHEN g %% 2 = 0 THEN 'user'"
         "   ELSE 'assistant' END, '批量消息 ' || g || ' 今天去公园散步，看到很多花', 'm',"
         "   %s::timestamptz + g * interval '1 second',"
-        "   CASE WHEN g % 7 = 0 THEN '{\"reasoning_content\": \"想一想\"}' END,"
-        "   ('[' || array_to_string(ARRAY(SELECT ((g + i) % 13) / 13.0 FROM"
+        "   CASE WHEN g %% 7 = 0 THEN '{\"reasoning_content\": \"想一想\"}' END,"
+        "   ('[' || array_to_string(ARRAY(SELECT ((g + i) %% 13) / 13.0 FROM"
         "     generate_series(1, %s) i), ',') || ']')::vector"
         " FROM generate_series(1, %s) g", (BASE, DIM, messages))
     db.run(
         "INSERT INTO memories (id, content, importance, layer, is_active, merged_from,"
         " source_message_ids, embedding, created_at)"
-        " SELECT 1000 + g, '批量记忆 ' || g || '：阿狸喜欢在周末去公园', 1 + g % 10,"
-        "   CASE WHEN g % 5 = 0 THEN 2 ELSE 1 END, g % 5 <> 1,"
-        "   CASE WHEN g % 5 = 0 THEN ARRAY[1000 + g - 4] END, ARRAY[1000 + g],"
-        "   ('[' || array_to_string(ARRAY(SELECT ((g * i) % 17) / 17.0 FROM"
+        " SELECT 1000 + g, '批量记忆 ' || g || '：阿狸喜欢在周末去公园', 1 + g %% 10,"
+        "   CASE WHEN g %% 5 = 0 THEN 2 ELSE 1 END, g %% 5 <> 1,"
+        "   CASE WHEN g %% 5 = 0 THEN ARRAY[1000 + g - 4] END, ARRAY[1000 + g],"
+        "   ('[' || array_to_string(ARRAY(SELECT ((g * i) %% 17) / 17.0 FROM"
         "     generate_series(1, %s) i), ',') || ']')::vector,"
         "   %s::timestamptz + g * interval '1 minute'"
         " FROM generate_series(1, %s) g", (DIM, BASE, memories))

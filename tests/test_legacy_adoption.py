@@ -463,3 +463,20 @@ async def test_an_adoption_killed_midway_is_finished_by_the_next_start(
                               " ORDER BY step")
     assert done == [{"step": "conversations", "n": "15"}, {"step": "memories", "n": "13"},
                     {"step": "usage", "n": "3"}]
+
+
+async def test_40_json_text_vectors_kept_for_the_api_model_in_force(
+        empty_database: LegacyDatabase, legacy_settings: Any, aiohttp_client: Any,
+        embeddings: FakeEmbeddings) -> None:
+    build_40(empty_database)
+    empty_database.run("UPDATE memories SET embedding_json = '[0.1, broken' WHERE id = 2")
+    empty_database.run("UPDATE memories SET embedding_json = '[0.5, 0.5]' WHERE id = 3")
+    client = await start(aiohttp_client, legacy_settings(
+        empty_database, EMBEDDING_API_KEY="sk-embedding-key-0123456789",
+        EMBEDDING_BASE_URL=embeddings.base_url, EMBEDDING_DIM=8))
+    kept = await rows(client, "SELECT memory_id, model, dim, embedding FROM memory_embeddings")
+    assert [(r["memory_id"], r["model"], r["dim"]) for r in kept] == [
+        (1, "text-embedding-3-small", 8)]  # 2 does not parse, 3 has two dimensions
+    assert kept[0]["embedding"] == pytest.approx(vector(1), abs=1e-6)
+    messages = await rows(client, "SELECT message_id FROM conversation_embeddings")
+    assert messages == [{"message_id": 1}]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.db.legacy.helpers import fast_or_lenient
 from pawwake.db.legacy.schema import LegacySchema
 from pawwake.db.pool import Cursor, fetch_one
 
@@ -23,15 +24,17 @@ USAGE_TAKEABLE = f"coalesce(t.usage_type, 'chat') IN {USAGE_TYPES}"
 _TARGET = "id, session_id, role, content, model, created_at, metadata, deleted_at, source"
 
 
-def _metadata(legacy: LegacySchema) -> tuple[str, str]:
-    """(a LATERAL that parses ``t.metadata`` once as ``p.parsed``, the metadata value)."""
+def _metadata(legacy: LegacySchema, *, lenient: bool = True) -> tuple[str, str]:
+    """(a LATERAL that parses ``t.metadata`` once as ``p.parsed``, the metadata value).
+    Not ``lenient``: a plain cast, which fails the statement on text that does not parse."""
     if not legacy.has("conversations", "metadata"):
         return "", "'{}'::jsonb"
     if legacy.type_of("conversations", "metadata") in ("json", "jsonb"):
-        lateral = " CROSS JOIN LATERAL (SELECT t.metadata::jsonb AS parsed) p"
+        parse = "t.metadata::jsonb"
     else:
-        lateral = (" CROSS JOIN LATERAL (SELECT CASE WHEN btrim(coalesce(t.metadata, '')) = ''"
-                   " THEN NULL ELSE pg_temp.pawwake_jsonb(t.metadata) END AS parsed) p")
+        parse = "pg_temp.pawwake_jsonb(t.metadata)" if lenient else "t.metadata::jsonb"
+    lateral = (" CROSS JOIN LATERAL (SELECT CASE WHEN btrim(coalesce(t.metadata::text, ''))"
+               f" = '' THEN NULL ELSE {parse} END AS parsed) p")
     value = ("CASE WHEN p.parsed IS NOT NULL AND jsonb_typeof(p.parsed) = 'object'"
              " THEN p.parsed"
              " WHEN btrim(coalesce(t.metadata::text, '')) IN ('', 'null') THEN '{}'::jsonb"
@@ -42,19 +45,21 @@ def _metadata(legacy: LegacySchema) -> tuple[str, str]:
 async def copy_batch(cur: Cursor, legacy: LegacySchema, after: int, limit: int
                      ) -> tuple[int | None, int]:
     """Copy the next ``limit`` messages after id ``after``: (last id read, rows inserted)."""
-    lateral, metadata = _metadata(legacy)
     deleted = "t.deleted_at" if legacy.has("conversations", "deleted_at") else "NULL"
-    await cur.execute(
-        f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.conversations t"
-        "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
-        f" inserted AS (INSERT INTO conversations ({_TARGET})"
-        "   SELECT t.id, t.session_id, t.role, coalesce(t.content, ''), t.model,"
-        f"     coalesce(t.created_at, now()), {metadata}, {deleted}, 'gateway'"
-        f"   FROM batch t{lateral} WHERE {TAKEABLE} RETURNING 1)"
-        " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)",
-        (after, limit))
-    row = await cur.fetchone()
-    return (row[0], int(row[1])) if row else (None, 0)
+
+    def statement(lenient: bool) -> str:
+        lateral, metadata = _metadata(legacy, lenient=lenient)
+        return (
+            f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.conversations t"
+            "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
+            f" inserted AS (INSERT INTO conversations ({_TARGET})"
+            "   SELECT t.id, t.session_id, t.role, coalesce(t.content, ''), t.model,"
+            f"     coalesce(t.created_at, now()), {metadata}, {deleted}, 'gateway'"
+            f"   FROM batch t{lateral} WHERE {TAKEABLE} RETURNING 1)"
+            " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)")
+
+    rows = await fast_or_lenient(cur, statement, (after, limit))
+    return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
 
 
 async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:

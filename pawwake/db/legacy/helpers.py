@@ -9,6 +9,11 @@ transaction-mode pooler.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import psycopg2
+
 from pawwake.db.pool import Cursor
 
 _READERS = (
@@ -32,3 +37,20 @@ async def prepare(cur: Cursor) -> None:
     await cur.execute("SET LOCAL lock_timeout = 0")
     for sql in _READERS:
         await cur.execute(sql)
+
+
+async def fast_or_lenient(cur: Cursor, statement: Callable[[bool], str], params: Any
+                          ) -> list[tuple[Any, ...]]:
+    """The rows of ``statement(False)``, whose plain casts are many times faster than the
+    lenient readers; when a value of the batch does not parse, of ``statement(True)``
+    instead, in the same transaction."""
+    await cur.execute("SAVEPOINT pawwake_fast")
+    try:
+        await cur.execute(statement(False), params)
+    except psycopg2.DataError:
+        await cur.execute("ROLLBACK TO SAVEPOINT pawwake_fast")
+        await cur.execute(statement(True), params)
+        return list(await cur.fetchall())
+    rows = list(await cur.fetchall())
+    await cur.execute("RELEASE SAVEPOINT pawwake_fast")
+    return rows

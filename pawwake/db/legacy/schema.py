@@ -42,14 +42,19 @@ class LegacySchema:
             return "4.1.x"
         return "4.0.x"
 
-    def vector_column(self, table: str) -> str | None:
-        """The 4.x vector column of ``table`` as SQL text (pgvector ``embedding`` first, else
-        the JSON text ``embedding_json``), or None when it has none."""
+    def vector_column(self, table: str, *, lenient: bool = False) -> str | None:
+        """SQL for the 4.x vector of ``t`` (a row of ``table``) as ``real[]``: the pgvector
+        ``embedding`` column first, else the JSON text of ``embedding_json``; None when the
+        table has neither. ``lenient`` reads unreadable JSON text as NULL instead of failing
+        (slower: see ``helpers.fast_or_lenient``)."""
         options = []
-        if self.has(table, "embedding"):
-            options.append("t.embedding::text")
+        if self.type_of(table, "embedding") == "vector":
+            options.append("t.embedding::real[]")
+        elif self.has(table, "embedding"):
+            options.append("pg_temp.pawwake_reals(t.embedding::text)")
         if self.has(table, "embedding_json"):
-            options.append("t.embedding_json")
+            options.append("pg_temp.pawwake_reals(t.embedding_json)" if lenient else
+                           "('{' || btrim(t.embedding_json, E'[] \\t\\n') || '}')::real[]")
         if not options:
             return None
         return options[0] if len(options) == 1 else f"COALESCE({', '.join(options)})"

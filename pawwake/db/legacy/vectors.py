@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.db.legacy.helpers import fast_or_lenient
 from pawwake.db.legacy.schema import LegacySchema
 from pawwake.db.pool import Cursor, fetch_one
 from pawwake.db.vector_rows import sha_sql
@@ -24,32 +25,35 @@ async def copy_batch(cur: Cursor, legacy: LegacySchema, table: str, provenance: 
                      after: int, limit: int) -> tuple[int | None, int]:
     """Copy the vectors of the next ``limit`` source rows after id ``after`` that fit
     ``provenance`` (provider, model, dim): (last id read, vectors stored)."""
-    column = legacy.vector_column(table)
-    if column is None:
+    if legacy.vector_column(table) is None:
         return None, 0
     target, key, source = TARGETS[table]
-    await cur.execute(
-        f"WITH batch AS MATERIALIZED (SELECT t.id, pg_temp.pawwake_reals({column}) AS v"
-        f"   FROM {legacy.schema}.{table} t WHERE t.id > %(after)s ORDER BY t.id"
-        "   LIMIT %(limit)s),"
-        f" inserted AS (INSERT INTO {target} ({key}, provider, model, dim, content_sha,"
-        f"   embedding) SELECT s.id, %(provider)s, %(model)s, %(dim)s, {sha_sql('s')}, b.v"
-        f"   FROM batch b JOIN {source} s ON s.id = b.id"
-        "   WHERE cardinality(b.v) = %(dim)s AND btrim(s.content) <> ''"
-        f"   ON CONFLICT ({key}) DO NOTHING RETURNING 1)"
-        " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)",
-        {"after": after, "limit": limit, **provenance})
-    row = await cur.fetchone()
-    return (row[0], int(row[1])) if row else (None, 0)
+
+    def statement(lenient: bool) -> str:
+        column = legacy.vector_column(table, lenient=lenient)
+        return (
+            f"WITH batch AS MATERIALIZED (SELECT t.id, {column} AS v"
+            f"   FROM {legacy.schema}.{table} t WHERE t.id > %(after)s ORDER BY t.id"
+            "   LIMIT %(limit)s),"
+            f" inserted AS (INSERT INTO {target} ({key}, provider, model, dim, content_sha,"
+            f"   embedding) SELECT s.id, %(provider)s, %(model)s, %(dim)s, {sha_sql('s')},"
+            f"   b.v FROM batch b JOIN {source} s ON s.id = b.id"
+            "   WHERE cardinality(b.v) = %(dim)s AND btrim(s.content) <> ''"
+            f"   ON CONFLICT ({key}) DO NOTHING RETURNING 1)"
+            " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)")
+
+    rows = await fast_or_lenient(cur, statement,
+                                 {"after": after, "limit": limit, **provenance})
+    return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
 
 
 async def survey(cur: Cursor, legacy: LegacySchema, table: str) -> dict[str, Any]:
     """How many rows carry a vector, and of which dimensions (the three most common)."""
-    column = legacy.vector_column(table)
+    column = legacy.vector_column(table, lenient=True)
     if column is None or not legacy.has(table):
         return {"with_vector": 0, "dims": {}}
     await cur.execute(
-        f"SELECT cardinality(pg_temp.pawwake_reals({column})) AS dim, count(*)"
+        f"SELECT cardinality({column}) AS dim, count(*)"
         f" FROM {legacy.schema}.{table} t WHERE {column} IS NOT NULL GROUP BY 1"
         " ORDER BY 2 DESC LIMIT 3")
     dims = {str(dim): int(n) for dim, n in await cur.fetchall()}
