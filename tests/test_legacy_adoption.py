@@ -7,7 +7,9 @@ embedded server, starts the real app on it and checks the adopted rows one by on
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bs4 import BeautifulSoup
 
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from pawwake.settings import Settings
+from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.embedding_server import FakeEmbeddings
 from tests.legacy_fixtures import (
     FRAGMENT_ID,
@@ -69,9 +73,18 @@ async def rows(client: Any, sql: str, params: Any = None) -> list[dict[str, Any]
 
 async def test_a_41_database_starts_ready_with_its_tables_kept_aside(
         empty_database: LegacyDatabase, legacy_settings: Any, aiohttp_client: Any,
-        embeddings: FakeEmbeddings) -> None:
+        embeddings: FakeEmbeddings, caplog: pytest.LogCaptureFixture) -> None:
     build_41(empty_database, embeddings_url=embeddings.base_url)
-    client = await start(aiohttp_client, legacy_settings(empty_database))
+    with caplog.at_level(logging.INFO, logger="pawwake.upgrade.adopt"):
+        client = await start(aiohttp_client, legacy_settings(empty_database))
+    logged = [r.getMessage() for r in caplog.records if r.name == "pawwake.upgrade.adopt"]
+    assert ("adopted the Pawwake 4.1.x database: 13 memories, 15 messages, 3 token usage"
+            " rows, 2 partition threads (2 with a summary), 12 saved settings") in logged
+    assert "vectors: 2 memory and 2 message vectors kept; kept: text-embedding-3-small, 8" \
+           " dimensions, as in force" in logged
+    assert "not taken: 1 memories with blank content (ids 13)" in logged
+    assert any(line.startswith("setting MEMORY_SEMANTIC_THRESHOLD: not_carried")
+               for line in logged)
     health = await (await client.get("/")).json()
     assert health["database"] == "ready"
     kept = empty_database.rows(
@@ -480,3 +493,23 @@ async def test_40_json_text_vectors_kept_for_the_api_model_in_force(
     assert kept[0]["embedding"] == pytest.approx(vector(1), abs=1e-6)
     messages = await rows(client, "SELECT message_id FROM conversation_embeddings")
     assert messages == [{"message_id": 1}]
+
+
+async def test_the_status_page_says_what_was_adopted(
+        empty_database: LegacyDatabase, legacy_settings: Any, aiohttp_client: Any,
+        embeddings: FakeEmbeddings) -> None:
+    build_41(empty_database, embeddings_url=embeddings.base_url)
+    client = await start(aiohttp_client, legacy_settings(
+        empty_database, DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET))
+    assert (await login(client)).status == 303
+    minute = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}"
+    for lang, expected in (
+            ("zh", f"Pawwake 4\\.1\\.x（{minute} 导入）：13 条记忆、15 条消息、2 条对话线、"
+                   "3 条用量记录、12 项已保存的设置；3 行未能导入，保留在 pawwake4 中"),
+            ("en", f"Pawwake 4\\.1\\.x \\(on {minute}\\): 13 memories, 15 messages, 2 threads,"
+                   " 3 usage rows, 12 saved settings; 3 rows could not be taken and stay in"
+                   " pawwake4")):
+        client.session.cookie_jar.update_cookies({"pawwake_lang": lang})
+        page = BeautifulSoup(await (await client.get("/dashboard")).text(), "html.parser")
+        line = page.select_one('[data-fact="adoption"] dd').get_text(" ", strip=True)
+        assert re.match(expected, line), (lang, line)

@@ -27,7 +27,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.legacy import conversations, helpers, memories, progress, threads, vectors
 from pawwake.db.legacy.schema import LegacySchema, aside_schema
 from pawwake.db.migrate import LOCK_KEY
-from pawwake.db.pool import Cursor, cursor, transaction
+from pawwake.db.pool import Cursor, transaction
 from pawwake.llm.embeddings import Provenance
 from pawwake.settings import Settings
 from pawwake.upgrade.survey import Plan, make_plan, summary_lines, survey
@@ -103,7 +103,7 @@ def _single_steps(run: Run) -> list[tuple[str, Callable[[Cursor], Awaitable[dict
 
     async def settings_step(cur: Cursor) -> dict[str, Any]:
         await config_db.save_overrides(cur, plan.settings.carried)
-        return {"carried": sorted(plan.settings.carried), **plan.settings.outcomes()}
+        return {**plan.settings.outcomes(), "stored": sorted(plan.settings.carried)}
 
     async def chains_step(cur: Cursor) -> dict[str, Any]:
         return await memories.link_chains(cur, legacy)
@@ -168,28 +168,3 @@ async def _locked_step(cur: Cursor, name: str) -> progress.Step:
     await helpers.prepare(cur)
     await cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
     return await progress.lock_step(cur, name)
-
-
-async def adoption_summary(pool: aiopg.Pool) -> dict[str, Any] | None:
-    """The recorded adoption for the status page: version, dates and the main counts."""
-    async with cursor(pool) as cur:
-        state = await progress.load(cur)
-    if state is None:
-        return None
-    counts = {name: step.counts for name, step in state.steps.items()}
-    return {"version": state.version, "started_at": state.started_at,
-            "finished_at": state.finished_at,
-            "memories": int(counts.get("memories", {}).get("adopted", 0)),
-            "messages": int(counts.get("conversations", {}).get("adopted", 0)),
-            "threads": int(counts.get("threads", {}).get("adopted", 0)),
-            "usage": int(counts.get("usage", {}).get("adopted", 0)),
-            "settings": len(counts.get("settings", {}).get("carried", [])),
-            "not_taken": not_taken(state.survey)}
-
-
-def not_taken(found: dict[str, Any]) -> int:
-    """Rows of the source that adoption leaves out (blank memories, foreign roles and
-    usage types): they stay in the kept 4.x tables."""
-    return (int(found.get("memories", {}).get("blank", 0))
-            + int(found.get("conversations", {}).get("other_roles", 0))
-            + int(found.get("usage", {}).get("other_types", 0)))

@@ -152,7 +152,7 @@ def summary_lines(version: str, counts: dict[str, dict[str, Any]], found: dict[s
         f"adopted the Pawwake {version} database: {adopted('memories')} memories, "
         f"{adopted('conversations')} messages, {adopted('usage')} token usage rows, "
         f"{thread.get('adopted', 0)} partition threads ({thread.get('with_summary', 0)} with"
-        f" a summary), {len(counts.get('settings', {}).get('carried', []))} saved settings",
+        f" a summary), {len(counts.get('settings', {}).get('stored', []))} saved settings",
         f"vectors: {adopted('memories_vectors')} memory and {adopted('conversations_vectors')}"
         f" message vectors kept; {found.get('vectors', {}).get('decision', '')}",
         *(line.strip() for line in adjustments(found)),
