@@ -513,3 +513,29 @@ async def test_the_status_page_says_what_was_adopted(
         page = BeautifulSoup(await (await client.get("/dashboard")).text(), "html.parser")
         line = page.select_one('[data-fact="adoption"] dd').get_text(" ", strip=True)
         assert re.match(expected, line), (lang, line)
+
+
+async def test_a_table_of_another_program_in_the_way_is_named(
+        empty_database: LegacyDatabase, legacy_settings: Any, aiohttp_client: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    empty_database.run("CREATE TABLE jobs (id serial PRIMARY KEY, what text)")
+    client = await start(aiohttp_client, legacy_settings(empty_database))
+    assert (await (await client.get("/")).json())["database"] != "ready"
+    assert "TableInTheWay: this database already has tables named jobs that are not" \
+           " Pawwake's" in caplog.text
+    assert empty_database.rows("SELECT to_regclass('schema_migrations') AS t") == [{"t": None}]
+
+
+async def test_adopted_memories_are_found_once_the_background_jobs_ran(
+        empty_database: LegacyDatabase, legacy_settings: Any, aiohttp_client: Any,
+        embeddings: FakeEmbeddings) -> None:
+    build_41(empty_database, embeddings_url=embeddings.base_url)
+    client = await start(aiohttp_client, legacy_settings(empty_database))
+    await services_of(client.server.app).jobs.run_until_idle()
+    terms = await rows(client, "SELECT count(*) AS n FROM memories WHERE search_terms = '{}'")
+    assert terms == [{"n": 0}]  # the keyword index covers every adopted memory
+    vectors = await rows(client, "SELECT count(*) AS n FROM memory_embeddings")
+    assert vectors == [{"n": 13}]  # 2 kept, 11 made by the job
+    found = await (await client.post("/api/memories/search",
+                                     json={"q": "花生过敏", "limit": 3})).json()
+    assert found["results"][0]["id"] == 7

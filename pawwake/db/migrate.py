@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import psycopg2
@@ -15,6 +16,13 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 LOCK_KEY = 0x5041_5757  # "PAWW": one lock id for every Pawwake process on this database
+
+
+_CREATES = re.compile(r"^CREATE TABLE (\w+)", re.MULTILINE)
+
+
+class TableInTheWay(RuntimeError):
+    """The database holds a table that is not ours under a name a migration needs."""
 
 
 def migration_files() -> list[Path]:
@@ -52,6 +60,7 @@ async def migrate(cur: Cursor) -> dict[str, bool]:
     if pending:  # one line at INFO; the files themselves at DEBUG
         log.info("applying %d database migration(s): %s .. %s", len(pending),
                  pending[0].name, pending[-1].name)
+    await _check_room(cur, pending)
     for path in pending:
         log.debug("applying migration %s", path.name)
         await cur.execute(path.read_text(encoding="utf-8"))
@@ -65,6 +74,23 @@ async def migrate(cur: Cursor) -> dict[str, bool]:
     await cur.execute("SELECT EXISTS (SELECT 1 FROM legacy_adoption WHERE finished_at IS NULL)")
     row = await cur.fetchone()
     return {"pgvector": pgvector, "legacy": bool(row and row[0])}
+
+
+async def _check_room(cur: Cursor, pending: list[Path]) -> None:
+    """Refuse, saying why, rather than fail on ``DuplicateTable`` at every start: a table of
+    another program (or an unknown version) sits where a migration creates one."""
+    names = [name for path in pending for name in _CREATES.findall(path.read_text("utf-8"))]
+    if not names:
+        return
+    await cur.execute("SELECT coalesce(array_agg(n ORDER BY n), '{}') FROM unnest(%s::text[]) n"
+                      " WHERE to_regclass(n) IS NOT NULL", (names,))
+    row = await cur.fetchone()
+    taken = list(row[0]) if row else []
+    if taken:
+        raise TableInTheWay(
+            f"this database already has tables named {', '.join(taken)} that are not "
+            "Pawwake's; point DATABASE_URL at a database of its own (an empty one, or the "
+            "one Pawwake 4.x used)")
 
 
 async def _enable_pgvector(cur: Cursor) -> bool:
