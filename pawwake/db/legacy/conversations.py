@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.db.legacy.helpers import fast_or_lenient
+from pawwake.db.legacy.helpers import batch_copy, counts_of, run_batch
 from pawwake.db.legacy.schema import LegacySchema
 from pawwake.db.pool import Cursor, fetch_one
 
@@ -49,17 +49,13 @@ async def copy_batch(cur: Cursor, legacy: LegacySchema, after: int, limit: int
 
     def statement(lenient: bool) -> str:
         lateral, metadata = _metadata(legacy, lenient=lenient)
-        return (
-            f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.conversations t"
-            "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
-            f" inserted AS (INSERT INTO conversations ({_TARGET})"
-            "   SELECT t.id, t.session_id, t.role, coalesce(t.content, ''), t.model,"
-            f"     coalesce(t.created_at, now()), {metadata}, {deleted}, 'gateway'"
-            f"   FROM batch t{lateral} WHERE {TAKEABLE} RETURNING 1)"
-            " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)")
+        return batch_copy(
+            f"{legacy.schema}.conversations", f"conversations ({_TARGET})",
+            "t.id, t.session_id, t.role, coalesce(t.content, ''), t.model,"
+            f" coalesce(t.created_at, now()), {metadata}, {deleted}, 'gateway'",
+            where=TAKEABLE, join=lateral)
 
-    rows = await fast_or_lenient(cur, statement, (after, limit))
-    return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
+    return await run_batch(cur, statement, {"after": after, "limit": limit})
 
 
 async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
@@ -84,7 +80,7 @@ async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
         "   AS reasoning,"
         f" count(*) FILTER (WHERE {TAKEABLE} AND NOT {readable}) AS metadata_unreadable"
         f" FROM {legacy.schema}.conversations t{lateral}"))
-    counts: dict[str, Any] = {key: int(value) for key, value in (row or {}).items()}
+    counts = counts_of(row)
     await cur.execute(f"SELECT t.id, t.role FROM {legacy.schema}.conversations t"
                       f" WHERE NOT ({TAKEABLE}) ORDER BY t.id LIMIT 50")
     counts["other_role_rows"] = [f"{r[0]} ({r[1]})" for r in await cur.fetchall()]
@@ -94,19 +90,14 @@ async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
 async def copy_usage(cur: Cursor, legacy: LegacySchema, after: int, limit: int
                      ) -> tuple[int | None, int]:
     """Copy the next ``limit`` token_usage rows after id ``after`` (ours gives new ids)."""
-    await cur.execute(
-        f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.token_usage t"
-        "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
-        " inserted AS (INSERT INTO token_usage (session_id, model, prompt_tokens,"
-        "   completion_tokens, total_tokens, usage_type, created_at)"
-        "   SELECT t.session_id, t.model, coalesce(t.prompt_tokens, 0),"
-        "     coalesce(t.completion_tokens, 0), coalesce(t.total_tokens, 0),"
-        "     coalesce(t.usage_type, 'chat'), coalesce(t.created_at, now())"
-        f"   FROM batch t WHERE {USAGE_TAKEABLE} RETURNING 1)"
-        " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)",
-        (after, limit))
-    row = await cur.fetchone()
-    return (row[0], int(row[1])) if row else (None, 0)
+    sql = batch_copy(
+        f"{legacy.schema}.token_usage", "token_usage (session_id, model, prompt_tokens,"
+        " completion_tokens, total_tokens, usage_type, created_at)",
+        "t.session_id, t.model, coalesce(t.prompt_tokens, 0),"
+        " coalesce(t.completion_tokens, 0), coalesce(t.total_tokens, 0),"
+        " coalesce(t.usage_type, 'chat'), coalesce(t.created_at, now())",
+        where=USAGE_TAKEABLE)
+    return await run_batch(cur, lambda _lenient: sql, {"after": after, "limit": limit})
 
 
 async def survey_usage(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
@@ -117,7 +108,7 @@ async def survey_usage(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
         f" count(*) FILTER (WHERE NOT ({USAGE_TAKEABLE})) AS other_types,"
         f" coalesce(sum(t.total_tokens) FILTER (WHERE {USAGE_TAKEABLE}), 0) AS tokens"
         f" FROM {legacy.schema}.token_usage t"))
-    counts: dict[str, Any] = {key: int(value) for key, value in (row or {}).items()}
+    counts = counts_of(row)
     await cur.execute(f"SELECT DISTINCT t.usage_type FROM {legacy.schema}.token_usage t"
                       f" WHERE NOT ({USAGE_TAKEABLE}) ORDER BY 1 LIMIT 20")
     counts["other_type_names"] = [str(r[0]) for r in await cur.fetchall()]

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg2
 
-from pawwake.db.pool import Cursor
+from pawwake.db.pool import Cursor, Row
 
 _READERS = (
     "CREATE OR REPLACE FUNCTION pg_temp.pawwake_jsonb(raw text) RETURNS jsonb"
@@ -54,3 +54,27 @@ async def fast_or_lenient(cur: Cursor, statement: Callable[[bool], str], params:
     rows = list(await cur.fetchall())
     await cur.execute("RELEASE SAVEPOINT pawwake_fast")
     return rows
+
+
+def batch_copy(source: str, target: str, values: str, *, where: str = "true",
+               read: str = "*", join: str = "", conflict: str = "") -> str:
+    """One batch of a copy: the next ``%(limit)s`` rows of ``source`` (alias ``t``) after id
+    ``%(after)s``, in id order, inserted into ``target`` as ``values`` where ``where`` holds.
+    Answers one row: (last source id read, or NULL when none was left; rows inserted)."""
+    return (f"WITH batch AS MATERIALIZED (SELECT {read} FROM {source} t"
+            " WHERE t.id > %(after)s ORDER BY t.id LIMIT %(limit)s),"
+            f" inserted AS (INSERT INTO {target} SELECT {values} FROM batch t{join}"
+            f" WHERE {where}{conflict} RETURNING 1)"
+            " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)")
+
+
+async def run_batch(cur: Cursor, statement: Callable[[bool], str], params: dict[str, Any]
+                    ) -> tuple[int | None, int]:
+    """(last source id read, rows inserted) of a ``batch_copy`` statement."""
+    rows = await fast_or_lenient(cur, statement, params)
+    return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
+
+
+def counts_of(row: Row | None) -> dict[str, Any]:
+    """A survey row of counts as plain ints, ready to be extended with lists."""
+    return {key: int(value) for key, value in (row or {}).items()}

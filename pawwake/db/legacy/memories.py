@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.db.legacy.helpers import batch_copy, counts_of, run_batch
 from pawwake.db.legacy.schema import LegacySchema
 from pawwake.db.pool import Cursor, fetch_one
 
@@ -67,15 +68,9 @@ async def copy_batch(cur: Cursor, legacy: LegacySchema, after: int, limit: int
                      ) -> tuple[int | None, int]:
     """Copy the next ``limit`` source rows after id ``after``: (last source id read, rows
     inserted). The last id is None when nothing was left."""
-    await cur.execute(
-        f"WITH batch AS MATERIALIZED (SELECT * FROM {legacy.schema}.memories t"
-        "   WHERE t.id > %s ORDER BY t.id LIMIT %s),"
-        f" inserted AS (INSERT INTO memories ({_TARGET})"
-        f"   SELECT {_values(legacy)} FROM batch t WHERE {TAKEABLE} RETURNING 1)"
-        " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)",
-        (after, limit))
-    row = await cur.fetchone()
-    return (row[0], int(row[1])) if row else (None, 0)
+    sql = batch_copy(f"{legacy.schema}.memories", f"memories ({_TARGET})", _values(legacy),
+                     where=TAKEABLE)
+    return await run_batch(cur, lambda _lenient: sql, {"after": after, "limit": limit})
 
 
 async def link_chains(cur: Cursor, legacy: LegacySchema) -> dict[str, int]:
@@ -130,7 +125,7 @@ async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
         f" count(*) FILTER (WHERE {TAKEABLE} AND {delivered}) AS reminders_delivered,"
         f" count(*) FILTER (WHERE {TAKEABLE} AND {claimed}) AS reminders_claimed"
         f" FROM {legacy.schema}.memories t"))
-    counts: dict[str, Any] = {key: int(value) for key, value in (row or {}).items()}
+    counts = counts_of(row)
     await cur.execute(f"SELECT t.id FROM {legacy.schema}.memories t WHERE NOT ({TAKEABLE})"
                       " ORDER BY t.id LIMIT 50")
     counts["blank_ids"] = [r[0] for r in await cur.fetchall()]

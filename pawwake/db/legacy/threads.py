@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pawwake.db.legacy.helpers import counts_of
 from pawwake.db.legacy.schema import LegacySchema
 from pawwake.db.pool import Cursor, fetch_one
 
@@ -122,4 +123,4 @@ async def survey(cur: Cursor, legacy: LegacySchema) -> dict[str, Any]:
         f"SELECT count(*) AS threads, count(*) FILTER (WHERE jsonb_array_length({_PARTS}) > 0)"
         f" AS with_summary, count(*) FILTER (WHERE {_start_round(legacy)} > 0) AS rotated"
         f" FROM {legacy.schema}.session_cache_state s"))
-    return {key: int(value) for key, value in (row or {}).items()}
+    return counts_of(row)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.db.legacy.helpers import fast_or_lenient
+from pawwake.db.legacy.helpers import batch_copy, run_batch
 from pawwake.db.legacy.schema import LegacySchema
 from pawwake.db.pool import Cursor, fetch_one
 from pawwake.db.vector_rows import sha_sql
@@ -30,21 +30,16 @@ async def copy_batch(cur: Cursor, legacy: LegacySchema, table: str, provenance: 
     target, key, source = TARGETS[table]
 
     def statement(lenient: bool) -> str:
-        column = legacy.vector_column(table, lenient=lenient)
-        return (
-            f"WITH batch AS MATERIALIZED (SELECT t.id, {column} AS v"
-            f"   FROM {legacy.schema}.{table} t WHERE t.id > %(after)s ORDER BY t.id"
-            "   LIMIT %(limit)s),"
-            f" inserted AS (INSERT INTO {target} ({key}, provider, model, dim, content_sha,"
-            f"   embedding) SELECT s.id, %(provider)s, %(model)s, %(dim)s, {sha_sql('s')},"
-            f"   b.v FROM batch b JOIN {source} s ON s.id = b.id"
-            "   WHERE cardinality(b.v) = %(dim)s AND btrim(s.content) <> ''"
-            f"   ON CONFLICT ({key}) DO NOTHING RETURNING 1)"
-            " SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM inserted)")
+        return batch_copy(
+            f"{legacy.schema}.{table}",
+            f"{target} ({key}, provider, model, dim, content_sha, embedding)",
+            f"s.id, %(provider)s, %(model)s, %(dim)s, {sha_sql('s')}, t.v",
+            read=f"t.id, {legacy.vector_column(table, lenient=lenient)} AS v",
+            join=f" JOIN {source} s ON s.id = t.id",
+            where="cardinality(t.v) = %(dim)s AND btrim(s.content) <> ''",
+            conflict=f" ON CONFLICT ({key}) DO NOTHING")
 
-    rows = await fast_or_lenient(cur, statement,
-                                 {"after": after, "limit": limit, **provenance})
-    return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
+    return await run_batch(cur, statement, {"after": after, "limit": limit, **provenance})
 
 
 async def survey(cur: Cursor, legacy: LegacySchema, table: str) -> dict[str, Any]:
