@@ -21,6 +21,8 @@ from typing import Any
 
 import aiopg
 
+from pawwake.chat.recall.index import EMBED_KIND as MESSAGE_EMBED_KIND
+from pawwake.chat.recall.index import enqueue_embedding as enqueue_message_embedding
 from pawwake.db import gateway_config as config_db
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
@@ -29,6 +31,9 @@ from pawwake.db.legacy.schema import LegacySchema, aside_schema
 from pawwake.db.migrate import LOCK_KEY
 from pawwake.db.pool import Cursor, transaction
 from pawwake.llm.embeddings import Provenance
+from pawwake.memory.embedding_jobs import EMBED_KIND as MEMORY_EMBED_KIND
+from pawwake.memory.embedding_jobs import enqueue_embedding as enqueue_memory_embedding
+from pawwake.memory.reindex import KIND as REINDEX_KIND
 from pawwake.settings import Settings
 from pawwake.upgrade.survey import Plan, make_plan, summary_lines, survey
 
@@ -128,13 +133,12 @@ async def _finishing(cur: Cursor, plan: Plan) -> dict[str, Any]:
             f" greatest((SELECT max(id) FROM {table}), 1))")
     if plan.keep_vectors is not None:
         await vectors_db.record_provenance(cur, Provenance(**plan.keep_vectors))
-    jobs = ["keyword_reindex"]
-    await jobs_db.enqueue(cur, "keyword_reindex", {"rules": "adopted"}, dedupe_key="adopted")
-    await jobs_db.enqueue(cur, "memory_embed", {}, dedupe_key="pending")
-    jobs.append("memory_embed")
+    jobs = [REINDEX_KIND, MEMORY_EMBED_KIND]
+    await jobs_db.enqueue(cur, REINDEX_KIND, {"rules": "adopted"}, dedupe_key="adopted")
+    await enqueue_memory_embedding(cur)
     if plan.in_force.CONVERSATION_RECALL_ENABLED:
-        await jobs_db.enqueue(cur, "conversation_embed", {}, dedupe_key="pending")
-        jobs.append("conversation_embed")
+        await enqueue_message_embedding(cur)
+        jobs.append(MESSAGE_EMBED_KIND)
     return {"jobs": jobs}
 
 
