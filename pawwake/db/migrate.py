@@ -43,7 +43,6 @@ async def migrate(cur: Cursor) -> dict[str, bool]:
     unfinished).
     """
     await cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-    await cur.execute("SET LOCAL statement_timeout = 0")
     pgvector = await _enable_pgvector(cur)
     legacy = await find_legacy(cur)
     if legacy is not None:

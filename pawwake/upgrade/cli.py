@@ -14,7 +14,8 @@ import psycopg2
 
 from pawwake.db.legacy import aside, helpers, progress
 from pawwake.db.legacy.schema import aside_schema, find_legacy
-from pawwake.db.pool import Cursor, create_pool, cursor, transaction
+from pawwake.db.pool import Cursor, connection, create_pool, transaction
+from pawwake.db.statement_bounds import NO_BOUND, client_seconds, statements_bounded
 from pawwake.settings import Settings
 from pawwake.upgrade.survey import make_plan, report_lines, survey
 
@@ -27,20 +28,23 @@ def check_upgrade(settings: Settings, out: TextIO) -> int:
     if not settings.DATABASE_URL:
         out.write(NO_URL + "\n")
         return 1
-    return asyncio.run(_check(settings, out))
+    with statements_bounded(NO_BOUND):  # an operator's command: as long as it takes
+        return asyncio.run(_check(settings, out))
 
 
 def roll_back_upgrade(settings: Settings, out: TextIO) -> int:
     if not settings.DATABASE_URL:
         out.write(NO_URL + "\n")
         return 1
-    return asyncio.run(_roll_back(settings, out))
+    with statements_bounded(NO_BOUND):
+        return asyncio.run(_roll_back(settings, out))
 
 
 async def _check(settings: Settings, out: TextIO) -> int:
     pool = await create_pool(settings.DATABASE_URL, maxsize=1)
     try:
-        async with cursor(pool) as cur:
+        # A plain cursor: the transaction is ours to end, with a rollback whatever happens.
+        async with connection(pool) as conn, conn.cursor(timeout=client_seconds()) as cur:
             await cur.execute("BEGIN")
             try:
                 await helpers.prepare(cur)  # its pg_temp readers go with the rollback

@@ -1,4 +1,4 @@
-"""What every adoption transaction sets up first: no statement timeout, and lenient readers.
+"""What every adoption transaction sets up first: no lock timeout, and lenient readers.
 
 4.x stored JSON (message metadata, summaries, vectors) as text that may not parse. A cast
 that fails would abort the whole batch, so these ``pg_temp`` functions answer NULL for
@@ -32,8 +32,9 @@ _READERS = (
 
 
 async def prepare(cur: Cursor) -> None:
-    """Call first in the transaction: timeouts off for it alone, readers defined."""
-    await cur.execute("SET LOCAL statement_timeout = 0")
+    """Call first in the transaction: no lock timeout (a managed server may set one per role;
+    the migration lock is waited for), readers defined. Statements are unbounded by the
+    caller (``statements_bounded(NO_BOUND)``)."""
     await cur.execute("SET LOCAL lock_timeout = 0")
     for sql in _READERS:
         await cur.execute(sql)
