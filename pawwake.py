@@ -16,9 +16,11 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 from aiohttp import web
 
+from pawwake.data_folder import announce_data_folder
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
 from pawwake.settings import Settings, environment_errors
@@ -91,6 +93,7 @@ def main() -> None:
 
     configure_logging(settings.LOG_LEVEL)
     warn_removed(os.environ)
+    announce_data_folder(settings, os.environ, Path.cwd())
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     app = create_app(settings)
     app.on_shutdown.append(start_watchdog)
