@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -205,9 +207,16 @@ async def test_a_due_reminder_reaches_the_model_once_across_replicas(fleet: Flee
     sent_before = len(fleet.upstream.requests)
     chats = [stream_chat(fleet, n % 2, f"今天第{n}件事做什么", f"reminder-{n}") for n in range(4)]
     await asyncio.gather(*chats)
-    await stream_chat(fleet, 1, "还有别的事吗", "reminder-later")
-    carried = [r for r in fleet.upstream.requests[sent_before:] if reminder in r.raw.decode()]
+    # While it is due, only the request that claimed it carries it, once (not also as a memory)
+    carried = [r.body for r in fleet.upstream.requests[sent_before:]
+               if reminder in r.raw.decode()]
     assert len(carried) == 1
+    assert json.dumps(carried[0], ensure_ascii=False).count(reminder) == 1
+    await stream_chat(fleet, 1, "还有别的事吗", "reminder-later")
+    line = re.compile(r"\[提醒 [^\]]*\] " + reminder)
+    delivered = [r for r in fleet.upstream.requests[sent_before:]
+                 if line.search(json.dumps(r.body, ensure_ascii=False))]
+    assert len(delivered) == 1  # afterwards it may come back as a memory, never as a reminder
     if PGBOUNCER is not None:  # both replicas' pools went through SERVER_POOL connections
         assert fleet.server_connections() <= SERVER_POOL
 

@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import aiopg
 import psycopg2
@@ -75,6 +76,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
             raise failure
         log.warning("memory recall skipped: %s", type(failure).__name__)
         return NOTHING
+    found = found.without_due_reminders(datetime.now(UTC))
     results = found.injected
     explained = record_entries(found)  # the search, what it injects and the near misses
     hooks: list[ReplyHook] = []

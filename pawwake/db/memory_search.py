@@ -20,7 +20,7 @@ from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_params
 
 _MEMORY_NAMES = ("id", "content", "importance", "layer", "title", "event_date", "created_at",
-                 "last_accessed", "remind_at")
+                 "last_accessed", "remind_at", "reminder_delivered_at")
 MEMORY_COLUMNS = ", ".join(f"m.{name}" for name in _MEMORY_NAMES)
 _RECENCY = ("1.0 / (1.0 + CASE WHEN g.event_date IS NOT NULL"
             " THEN abs(%(today)s::date - g.event_date)::float8"

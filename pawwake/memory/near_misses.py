@@ -10,7 +10,8 @@ before it). A search that ran on keywords only says why once for the turn (its `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from pawwake.memory.search import SearchOutcome, SearchResult
@@ -41,6 +42,19 @@ class Recall:
     @classmethod
     def off(cls) -> Recall:
         return cls([], "off", 0.0, [])
+
+    def without_due_reminders(self, now: datetime) -> Recall:
+        """Leave out memories whose reminder is due and not yet delivered: the reminder path
+        delivers them (this request's claim, or another's), so injecting one as a memory too
+        would say it twice, or before the claim that delivers it is settled."""
+        kept = [r for r in self.injected if not _due_reminder(r.memory, now)]
+        return self if len(kept) == len(self.injected) else replace(self, injected=kept)
+
+
+def _due_reminder(memory: dict[str, Any], now: datetime) -> bool:
+    remind_at = memory.get("remind_at")
+    return (remind_at is not None and remind_at <= now
+            and memory.get("reminder_delivered_at") is None)
 
 
 def sort_out(outcome: SearchOutcome, limit: int) -> Recall:
