@@ -236,6 +236,12 @@ SETTINGS: tuple[Setting, ...] = (
        "Disk cap in MB for chat turns kept while the database is unreachable (in the data "
        "folder); when full the oldest are kept and new ones dropped and counted", hot=False,
        minimum=1, maximum=10240),
+    _s("SHUTDOWN_GRACE_SECONDS", "int", 15, "advanced",
+       "收到 SIGTERM（重新部署）后，正在流式输出的回复最多还能继续多少秒；到时仍未结束的以协议内的"
+       "错误事件收尾，未说完的部分保存为未完成的轮次。进程在此之后约 10 秒内退出",
+       "How long replies still streaming may run on after SIGTERM (a redeploy); those still "
+       "open then end with an error event of their protocol and are kept as incomplete turns. "
+       "The process exits about 10 s after that", hot=False, minimum=0, maximum=300),
     _s("LOG_LEVEL", "choice", "INFO", "advanced", "日志级别", "Log level", hot=False,
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     _s("TRUSTED_PROXIES", "str", "", "advanced",
@@ -407,6 +413,7 @@ class Settings(Mapping[str, Any]):
     MAX_REQUEST_MB: int
     JOB_WORKERS: int
     TURN_SPOOL_MAX_MB: int
+    SHUTDOWN_GRACE_SECONDS: int
     LOG_LEVEL: str
     TRUSTED_PROXIES: str
 

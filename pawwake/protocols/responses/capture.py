@@ -27,6 +27,12 @@ _TERMINAL_START = re.compile(
 CUT_EVENT = (b'event: error\ndata: {"type":"error","code":"upstream_stream_cut",'
              b'"message":"The upstream API broke off the stream.","param":null}\n\n')
 
+
+def shutdown_event(message: str, code: str) -> bytes:
+    """The ``error`` event that ends a stream cut short by the gateway's shutdown."""
+    return (b'event: error\ndata: {"type":"error","code":"' + code.encode()
+            + b'","message":"' + message.encode() + b'","param":null}\n\n')
+
 _FUNCTION_CALLS = ("function_call", "custom_tool_call")
 
 
