@@ -40,6 +40,7 @@ class Setting:
     maximum: float | None = None
     multiline: bool = False
     model_picker: bool = False
+    max_chars: int | None = None  # text settings: the longest value accepted
 
 
 def _s(name: str, kind: str, default: Any, group: str, zh: str, en: str, **extra: Any) -> Setting:
@@ -214,8 +215,9 @@ SETTINGS: tuple[Setting, ...] = (
        "推理强度（low/medium/high），留空不注入", "Reasoning effort (low/medium/high); empty: none",
        choices=("", "low", "medium", "high")),
     _s("SYSTEM_PROMPT", "str", "", "advanced",
-       "运行时人设；留空使用 system_prompt.txt", "Runtime persona; empty uses system_prompt.txt",
-       multiline=True),
+       "运行时人设；留空使用 system_prompt.txt（最多 100,000 字）",
+       "Runtime persona; empty uses system_prompt.txt (at most 100,000 characters)",
+       multiline=True, max_chars=100_000),
     _s("UPSTREAM_CONNECT_TIMEOUT", "float", 15.0, "advanced", "连接上游的超时（秒）",
        "Seconds to wait for the upstream connection", minimum=1, maximum=300),
     _s("UPSTREAM_READ_TIMEOUT", "float", 300.0, "advanced",
@@ -287,7 +289,11 @@ def parse_value(setting: Setting, raw: Any) -> Any:
                 repr(c) for c in setting.choices), "not_a_choice",
                 choices=" / ".join(setting.choices))
         return choice
-    return raw if setting.multiline else raw.strip()
+    value = raw if setting.multiline else raw.strip()
+    if setting.max_chars is not None and len(value) > setting.max_chars:
+        raise SettingError(setting.name, f"is limited to {setting.max_chars:,} characters "
+                           f"({len(value):,} given)", "too_long", limit=f"{setting.max_chars:,}")
+    return value
 
 
 def _parse_number(setting: Setting, raw: Any, *, integer: bool) -> float | int:

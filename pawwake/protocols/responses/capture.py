@@ -12,7 +12,14 @@ import json
 import re
 from typing import Any
 
-from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture, TokenUsage, token_count
+from pawwake.llm.sse import (
+    CapturedReply,
+    JsonCapture,
+    SseCapture,
+    TokenUsage,
+    json_of,
+    token_count,
+)
 
 # The events that end a response; ``failed`` ends it without a usable reply.
 _TERMINAL_DATA = re.compile(rb'"type"\s*:\s*"response\.(completed|incomplete|failed)"')
@@ -190,7 +197,7 @@ def capture_response_body(body: bytes) -> CapturedReply:
     """Read a non-stream response object; ``complete`` when it completed (or hit a limit)."""
     reply = CapturedReply()
     try:
-        data = json.loads(body)
+        data = json_of(body)
     except ValueError:
         reply.error = {"message": "reply body is not JSON"}
         return reply
