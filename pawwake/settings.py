@@ -289,11 +289,11 @@ def parse_value(setting: Setting, raw: Any) -> Any:
                 repr(c) for c in setting.choices), "not_a_choice",
                 choices=" / ".join(setting.choices))
         return choice
-    value = raw if setting.multiline else raw.strip()
-    if setting.max_chars is not None and len(value) > setting.max_chars:
+    text = raw if setting.multiline else raw.strip()
+    if setting.max_chars is not None and len(text) > setting.max_chars:
         raise SettingError(setting.name, f"is limited to {setting.max_chars:,} characters "
-                           f"({len(value):,} given)", "too_long", limit=f"{setting.max_chars:,}")
-    return value
+                           f"({len(text):,} given)", "too_long", limit=f"{setting.max_chars:,}")
+    return text
 
 
 def _parse_number(setting: Setting, raw: Any, *, integer: bool) -> float | int:
