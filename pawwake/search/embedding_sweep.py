@@ -116,5 +116,5 @@ def retry_for(exc: EmbeddingError, job: Job) -> RetryLater:
     """A rate limit waits as long as the provider asks without using up an attempt; other
     failures back off."""
     if exc.rate_limited:
-        return RetryLater(str(exc), delay=exc.retry_after or 30.0, count_attempt=False)
+        return RetryLater.rate_limited(str(exc), exc.retry_after)
     return RetryLater(str(exc), delay=backoff_seconds(job.attempts))

@@ -117,8 +117,8 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
                                 usage=UsageBooking(database.pool, "extract", session_id))
     except UpstreamStatusError as exc:
         if exc.status == 429:
-            raise RetryLater("memory model rate limited (429)", delay=30,
-                             count_attempt=False) from None
+            raise RetryLater.rate_limited(f"memory model {model} rate limited (429)",
+                                          exc.retry_after) from None
         raise RetryLater(f"memory model {model} answered {exc.status}") from None
     except UpstreamFailure as exc:
         raise RetryLater(f"memory model {model} unreachable: {type(exc).__name__}") from None
