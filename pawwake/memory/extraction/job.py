@@ -147,6 +147,15 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
     # while it serves other work.
     item_terms = await offload.index_terms([item.content for item in items])
     async with transaction(database.pool) as cur:
+        # The session's write lock orders this with a purge (which takes it too): a
+        # conversation deleted while the model was thinking teaches nothing.
+        if not await db.window_still_live(cur, session_id, message_ids):
+            skipped = {"skipped": "the conversation was deleted meanwhile", "added": 0}
+            if not await db.complete_job(cur, job.id, job.attempts, skipped):
+                raise RetryLater("extraction was taken over by another run", delay=0,
+                                 count_attempt=False)
+            log.info("extraction for a session skipped: deleted while the model answered")
+            return skipped
         for item, terms in zip(items, item_terms, strict=True):
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if counts["added"]:
