@@ -297,3 +297,22 @@ async def test_the_jobs_page_shows_rate_limit_waits(make_client: Any, upstream: 
         cell = page.select_one(f'tr[data-job="{job_id}"] td[data-field="attempts"]')
         assert cell is not None and words in cell.get_text(), html
         assert "Retry-After" in page.get_text()  # the page says how a 429 is waited for
+
+
+async def test_a_huge_message_reaches_the_memory_model_bounded(app: Any, upstream: Any) -> None:
+    pasted = "开头的句子。" + "很长的粘贴内容，" * 400_000 + "结尾的句子。"  # about 3 MB
+    job_id = await store_round(app, pasted, "这本书讲的是猫")
+    upstream.reply_error(429, "slow down")  # and again on the retry
+    await services_of(app).jobs.run_until_idle()
+    await _make_due(app, job_id)
+    model_says(upstream, [{"content": "用户分享了一本关于猫的书", "importance": 5,
+                           "action": "new"}])
+    await services_of(app).jobs.run_until_idle()
+    sent = [r for r in upstream.requests if r.body.get("model") == "test/memory"]
+    assert len(sent) == 2
+    for request in sent:
+        assert len(request.raw) < 200_000  # not the 9 MB of UTF-8 pasted
+        prompt = request.body["messages"][0]["content"]
+        assert "开头的句子。" in prompt and "结尾的句子。" in prompt
+        assert "characters left out" in prompt and "这本书讲的是猫" in prompt
+    assert [r["content"] for r in await memories(app)] == ["用户分享了一本关于猫的书"]

@@ -26,6 +26,7 @@ from pawwake.memory.extraction.parse import (
     answer_excerpt,
     parse_answer,
 )
+from pawwake.memory.extraction.window import bounded_dialogue
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
@@ -99,7 +100,7 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
         history = await db.session_history(cur, session_id)
     complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
     window = complete_rounds[-window_size:]
-    dialogue = dialogue_text(window)
+    dialogue = bounded_dialogue(dialogue_text(window))
     if not dialogue:
         return {"skipped": "nothing to read"}
     query_text = "\n".join(t for _, t in dialogue)
