@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from pawwake.app import create_app
+from pawwake.c_heap import map_large_blocks
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
 from pawwake.settings import Settings
@@ -69,6 +70,7 @@ def main() -> None:
     configure_logging(settings.LOG_LEVEL)
     warn_removed(os.environ)
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    map_large_blocks()  # memory of a large request goes back to the system afterwards
     app = create_app(settings)
     app.on_shutdown.insert(0, watchdog(settings.SHUTDOWN_GRACE_SECONDS))
     line = listening_line(args.host, settings.PORT)

@@ -196,6 +196,10 @@ def main(args: argparse.Namespace) -> None:
 
         asyncio.run(faults.wait_for(settled, args.job_wait))
         report(plans, sidecars, heals, dsn, gateway, first_pid)
+        for line in (data_dir / "gateway.log").read_text(errors="replace").splitlines():
+            if "embedded PostgreSQL" in line and ("died" in line or "restart" in line
+                                                   or "did not start" in line):
+                sys.stdout.write("  log: " + line[:200] + "\n")
     finally:
         stop(gateway)
         stop(upstream)
@@ -236,9 +240,9 @@ def report(plans: list[faults.Plan], sidecars: list[SidecarTurn],
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sidecar", type=int, default=200, help="sidecar turns (database-kill)")
-    parser.add_argument("--sidecar-pause", type=float, default=0.02)
+    parser.add_argument("--sidecar-pause", type=float, default=0.05)
     parser.add_argument("--kills", type=int, default=2, help="postmaster kills (database-kill)")
-    parser.add_argument("--kill-every", type=float, default=4.0,
+    parser.add_argument("--kill-every", type=float, default=2.0,
                         help="seconds of load before each kill (database-kill)")
     parser.add_argument("--heal-wait", type=float, default=60.0,
                         help="longest wait for GET / to say running after a kill")
