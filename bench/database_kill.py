@@ -196,7 +196,12 @@ def main(args: argparse.Namespace) -> None:
 
         asyncio.run(faults.wait_for(settled, args.job_wait))
         report(plans, sidecars, heals, dsn, gateway, first_pid)
-        for line in (data_dir / "gateway.log").read_text(errors="replace").splitlines():
+        log = (data_dir / "gateway.log").read_text(errors="replace")
+        abandoned = sum(1 for line in log.splitlines()
+                        if " chat model=- " in line and "status=499" in line)
+        sys.stdout.write(f"chats whose client left before the gateway forwarded them "
+                         f"{abandoned} (nothing reached the model: not stored, by design)\n")
+        for line in log.splitlines():
             if "embedded PostgreSQL" in line and ("died" in line or "restart" in line
                                                    or "did not start" in line):
                 sys.stdout.write("  log: " + line[:200] + "\n")
