@@ -16,6 +16,14 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 END_WAIT_SECONDS = 2.0  # for the turns told to end: write the event, hand over the turn
+SHUTDOWN_CODE = "server_shutdown"  # the error code each protocol's last event carries
+SHUTDOWN_MESSAGE = ("The gateway is shutting down (a restart or redeploy) and cut this reply "
+                    "short; send the request again.")
+
+
+class EndedForShutdown(Exception):
+    """Set on a relay's upstream reader when the grace is over: the relay loop stops there
+    and ends the client's stream (nothing is checked per chunk)."""
 
 
 class EndsForShutdown(Protocol):

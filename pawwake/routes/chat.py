@@ -33,6 +33,7 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
+from pawwake.replies_in_flight import SHUTDOWN_CODE, SHUTDOWN_MESSAGE, EndedForShutdown
 from pawwake.services import Services, services_of
 from pawwake.settings import Settings
 
@@ -47,16 +48,9 @@ DRAIN_SECONDS = 5.0  # how long a finished reply is read on for its usage once t
 # SDK raises on an ``error`` event) learn that the reply is incomplete.
 _CUT_EVENT = (b'data: {"error":{"message":"The upstream API broke off the stream.",'
               b'"type":"api_error","code":"upstream_stream_cut"}}\n\n')
-SHUTDOWN_MESSAGE = ("The gateway is shutting down (a restart or redeploy) and cut this reply "
-                    "short; send the request again.")
-SHUTDOWN_CODE = "server_shutdown"
 # Ends a stream still open when the shutdown grace is over (see replies_in_flight).
 _SHUTDOWN_EVENT = (b'data: {"error":{"message":"' + SHUTDOWN_MESSAGE.encode()
                    + b'","type":"api_error","code":"' + SHUTDOWN_CODE.encode() + b'"}}\n\n')
-
-
-class EndedForShutdown(Exception):
-    """Set on the upstream reader to stop a relay when the shutdown grace is over."""
 
 
 class ShutdownRefusal(UpstreamFailure):

@@ -28,7 +28,8 @@ from pawwake.protocols.anthropic.capture import (
 from pawwake.protocols.anthropic.pipeline import PreparedMessages, prepare_messages
 from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages, messages_url
-from pawwake.routes.chat import SHUTDOWN_MESSAGE, ChatTurn
+from pawwake.replies_in_flight import SHUTDOWN_MESSAGE
+from pawwake.routes.chat import ChatTurn
 from pawwake.settings import Settings
 
 CUT_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'

@@ -18,7 +18,8 @@ from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture
 from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
 from pawwake.protocols.responses.request import parse_responses_body
-from pawwake.routes.chat import SHUTDOWN_CODE, SHUTDOWN_MESSAGE, ChatTurn, turn_handler
+from pawwake.replies_in_flight import SHUTDOWN_CODE, SHUTDOWN_MESSAGE
+from pawwake.routes.chat import ChatTurn, turn_handler
 from pawwake.settings import Settings
 
 
