@@ -15,6 +15,7 @@ from aiohttp_session import get_session, new_session
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.login_throttle import LoginClient, LoginThrottle
+from pawwake.dashboard.public_form import public_form
 from pawwake.dashboard.render import render
 from pawwake.dashboard.security import (
     PREFIX,
@@ -104,20 +105,21 @@ async def login_submit(request: web.Request) -> web.Response:
     lang = request_language(request)
     throttle = request.app[dkeys.LOGIN_THROTTLE]
     client = login_client(request)
-    wait = throttle.wait_seconds(client)
+    pool = database_pool(request)
+    wait = await throttle.wait_seconds(pool, client)
     if wait > 0:
         minutes = max(1, round(wait / 60))
         return _login_page(request, error=translate(lang, "login.locked", minutes=minutes),
                            status=429)
-    form = await request.post()
+    form = public_form(request)
     password = form.get("password")
     expected = request.app[dkeys.PASSWORD]
     if not isinstance(password, str) or not hmac.compare_digest(
             password.encode("utf-8"), expected.encode("utf-8")):
         log.warning("dashboard login failed from %s", client.address)
-        await throttle.failed(client)
+        await throttle.failed(pool, client)
         return _login_page(request, error=translate(lang, "login.wrong"), status=401)
-    throttle.succeeded(client)
+    await throttle.succeeded(pool, client)
     await _end_session(request)  # a cookie from before this login stops working too
     session = await new_session(request)
     session["auth"] = _fingerprint(request)
