@@ -16,11 +16,13 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from aiohttp import web
 
 from pawwake.app import create_app
 from pawwake.c_heap import map_large_blocks
+from pawwake.data_folder import announce_data_folder
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
 from pawwake.settings import Settings, environment_errors
@@ -84,6 +86,7 @@ def main() -> None:
         settings = settings.with_values({"PORT": args.port})
     configure_logging(settings.LOG_LEVEL)
     warn_removed(os.environ)
+    announce_data_folder(settings, os.environ, Path.cwd())
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     map_large_blocks()  # memory of a large request goes back to the system afterwards
     app = create_app(settings)

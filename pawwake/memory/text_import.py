@@ -125,7 +125,8 @@ async def _score_batch(services: Services, settings: Settings, model: str, batch
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
                                         usage=upstream.UsageBooking(
-                                            services.require_database().pool, "extract"))
+                                            services.require_database().pool, "extract",
+                                            health=services.upstream_health))
     except upstream.UpstreamFailure as exc:
         return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:

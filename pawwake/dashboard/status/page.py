@@ -39,6 +39,7 @@ async def status(request: web.Request) -> web.Response:
         ],
         "upstream_host": URL(settings.api_base).host or settings.api_base,
         "default_model": settings.DEFAULT_MODEL,
+        "memory_model": settings.MEMORY_MODEL,
         "gateway_key_set": bool(settings.GATEWAY_SECRET),
         "counts": None,
         "turn_spool": services_of(request).turn_spool.status(),

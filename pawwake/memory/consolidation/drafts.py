@@ -332,7 +332,8 @@ class DraftRun:
                                     [{"role": "user", "content": prompt}], model=self.model,
                                     max_tokens=self.max_tokens, temperature=TEMPERATURE,
                                     attempts=1,
-                                    usage=UsageBooking(self.pool, "consolidate"))
+                                    usage=UsageBooking(self.pool, "consolidate",
+                                                       health=self.services.upstream_health))
         except UpstreamStatusError as exc:
             if exc.status == 429:
                 raise _RateLimited() from None

@@ -115,7 +115,8 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
         answer = await complete(services.http, settings, [{"role": "user", "content": prompt}],
                                 model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                 temperature=0.2, attempts=1,
-                                usage=UsageBooking(database.pool, "extract", session_id))
+                                usage=UsageBooking(database.pool, "extract", session_id,
+                                                   health=services.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
             raise RetryLater.rate_limited(f"memory model {model} rate limited (429)",
