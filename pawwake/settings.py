@@ -111,8 +111,12 @@ SETTINGS: tuple[Setting, ...] = (
        "program's folder, whatever folder it is started from", hot=False),
     _s("MEMORY_ENABLED", "bool", True, "memory", "开启记忆", "Turn long-term memory on"),
     _s("MEMORY_MODEL", "str", "", "memory",
-       "记忆提取、评分、整理共用的模型，留空回退到默认模型",
-       "Model for extraction, scoring and consolidation; empty falls back to DEFAULT_MODEL",
+       "记忆提取、评分、整理共用的模型（推荐便宜的小模型）。留空使用内置的便宜默认："
+       "OpenRouter 为 anthropic/claude-haiku-4.5，OpenAI 为 gpt-4.1-mini，Google 为 "
+       "gemini-2.5-flash-lite；其他服务商回退到 DEFAULT_MODEL",
+       "Model for extraction, scoring and consolidation (a small, cheap one is best). Empty "
+       "uses a cheap built-in default: anthropic/claude-haiku-4.5 on OpenRouter, gpt-4.1-mini "
+       "on OpenAI, gemini-2.5-flash-lite on Google; other providers fall back to DEFAULT_MODEL",
        model_picker=True),
     _s("MEMORY_MAX_TOKENS", "int", 4000, "memory",
        "记忆提取、评分和整理单批次的输出上限", "Output cap for one extraction/scoring batch",

@@ -10,7 +10,7 @@ import psycopg2
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake import __version__
+from pawwake import SOURCE_URL, __version__
 from pawwake.dashboard.i18n import STRINGS
 from pawwake.dashboard.nav import NAV
 from pawwake.settings import GROUPS
@@ -198,3 +198,18 @@ async def test_the_models_page_lists_models_without_a_context_length(
         assert response.status == 200, await response.text()
         names = [code.get_text() for code in soup(await response.text()).select("td code")]
         assert names == sorted(m["id"] for m in listed)
+
+
+async def test_every_page_offers_the_source_to_its_users(make_client: Any) -> None:
+    """AGPL-3.0 section 13: whoever uses the gateway over the network is offered its source,
+    on the sign-in page already and on every page after it."""
+    client = await dashboard_client(make_client)
+    for path, signed_in in (("/dashboard/login", False), ("/dashboard", True),
+                            ("/dashboard/settings", True)):
+        if signed_in and path == "/dashboard":
+            assert (await login(client)).status == 303
+        footer = soup(await (await client.get(path)).text()).select_one("footer")
+        link = footer.select_one("a[data-source-link]")
+        assert link["href"] == SOURCE_URL, path
+        assert link.get_text(strip=True) == "源代码（AGPL-3.0）"
+        assert __version__ in footer.get_text()

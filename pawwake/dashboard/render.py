@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake import __version__, keys
+from pawwake import SOURCE_URL, __version__, keys
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translator
 from pawwake.dashboard.job_errors import explain_job_error
@@ -50,6 +50,7 @@ def base_context(request: web.Request) -> dict[str, Any]:
         "nav": nav_for(request) if authenticated else [],
         "authenticated": authenticated,
         "version": __version__,
+        "source_url": SOURCE_URL,
         "htmx_config": HTMX_CONFIG,
         "static_url": request.config_dict[dkeys.STATIC_URL],
         "current_path": request.path_qs,

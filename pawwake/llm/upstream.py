@@ -23,6 +23,7 @@ import psycopg2
 from multidict import CIMultiDict
 from yarl import URL
 
+from pawwake import SOURCE_URL
 from pawwake.db.pool import cursor
 from pawwake.db.usage import insert_usage
 from pawwake.llm.http import upstream_timeout
@@ -41,7 +42,7 @@ NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "set-cookie", 
 
 LARGE_BODY = 1024 * 1024  # bytes; bigger bodies go out as a stream of slices
 
-ATTRIBUTION_URL = "https://github.com/pawwake/pawwake"
+ATTRIBUTION_URL = SOURCE_URL
 ATTRIBUTION_TITLE = "Pawwake"
 
 

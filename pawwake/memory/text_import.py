@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
+from pawwake.llm.models import memory_model
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
@@ -92,7 +93,7 @@ async def score_lines(services: Services, settings: Settings, lines: list[str]
                       ) -> tuple[list[int], list[bool], list[dict[str, Any]]]:
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
-    model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
+    model = memory_model(settings)
     scores: list[int] = []
     by_model: list[bool] = []
     notices: list[dict[str, Any]] = []

@@ -111,9 +111,9 @@ async def seed_dashboard(pool: Any, *, jobs: int = 20) -> None:
         await execute(cur, "INSERT INTO memories (content, importance, layer, event_date,"
                       f" remind_at, created_at) VALUES {marks}", params)
         await execute(cur, "INSERT INTO partition_state (thread_id, summary_parts,"
-                      " last_summary_error, summary_retry_after) VALUES (%s, %s, %s, %s)",
+                      " last_summary_error) VALUES (%s, %s, %s)",
                       (CLAUDE_SESSION, json.dumps(["用户计划五月去京都，住在祇园附近。"]),
-                       "summary model rate limited (429)", local(-1, 3)))
+                       "summary model rate limited (429)"))
 
 
 async def logged_in(browser: Any, base: str, viewport: dict[str, int], lang: str) -> Any:
