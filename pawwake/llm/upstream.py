@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import psycopg2
 from multidict import CIMultiDict
 from yarl import URL
 
 from pawwake import SOURCE_URL
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.db.usage import insert_usage
 from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
@@ -218,7 +217,7 @@ async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: s
                                prompt_tokens=usage.prompt, completion_tokens=usage.completion,
                                total_tokens=usage.total, cached_tokens=usage.cached,
                                usage_type=booking.usage_type, cost=usage.cost)
-    except (psycopg2.Error, OSError) as exc:  # the call itself succeeded: keep its answer
+    except DATABASE_ERRORS as exc:  # the call itself succeeded: keep its answer
         log.warning("could not record %s token usage: %s", booking.usage_type,
                     type(exc).__name__)
 
