@@ -208,7 +208,10 @@ class UsageBooking:
 UNBOOKED = UsageBooking(None, "own")  # a call that books nothing and reports no health
 
 
-async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: str) -> None:
+async def book_usage(booking: UsageBooking | None, usage: TokenUsage | None, model: str
+                     ) -> None:
+    """One call's tokens as a ``token_usage`` row; a database that fails is logged, since the
+    call itself succeeded and its answer is kept."""
     if booking is None or booking.pool is None or usage is None:
         return
     try:
@@ -267,7 +270,7 @@ async def complete(http: aiohttp.ClientSession, settings: Settings, messages: li
         except ValueError:
             raw = {}
         answered_by = raw.get("model") if isinstance(raw, dict) else None
-        await _book(usage, reply.usage, str(answered_by or body["model"]))
+        await book_usage(usage, reply.usage, str(answered_by or body["model"]))
         if reply.error is not None:
             booking.provider_failed(status, body["model"], "upstream_error")
             raise UpstreamStatusError(status, data)
