@@ -77,7 +77,7 @@ Handler = Callable[[Job], Awaitable[Any]]
 def backoff_seconds(attempt: int) -> float:
     """Wait after failed attempt number ``attempt``: 1 min doubling to 6 h (1, 2, 4 ... 256
     min, then 6 h), so 12 attempts span about 20 hours."""
-    return min(LONGEST_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** max(0, attempt - 1))
+    return min(LONGEST_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2.0 ** max(0, attempt - 1))
 
 
 class JobRunner:
