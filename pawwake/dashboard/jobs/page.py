@@ -13,6 +13,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.services import services_of
+from pawwake.text.numbers import whole_number
 
 TEMPLATE = "dashboard/jobs.html"
 REGION = "partials/_jobs_region.html"
@@ -39,7 +40,8 @@ async def jobs_page(request: web.Request) -> web.Response:
     status = _filter(request.query.get("status"))
     done = request.query.get("done", "")
     notice = None
-    if done in {outcome for _, outcome in ACTIONS.values()} and request.query.get("id", "").isdigit():
+    if done in {outcome for _, outcome in ACTIONS.values()} \
+            and whole_number(request.query.get("id")) is not None:
         notice = translate(request_language(request), f"jobs_done.{done}",
                            id=request.query["id"])
     return render(request, TEMPLATE, await _region(request, status, notice), fragment=REGION)
@@ -53,12 +55,13 @@ async def job_action(request: web.Request) -> web.StreamResponse:
     raw_id, action = request.match_info["job_id"], request.match_info["action"]
     if action not in ACTIONS:
         raise web.HTTPNotFound()
-    if not raw_id.isdigit() or len(raw_id) > 18:
+    job_id = whole_number(raw_id)
+    if job_id is None:
         raise PageRefusal("jobs.error_invalid")
     if services_of(request).database is None:
         raise PageRefusal("jobs.no_database", 503)
     act, outcome = ACTIONS[action]
-    job = await act(services_of(request).jobs, int(raw_id))
+    job = await act(services_of(request).jobs, job_id)
     if form.get("back") == "status":  # from the status page's jobs card: back to that card
         query = {"job_done": outcome, "job": str(job["id"])}
         raise web.HTTPSeeOther(str(request.app.router["status"].url_for().with_query(query))
