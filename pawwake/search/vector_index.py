@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiopg
 import numpy as np
-import psycopg2
 
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.db.vector_rows import VectorTable
 
 if TYPE_CHECKING:
@@ -174,6 +173,22 @@ class VectorIndex:
                 found[int(source_id)] = float(matrix.vectors[row] @ query)
         return found
 
+    async def mean(self, pool: aiopg.Pool, provenance: Any) -> tuple[np.ndarray | None, int]:
+        """The mean of the provenance's live vectors and their number (None when empty):
+        the collection's background. A product over the rows, no copy of them."""
+        matrix = await self._current(pool, provenance)
+        vectors, ids = matrix.snapshot()
+        live = (ids >= 0).astype(np.float32)
+        count = int(live.sum())
+        if not count:
+            return None, 0
+        if len(ids) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            total = await loop.run_in_executor(None, np.dot, live, vectors)
+        else:
+            total = live @ vectors
+        return total / count, count
+
     async def _current(self, pool: aiopg.Pool, provenance: Any) -> _Matrix:
         if (self._matrix is not None and provenance == self._provenance
                 and time.monotonic() - self._checked_at < self.refresh_seconds):
@@ -270,5 +285,5 @@ async def warm_if_numpy(index: VectorIndex, choice: BackendChoice, settings: Set
         return
     try:
         await index.warm(database.pool, provenance)
-    except (psycopg2.Error, OSError) as exc:
+    except DATABASE_ERRORS as exc:
         log.warning("could not preload the %s vector index: %s", what, type(exc).__name__)
