@@ -32,6 +32,7 @@ from pawwake.llm.embeddings import Embedder
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.memory.vectors import VectorStore
+from pawwake.search.background import References
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
@@ -51,6 +52,7 @@ class Services:
     embedder: Embedder
     vectors: VectorStore  # memory vector search (pgvector/numpy)
     term_stats: TermStats  # keyword IDF statistics
+    references: References  # the semantic background's vectors per embedding model
     recall_vectors: MessageVectors  # conversation message vectors
     turn_spool: TurnSpool  # turns waiting for the database
     upstream_health: UpstreamHealth  # the provider's last failure
@@ -89,6 +91,7 @@ def build_services(settings: Settings) -> Services:
         embedder=Embedder(None),
         vectors=VectorStore(),
         term_stats=TermStats(),
+        references=References(),
         recall_vectors=MessageVectors(),
         turn_spool=TurnSpool(Path(settings.PAWWAKE_DATA_DIR) / SPOOL_FOLDER,
                              settings.TURN_SPOOL_MAX_MB * MEGABYTE),

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import aiopg
 import psycopg2
@@ -30,6 +30,7 @@ class TextRow(TypedDict):
 
     id: int
     content: str
+    written: NotRequired[list[str]]  # memories: what the memory model wrote to find it
 
 
 class PoolTimeout(DatabaseUnavailable, TimeoutError):

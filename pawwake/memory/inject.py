@@ -74,9 +74,9 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
-    (excluded before the limit, so the next candidates move up). In hybrid mode only results
-    whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
-    always has nearest neighbours, so without it an unrelated message would bring in noise."""
+    (excluded before the limit, so the next candidates move up). Only results whose relevance
+    reaches the floor (``MEMORY_INJECT_MIN_RELEVANCE``, ``SearchOutcome.floor``) are injected,
+    in hybrid and keyword-only mode alike (``search.relevance`` gives both one scale)."""
     database = services.require_database()
     limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
@@ -90,10 +90,7 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
                                     settings=settings, touch=touch)
     if timings is not None:
         timings.update(outcome.timings)
-    if outcome.mode != "hybrid":  # keywords alone admit only rows sharing a query word
-        return outcome.results, outcome.mode
-    floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    return [r for r in outcome.results if r.relevance >= floor], outcome.mode
+    return [r for r in outcome.results if r.relevance >= outcome.floor], outcome.mode
 
 
 RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)

@@ -92,14 +92,16 @@ async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any
             raise NotFound(f"No memory with id {memory_id}.")
         updates = {name: value for name, value in changes.items() if row[name] != value}
         if "content" in updates:
-            updates["search_terms"] = terms
+            # What the memory model wrote described the old text: new text, new terms.
+            updates.update(search_terms=terms, model_keywords=[], model_questions=[])
             await db.delete_embedding(cur, memory_id)
             await enqueue_embedding(cur)
         if updates:
             row = _present(await db.update_memory(cur, memory_id, updates), memory_id)
     if "content" in updates:
         services.jobs.wake()
-    return row, sorted(name for name in updates if name != "search_terms")
+    return row, sorted(name for name in updates
+                       if name not in {"search_terms", "model_keywords", "model_questions"})
 
 
 async def archive_memory(database: Database, memory_id: int) -> dict[str, Any]:

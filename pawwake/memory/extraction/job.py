@@ -26,6 +26,7 @@ from pawwake.memory.extraction.parse import (
     answer_excerpt,
     parse_answer,
 )
+from pawwake.memory.model_terms import searchable_text
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
@@ -145,7 +146,9 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
               "reminders_moved": 0}
     # Cut before the transaction opens: one trip to the tokenizer thread, no row locks held
     # while it serves other work.
-    item_terms = await offload.index_terms([item.content for item in items])
+    item_terms = await offload.index_terms([
+        searchable_text(item.content, item.terms.keywords, item.terms.questions)
+        for item in items])
     async with transaction(database.pool) as cur:
         for item, terms in zip(items, item_terms, strict=True):
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
@@ -174,7 +177,8 @@ async def _apply_item(cur: Any, item: ExtractedItem, terms: list[str], session_i
     new_id = await db.insert_extracted(
         cur, content=item.content, importance=item.importance,
         terms=terms, session_id=session_id,
-        message_ids=message_ids, remind_at=item.remind_at)
+        message_ids=message_ids, remind_at=item.remind_at, keywords=item.terms.keywords,
+        questions=item.terms.questions)
     counts["added"] += 1
     if item.action != "supersede":
         return

@@ -1,0 +1,57 @@
+"""Relevance: the one number the injection floor compares, the same at every store size.
+
+A small logistic model over the evidence one memory gives for one query, none of it depending
+on how many other memories are stored:
+
+- ``standing``: how many deviations the memory's cosine stands above the query's background
+  in the memory's language (``search.background``); None without a cosine;
+- ``keyword``: the share of the query's keywords the memory holds, each weighted by how
+  specific it is in its language (a name counts more than "最近"), a keyword counting as found
+  through the other language's terms too (``text.lexicon``) and through the keywords and
+  questions a memory model wrote for the memory;
+- ``cross``: query and memory are in different languages. The models see little across
+  languages (from Chinese, the local model ranks the right English memory in its top five for
+  0.05 of the dev set's questions), so there the keyword evidence carries more.
+
+``relevance = logistic(STANDING * standing + KEYWORD * keyword [+ CROSS_KEYWORD * keyword
+when cross] - OFFSET)``, fitted on the retrieval dev set and checked on the natural questions
+at every store size (``bench/retrieval_quality.py --fit`` prints the fit, the frontier and the
+figures). Without a cosine (keyword-only search, or a memory not yet embedded) the keyword
+evidence alone is used, fitted apart, so a relevance of 0.5 asks for evidence as strong in
+both modes and one floor serves both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STANDING = 1.4  # per deviation above the background
+KEYWORD = 5.0  # for all of the query's keywords found
+CROSS_KEYWORD = 2.0  # added when the memory is in the other language
+OFFSET = 6.8
+KEYWORD_ONLY = 8.5
+KEYWORD_ONLY_OFFSET = 2.5
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one memory gives for one query (see the module docstring)."""
+
+    standing: float | None
+    keyword: float
+    cross: bool
+
+    def relevance(self) -> float:
+        """0..1: the number the injection floor compares."""
+        if self.standing is None:
+            return _logistic(KEYWORD_ONLY * self.keyword - KEYWORD_ONLY_OFFSET)
+        keyword = KEYWORD + (CROSS_KEYWORD if self.cross else 0.0)
+        return _logistic(STANDING * self.standing + keyword * self.keyword - OFFSET)
+
+
+def _logistic(value: float) -> float:
+    if value >= 0:
+        return 1.0 / (1.0 + math.exp(-value))
+    odds = math.exp(value)
+    return odds / (1.0 + odds)
