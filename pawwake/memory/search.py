@@ -6,7 +6,12 @@ threshold being only a noise floor (``fusion``). The keyword candidates are fetc
 query is embedded; after the vector, one round trip (``VectorStore.neighbourhood``) brings
 the neighbours, their rows and the keyword rows' cosines. Scores
 follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
-limit, as are ``exclude_ids`` (so the next candidates move up). ``mode`` is "hybrid" only when
+limit (unless relevant enough to be injected), as are ``exclude_ids`` (so the next candidates
+move up). Each result carries its relevance (``search.relevance``), what the injection floor
+compares: its cosine's standing above the query's background on a fixed reference set in the
+memory's language (``search.background``) and its keyword evidence. A Chinese query also takes
+the nearest memories of its language-neutral vector (``Reference.across``), where the English
+memory it is about is found. ``mode`` is "hybrid" only when
 a query vector was really used: a vector that misses ``QUERY_EMBEDDING_TIMEOUT`` makes the search
 keyword-only, said in ``warning`` and the log.
 """
@@ -47,7 +52,7 @@ from pawwake.memory.keyword_candidates import (
 )
 from pawwake.priority_worker import CHAT
 from pawwake.search import fusion, scoring
-from pawwake.search.background import Background, reference_for
+from pawwake.search.background import Background, Reference, reference_for
 from pawwake.search.relevance import Evidence
 from pawwake.search.terms import ensure_tokenizer
 from pawwake.settings import Settings
@@ -65,6 +70,7 @@ T = TypeVar("T")
 _STATE_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 MAX_LIMIT = 100
+ACROSS_K = 10  # candidates a Chinese query takes from its language-neutral neighbours
 TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
 
 
@@ -100,6 +106,7 @@ class _Semantic:
     provenance: Provenance
     threshold: float
     backend: str
+    reference: Reference
     background: Background
     language: str  # the query's
 
@@ -162,10 +169,14 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     if semantic is not None:
         known = [row["id"] for row in rows]
         read = found_by_keywords.vectors_of == semantic.provenance  # else ask the database
+        # A Chinese query also looks from where Chinese texts no longer pull it: the English
+        # memory it is about ranks below every Chinese one by raw cosine.
+        across = (semantic.reference.across(semantic.query) if semantic.language == "zh"
+                  else None)
         found = await services.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
             exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
-            cosines_of=[] if read else known)
+            cosines_of=[] if read else known, across=across, across_k=ACROSS_K)
         cosines = found.cosines
         if read:
             cosines.update(found_by_keywords.stored.cosines(semantic.query))
@@ -174,6 +185,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
             cosines.update(found.nearest)
+            cosines.update(found.across)
             rows, normalised, hood = await _semantic_candidates(
                 database, rows, found, cosines, semantic.threshold, exclude)
         clock.lap("neighbours")
@@ -210,6 +222,7 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
         return rows, {}, None
     known = {row["id"] for row in rows}
     similar = [i for i in fusion.admitted(found.nearest, hood) if i not in known]
+    similar += [i for i, _ in found.across if i not in known and i not in similar]
     if found.rows is not None:
         rows = rows + [found.rows[i] for i in similar if i in found.rows]
     elif similar:
@@ -352,7 +365,7 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         return None, f"The semantic background could not be embedded ({exc}); keywords only."
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
                      services.vectors.backend(settings, database, provenance),
-                     reference.background(vector), language_of(query_text)), None
+                     reference, reference.background(vector), language_of(query_text)), None
 
 
 async def _dropped(started: asyncio.Future[Any]) -> None:

@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,10 @@ log = logging.getLogger(__name__)
 _DATA = Path(__file__).with_name("data")
 SHIPPED = _DATA / "background_local.npz"
 MIN_SD = 0.005  # a background flatter than this is treated as this flat (no division blow-up)
+# How far a Chinese query is pushed away from Chinese texts when looking for English memories:
+# on the dev set, 1.5 finds the English memory in the top five for 0.88 of its Chinese
+# questions (0.05 by raw cosine), at the cost of the Chinese ones (only extra candidates).
+ACROSS_STRENGTH = 1.5
 
 
 def reference_sentences() -> dict[str, list[str]]:
@@ -51,6 +56,24 @@ class Reference:
     """The reference set's vectors in each language, of one embedding model."""
 
     vectors: dict[str, np.ndarray]  # language -> (sentences, dim), rows L2-normalised
+
+    @cached_property
+    def direction(self) -> np.ndarray:
+        """The unit vector from the English references' centre towards the Chinese ones'."""
+        towards: np.ndarray = self.vectors["zh"].mean(axis=0) - self.vectors["en"].mean(axis=0)
+        norm = float(np.linalg.norm(towards))
+        unit: np.ndarray = (towards / norm if norm > 0 else towards).astype(np.float32)
+        return unit
+
+    def across(self, query: np.ndarray) -> np.ndarray:
+        """The query with its pull towards Chinese texts taken out (``ACROSS_STRENGTH`` times
+        its share along ``direction``): its nearest memories are the English ones a
+        Chinese query is about, which by raw cosine rank below every Chinese memory."""
+        direction = self.direction
+        shifted: np.ndarray = query - ACROSS_STRENGTH * float(query @ direction) * direction
+        norm = float(np.linalg.norm(shifted))
+        made: np.ndarray = (shifted / norm if norm > 0 else query).astype(np.float32)
+        return made
 
     def background(self, query: np.ndarray) -> Background:
         spread = {}
