@@ -22,7 +22,8 @@ import numpy as np
 
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor
-from pawwake.memory.inject import recall_for_request
+from pawwake.memory import inject
+from pawwake.memory.search import SearchResult, search_memories
 from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.language import language_of
@@ -231,29 +232,41 @@ async def fill_store(app: Any, data: Corpus, store: Store, settings: Mapping[str
 
 @dataclass
 class SizeReport:
-    """Per language pair: the relevance each question's memory reached (0 when not found);
-    per unrelated chat: the relevance of every memory it brought."""
+    """Per language pair, for each question: the relevances of what would be injected before
+    its memory (in injection order) and its memory's (None: not a candidate). Per unrelated
+    chat: the relevances of its candidates in injection order. Floors are applied afterwards,
+    as ``recall_for_request`` applies them: the first ``limit`` results that reach it."""
 
-    reached: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in PAIRS})
+    limit: int = 15
+    reached: dict[str, list[tuple[list[float], float | None]]] = field(
+        default_factory=lambda: {p: [] for p in PAIRS})
     unrelated: list[list[float]] = field(default_factory=list)
 
     def injected(self, floor: float, pair: str | None = None) -> float:
         values = [v for p in ([pair] if pair else PAIRS) for v in self.reached[p]]
-        return sum(v >= floor for v in values) / max(1, len(values))
+        hits = sum(mine is not None and mine >= floor
+                   and sum(r >= floor for r in before) < self.limit for before, mine in values)
+        return hits / max(1, len(values))
 
     def per_unrelated(self, floor: float) -> float:
-        return sum(sum(v >= floor for v in chat) for chat in self.unrelated) / max(
-            1, len(self.unrelated))
+        return sum(min(self.limit, sum(r >= floor for r in chat))
+                   for chat in self.unrelated) / max(1, len(self.unrelated))
+
+
+async def _candidates(app: Any, settings: Any, text: str) -> list[SearchResult]:
+    """What ``recall_for_request`` looks at (plain mode), relevant or not."""
+    outcome = await search_memories(services_of(app), text, limit=inject.CANDIDATES,
+                                    settings=settings, touch=False)
+    return outcome.results
 
 
 async def evaluate_size(app: Any, data: Corpus, size: int, settings: Any,
                         memory_model: Any = None) -> SizeReport:
     """Every store of ``size``: each natural question whose memory it holds, and the
-    unrelated chats, through ``recall_for_request`` with no injection floor (the report
-    applies floors afterwards)."""
-    report = SizeReport()
-    unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
-    services = services_of(app)
+    unrelated chats, searched as ``recall_for_request`` does with the lowest floor of the
+    frontier (the report applies each floor afterwards)."""
+    report = SizeReport(limit=int(settings.MAX_MEMORIES_INJECT))
+    lowest = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": min(FLOORS)})
     for store in stores(data, size):
         await fill_store(app, data, store, settings)
         if memory_model is not None:
@@ -262,14 +275,14 @@ async def evaluate_size(app: Any, data: Corpus, size: int, settings: Any,
             if question.memory not in store.natural:
                 continue
             memory = data.natural.memories[question.memory]
-            results, _ = await recall_for_request(services, unfloored, "bench", question.text,
-                                                  partition=False, touch=False)
-            found = [r.relevance for r in results if r.memory["content"] == memory]
-            report.reached[question.pair(memory)].append(found[0] if found else 0.0)
+            results = await _candidates(app, lowest, question.text)
+            place = next((n for n, r in enumerate(results) if r.memory["content"] == memory),
+                         None)
+            report.reached[question.pair(memory)].append(
+                ([r.relevance for r in results[:place]] if place is not None else [],
+                 results[place].relevance if place is not None else None))
         for chat in data.natural.none:
-            results, _ = await recall_for_request(services, unfloored, "bench", chat,
-                                                  partition=False, touch=False)
-            report.unrelated.append([r.relevance for r in results])
+            report.unrelated.append([r.relevance for r in await _candidates(app, lowest, chat)])
     return report
 
 
@@ -298,3 +311,34 @@ def frontier(label: str, reports: Mapping[int, SizeReport],
         lines.append(f"  {floor:4.2f}: worst {worst:.2f}  all {overall:.2f}"
                      f"  per unrelated chat {noise:.2f}")
     return "\n".join(lines)
+
+
+async def dictionary_model(app: Any, store: Store) -> None:
+    """A deterministic stand-in for the memory model, for every memory of the store alike:
+    its keywords are the dictionary translations of the memory's own words, both ways
+    (``text.lexicon``), and it writes no questions. A real model also names categories and
+    synonyms and writes questions, so this is what the model's part adds at the least."""
+    from pawwake.memory.model_terms import searchable_text
+    from pawwake.text import lexicon
+
+    pool = services_of(app).database.pool
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id, content FROM memories")
+        rows = await cur.fetchall()
+    values, params = [], []
+    for memory_id, content in rows:
+        words = tokens.index_terms(content)
+        keywords = list(dict.fromkeys(
+            t for w in words for t in (lexicon.english_terms(w) if language_of(w) == "zh"
+                                       else lexicon.chinese_words(w)[:2])))[:16]
+        values.append("(%s::bigint, %s::text[], %s::text[])")
+        params += [memory_id, keywords, tokens.index_terms(searchable_text(content, keywords))]
+    for start in range(0, len(values), 1000):
+        async with cursor(pool) as cur:
+            await cur.execute(
+                "UPDATE memories m SET model_keywords = v.k, search_terms = v.t FROM (VALUES "
+                + ", ".join(values[start:start + 1000]) + ") AS v(id, k, t) WHERE m.id = v.id",
+                params[3 * start:3 * (start + 1000)])
+    async with cursor(pool) as cur:
+        await cur.execute("ANALYZE memories")
+    services_of(app).term_stats._loaded_at = -1e9

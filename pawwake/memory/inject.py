@@ -19,7 +19,7 @@ from pawwake.db import memory_seen, reminders
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
-from pawwake.memory.search import SearchResult, search_memories
+from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REMINDERS_PER_REQUEST = 5
+CANDIDATES = 50  # results the floor looks at before the injection limit
 RENEW_EVERY_SECONDS = 60.0
 RENEW_FOR_AT_MOST_SECONDS = 4 * 3600.0
 
@@ -86,11 +87,16 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
         async with cursor(database.pool) as cur:
             exclude = await memory_seen.recently_seen(cur, session_id,
                                                       settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(services, query, limit=limit, exclude_ids=exclude,
-                                    settings=settings, touch=touch)
+    # Searched wider than the limit: a memory relevant enough can rank below others that are
+    # not (a Chinese question's English memory, found through the lexicon, ranks low).
+    outcome = await search_memories(services, query, limit=max(limit, CANDIDATES),
+                                    exclude_ids=exclude, settings=settings, touch=False)
     if timings is not None:
         timings.update(outcome.timings)
-    return [r for r in outcome.results if r.relevance >= outcome.floor], outcome.mode
+    injected = [r for r in outcome.results if r.relevance >= outcome.floor][:limit]
+    if touch:
+        await touch_results(services, injected)
+    return injected, outcome.mode
 
 
 RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)

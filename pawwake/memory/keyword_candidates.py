@@ -2,10 +2,12 @@
 
 A query keyword is a concept: the keyword itself and the other language's terms that count as
 finding it (``tokens.cross_terms``, from the lexicon). Each row gets two keyword figures:
-``keyword``, the share of the concepts it holds weighted by the store's IDF (it ranks the
-candidates, as it always did), and ``evidence``, the same share weighted by how specific each
-keyword is in its language (``tokens.language_weights``), which does not depend on what else
-is stored and feeds the relevance the injection floor compares.
+``keyword``, the IDF-weighted share of the query's keywords it holds (it ranks the candidates,
+as it always did), and ``evidence``, the share of the concepts it holds through the keyword or
+its other-language terms, weighted by how specific each keyword is in its language
+(``tokens.language_weights``): it does not depend on what else is stored and feeds the
+relevance the injection floor compares. Rows found only through other-language terms join
+the candidates.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ if TYPE_CHECKING:
 class Concept:
     """A query keyword and the other language's terms that count as finding it."""
 
-    terms: frozenset[str]
-    weight: float  # the store's IDF weight of the keyword (of its most common term)
+    keyword: str
+    terms: frozenset[str]  # the keyword and its other-language terms
+    weight: float  # the store's IDF weight of the keyword
     specificity: float  # its owner's weight in the language (``tokens.language_weights``)
     owner: str  # the keyword itself, or the longer keyword it is a sub-word of
 
@@ -52,9 +55,10 @@ def concepts_of(keywords: Sequence[str], alternatives: Mapping[str, list[str]],
         owner = keyword
         while (longer := next((w for w in keywords if w != owner and owner in w), None)):
             owner = longer
-        terms = [keyword, *alternatives.get(keyword, ())]
-        weight = min(term_weights.get(t, term_weights.get(keyword, 1.0)) for t in terms)
-        made.append(Concept(frozenset(terms), weight, specific[owner], owner))
+        # A sub-word's own senses are not the longer word's ("天天" of "今天天气": every day).
+        other = alternatives.get(keyword, ()) if owner == keyword else ()
+        made.append(Concept(keyword, frozenset([keyword, *other]),
+                            term_weights.get(keyword, 1.0), specific[owner], owner))
     return made
 
 
@@ -138,10 +142,10 @@ def fixed_parts(rows: Sequence[dict[str, Any]], concepts: Sequence[Concept],
     for row in rows:
         present = set(row.pop("search_terms") or ())
         row.pop("term_weights", None)
-        held = [c for c in concepts if not c.terms.isdisjoint(present)]
-        found = {c.owner for c in held}
+        found = {c.owner for c in concepts if not c.terms.isdisjoint(present)}
         fixed[row["id"]] = Fixed(
-            scoring.keyword_score(sum(c.weight for c in held), total),
+            scoring.keyword_score(sum(c.weight for c in concepts if c.keyword in present),
+                                  total),
             scoring.keyword_score(sum(owners[o] for o in found), specific),
             scoring.recency(scoring.age_days(row["created_at"], row["event_date"], now, today)))
     return fixed

@@ -191,10 +191,12 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
-    results = _score(rows, found_by_keywords.fixed, concepts, normalised, cosines, weights,
-                     now, today, hood, semantic,
-                     floor=float(settings.MIN_SCORE_THRESHOLD),
-                     relevant_enough=float(settings.MEMORY_INJECT_MIN_RELEVANCE))[:limit]
+    relevant_enough = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
+    size = await services.term_stats.active(database.pool) if rows else 0
+    results = _within_limit(_score(rows, found_by_keywords.fixed, concepts, normalised, cosines,
+                                   weights, now, today, hood, semantic, size,
+                                   floor=float(settings.MIN_SCORE_THRESHOLD),
+                                   relevant_enough=relevant_enough), limit, relevant_enough)
     clock.lap("scoring")
     if touch:
         await touch_results(services, results)
@@ -245,8 +247,9 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
            concepts: Sequence[Concept],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
            weights: scoring.Weights, now: datetime, today: date,
-           hood: fusion.Neighbourhood | None, semantic: _Semantic | None, *,
-           floor: float, relevant_enough: float = 1.0) -> list[SearchResult]:
+           hood: fusion.Neighbourhood | None, semantic: _Semantic | None,
+           store_size: int, *, floor: float, relevant_enough: float = 1.0
+           ) -> list[SearchResult]:
     """Final scores, best first, each with its relevance (``search.relevance``); rows below
     ``floor`` are left out unless their relevance reaches ``relevant_enough`` (a Chinese
     question that finds an English memory through the lexicon ranks low, its semantic part
@@ -273,7 +276,7 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
         score = scoring.combine(weights, keyword=kw, semantic=sem,
                                 importance=row["importance"], recency_value=parts["recency"])
         cosine = cosines.get(row["id"])
-        evidence = _evidence(row, cosine, fixed[row["id"]].evidence, semantic)
+        evidence = _evidence(row, cosine, fixed[row["id"]].evidence, semantic, store_size)
         relevant = evidence.relevance()
         if score >= floor or relevant >= relevant_enough:
             results.append(SearchResult(row, score, parts, cosine, relevant, evidence))
@@ -281,13 +284,29 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
     return results
 
 
+def _within_limit(results: list[SearchResult], limit: int, relevant_enough: float
+                  ) -> list[SearchResult]:
+    """The best ``limit`` by score, except that a result relevant enough to be injected is
+    not cut for one that is not: it takes the place of the lowest such one (a memory found
+    only across languages scores low and is still what the chat is about)."""
+    kept, rest = results[:limit], results[limit:]
+    waiting = [r for r in rest if r.relevance >= relevant_enough]
+    for index in range(len(kept) - 1, -1, -1):
+        if not waiting:
+            break
+        if kept[index].relevance < relevant_enough:
+            kept[index] = waiting.pop(0)
+    kept.sort(key=lambda r: (-r.score, -r.id))
+    return kept
+
+
 def _evidence(row: Mapping[str, Any], cosine: float | None, keyword: float,
-              semantic: _Semantic | None) -> Evidence:
+              semantic: _Semantic | None, store_size: int) -> Evidence:
     language = language_of(str(row["content"]))
     if semantic is None or cosine is None:
-        return Evidence(None, keyword, False)
+        return Evidence(None, keyword, False, store_size)
     return Evidence(semantic.background.standing(cosine, language), keyword,
-                              language != semantic.language)
+                    language != semantic.language, store_size)
 
 
 def _start_vector(services: Services, settings: Settings, query: str,

@@ -16,7 +16,9 @@ on how many other memories are stored:
 ``relevance = logistic(STANDING * standing + KEYWORD * keyword [+ CROSS_KEYWORD * keyword
 when cross] - OFFSET)``, fitted on the retrieval dev set and checked on the natural questions
 at every store size (``bench/retrieval_quality.py --fit`` prints the fit, the frontier and the
-figures). Without a cosine (keyword-only search, or a memory not yet embedded) the keyword
+figures). Past 100 memories the offset grows as the best of n unrelated memories does
+(``many``: about one more deviation of standing at 10,000), so what one unrelated chat brings
+stays the same as the store grows. Without a cosine (keyword-only search, or a memory not yet embedded) the keyword
 evidence alone is used, fitted apart, so a relevance of 0.5 asks for evidence as strong in
 both modes and one floor serves both.
 """
@@ -32,6 +34,7 @@ CROSS_KEYWORD = 2.0  # added when the memory is in the other language
 OFFSET = 6.8
 KEYWORD_ONLY = 8.5
 KEYWORD_ONLY_OFFSET = 2.5
+MANY_FROM = 100  # store size up to which the offset holds as it is (see ``many``)
 
 
 @dataclass(frozen=True)
@@ -41,13 +44,25 @@ class Evidence:
     standing: float | None
     keyword: float
     cross: bool
+    store_size: int = 0  # active memories the query was searched among
 
     def relevance(self) -> float:
         """0..1: the number the injection floor compares."""
         if self.standing is None:
-            return _logistic(KEYWORD_ONLY * self.keyword - KEYWORD_ONLY_OFFSET)
+            return _logistic(KEYWORD_ONLY * self.keyword - KEYWORD_ONLY_OFFSET
+                             - many(self.store_size))
         keyword = KEYWORD + (CROSS_KEYWORD if self.cross else 0.0)
-        return _logistic(STANDING * self.standing + keyword * self.keyword - OFFSET)
+        return _logistic(STANDING * self.standing + keyword * self.keyword - OFFSET
+                         - many(self.store_size))
+
+
+def many(store_size: int) -> float:
+    """What a larger store asks more, so an unrelated chat brings as few memories at 10,000
+    as at 100: among n unrelated memories the best stands about sqrt(2 ln n) deviations above
+    their mean, so past ``MANY_FROM`` memories the evidence asked for grows by that much."""
+    if store_size <= MANY_FROM:
+        return 0.0
+    return STANDING * (math.sqrt(2 * math.log(store_size)) - math.sqrt(2 * math.log(MANY_FROM)))
 
 
 def _logistic(value: float) -> float:
