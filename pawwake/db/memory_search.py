@@ -57,15 +57,17 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             window: int, gather_cap: int | None, exclude: Sequence[int],
                             limit: int,
                             rank_weights: tuple[float, float, float], now: datetime,
-                            today: date, vectors_of: VectorSource | None = None
-                            ) -> list[dict[str, Any]]:
+                            today: date, vectors_of: VectorSource | None = None,
+                            counted: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
     the active memories counted by this statement (small collections, no extra round-trip).
     With ``vectors_of`` (pgvector), each row also brings its stored vector of that provenance
     in ``vector`` (``memory_embeddings.sent_vector_sql``; NULL when it has none): read before
-    the query's vector exists, so the rows' cosines cost nothing after it.
+    the query's vector exists, so the rows' cosines cost nothing after it. ``counted``: the
+    terms whose weights make the share's whole (default all): a query's other-language terms
+    find rows without diluting its own keywords' share.
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -74,7 +76,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "terms": terms, "estimates": [estimates.get(t) for t in terms],
         "collection": collection, "exclude": list(exclude),
         "limit": limit, "wk": rank_weights[0], "wi": rank_weights[1], "wr": rank_weights[2],
-        "now": now, "today": today}
+        "now": now, "today": today, "counted": list(counted if counted is not None else [])}
     if not terms:
         return []
     vector, with_vector = "", ""
@@ -110,7 +112,8 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"
         "   FROM unnest(%(terms)s::text[], %(estimates)s::bigint[]) AS q (term, estimate)"
         "   LEFT JOIN counts c ON c.term = q.term),"
-        " total AS (SELECT sum(weight) AS weight FROM weights),"
+        " total AS (SELECT sum(weight) AS weight FROM weights"
+        "   WHERE cardinality(%(counted)s::text[]) = 0 OR term = ANY(%(counted)s::text[])),"
         " scores AS (SELECT h.id, sum(w.weight) AS hit FROM hits h"
         "   JOIN weights w ON w.term = h.term GROUP BY h.id),"
         " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"

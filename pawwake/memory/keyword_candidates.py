@@ -115,7 +115,7 @@ async def keyword_candidates(services: Services, database: Database, keywords: l
             gather_cap=plan.gather_cap,
             exclude=exclude, limit=pool_size, now=now, today=today,
             rank_weights=(weights.keyword, weights.importance, weights.recency),
-            vectors_of=vectors_of)
+            vectors_of=vectors_of, counted=keywords)
     if rows:
         term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
     else:  # nothing gathered: a gathered term occurs nowhere
