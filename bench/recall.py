@@ -253,7 +253,8 @@ async def main(sizes: list[int], runs: int, turns: int, steps: bool, backend: st
         settings = Settings.from_env(
             {}, DATABASE_URL=server.get_uri(), JOB_WORKERS=0, GATEWAY_SECRET=KEY,
             PAWWAKE_DATA_DIR=str(workdir / "data"), EMBEDDING_PROVIDER="local",
-            MEMORY_ENABLED=False, CONVERSATION_RECALL_ENABLED=True, VECTOR_BACKEND=backend)
+            MEMORY_ENABLED=False, CONVERSATION_RECALL_ENABLED=True, VECTOR_BACKEND=backend,
+            QUERY_EMBEDDING_TIMEOUT=60, QUERY_EMBEDDING_MAX_WAIT=0)  # busy machines: wait
         app = create_app(settings)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

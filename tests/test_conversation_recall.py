@@ -13,7 +13,7 @@ from pawwake.chat.recall.inject import (
     fragments_to_exclude,
     mark_fragments_seen,
 )
-from pawwake.chat.recall.rank import SessionHits, fragment_id, rank_sessions
+from pawwake.chat.recall.rank import MessageHit, Weights, fragment_id, rank_sessions
 from pawwake.db.pool import cursor, execute
 from pawwake.search.fusion import Neighbourhood
 from pawwake.services import services_of
@@ -136,15 +136,43 @@ def test_fragment_id_is_order_free_and_versioned() -> None:
 
 def test_a_weak_semantic_pool_is_not_stretched_to_full_marks() -> None:
     now = datetime(2026, 1, 10, tzinfo=UTC)
-    weak = SessionHits("a", cosine=0.82, latest=now)
-    weaker = SessionHits("b", cosine=0.81, latest=now)
+    weights = Weights(0.45, 0.35, 0.2)
+    weak = MessageHit(1, "a", now, cosine=0.82)
+    weaker = MessageHit(2, "b", now, cosine=0.81)
     flat = Neighbourhood.of([0.82, 0.81, 0.81, 0.80, 0.80, 0.79, 0.79, 0.78], 0.78)
-    ranked = rank_sessions([weak, weaker], now=now, weights=(0.45, 0.35, 0.2), hood=flat)
+    ranked = rank_sessions([weak, weaker], now=now, weights=weights, hood=flat)
     assert all(r.parts["semantic"] < 0.5 for r in ranked)
-    strong = SessionHits("c", cosine=0.95, latest=now - timedelta(days=3))
+    strong = MessageHit(3, "c", now - timedelta(days=3), cosine=0.95)
     clear = Neighbourhood.of([0.95] + [0.78 + 0.001 * i for i in range(39)], 0.78)
-    ranked = rank_sessions([weak, strong], now=now, weights=(0.45, 0.35, 0.2), hood=clear)
-    assert ranked[0].hits.session_id == "c" and ranked[0].parts["semantic"] == 1.0
+    ranked = rank_sessions([weak, strong], now=now, weights=weights, hood=clear)
+    assert ranked[0].session_id == "c" and ranked[0].parts["semantic"] == 1.0
+
+
+def test_matched_messages_are_the_sessions_best_by_their_own_evidence() -> None:
+    """A session's fragment names the message that matched best, whether by keyword or by
+    meaning, on one scale (a raw cosine of 0.8 is no match by itself)."""
+    now = datetime(2026, 1, 10, tzinfo=UTC)
+    hood = Neighbourhood.of([0.90] + [0.78 + 0.002 * i for i in range(39)], 0.78)
+    messages = [MessageHit(1, "s", now, keyword=0.3, cosine=0.79),  # one weak keyword
+                MessageHit(2, "s", now, cosine=0.90),  # the clear semantic match
+                MessageHit(3, "s", now, cosine=0.80),
+                MessageHit(4, "s", now, cosine=0.87),
+                MessageHit(5, "s", now, cosine=0.70)]  # below the mean: not a match
+    ranked = rank_sessions(messages, now=now, weights=Weights(0.45, 0.35, 0.0), hood=hood)
+    assert [m.hit.id for m in ranked[0].matched] == [2, 4, 1]
+    assert ranked[0].matched_ids == [1, 2, 4]
+
+
+def test_recency_orders_equals_without_overruling_relevance() -> None:
+    now = datetime(2026, 1, 10, tzinfo=UTC)
+    weights = Weights(0.45, 0.35, 0.2)
+    old_match = MessageHit(1, "old", now - timedelta(days=400), keyword=1.0)
+    new_near = MessageHit(2, "new", now - timedelta(hours=1), keyword=0.5)
+    ranked = rank_sessions([old_match, new_near], now=now, weights=weights)
+    assert [r.session_id for r in ranked] == ["old", "new"]
+    twin = MessageHit(3, "twin", now - timedelta(days=2), keyword=1.0)
+    ranked = rank_sessions([old_match, twin], now=now, weights=weights)
+    assert [r.session_id for r in ranked] == ["twin", "old"]
 
 
 def test_inject_block_uses_local_time() -> None:

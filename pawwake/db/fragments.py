@@ -76,6 +76,18 @@ async def searchable_count(cur: Cursor) -> tuple[int, int]:
     return int(searchable), int(estimated or 0)
 
 
+async def searchable_totals(cur: Cursor) -> tuple[int, int, int]:
+    """``searchable_count`` and, read in the same pass, the sessions holding an indexed
+    searchable message (what a term's spread across sessions is measured against)."""
+    await cur.execute(
+        "SELECT count(*), count(DISTINCT c.session_id),"
+        " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+        "  WHERE oid = 'conversations'::regclass)"
+        f" FROM conversations c WHERE {_SEARCHABLE} AND c.search_terms IS NOT NULL")
+    searchable, sessions, estimated = await cur.fetchone()
+    return int(searchable), int(sessions), int(estimated or 0)
+
+
 async def term_counts(cur: Cursor, terms: Sequence[str]) -> dict[str, int]:
     """Searchable messages containing each term, counted on the GIN index (meant for terms
     the statistics do not list as frequent)."""
@@ -232,6 +244,23 @@ async def live_neighbours(cur: Cursor, provenance: VectorSource,
         " ORDER BY e.cosine DESC, c.id DESC LIMIT %(k)s",
         {**provenance_params(provenance), "ids": [i for i, _ in near], "cosines": [c for _, c in near],
          "exclude": list(exclude_sessions), "keep_below": keep_below, "k": k})
+
+
+async def cosines_of(cur: Cursor, provenance: VectorSource, query: np.ndarray,
+                     message_ids: Sequence[int]) -> dict[int, float]:
+    """Raw cosines of ``query`` with the current vectors of ``message_ids`` (pgvector), looked
+    up by key: the keyword candidates' semantic evidence."""
+    if not message_ids:
+        return {}
+    dim = int(provenance.dim)
+    rows = await fetch_all(
+        cur,
+        f"SELECT e.message_id, 1 - (e.embedding::vector({dim}) <=> %(q)s::vector({dim}))"
+        "   AS cosine FROM conversation_embeddings e JOIN conversations c ON c.id = e.message_id"
+        f" WHERE e.message_id = ANY(%(ids)s::bigint[]) AND {OF_PROVENANCE}"
+        f"   AND e.content_sha = {_SHA}",
+        {**provenance_params(provenance), "ids": list(message_ids), "q": vector_literal(query)})
+    return {int(row["message_id"]): float(row["cosine"]) for row in rows}
 
 
 # -- context windows -------------------------------------------------------------------------

@@ -65,3 +65,8 @@ async def index_terms(texts: Sequence[str], *, priority: int = BACKGROUND,
 async def query_keywords(text: str, top_k: int = 10, *, priority: int = CHAT) -> list[str]:
     """A search query's keywords (see ``tokens.query_keywords``), ahead of background cutting."""
     return await _worker.run(priority, tokens.query_keywords, text, top_k)
+
+
+async def unknown_runs(text: str, *, priority: int = CHAT) -> list[str]:
+    """Runs of single Chinese characters in a query (see ``tokens.unknown_runs``)."""
+    return await _worker.run(priority, tokens.unknown_runs, text)

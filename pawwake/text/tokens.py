@@ -266,6 +266,11 @@ def load(data_dir: str | Path | None = None) -> None:
         log.info("tokenizer loaded")
 
 
+def has_han(text: str) -> bool:
+    """Whether ``text`` holds a Chinese character."""
+    return _HAN.search(text) is not None
+
+
 def is_loaded() -> bool:
     return _loaded
 
@@ -357,6 +362,30 @@ def _sub_words(body: str, words: list[str]) -> list[str]:
     chosen = set(words)
     inner = [w for w in _han_terms(jieba.lcut_for_search(body, HMM=False)) if len(w) >= 2]
     return [w for w in inner if w not in chosen and any(w in word for word in chosen)]
+
+
+@lru_cache(maxsize=2048)
+def _unknown_runs(text: str) -> tuple[str, ...]:
+    runs, current = [], ""
+    for token in _segments(strip_timestamp(text)):
+        word = token.strip()
+        if len(word) == 1 and _HAN.match(word) and word not in STOPWORDS:
+            current += word
+            continue
+        if len(current) > 1:
+            runs.append(current)
+        current = ""
+    if len(current) > 1:
+        runs.append(current)
+    return tuple(dict.fromkeys(runs))
+
+
+def unknown_runs(text: str) -> list[str]:
+    """Runs of two or more single Chinese characters the dictionary could not join into a
+    word (with HMM off, mostly names: "林晓" is cut as 林 + 晓), as the characters' text.
+    ``query_keywords`` keeps single characters only when nothing longer is there, so a name
+    next to ordinary words would otherwise not be searched at all."""
+    return list(_unknown_runs(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS)))
 
 
 def query_keywords(text: str, top_k: int = 10) -> list[str]:

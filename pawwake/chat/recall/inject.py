@@ -87,7 +87,7 @@ async def recalled_fragments(context: StepContext, request: StepInput) -> StepRe
     # zones A/B (imported ids need not follow dates); without a zone start, none did.
     outcome = await search_fragments(context.services, query, max_sessions=limit,
                                      exclude_session_ids=[thread.thread_id],
-        exclude_fragment_ids=seen, settings=settings,
+        exclude_fragment_ids=seen, settings=settings, now=context.services.chat.clock(),
         keep_excluded_below=thread.state.zone_start_message_id or 0)
     block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)
     if not block:

@@ -1,24 +1,32 @@
-"""Pure parts of conversation recall: fragment ids, per-session scores, trimming.
+"""Pure parts of conversation recall: message scores, sessions ranked by their messages,
+fragment ids, trimming.
 
-Sessions are scored on three parts: keyword (best IDF-weighted share of query terms in one
-message) and recency of the newest matching message, each min-max normalised across the
-candidate pool, and semantic: the best admitted message's place in the query's neighbourhood
-(``search.fusion``, the rule memory search uses), so a pool without a clear match cannot
-reach 1.0.
+Every candidate message is scored on its own evidence: keyword (the IDF-weighted share of the
+query's keywords it holds), semantic (its cosine's place in the query's neighbourhood,
+``search.fusion``, the rule memory search uses, so a pool without a clear match cannot reach
+1.0), recency (``1 / (1 + days)`` of its own age, so it decides between equals without
+stretching a month's difference to full marks) and, when the question names a date, whether
+the message falls in that window. A session ranks by its best message, plus a small share of
+its next best (``SUPPORT``): a conversation that keeps returning to the question's topic beats
+one stray line. The fragment's matched messages are the session's best-scoring messages, so
+the line that answers is among them, not only its session.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
+from pawwake.chat.recall.when import TimeWindow
 from pawwake.search.fusion import Neighbourhood
 
 MATCH_CHARS = 200
 CONTEXT_CHARS = 80
 MATCHES_PER_FRAGMENT = 3
+SUPPORT = 0.2  # weight of a session's second and third best messages in its score
+DATE_WEIGHT = 0.3  # what being in the question's date window adds to a message's score
 
 
 def fragment_id(matched_ids: Iterable[int]) -> str:
@@ -33,61 +41,83 @@ def trim(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
-def min_max(values: Mapping[str, float]) -> dict[str, float]:
-    """Scale to 0..1 across the pool; a pool of equal values scores 1 (or 0 when all 0)."""
-    if not values:
-        return {}
-    low, high = min(values.values()), max(values.values())
-    if high - low <= 1e-12:
-        return {key: (1.0 if high > 0 else 0.0) for key in values}
-    return {key: (value - low) / (high - low) for key, value in values.items()}
+def recency(created_at: datetime, now: datetime) -> float:
+    return 1.0 / (1.0 + max(0.0, (now - created_at).total_seconds() / 86400.0))
 
 
 @dataclass
-class SessionHits:
-    """What matched in one session."""
+class MessageHit:
+    """One candidate message and what it shares with the query."""
 
+    id: int
     session_id: str
-    keyword: float = 0.0  # best message share of query keyword weight
-    cosine: float | None = None  # best raw cosine above the threshold
-    latest: datetime | None = None  # newest matching message
-    message_scores: dict[int, float] = field(default_factory=dict)
-
-    def add(self, message_id: int, created_at: datetime, score: float) -> None:
-        self.message_scores[message_id] = max(score, self.message_scores.get(message_id, 0.0))
-        if self.latest is None or created_at > self.latest:
-            self.latest = created_at
-
-    def matched_ids(self) -> list[int]:
-        best = sorted(self.message_scores.items(), key=lambda item: (-item[1], -item[0]))
-        return sorted(i for i, _ in best[:MATCHES_PER_FRAGMENT])
+    created_at: datetime
+    keyword: float = 0.0  # share of the query's keyword weight present in the message
+    cosine: float | None = None  # raw cosine with the query, when the message has a vector
 
 
 @dataclass(frozen=True)
-class RankedSession:
-    hits: SessionHits
+class ScoredMessage:
+    hit: MessageHit
     score: float
     parts: dict[str, float]
 
 
-def rank_sessions(sessions: Sequence[SessionHits], *, now: datetime,
-                  weights: tuple[float, float, float],
-                  hood: Neighbourhood | None = None) -> list[RankedSession]:
-    """Score and order candidate sessions (best first; ties: newer first, then id)."""
-    w_kw, w_sem, w_rec = weights
-    keyword = min_max({s.session_id: s.keyword for s in sessions})
-    recency = min_max({
-        s.session_id: 1.0 / (1.0 + max(0.0, (now - s.latest).total_seconds() / 86400.0))
-        for s in sessions if s.latest is not None})
-    semantic_by_index = {index: hood.score(s.cosine) for index, s in enumerate(sessions)
-                         if s.cosine is not None and hood is not None}
+@dataclass(frozen=True)
+class Weights:
+    keyword: float
+    semantic: float
+    recency: float
+
+
+def score_message(hit: MessageHit, *, now: datetime, weights: Weights,
+                  hood: Neighbourhood | None, window: TimeWindow | None) -> ScoredMessage:
+    semantic = hood.score(hit.cosine) if hood is not None and hit.cosine is not None else 0.0
+    parts = {"keyword": round(hit.keyword, 6), "semantic": round(semantic, 6),
+             "recency": round(recency(hit.created_at, now), 6)}
+    score = (weights.keyword * parts["keyword"] + weights.semantic * parts["semantic"]
+             + weights.recency * parts["recency"])
+    if window is not None:
+        parts["date"] = 1.0 if window.holds(hit.created_at) else 0.0
+        score += DATE_WEIGHT * parts["date"]
+    return ScoredMessage(hit, round(score, 6), parts)
+
+
+@dataclass(frozen=True)
+class RankedSession:
+    session_id: str
+    score: float
+    parts: dict[str, float]  # the best message's
+    matched: tuple[ScoredMessage, ...]  # best first, at most MATCHES_PER_FRAGMENT
+
+    @property
+    def matched_ids(self) -> list[int]:
+        return sorted(m.hit.id for m in self.matched)
+
+    @property
+    def latest(self) -> datetime:
+        return max(m.hit.created_at for m in self.matched)
+
+
+def rank_sessions(messages: Iterable[MessageHit], *, now: datetime, weights: Weights,
+                  hood: Neighbourhood | None = None, window: TimeWindow | None = None
+                  ) -> list[RankedSession]:
+    """Sessions holding a relevant message, best first (ties: newer first, then id).
+
+    A message counts when it shares a keyword or scores above the neighbourhood's mean;
+    recency and the date window only order what is relevant."""
+    by_session: dict[str, list[ScoredMessage]] = {}
+    for hit in messages:
+        scored = score_message(hit, now=now, weights=weights, hood=hood, window=window)
+        if scored.parts["keyword"] <= 0 and scored.parts["semantic"] <= 0:
+            continue
+        by_session.setdefault(hit.session_id, []).append(scored)
     ranked = []
-    for index, s in enumerate(sessions):
-        parts = {"keyword": round(keyword.get(s.session_id, 0.0), 6),
-                 "semantic": round(semantic_by_index.get(index, 0.0), 6),
-                 "recency": round(recency.get(s.session_id, 0.0), 6)}
-        score = w_kw * parts["keyword"] + w_sem * parts["semantic"] + w_rec * parts["recency"]
-        ranked.append(RankedSession(s, round(score, 6), parts))
-    ranked.sort(key=lambda r: (-r.score, -(r.hits.latest.timestamp() if r.hits.latest else 0),
-                               r.hits.session_id))
+    for session_id, scored_messages in by_session.items():
+        best = sorted(scored_messages, key=lambda m: (-m.score, -m.hit.id))
+        top = best[:MATCHES_PER_FRAGMENT]
+        score = top[0].score + SUPPORT * sum(m.score for m in top[1:])
+        ranked.append(RankedSession(session_id, round(score, 6), top[0].parts, tuple(top)))
+    ranked.sort(key=lambda r: (-r.score, -r.latest.timestamp(), r.session_id))
     return ranked
+

@@ -1,26 +1,34 @@
 """Conversation recall: find past conversations in their own words, as stable fragments.
 
-Keyword candidates come from the GIN-indexed terms, semantic ones from message vectors whose
-raw cosine reaches ``CONVERSATION_MIN_SCORE_THRESHOLD``; sessions are ranked by
-``recall.rank`` over a pool of ``max(20, 3 * max_sessions)`` and each chosen session gives one
-fragment: its best matching messages with ``context`` neighbours on each side. Stateless:
-callers pass the sessions and fragment ids to leave out (the next candidates move up).
+Candidates are messages: those sharing a keyword (GIN-indexed terms) and the ``NEAREST``
+messages to the query's vector; each gets both kinds of evidence (a keyword candidate's cosine
+is looked up, a semantic one's terms are already known), so ``recall.rank`` scores every
+message on its own and ranks sessions by their best messages. Each chosen session gives one
+fragment: its best messages as the matched ones, with ``context`` neighbours on each side.
+A date the question names (``recall.when``) is a part of the score and leaves the keywords;
+words common to most sessions (names, greetings) are kept from the embedding model
+(``common_terms``). Stateless: callers pass the sessions and fragment ids to leave out (the
+next candidates move up).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall import stats as recall_stats
+from pawwake.chat.recall import when
 from pawwake.chat.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
-    SessionHits,
+    MessageHit,
+    RankedSession,
+    Weights,
     fragment_id,
     rank_sessions,
     trim,
@@ -28,10 +36,11 @@ from pawwake.chat.recall.rank import (
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
+from pawwake.local_time import zone_of
 from pawwake.search import fusion
 from pawwake.search.scoring import keyword_score
 from pawwake.settings import Settings
-from pawwake.text import offload, tokens
+from pawwake.text import english, offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
 if TYPE_CHECKING:
@@ -41,6 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KEYWORD_ROWS = 1000
+NEAREST = 100  # nearest messages read per query (at least): each is a candidate
+COSINE_LOOKUPS = 300  # keyword candidates (best shares first) whose cosine is looked up
+COMMON_SESSION_SHARE = 0.2  # a keyword in this share of sessions is not sent to the model
+COMMON_MIN_SESSIONS = 10  # ... once there are this many sessions to tell
 CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left them bare
 
 
@@ -67,19 +80,21 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
                            keep_excluded_below: int = 0,
-                           settings: Settings) -> RecallOutcome:
+                           settings: Settings, now: datetime | None = None) -> RecallOutcome:
     """Search stored conversations for ``query``; see the module docstring.
 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
     (created_at, id) order) stay searchable: the current thread's history that slid out of
-    the live zones."""
+    the live zones. ``now``: the moment recency and dates without a year are measured from."""
     database = services.require_database()
+    now = now or datetime.now(UTC)
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
     await conversation_index.index_pending(services, limit=CATCH_UP_LIMIT)
-    keywords = await offload.query_keywords(query)
-    pool_size = max(20, 3 * max_sessions)
-    sessions: dict[str, SessionHits] = {}
+    window = when.find_window(query, zone_of(settings), now)
+    keywords = await _keywords(when.without(query, window))
+    hits: dict[int, MessageHit] = {}
+    common: set[str] = set()
 
     if keywords:
         stats = recall_stats.for_pool(database.pool)
@@ -93,26 +108,22 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
         for row in rows:
             present = set(row["search_terms"] or ())
             share = keyword_score(sum(w for t, w in weights.items() if t in present), total)
-            hits = sessions.setdefault(row["session_id"], SessionHits(row["session_id"]))
-            hits.keyword = max(hits.keyword, share)
-            hits.add(row["id"], row["created_at"], share)
+            hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"], share)
+        common = common_terms(rows, keywords, stats.sessions)
 
     semantic_mode, warning, threshold, hood = False, None, None, None
     if mode == "hybrid":
         semantic_mode, warning, threshold, hood = await _semantic(
-            services, settings, embedding_text(query, keywords), excluded_sessions,
-            keep_excluded_below, pool_size, sessions)
-    ranked_pool = sorted(sessions.values(), key=lambda s: (
-        -(s.keyword + (s.cosine or 0.0)), -(s.latest.timestamp() if s.latest else 0),
-        s.session_id))[:pool_size]
-    weights_tuple = (float(settings.CONVERSATION_HW_KEYWORD),
-                     float(settings.CONVERSATION_HW_SEMANTIC) if semantic_mode else 0.0,
-                     float(settings.CONVERSATION_HW_RECENCY))
-    ranked = rank_sessions(ranked_pool, now=datetime.now(UTC), weights=weights_tuple,
-                           hood=hood)
+            services, settings, embedding_text(without_terms(query, common), keywords),
+            excluded_sessions, keep_excluded_below, max(20, 3 * max_sessions), hits)
+    weights_of = Weights(float(settings.CONVERSATION_HW_KEYWORD),
+                         float(settings.CONVERSATION_HW_SEMANTIC) if semantic_mode else 0.0,
+                         float(settings.CONVERSATION_HW_RECENCY))
+    ranked = rank_sessions(hits.values(), now=now, weights=weights_of, hood=hood,
+                           window=window)
     chosen = []
     for item in ranked:
-        fid = fragment_id(item.hits.matched_ids())
+        fid = fragment_id(item.matched_ids)
         if fid in excluded_fragments:
             continue
         chosen.append((item, fid))
@@ -121,15 +132,58 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     fragments = await _build_fragments(database.pool, chosen, context)
     return RecallOutcome(fragments=fragments, mode="hybrid" if semantic_mode else "keyword",
                          keywords=keywords, warning=warning, threshold=threshold,
-                         candidates=len(ranked_pool))
+                         candidates=len(ranked))
+
+
+async def _keywords(text: str) -> list[str]:
+    """The query's keywords, plus the single characters of names and other words the
+    dictionary lacks (index terms hold single characters, so "林晓" is found as 林 + 晓)."""
+    keywords = await offload.query_keywords(text)
+    runs = await offload.unknown_runs(text)
+    return list(dict.fromkeys([*keywords, *(ch for run in runs for ch in run)]))
+
+
+def common_terms(rows: Sequence[Mapping[str, Any]], keywords: Sequence[str], sessions: int
+                 ) -> set[str]:
+    """Keywords present in at least ``COMMON_SESSION_SHARE`` of the searchable sessions (among
+    the keyword rows, which hold every message with a keyword below the gathering bounds).
+
+    Such a word says who or when rather than what: the two people's names, which greetings
+    and good-nights repeat in session after session, or "work" and "day". Sent to the
+    embedding model it pulls every "Hey Maya!" above the message that answers a question
+    about Maya; it still counts as a keyword, with its low IDF weight."""
+    if sessions < COMMON_MIN_SESSIONS:
+        return set()
+    seen: dict[str, set[str]] = {}
+    wanted = set(keywords)
+    for row in rows:
+        for term in wanted.intersection(row["search_terms"] or ()):
+            seen.setdefault(term, set()).add(row["session_id"])
+    return {t for t, s in seen.items() if len(s) >= COMMON_SESSION_SHARE * sessions}
+
+
+_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+
+
+def without_terms(text: str, terms: set[str]) -> str:
+    """``text`` without the words whose index term is in ``terms`` (English words by their
+    normalised form, Chinese by their characters), for the embedding model."""
+    if not terms:
+        return text
+    kept = _WORD.sub(lambda m: "" if english.normalise(m.group(0)) in terms else m.group(0),
+                     text)
+    for term in sorted((t for t in terms if tokens.has_han(t)), key=len, reverse=True):
+        kept = kept.replace(term, "")
+    kept = " ".join(kept.split())
+    return kept if not nothing_to_search(kept) else text
 
 
 async def _semantic(services: Services, settings: Settings, query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
-                    sessions: dict[str, SessionHits]
+                    hits: dict[int, MessageHit]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
-    """Add the messages admitted by rank in the query's neighbourhood (``search.fusion``) to
-    ``sessions``; returns (used, warning, noise floor, neighbourhood)."""
+    """Give every candidate its cosine: the nearest messages join ``hits``, keyword
+    candidates get theirs looked up; returns (used, warning, noise floor, neighbourhood)."""
     database = services.require_database()
     if nothing_to_search(query):  # not worth a model call
         return False, None, None, None
@@ -143,27 +197,32 @@ async def _semantic(services: Services, settings: Settings, query: str,
     if pgvector:
         conversation_index.request_vector_index(services, settings, provenance)
     neighbours = await services.recall_vectors.nearest(
-        database.pool, provenance, vector, max(100, 5 * pool_size), excluded_sessions,
+        database.pool, provenance, vector, max(NEAREST, 5 * pool_size), excluded_sessions,
         pgvector=pgvector, keep_below=keep_excluded_below)
     if not neighbours:
         return False, ("No conversation message has a vector yet (the embedding job fills"
                        " them); keywords only."), None, None
-    nearest = sorted(neighbours, key=lambda row: -row["cosine"])[:fusion.NEIGHBOURHOOD]
-    hood = fusion.Neighbourhood.of([row["cosine"] for row in nearest], threshold)
+    nearest = sorted(neighbours, key=lambda row: -row["cosine"])
+    hood = fusion.Neighbourhood.of([row["cosine"] for row in nearest[:fusion.NEIGHBOURHOOD]],
+                                   threshold)
     assert hood is not None
-    admitted = set(fusion.admitted([(row["id"], row["cosine"]) for row in nearest], hood))
     for row in nearest:
-        if row["id"] not in admitted:
-            continue
-        hits = sessions.setdefault(row["session_id"], SessionHits(row["session_id"]))
-        hits.cosine = max(hits.cosine or 0.0, row["cosine"])
-        hits.add(row["id"], row["created_at"], row["cosine"])
+        hit = hits.get(row["id"])
+        if hit is None:
+            hit = hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"])
+        hit.cosine = float(row["cosine"])
+    lacking = [hit.id for hit in sorted((h for h in hits.values() if h.cosine is None),
+                                        key=lambda h: -h.keyword)[:COSINE_LOOKUPS]]
+    found = await services.recall_vectors.cosines(database.pool, provenance, vector, lacking,
+                                                  pgvector=pgvector)
+    for message_id, cosine in found.items():
+        hits[message_id].cosine = cosine
     return True, None, threshold, hood
 
 
-async def _build_fragments(pool: Any, chosen: list[tuple[Any, str]], context: int
+async def _build_fragments(pool: Any, chosen: list[tuple[RankedSession, str]], context: int
                            ) -> list[dict[str, Any]]:
-    matched = {i for item, _ in chosen for i in item.hits.matched_ids()}
+    matched = {i for item, _ in chosen for i in item.matched_ids}
     async with cursor(pool) as cur:
         rows = await db.context_windows(cur, sorted(matched), context)
     by_session: dict[str, list[dict[str, Any]]] = {}
@@ -171,20 +230,19 @@ async def _build_fragments(pool: Any, chosen: list[tuple[Any, str]], context: in
         by_session.setdefault(row["session_id"], []).append(row)
     fragments = []
     for item, fid in chosen:
-        hits = item.hits
-        ids = set(hits.matched_ids())
+        ids = set(item.matched_ids)
         messages = [{
             "role": row["role"],
             "content": trim(row["content"], MATCH_CHARS if row["id"] in ids else CONTEXT_CHARS),
             "created_at": row["created_at"].isoformat(),
             "matched": row["id"] in ids,
-        } for row in by_session.get(hits.session_id, [])]
+        } for row in by_session.get(item.session_id, [])]
         fragments.append({
             "fragment_id": fid,
-            "session_id": hits.session_id,
+            "session_id": item.session_id,
             "score": item.score,
             "parts": item.parts,
-            "latest_match_at": hits.latest.isoformat() if hits.latest else None,
+            "latest_match_at": item.latest.isoformat(),
             "messages": messages,
         })
     return fragments

@@ -38,13 +38,14 @@ class RecallTermStats:
         self._loaded_at = -1e9
         self._searchable = 0
         self._rows = 0
+        self.sessions = 0  # sessions holding a searchable message (after ``refresh``)
         self._frequent: dict[str, float] = {}
 
     async def refresh(self, pool: aiopg.Pool) -> None:
         if time.monotonic() - self._loaded_at < self.ttl and self._searchable >= EXACT_BELOW:
             return
         async with cursor(pool) as cur:
-            self._searchable, self._rows = await db.searchable_count(cur)
+            self._searchable, self.sessions, self._rows = await db.searchable_totals(cur)
             self._frequent = (await memory_search.frequent_terms(cur, "conversations")
                               if self._searchable >= EXACT_BELOW else {})
         self._loaded_at = time.monotonic()

@@ -72,6 +72,16 @@ class MessageVectors:
                 return found
             fetch = min(NEAREST_FETCH_CAP, fetch * 4)
 
+    async def cosines(self, pool: aiopg.Pool, provenance: Provenance, query: np.ndarray,
+                      message_ids: Sequence[int], *, pgvector: bool) -> dict[int, float]:
+        """Raw cosines of ``query`` with the given messages' vectors (those that have one)."""
+        if not message_ids:
+            return {}
+        if pgvector:
+            async with cursor(pool) as cur:
+                return await db.cosines_of(cur, provenance, query, message_ids)
+        return await self.index.cosines_for(pool, provenance, query, message_ids)
+
 
 @asynccontextmanager
 async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig,

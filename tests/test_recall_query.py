@@ -1,0 +1,61 @@
+"""What recall reads out of a question: date windows, and the words kept from the model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pawwake.chat.recall.search import common_terms, without_terms
+from pawwake.chat.recall.when import find_window, without
+from pawwake.local_time import zone_at
+
+NOW = datetime(2026, 5, 20, 12, tzinfo=UTC)
+UTC8 = zone_at(8)
+
+
+@pytest.mark.parametrize(("question", "start", "days"), [
+    ("What did Maya cook in March 2024?", "2024-03-01", 31),
+    ("what happened during march, 2024", "2024-03-01", 31),
+    ("2024年3月林晓成功做出了什么菜？", "2024-03-01", 31),
+    ("2024年2月12日我们聊了什么", "2024-02-12", 1),
+    ("What did we talk about on 12 March 2024?", "2024-03-12", 1),
+    ("Anything on March 12, 2024?", "2024-03-12", 1),
+    ("2024-02 的对话", "2024-02-01", 29),
+    ("what did I say on 2024-02-29", "2024-02-29", 1),
+    ("我3月说过什么", "2026-03-01", 31),  # no year: the latest March not after now
+    ("我11月说过什么", "2025-11-01", 30),  # ... which for November is last year's
+    ("what did I buy in December?", "2025-12-01", 31),
+])
+def test_a_named_date_is_a_window_in_local_time(question: str, start: str, days: int) -> None:
+    window = find_window(question, UTC8, NOW)
+    assert window is not None
+    local_start = datetime.fromisoformat(start).replace(tzinfo=UTC8)
+    assert window.start == local_start.astimezone(UTC)
+    assert window.end == (local_start + timedelta(days=days)).astimezone(UTC)
+    assert window.holds(window.start) and not window.holds(window.end)
+
+
+@pytest.mark.parametrize("question", [
+    "May I ask what breed the dog is?", "Let's march on", "I ran 5 km in 30 minutes",
+    "What did Maya adopt?", "2024年13月", "我们聊过三月的事吗"])
+def test_words_that_only_look_like_dates_are_not_windows(question: str) -> None:
+    assert find_window(question, UTC8, NOW) is None
+
+
+def test_the_dates_words_leave_the_keyword_text() -> None:
+    window = find_window("What did Maya cook successfully in March 2024?", UTC8, NOW)
+    assert without("What did Maya cook successfully in March 2024?", window) == \
+        "What did Maya cook successfully in ?"
+    assert without("no date here", None) == "no date here"
+
+
+def test_words_common_to_most_sessions_are_kept_from_the_model() -> None:
+    rows = [{"session_id": f"s{i}", "search_terms": ["maya", "hey"] + (["dog"] if i < 2 else [])}
+            for i in range(12)]
+    assert common_terms(rows, ["maya", "dog", "breed"], sessions=12) == {"maya"}
+    assert common_terms(rows, ["maya"], sessions=5) == set()  # too few sessions to tell
+    assert without_terms("What breed is the dog Maya's family adopted?", {"maya"}) == \
+        "What breed is the dog family adopted?"
+    assert without_terms("林晓领养的狗是什么品种？", {"林", "晓"}) == "领养的狗是什么品种？"
+    assert without_terms("Maya?", {"maya"}) == "Maya?"  # nothing left to search: as asked
