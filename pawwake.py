@@ -19,7 +19,7 @@ from aiohttp import web
 from pawwake.app import create_app
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
-from pawwake.settings import Settings
+from pawwake.settings import Settings, environment_errors
 from pawwake.tasks import REQUEST_GRACE_SECONDS, SHUTDOWN_SECONDS
 
 log = logging.getLogger("pawwake")
@@ -50,11 +50,26 @@ async def start_watchdog(_app: web.Application) -> None:
 _shutdown_started: list[float] = []
 
 
+def refuse_bad_environment() -> None:
+    """A value the gateway cannot use stops the start, each named in one line: serving on it
+    would fail every chat later, far from the cause; a failed start shows in the deploy log,
+    and a host such as Render keeps the previous deploy running meanwhile."""
+    problems = environment_errors(os.environ)
+    if not problems:
+        return
+    configure_logging("INFO")
+    for problem in problems:
+        log.error("%s %s (set in the environment)", problem.name, problem.message)
+    log.error("not starting: fix the value(s) above")
+    sys.exit(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Pawwake memory gateway")
     parser.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
     parser.add_argument("--port", type=int, default=None, help="default: $PORT or 8000")
     args = parser.parse_args()
+    refuse_bad_environment()
     settings = Settings.from_env()
     if args.port is not None:
         settings = settings.with_values({"PORT": args.port})
@@ -64,10 +79,15 @@ def main() -> None:
     app = create_app(settings)
     app.on_shutdown.append(start_watchdog)
     line = listening_line(args.host, settings.PORT)
-    # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner
+    # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner.
+    # Request bodies are never inflated (pawwake/request_body.py refuses compressed ones). A
+    # client that hangs up cancels its request's handler, and so the database statement it
+    # waits for (as in aiohttp's test server: the tests run the path production runs); work
+    # that must outlive its client (a chat's relay, the turn stored after it) runs as tasks.
     web.run_app(app, host=args.host, port=settings.PORT, access_log=None,
                 print=lambda _banner: log.info("%s", line),
-                shutdown_timeout=REQUEST_GRACE_SECONDS)
+                shutdown_timeout=REQUEST_GRACE_SECONDS, auto_decompress=False,
+                handler_cancellation=True)
     if _shutdown_started:
         log.info("stopped in %.1f s", time.monotonic() - _shutdown_started[0])
 

@@ -1,6 +1,8 @@
 """A scripted fault run: does anything the user said get lost or written twice?
 
     python bench/faults.py [--chats 300] [--concurrency 8] [--seed 7]
+    python bench/faults.py --mode public-attack   (bench/public_attack.py: gzip bomb and
+                                                    slowloris on the public routes)
 
 A real gateway process (``pawwake.py``) against a fake provider (a subprocess of this script)
 and a PostgreSQL of its own (embedded, in a temporary folder), all on loopback. Every chat opens
@@ -39,6 +41,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import public_attack  # noqa: E402
 from bench.overhead import free_port, gateway_env, stop, wait_until_up  # noqa: E402
 
 GATEWAY_KEY = "bench-gateway-key-0123456789"
@@ -318,8 +321,12 @@ if __name__ == "__main__":
     parser.add_argument("--job-wait", type=float, default=90.0,
                         help="longest wait for the jobs to finish after the restart")
     parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=("faults", "public-attack"), default="faults")
+    public_attack.add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.serve_upstream:
         serve_upstream(arguments.serve_upstream, 0.05, arguments.memory_delay)
+    elif arguments.mode == "public-attack":
+        public_attack.run(arguments)
     else:
         main(arguments)

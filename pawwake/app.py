@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -12,16 +13,20 @@ from pawwake.auth import warn_if_open
 from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.chat.turn_spool import open_turn_spool
 from pawwake.chat.turns import spooled_turn_writer
+from pawwake.config_problems import configuration_problems
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import register_job_handlers
 from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
 from pawwake.memory.resources import open_embedder
+from pawwake.request_statements import bounded_statements_middleware
 from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services
 from pawwake.settings import Settings
 from pawwake.tasks import draining
+
+log = logging.getLogger(__name__)
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 Resource = Callable[[], AbstractAsyncContextManager[None]]
@@ -31,7 +36,8 @@ def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``: every shared object is built here (see
     ``pawwake.services``) and opens in app start-up, in order."""
     # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
-    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE)
+    app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
+                          middlewares=[bounded_statements_middleware])
     services = build_services(settings)
     app[keys.SERVICES] = services
     # Opened in this order, closed in reverse: background work drains before its resources go.
@@ -39,6 +45,8 @@ def create_app(settings: Settings) -> web.Application:
         app.cleanup_ctx.append(_while_app_runs(resource))
     app.on_shutdown.append(lambda _app: stop_connecting(services.database))
     warn_if_open(settings.GATEWAY_SECRET)
+    for problem in configuration_problems(settings):
+        log.warning("configuration: %s", problem.english())
     setup_routes(app)
     register_job_handlers(services)
     setup_dashboard(app)

@@ -27,6 +27,7 @@ from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, cursor, fetch_one, transaction
+from pawwake.db.statement_bounds import NO_BOUND, statements_bounded
 
 if TYPE_CHECKING:
     from pawwake.live_settings import RuntimeConfig
@@ -198,8 +199,9 @@ class _Connector:
             dsn = self.server.get_uri()
         pool = await create_pool(dsn)
         try:
-            async with transaction(pool) as cur:
-                features = await migrate(cur)
+            with statements_bounded(NO_BOUND):  # a migration takes as long as it takes
+                async with transaction(pool) as cur:
+                    features = await migrate(cur)
             await self.config.attach(pool)
         except BaseException:
             pool.close()

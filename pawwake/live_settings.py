@@ -26,6 +26,16 @@ from pawwake.settings import (
 
 log = logging.getLogger(__name__)
 
+
+class AdminOnly(SettingError):
+    """A change to where provider keys are sent, asked without admin rights (403)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "decides where the provider keys are sent, so it changes only "
+                               "from the dashboard, or with X-Admin-Key set to ADMIN_SECRET",
+                         "admin_only")
+
+
 REFRESH_SECONDS = 5.0  # other processes' saves reach this one within this long
 
 
@@ -100,13 +110,15 @@ class RuntimeConfig:
         self._current = self._base.with_values(overrides)
         self._loaded_at = time.monotonic()
 
-    def validate(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(self, changes: Mapping[str, Any], *, admin: bool = True) -> dict[str, Any]:
         """Parse a batch of changes; raise SettingError on the first bad one.
 
         Restart-only settings are refused whatever the value, so a right guess of a secret
         answers exactly like a wrong one. A secret sent back exactly as shown (``••••1234``,
         ``••••``) means "keep the stored value" and is dropped; any other masked-looking value
-        is refused rather than stored as the new secret.
+        is refused rather than stored as the new secret. Without ``admin`` (the API with the
+        gateway key alone) a change to an admin setting is refused (``AdminOnly``); sending one
+        back unchanged is not a change.
         """
         parsed: dict[str, Any] = {}
         for name, raw in changes.items():
@@ -123,12 +135,17 @@ class RuntimeConfig:
                 raise SettingError(name, "looks like a masked value; send the full secret, "
                                          "or the mask exactly as shown to keep the current one",
                                    "masked_value")
-            parsed[name] = parse_value(setting, raw)
+            value = parse_value(setting, raw)
+            if setting.admin and not admin:
+                if value != self._current[name]:
+                    raise AdminOnly(name)
+                continue  # sent back as it is: no change, and not pinned over the environment
+            parsed[name] = value
         return parsed
 
-    async def update(self, changes: Mapping[str, Any]) -> Settings:
+    async def update(self, changes: Mapping[str, Any], *, admin: bool = True) -> Settings:
         """Validate, store (one transaction) and apply. Without a database: this process only."""
-        parsed = self.validate(changes)
+        parsed = self.validate(changes, admin=admin)
         if self._pool is None and self._expects_database and parsed:
             raise DatabaseUnavailable("Settings are saved in the database, which is not "
                                       "connected yet; try again shortly.")

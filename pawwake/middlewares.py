@@ -13,6 +13,7 @@ from pawwake import keys
 from pawwake.api_error import ApiError
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.db.statement_bounds import StatementTimeout
 from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         refusal = ApiError("not_found", str(exc), status=404)
     except Conflict as exc:
         refusal = ApiError("conflict", _sentence(str(exc)), status=409)
+    except StatementTimeout as exc:
+        log.warning("a statement of %s %s ran into its time bound", request.method,
+                    request.path)
+        refusal = ApiError(exc.code, str(exc), status=503)
     except UNAVAILABLE_ERRORS as exc:
         refusal = database_unavailable(request, exc)
     except Exception:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 GROUPS: tuple[str, ...] = ("basic", "memory", "partition", "vector", "recall", "advanced")
 
@@ -28,7 +29,8 @@ class Setting:
     """One configuration value: its environment name, type, default and documentation."""
 
     name: str
-    kind: str  # "str" | "int" | "float" | "bool" | "choice" | "optional_float"
+    kind: str  # "str" | "url" | "optional_url" | "int" | "float" | "bool" | "choice" |
+    #            "optional_float"
     default: Any
     group: str
     help_zh: str
@@ -40,6 +42,10 @@ class Setting:
     maximum: float | None = None
     multiline: bool = False
     model_picker: bool = False
+    required: bool = False  # a "str" that may not be empty
+    # Decides where a provider key is sent (a base URL, a key): changed only from a dashboard
+    # session or with ADMIN_SECRET, never with the gateway key every chat client carries.
+    admin: bool = False
 
 
 def _s(name: str, kind: str, default: Any, group: str, zh: str, en: str, **extra: Any) -> Setting:
@@ -49,17 +55,17 @@ def _s(name: str, kind: str, default: Any, group: str, zh: str, en: str, **extra
 SETTINGS: tuple[Setting, ...] = (
     # basic connection
     _s("API_KEY", "str", "", "basic", "你的 LLM API Key", "Your LLM provider API key",
-       secret=True),
-    _s("API_BASE_URL", "str", "https://openrouter.ai/api/v1/chat/completions", "basic",
+       secret=True, admin=True),
+    _s("API_BASE_URL", "url", "https://openrouter.ai/api/v1/chat/completions", "basic",
        "LLM API 地址（可填 …/v1 或完整的 …/chat/completions）",
-       "LLM API address (either …/v1 or the full …/chat/completions URL)"),
-    _s("RESPONSES_BASE_URL", "str", "", "basic",
+       "LLM API address (either …/v1 or the full …/chat/completions URL)", admin=True),
+    _s("RESPONSES_BASE_URL", "optional_url", "", "basic",
        "OpenAI Responses API 地址（/v1/responses 转发到这里）；留空则由 API_BASE_URL 推出 …/v1/responses",
        "OpenAI Responses API address (/v1/responses goes there); empty: API_BASE_URL's "
-       "…/v1/responses"),
+       "…/v1/responses", admin=True),
     _s("DEFAULT_MODEL", "str", "anthropic/claude-sonnet-4.5", "basic",
        "默认模型（请求未指定 model 时使用）", "Default model when a request names none",
-       model_picker=True),
+       model_picker=True, required=True),
     _s("PORT", "int", 8000, "basic", "监听端口", "Port to listen on", hot=False,
        minimum=1, maximum=65535),
     _s("GATEWAY_SECRET", "str", "", "basic",
@@ -71,6 +77,13 @@ SETTINGS: tuple[Setting, ...] = (
     _s("SESSION_SECRET", "str", "", "basic",
        "Dashboard 会话签名密钥，至少 32 字符且每次部署保持不变",
        "Dashboard session key, at least 32 characters, stable across deploys",
+       hot=False, secret=True),
+    _s("ADMIN_SECRET", "str", "", "basic",
+       "管理密钥：改动决定服务商密钥发往何处的设置（各 BASE_URL 与各 API Key）时，"
+       "PUT /api/settings 须另带请求头 X-Admin-Key；留空则只能在 Dashboard 里改。不要与 GATEWAY_SECRET 相同",
+       "Admin key: PUT /api/settings may change the settings that decide where provider keys "
+       "are sent (every BASE_URL and API key) only with this in an X-Admin-Key header; empty: "
+       "only the dashboard may. Must differ from GATEWAY_SECRET",
        hot=False, secret=True),
     # database and memory
     _s("DATABASE_ENABLED", "bool", True, "memory",
@@ -143,11 +156,11 @@ SETTINGS: tuple[Setting, ...] = (
        "Embedding source: auto (api when EMBEDDING_API_KEY is set, else the bundled local "
        "model), api, local", choices=("auto", "api", "local")),
     _s("EMBEDDING_API_KEY", "str", "", "vector", "Embedding API Key", "Embedding API key",
-       secret=True),
-    _s("EMBEDDING_BASE_URL", "str", "https://api.openai.com/v1", "vector", "Embedding API 地址",
-       "Embedding API address"),
+       secret=True, admin=True),
+    _s("EMBEDDING_BASE_URL", "url", "https://api.openai.com/v1", "vector", "Embedding API 地址",
+       "Embedding API address", admin=True),
     _s("EMBEDDING_MODEL", "str", "text-embedding-3-small", "vector", "Embedding 模型",
-       "Embedding model"),
+       "Embedding model", required=True),
     _s("EMBEDDING_DIM", "int", 256, "vector", "向量维度（API 模式）",
        "Vector dimension (api provider)", minimum=8, maximum=8192),
     _s("QUERY_EMBEDDING_TIMEOUT", "float", 1.5, "vector",
@@ -197,14 +210,14 @@ SETTINGS: tuple[Setting, ...] = (
     # advanced
     _s("FORCE_STREAM", "bool", False, "advanced", "强制所有请求走流式传输",
        "Force every request to stream"),
-    _s("MESSAGES_BASE_URL", "str", "", "advanced",
+    _s("MESSAGES_BASE_URL", "optional_url", "", "advanced",
        "Anthropic Messages 上游地址（/v1/messages 用）；留空按 API_BASE_URL 的服务商推出，"
        "如 OpenRouter 为 https://openrouter.ai/api/v1/messages",
        "Upstream for Anthropic Messages (/v1/messages); empty: derived from API_BASE_URL's "
-       "provider, e.g. https://openrouter.ai/api/v1/messages for OpenRouter"),
+       "provider, e.g. https://openrouter.ai/api/v1/messages for OpenRouter", admin=True),
     _s("MESSAGES_API_KEY", "str", "", "advanced",
        "Messages 上游的 API Key；留空使用 API_KEY", "API key for the Messages upstream; "
-       "empty uses API_KEY", secret=True),
+       "empty uses API_KEY", secret=True, admin=True),
     _s("MESSAGES_AUTH_HEADER", "choice", "auto", "advanced",
        "Messages 上游的鉴权方式：auto（api.anthropic.com 用 x-api-key，其余用 Bearer）、"
        "bearer、x-api-key",
@@ -244,6 +257,12 @@ SETTINGS: tuple[Setting, ...] = (
        "Reverse proxies to believe, as addresses or networks (comma-separated, e.g. 10.0.0.0/8; "
        "private = every private address). X-Forwarded-For/Proto/Host and Forwarded count only "
        "when the direct peer is listed; empty: never", hot=False),
+    _s("ALLOWED_HOSTS", "str", "", "advanced",
+       "未设置 GATEWAY_SECRET 时，除本机地址（localhost、127.0.0.1、::1）外网关还接受的主机名，"
+       "逗号分隔，如 pawwake.lan, 192.168.1.5（防 DNS 重绑定）；设置了 GATEWAY_SECRET 时不起作用",
+       "Host names the gateway answers besides loopback (localhost, 127.0.0.1, ::1) while "
+       "GATEWAY_SECRET is unset, comma-separated, e.g. pawwake.lan, 192.168.1.5 (against DNS "
+       "rebinding); no effect once GATEWAY_SECRET is set", hot=False),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -281,7 +300,50 @@ def parse_value(setting: Setting, raw: Any) -> Any:
                 repr(c) for c in setting.choices), "not_a_choice",
                 choices=" / ".join(setting.choices))
         return choice
-    return raw if setting.multiline else raw.strip()
+    if kind in ("url", "optional_url"):
+        return _parse_url(setting, raw.strip())
+    text = raw if setting.multiline else raw.strip()
+    if setting.required and not text.strip():
+        raise SettingError(setting.name, "must not be empty", "empty")
+    return text
+
+
+def _parse_url(setting: Setting, text: str) -> str:
+    """An http(s) URL with a host (empty for an optional one); no credentials in it, since a
+    URL is shown in full wherever settings are (keys have settings of their own)."""
+    if not text and setting.kind == "optional_url":
+        return ""
+    try:
+        parts = urlsplit(text)
+        usable = (parts.scheme in ("http", "https") and bool(parts.hostname)
+                  and not any(c.isspace() for c in text) and parts.port != 0)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise SettingError(setting.name, "must be an http:// or https:// URL with a host, like "
+                                         "https://openrouter.ai/api/v1", "not_a_url")
+    if parts.username is not None or parts.password is not None:
+        raise SettingError(setting.name, "must not carry a user name or password; put the key "
+                                         "in its API key setting", "url_credentials")
+    return text
+
+
+def environment_errors(environ: Mapping[str, str]) -> list[SettingError]:
+    """Every value in ``environ`` that no setting would take, and ADMIN_SECRET when it is the
+    gateway key itself (it would protect nothing every client does not already hold)."""
+    errors: list[SettingError] = []
+    for setting in SETTINGS:
+        if setting.name in environ:
+            try:
+                parse_value(setting, environ[setting.name])
+            except SettingError as exc:
+                errors.append(exc)
+    admin, gateway = environ.get("ADMIN_SECRET", "").strip(), \
+        environ.get("GATEWAY_SECRET", "").strip()
+    if admin and admin == gateway:
+        errors.append(SettingError("ADMIN_SECRET", "must differ from GATEWAY_SECRET",
+                                   "same_as_gateway"))
+    return errors
 
 
 def _parse_number(setting: Setting, raw: Any, *, integer: bool) -> float | int:
@@ -352,6 +414,7 @@ class Settings(Mapping[str, Any]):
     GATEWAY_SECRET: str
     DASHBOARD_PASSWORD: str
     SESSION_SECRET: str
+    ADMIN_SECRET: str
     DATABASE_ENABLED: bool
     DATABASE_URL: str
     PAWWAKE_DATA_DIR: str
@@ -409,6 +472,7 @@ class Settings(Mapping[str, Any]):
     TURN_SPOOL_MAX_MB: int
     LOG_LEVEL: str
     TRUSTED_PROXIES: str
+    ALLOWED_HOSTS: str
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         unknown = set(values) - set(BY_NAME)

@@ -1,5 +1,6 @@
 """The program surfaces as aiohttp sub-apps, each with its own middlewares: CORS where browsers
-may call it, then error rendering in its envelope, then the gateway key.
+may call it, the refusal of compressed bodies, then error rendering in its envelope, then the
+gateway key, or without one the guard of an open gateway (``open_gateway.py``).
 
 Nothing tells them apart by path any more: a request's sub-app decides how it is guarded and how
 its errors read. Handlers read shared state with ``request.config_dict[...]`` (``request.app`` is
@@ -20,6 +21,8 @@ from pawwake.auth import api_auth_middleware
 from pawwake.cors import cors_preflight_middleware, setup_cors
 from pawwake.errors import anthropic_envelope, api_envelope, jsonrpc_envelope, openai_envelope
 from pawwake.middlewares import error_middleware
+from pawwake.open_gateway import open_gateway_middleware
+from pawwake.request_body import plain_bodies_middleware
 
 Envelope = Callable[[ApiError], web.Response]
 
@@ -28,7 +31,8 @@ def program_app(envelope: Envelope, *, cors: bool = False, named_origins_only: b
                 ) -> web.Application:
     """A sub-app for programs: errors in ``envelope``, the gateway key required, CORS when
     ``cors`` (browser clients)."""
-    middlewares = [error_middleware, api_auth_middleware]
+    middlewares = [plain_bodies_middleware, error_middleware, api_auth_middleware,
+                   open_gateway_middleware]
     if cors:  # first: a preflight is answered before the key is asked for
         middlewares.insert(0, cors_preflight_middleware)
     app = web.Application(middlewares=middlewares)

@@ -16,7 +16,7 @@ from pawwake.services import services_of
 from pawwake.text.json_input import MAX_JSON_DEPTH
 from tests.dashboard_memories_support import signed_in
 from tests.dashboard_support import same_origin
-from tests.gateway_support import chat_body
+from tests.gateway_support import GATEWAY_KEY, chat_body
 
 SETTINGS = {"JOB_WORKERS": 0, "CONVERSATION_RECALL_ENABLED": True}
 
@@ -68,7 +68,8 @@ async def test_json_at_the_depth_limit_is_read(make_client: Any) -> None:
     response = await client.post("/api/memories/search", data=deep,
                                  headers={"Content-Type": "application/json"})
     assert (await api_error(response, 400))["code"] == "invalid_query"
-    assert (await client.post("/api/memories", data=body)).status == 201
+    assert (await client.post("/api/memories", data=body,
+                              headers={"Content-Type": "application/json"})).status == 201
 
 
 async def test_deep_json_chat_is_400_in_openai_shape(gateway: Any, upstream: Any) -> None:
@@ -150,8 +151,10 @@ BODY = b"--xyz\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nhello\r\n
 
 @pytest.mark.parametrize("path", ["/api/memories/import/text", "/api/memories/import"])
 async def test_api_multipart_without_boundary_is_400(make_client: Any, path: str) -> None:
-    client = await make_client(**SETTINGS)
-    error = await api_error(await client.post(path, data=BODY, headers=NO_BOUNDARY), 400)
+    # With a gateway key: without one, /api takes JSON bodies only (tests/test_open_gateway.py).
+    client = await make_client(**SETTINGS, GATEWAY_SECRET=GATEWAY_KEY)
+    error = await api_error(await client.post(path, data=BODY, headers={
+        **NO_BOUNDARY, "X-Gateway-Key": GATEWAY_KEY}), 400)
     assert error["code"] == "invalid_multipart"
 
 

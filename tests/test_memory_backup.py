@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.settings import Settings
+from tests.gateway_support import GATEWAY_KEY
 from tests.memory_support import create, error_of, merge, pool, row, rows, sql, supersede
 
 _second_db = itertools.count(1)
@@ -265,10 +266,13 @@ async def test_export_refuses_dangling_links_until_repaired(api: TestClient) -> 
     assert again["repaired"] == 0
 
 
-async def test_import_accepts_an_uploaded_file(api: TestClient) -> None:
+async def test_import_accepts_an_uploaded_file(make_client: Any) -> None:
+    # With a gateway key: without one, /api takes JSON bodies only (no multipart).
+    api = await make_client(JOB_WORKERS=0, GATEWAY_SECRET=GATEWAY_KEY)
     form = FormData()
     form.add_field("file", json.dumps({"schema_version": 3, "memories": [
         {"backup_id": 1, "content": "上传的备份"}]}).encode(), filename="backup.json",
         content_type="application/json")
-    response = await api.post("/api/memories/import", data=form)
+    response = await api.post("/api/memories/import", data=form,
+                              headers={"X-Gateway-Key": GATEWAY_KEY})
     assert response.status == 200 and (await response.json())["imported"] == 1

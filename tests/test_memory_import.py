@@ -11,6 +11,7 @@ from aiohttp import FormData
 from aiohttp.test_utils import TestClient
 
 from tests.fake_upstream import FakeUpstream
+from tests.gateway_support import GATEWAY_KEY
 from tests.memory_support import create, error_of, rows
 
 EXAMPLE_SEED = Path(__file__).resolve().parents[1] / "seed_memories.example.json"
@@ -19,6 +20,16 @@ EXAMPLE_SEED = Path(__file__).resolve().parents[1] / "seed_memories.example.json
 @pytest.fixture
 async def api(make_client: Any) -> TestClient:
     return await make_client(JOB_WORKERS=0, MEMORY_MODEL="test/memory-model")
+
+
+@pytest.fixture
+async def keyed_api(make_client: Any) -> TestClient:
+    """File uploads (multipart) need a gateway key: without one, /api takes JSON only."""
+    return await make_client(JOB_WORKERS=0, MEMORY_MODEL="test/memory-model",
+                             GATEWAY_SECRET=GATEWAY_KEY)
+
+
+KEYED = {"X-Gateway-Key": GATEWAY_KEY}
 
 
 async def import_text(api: TestClient, text: str, skip_scoring: bool = False) -> Any:
@@ -100,15 +111,15 @@ async def test_archived_rows_do_not_block_a_line(api: TestClient) -> None:
     assert report["imported"] == 1
 
 
-async def test_a_file_upload_imports_too(api: TestClient, upstream: FakeUpstream) -> None:
+async def test_a_file_upload_imports_too(keyed_api: TestClient, upstream: FakeUpstream) -> None:
     form = FormData()
     form.add_field("file", "\ufeff第一行\r\n第二行\r\n".encode(), filename="memories.txt",
                    content_type="text/plain")
     form.add_field("skip_scoring", "on")
-    response = await api.post("/api/memories/import/text", data=form)
+    response = await keyed_api.post("/api/memories/import/text", data=form, headers=KEYED)
     assert response.status == 200
     assert (await response.json())["imported"] == 2
-    assert set(await importance_by_content(api)) == {"第一行", "第二行"}
+    assert set(await importance_by_content(keyed_api)) == {"第一行", "第二行"}
     assert upstream.requests == []
 
 
@@ -122,13 +133,13 @@ async def test_text_import_validates_its_body(api: TestClient, body: dict[str, A
     assert response.status == 400 and (await error_of(response))["code"] == code
 
 
-async def test_a_file_that_is_not_utf8_is_refused(api: TestClient) -> None:
+async def test_a_file_that_is_not_utf8_is_refused(keyed_api: TestClient) -> None:
     form = FormData()
     form.add_field("file", "用户喜欢猫".encode("gbk"), filename="gbk.txt")
-    response = await api.post("/api/memories/import/text", data=form)
+    response = await keyed_api.post("/api/memories/import/text", data=form, headers=KEYED)
     assert response.status == 400
     assert (await error_of(response))["code"] == "invalid_encoding"
-    assert await rows(api) == []
+    assert await rows(keyed_api) == []
 
 
 # --- seed file -----------------------------------------------------------------------------

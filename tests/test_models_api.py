@@ -75,13 +75,14 @@ async def test_google_shape_loses_the_models_prefix(make_client: Any, upstream: 
 
 async def test_list_is_cached_until_the_provider_settings_change(make_client: Any,
                                                                  upstream: Any) -> None:
-    client = await make_client()
+    client = await make_client(ADMIN_SECRET="admin-secret-for-routing-000001")
     first = await (await client.get("/api/models")).json()
     upstream.models = ["new/model"]
     again = await (await client.get("/api/models")).json()
     assert again == first
     assert upstream.model_requests == 1
-    changed = await client.put("/api/settings", json={"API_KEY": "sk-another-key-000000"})
+    changed = await client.put("/api/settings", json={"API_KEY": "sk-another-key-000000"},
+                               headers={"X-Admin-Key": "admin-secret-for-routing-000001"})
     assert changed.status == 200
     fresh = await (await client.get("/api/models")).json()
     assert [m["id"] for m in fresh["data"]] == ["new/model"]

@@ -81,7 +81,9 @@ async def test_switch_then_chat_uses_new_thread_and_survives_restart(
                  "invalid_thread_id")
     await _error(await client.post("/api/partition/switch", json={}), 400,
                  "invalid_thread_id")
-    await _error(await client.post("/api/partition/switch", data=b"{"), 400, "invalid_json")
+    await _error(await client.post("/api/partition/switch", data=b"{",
+                                   headers={"Content-Type": "application/json"}), 400,
+                 "invalid_json")
     body = await _json(await client.post("/api/partition/switch",
                                          json={"thread_id": "work"}), 200)
     assert body == {"active_thread": "work"}

@@ -218,11 +218,12 @@ async def test_a_typed_key_is_not_echoed_back_when_the_form_has_an_error(
 async def test_logs_carry_no_secret(make_client: Any, caplog: pytest.LogCaptureFixture
                                     ) -> None:
     caplog.set_level(logging.DEBUG)
-    client = await secret_client(make_client)
+    client = await secret_client(make_client, ADMIN_SECRET="admin-secret-for-routing-000001")
     assert (await login(client, "wrong-password-attempt-1")).status == 401
     assert (await login(client)).status == 303
-    await client.put("/api/settings", json={"API_KEY": "sk-new-provider-key-abcdef"},
-                     headers=KEYED)
+    saved = await client.put("/api/settings", json={"API_KEY": "sk-new-provider-key-abcdef"},
+                             headers={**KEYED, "X-Admin-Key": "admin-secret-for-routing-000001"})
+    assert saved.status == 200
     await client.put("/api/settings", json={"GATEWAY_SECRET": "x" * 40}, headers=KEYED)
     await client.put("/api/settings", json={"API_KEY": "••••9999"}, headers=KEYED)
     text = "\n".join(record.getMessage() for record in caplog.records)

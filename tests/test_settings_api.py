@@ -14,6 +14,8 @@ from tests.dashboard_support import dashboard_client, login
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 GATEWAY = "gateway-secret-for-programs-0001"
 KEYED = {"X-Gateway-Key": GATEWAY}
+ADMIN = "admin-secret-for-routing-000001"
+AS_ADMIN = {"X-Admin-Key": ADMIN}
 
 
 def stored_settings(database_url: str) -> dict[str, Any]:
@@ -80,7 +82,7 @@ async def test_put_needs_a_json_object(make_client: Any, body: bytes) -> None:
 
 async def test_masked_secret_sent_back_keeps_the_old_value(make_client: Any,
                                                            database_url: str) -> None:
-    client = await make_client()
+    client = await make_client(ADMIN_SECRET=ADMIN)
     masked = by_name(await (await client.get("/api/settings")).json())["API_KEY"]["value"]
     response = await client.put("/api/settings",
                                 json={"API_KEY": masked, "DEFAULT_MODEL": "kept/secret"})
@@ -91,12 +93,14 @@ async def test_masked_secret_sent_back_keeps_the_old_value(make_client: Any,
     assert services_of(client.app).config.current()["API_KEY"] == UPSTREAM_KEY
     assert stored_settings(database_url) == {"DEFAULT_MODEL": "kept/secret"}
 
-    response = await client.put("/api/settings", json={"API_KEY": "sk-brand-new-key-abcdef"})
+    response = await client.put("/api/settings", json={"API_KEY": "sk-brand-new-key-abcdef"},
+                                headers=AS_ADMIN)  # a provider key: an admin's change
     assert response.status == 200
     assert by_name(await response.json())["API_KEY"]["value"] == "••••cdef"
     assert services_of(client.app).config.current()["API_KEY"] == "sk-brand-new-key-abcdef"
 
-    wrong_mask = await client.put("/api/settings", json={"API_KEY": "••••zzzz"})
+    wrong_mask = await client.put("/api/settings", json={"API_KEY": "••••zzzz"},
+                                  headers=AS_ADMIN)
     assert wrong_mask.status == 400
 
 

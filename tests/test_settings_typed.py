@@ -8,8 +8,8 @@ import pytest
 
 from pawwake.settings import SETTINGS, Settings
 
-PYTHON_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "choice": str,
-                "optional_float": float | None}
+PYTHON_TYPES = {"str": str, "url": str, "optional_url": str, "int": int, "float": float,
+                "bool": bool, "choice": str, "optional_float": float | None}
 
 
 def test_every_setting_has_a_typed_attribute_and_no_more() -> None:

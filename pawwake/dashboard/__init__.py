@@ -31,6 +31,7 @@ from pawwake.dashboard.middlewares import (
     form_middleware,
     login_middleware,
     origin_middleware,
+    plain_bodies_middleware,
     unavailable_middleware,
 )
 from pawwake.dashboard.security import (
@@ -110,7 +111,8 @@ def setup_dashboard(app: web.Application) -> None:
                     ", ".join(PROBLEM_SETTINGS[p] for p in problems))
         middlewares = [headers_middleware, unavailable_middleware]
     else:
-        middlewares = [headers_middleware, session_middleware(DashboardCookieStorage(secret)),
+        middlewares = [headers_middleware, plain_bodies_middleware,
+                       session_middleware(DashboardCookieStorage(secret)),
                        errors_middleware, origin_middleware, login_middleware, form_middleware]
     dashboard = web.Application(middlewares=middlewares)
     dashboard[dkeys.PROBLEMS] = problems

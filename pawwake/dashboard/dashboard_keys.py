@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from multidict import MultiDictProxy
 
 if TYPE_CHECKING:
     from pawwake.dashboard.login_throttle import LoginThrottle
@@ -26,3 +27,5 @@ STATIC_URL: web.AppKey[Callable[[str], str]] = web.AppKey("dashboard_static_url"
 LANGUAGE: web.RequestKey[str] = web.RequestKey("dashboard_language", str)
 AUTHENTICATED: web.RequestKey[bool] = web.RequestKey("dashboard_authenticated", bool)
 CLIENT_VIEW: web.RequestKey[ClientView] = web.RequestKey("dashboard_client_view")
+# The login or language form, read with the public routes' small cap (public_form.py).
+PUBLIC_FORM: web.RequestKey[MultiDictProxy[str]] = web.RequestKey("dashboard_public_form")

@@ -5,13 +5,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake.dashboard.i18n import LANGUAGE_COOKIE, LANGUAGES
+from pawwake.dashboard.public_form import public_form
 from pawwake.dashboard.security import PREFIX, request_scheme, safe_next
 
 ONE_YEAR = 365 * 24 * 60 * 60
 
 
 async def switch_language(request: web.Request) -> web.Response:
-    form = await request.post()
+    form = public_form(request)
     lang = form.get("lang")
     if lang not in LANGUAGES:
         raise web.HTTPBadRequest(text="Unknown language.")

@@ -15,6 +15,7 @@ from aiohttp_session import get_session, new_session
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.login_throttle import LoginClient, LoginThrottle
+from pawwake.dashboard.public_form import public_form
 from pawwake.dashboard.render import render
 from pawwake.dashboard.security import (
     PREFIX,
@@ -109,7 +110,7 @@ async def login_submit(request: web.Request) -> web.Response:
         minutes = max(1, round(wait / 60))
         return _login_page(request, error=translate(lang, "login.locked", minutes=minutes),
                            status=429)
-    form = await request.post()
+    form = public_form(request)
     password = form.get("password")
     expected = request.app[dkeys.PASSWORD]
     if not isinstance(password, str) or not hmac.compare_digest(

@@ -1,4 +1,5 @@
-"""The dashboard's middlewares: not-configured page, friendly errors, origin check, login."""
+"""The dashboard's middlewares: not-configured page, plain bodies, friendly errors, origin
+check, login, forms."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from aiohttp import web
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translate, translator
 from pawwake.dashboard.login import is_authenticated
+from pawwake.dashboard.public_form import PublicFormRefused, read_public_form
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.db.statement_bounds import StatementTimeout
 from pawwake.middlewares import note_unreachable
+from pawwake.request_body import content_encoding
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,17 @@ async def unavailable_middleware(request: web.Request, handler: Handler) -> web.
 
 
 @web.middleware
+async def plain_bodies_middleware(request: web.Request, handler: Handler
+                                  ) -> web.StreamResponse:
+    """A compressed body is refused unread (see ``request_body``), on every dashboard route."""
+    if content_encoding(request) is None:
+        return await handler(request)
+    response = render_error(request, 415, translate(request_language(request), "error.encoding"))
+    response.headers["Accept-Encoding"] = "identity"
+    return response
+
+
+@web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Errors become a page (or an htmx fragment) in the visitor's language, never a trace."""
     lang = request_language(request)
@@ -43,6 +58,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return render_error(request, 405, translate(lang, "error.method"))
     except web.HTTPException:
         raise
+    except StatementTimeout:
+        log.warning("a statement of dashboard %s %s ran into its time bound", request.method,
+                    request.path)
+        return render_error(request, 503, translate(lang, "error.database_slow"))
     except UNAVAILABLE_ERRORS as exc:
         note_unreachable(request.config_dict, exc)
         log.warning("database unavailable on dashboard %s %s (%s)", request.method,
@@ -75,8 +94,16 @@ MALFORMED_FORM = (ValueError, KeyError, AssertionError, UnicodeDecodeError)
 @web.middleware
 async def form_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Read a posted form once, up front: one the browser could not have sent is a 400 page
-    instead of a crash in the handler (which gets the same, cached, form)."""
-    if request.method == "POST":
+    instead of a crash in the handler (which gets the same, cached, form). The public routes'
+    forms are read with their own small cap (``public_form``)."""
+    if request.method == "POST" and request.match_info.route.name in PUBLIC_ROUTES:
+        try:
+            await read_public_form(request)
+        except PublicFormRefused as refused:
+            log.warning("refused a public form on %s (%d)", request.path, refused.status)
+            return render_error(request, refused.status,
+                                translate(request_language(request), refused.message_key))
+    elif request.method == "POST":
         try:
             await request.post()
         except MALFORMED_FORM as exc:

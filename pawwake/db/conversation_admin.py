@@ -21,7 +21,7 @@ _MESSAGE_COLUMNS = ("id, session_id, role, content, model, created_at, metadata,
 
 
 def _match_sql(phrases: Sequence[str], terms: Sequence[str] | None) -> tuple[str, list[Any]]:
-    """A condition on ``c`` true for messages containing every phrase.
+    """A condition on ``m`` true for messages containing every phrase.
 
     With index terms the GIN index narrows the rows first (messages not indexed yet are still
     checked); without them it is a plain scan of the message text.
@@ -29,10 +29,10 @@ def _match_sql(phrases: Sequence[str], terms: Sequence[str] | None) -> tuple[str
     parts: list[str] = []
     params: list[Any] = []
     if terms:
-        parts.append("(c.search_terms && %s::text[] OR c.search_terms IS NULL)")
+        parts.append("(m.search_terms && %s::text[] OR m.search_terms IS NULL)")
         params.append(list(terms))
     for phrase in phrases:
-        parts.append("strpos(lower(c.content), %s) > 0")
+        parts.append("strpos(lower(m.content), %s) > 0")
         params.append(phrase.lower())
     return " AND ".join(parts) or "true", params
 
@@ -50,8 +50,11 @@ async def list_sessions(cur: Cursor, *, trash: bool, limit: int, offset: int,
               else "NOT bool_or(c.deleted_at IS NULL)")
     match, match_params = _match_sql(phrases, terms)
     if phrases:
-        scope = f" WHERE c.session_id IN (SELECT c.session_id FROM conversations c WHERE {live}" \
-                f" AND {match})"
+        # The matching sessions, found once (an InitPlan): as a subquery joined to the
+        # messages, the planner could re-run the match over a whole session for each of its
+        # messages (a semi-join), quadratic in the length of a thread.
+        scope = (" WHERE c.session_id = ANY (ARRAY(SELECT DISTINCT m.session_id"
+                 f" FROM conversations m WHERE {live.replace('c.', 'm.')} AND {match}))")
     else:
         scope = ""
     sessions_sql = (

@@ -1,9 +1,10 @@
 """The aiopg connection pool, and the two ways callers hold a cursor: ``transaction`` and
-``cursor``."""
+``cursor``; both bound every statement they run (``db/statement_bounds.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ import aiopg
 import psycopg2
 import psycopg2.extras
 
+from pawwake.db import statement_bounds as bounds
 from pawwake.db import text_params  # noqa: F401  (cleans every text parameter)
 from pawwake.db.errors import DatabaseUnavailable
 
@@ -47,6 +49,7 @@ psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=
 
 async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> aiopg.Pool:
     """Open a pool; ``sslmode`` and other libpq options pass through inside the DSN."""
+    bounds.report_stopped_statements_ourselves(asyncio.get_running_loop())
     return await aiopg.create_pool(dsn, minsize=minsize, maxsize=maxsize, timeout=30,
                                    pool_recycle=300)
 
@@ -61,7 +64,8 @@ async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
     except TimeoutError:
         raise PoolTimeout("No database connection within the pool timeout.") from None
     try:
-        yield conn
+        with bounds.stopped_statements_raised():
+            yield conn
     except (psycopg2.OperationalError, psycopg2.InterfaceError):
         if conn.closed:
             _discard_idle(pool)
@@ -86,12 +90,14 @@ async def transaction(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
 
     Callers own transactions: every ``db/`` function takes a cursor, so the writes of one
     operation share this one by passing it along."""
-    async with connection(pool) as conn, conn.cursor() as cur:
-        await cur.execute("BEGIN")
+    async with connection(pool) as conn, conn.cursor(timeout=bounds.client_seconds()) as cur:
+        await cur.execute("BEGIN; " + bounds.bounds_sql(conn.server_version))
         try:
             yield cur
         except BaseException:
-            await cur.execute("ROLLBACK")
+            if not conn.closed:  # a cancelled statement closed it: nothing left to roll back
+                with contextlib.suppress(psycopg2.Error):
+                    await cur.execute("ROLLBACK")
             raise
         else:
             await cur.execute("COMMIT")
@@ -100,7 +106,8 @@ async def transaction(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
 @asynccontextmanager
 async def cursor(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
     """Yield an autocommit cursor: each statement commits on its own (reads, single writes)."""
-    async with connection(pool) as conn, conn.cursor() as cur:
+    async with connection(pool) as conn, conn.cursor(cursor_factory=bounds.BoundedStatements,
+                                                     timeout=bounds.client_seconds()) as cur:
         yield cur
 
 

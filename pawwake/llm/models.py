@@ -180,6 +180,13 @@ class ModelCatalog:
         self._providers.clear()
 
 
+async def fetch_models(http: aiohttp.ClientSession, api_base: str, api_key: str
+                       ) -> list[dict[str, Any]]:
+    """The provider's model list asked once, uncached (the settings page's connection test:
+    values typed but not saved); raises ModelsUnavailable with a message free of the key."""
+    return await _fetch(http, models_url(api_base), api_key)
+
+
 async def _fetch(http: aiohttp.ClientSession, url: str, api_key: str) -> list[dict[str, Any]]:
     host = URL(url).host or "the provider"
     headers = {"Accept": "application/json", "Accept-Encoding": "identity"}

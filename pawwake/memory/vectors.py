@@ -114,8 +114,8 @@ class VectorStore:
             exists = await vectors_db.hnsw_index_exists(cur, provenance, table)
         if not exists:
             log.info("creating vector index %s", name)
-            try:
-                async with cursor(database.pool) as cur:
+            try:  # a plain connection: CREATE INDEX CONCURRENTLY runs outside any transaction
+                async with connection(database.pool) as conn, conn.cursor() as cur:
                     await vectors_db.create_hnsw_index(cur, provenance, table=table)
             except psycopg2.Error as exc:
                 log.warning("could not create vector index %s: %s", name, exc.pgcode)

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.memory.fields import reject_unknown, require_object
-from pawwake.routes.body_limit import BodyTooLarge, read_bounded
+from pawwake.request_body import BodyTooLarge, read_bounded
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 # Most /api bodies are a memory or a handful of ids: anything much bigger is refused from its

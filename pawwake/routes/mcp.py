@@ -15,7 +15,7 @@ from aiohttp import web
 from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
-from pawwake.routes.body_limit import BodyTooLarge, read_bounded
+from pawwake.request_body import BodyTooLarge, read_bounded
 from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 

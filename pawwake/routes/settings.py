@@ -7,6 +7,8 @@ import logging
 from aiohttp import web
 
 from pawwake.api_error import ApiError
+from pawwake.auth import key_matches
+from pawwake.live_settings import AdminOnly
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.routes.api_body import read_json
 from pawwake.services import services_of, settings_of
@@ -29,14 +31,28 @@ async def put_settings(request: web.Request) -> web.Response:
         raise ApiError("invalid_body", "Send a JSON object of setting names to new values.")
     config = services_of(request).config
     await settings_of(request)  # starts a re-read of saved values when due
+    admin = is_admin(request)
     try:
-        applied = sorted(config.validate(changes))
-        await config.update(changes)
+        applied = sorted(config.validate(changes, admin=admin))
+        await config.update(changes, admin=admin)
+    except AdminOnly as exc:
+        how = ("send X-Admin-Key with ADMIN_SECRET, or change it in the dashboard"
+               if services_of(request).settings.ADMIN_SECRET else
+               "change it in the dashboard (or set ADMIN_SECRET and send it as X-Admin-Key)")
+        raise ApiError("admin_only", f"{exc.name} decides where the provider keys are sent; "
+                       f"the gateway key alone cannot change it: {how}.", status=403,
+                       field=exc.name) from exc
     except SettingError as exc:
-        raise ApiError("invalid_setting", str(exc)) from exc
+        raise ApiError("invalid_setting", str(exc), field=exc.name) from exc
     if applied:
         log.info("settings saved through the API: %s", ", ".join(applied))
     return web.json_response({"updated": applied, "settings": config.public_view()})
+
+
+def is_admin(request: web.Request) -> bool:
+    """X-Admin-Key matches ADMIN_SECRET (in constant time); never when that is unset."""
+    secret = services_of(request).settings.ADMIN_SECRET
+    return bool(secret) and key_matches(request.headers.get("X-Admin-Key"), secret)
 
 
 async def get_models(request: web.Request) -> web.Response:

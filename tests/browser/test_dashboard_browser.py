@@ -69,7 +69,7 @@ async def test_log_in_change_settings_and_switch_language(
     assert options == ["test/model-a", "test/model-b", "vendor/other"]
 
     await page.fill("#f-DEFAULT_MODEL", "test/model-b")
-    await page.click("#group-basic button[type=submit]")
+    await page.click("#group-basic button.button-primary[type=submit]")
     await page.wait_for_selector('#group-basic [data-result="saved"]')
 
     await page.fill("#f-SYSTEM_PROMPT", PROMPT)

@@ -58,7 +58,7 @@ async def test_answers_show_where_the_action_was(browser: Any, make_client: Any,
     # Settings: the saved notice sits beside the button that saved.
     await page.goto(base + "/dashboard/settings")
     await page.fill("#f-DEFAULT_MODEL", "test/model-b")
-    button = page.locator("#group-basic button[type=submit]")
+    button = page.locator("#group-basic button.button-primary[type=submit]")  # Save
     await button.click()
     notice = page.locator("#group-basic .group-foot [data-result=saved]")
     await notice.wait_for()

@@ -11,6 +11,7 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
+from pawwake.dashboard.settings.probe import test_connection
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
@@ -101,4 +102,5 @@ async def models(request: web.Request) -> web.Response:
 def setup(dashboard: web.Application) -> None:
     dashboard.router.add_get("/settings", settings_page, name="settings")
     dashboard.router.add_post("/settings", save_settings, name="settings_save")
+    dashboard.router.add_post("/settings/test-connection", test_connection, name="settings_test")
     dashboard.router.add_get("/models", models, name="models")

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg2
 
+from pawwake.config_problems import configuration_problems
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.local_time import local_minute, zone_of
@@ -59,6 +60,14 @@ async def embedding_line(services: Services, settings: Settings) -> dict[str, An
             "needs_rebuild": status["needs_rebuild"]}
 
 
+def configuration_line(settings: Settings) -> dict[str, Any]:
+    """The settings in force that keep chats or memory from working, worst first."""
+    problems = sorted(configuration_problems(settings), key=lambda p: p.level != "error")
+    level = problems[0].level if problems else "ok"
+    return {"name": "configuration", "state": level,
+            "problems": [{"setting": p.setting, "code": p.code} for p in problems]}
+
+
 def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
     if jobs is None:
         return {"name": "jobs", "state": "off"}
@@ -71,7 +80,8 @@ async def health_lines(services: Services, settings: Settings, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card."""
     database = services.database
-    lines = [database_line(database, state), upstream_line(services, zone_of(settings))]
+    lines = [configuration_line(settings), database_line(database, state),
+             upstream_line(services, zone_of(settings))]
     if database is not None and state == "ready":
         try:
             lines.append(await embedding_line(services, settings))
