@@ -26,7 +26,14 @@ import aiopg
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
-from pawwake.db.pool import UNAVAILABLE_ERRORS, create_pool, cursor, fetch_one, transaction
+from pawwake.db.pool import (
+    UNAVAILABLE_ERRORS,
+    create_pool,
+    cursor,
+    fetch_one,
+    server_connection_limit,
+    transaction,
+)
 from pawwake.db.statement_bounds import NO_BOUND, statements_bounded
 
 if TYPE_CHECKING:
@@ -197,19 +204,22 @@ class _Connector:
                 # Shielded: a shutdown meanwhile still learns of the server, to stop it.
                 self.server = await asyncio.shield(self._starting)
             dsn = self.server.get_uri()
-        pool = await create_pool(dsn)
+        pool = await create_pool(dsn, maxsize=settings.DATABASE_POOL_SIZE)
         try:
             with statements_bounded(NO_BOUND):  # a migration takes as long as it takes
                 async with transaction(pool) as cur:
                     features = await migrate(cur)
+                    server_connections = await server_connection_limit(cur)
             await self.config.attach(pool)
         except BaseException:
             pool.close()
             await pool.wait_closed()
             raise
         self.database.connected(pool, features)
-        log.info("database ready (%s, %s)", self.database.kind,
-                 "pgvector" if self.database.pgvector else "numpy vectors")
+        log.info("database ready (%s, %s; this process opens at most %d of the server's %d"
+                 " connections)", self.database.kind,
+                 "pgvector" if self.database.pgvector else "numpy vectors",
+                 settings.DATABASE_POOL_SIZE, server_connections)
 
     async def stop(self) -> None:
         """Give up connecting (shutdown): returns promptly whatever the attempt was doing."""

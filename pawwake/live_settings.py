@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,11 +36,14 @@ class AdminOnly(SettingError):
                          "admin_only")
 
 
-REFRESH_SECONDS = 5.0  # other processes' saves reach this one within this long
+REFRESH_SECONDS = 3.0  # other processes' saves are in force here within about this long
 
 
 class RuntimeConfig:
-    """The settings in force now. Saves apply to the very next request of this process."""
+    """The settings in force now. Saves apply to the very next request of this process; saves
+    made through other processes (replicas on the same database) are re-read in the
+    background every ``REFRESH_SECONDS``, so no request waits for that read and an idle
+    process does not serve one request with what it read long ago."""
 
     def __init__(self, base: Settings) -> None:
         self._base = base
@@ -48,8 +51,9 @@ class RuntimeConfig:
         self._current = base
         self._pool: aiopg.Pool | None = None
         self._expects_database = False
-        self._loaded_at = 0.0
-        self._refreshing: asyncio.Task[None] | None = None
+        self._saves = 0  # saves applied here: a re-read that began before one is stale
+        self._following: asyncio.Task[None] | None = None
+        self._unparsable: set[tuple[str, str]] = set()  # saved values already warned about
 
     def expect_database(self) -> None:
         """A database is configured but may arrive late: until ``attach``, saves are refused
@@ -61,39 +65,49 @@ class RuntimeConfig:
         from now on, also when the database arrives after start-up."""
         self._pool = pool
         await self.refresh()
+        if self._following is None:
+            self._following = asyncio.create_task(self._follow(), name="settings-follow")
 
     def current(self) -> Settings:
         return self._current
 
     async def fresh(self) -> Settings:
-        """The current settings. When the cache is old, a re-read from the database starts
-        beside the request: no request (a chat's first token, the health check) ever waits on
-        that round-trip; the next request sees what it found."""
-        if self._pool is not None and time.monotonic() - self._loaded_at > REFRESH_SECONDS \
-                and self._refreshing is None:
-            self._loaded_at = time.monotonic()
-            self._refreshing = asyncio.create_task(self._refresh_quietly(),
-                                                   name="settings-refresh")
+        """The settings in force now (kept current by the background re-read)."""
         return self._current
 
-    async def _refresh_quietly(self) -> None:
-        try:
-            await self.refresh()
-        except (psycopg2.Error, OSError, TimeoutError, DatabaseUnavailable) as exc:
-            log.warning("could not refresh saved settings: %s", type(exc).__name__)
-        finally:
-            self._refreshing = None
+    async def _follow(self) -> None:
+        """Re-read saved values every ``REFRESH_SECONDS``; an outage is logged once."""
+        failing = False
+        while True:
+            await asyncio.sleep(REFRESH_SECONDS)
+            try:
+                await self.refresh()
+            except (psycopg2.Error, OSError, TimeoutError, DatabaseUnavailable) as exc:
+                if not failing:
+                    log.warning("could not re-read saved settings (%s); the values read "
+                                "before stay in force", type(exc).__name__)
+                failing = True
+            else:
+                if failing:
+                    log.info("saved settings are re-read again")
+                failing = False
 
     async def close(self) -> None:
-        """Wait for a re-read in flight (called before the database pool closes)."""
-        if self._refreshing is not None:
-            await asyncio.wait([self._refreshing], timeout=2.0)
+        """Stop re-reading (called before the database pool closes)."""
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+            self._following = None
 
     async def refresh(self) -> None:
         if self._pool is None:
             return
+        saves = self._saves
         async with cursor(self._pool) as cur:
             stored = await config_db.load_overrides(cur)
+        if saves != self._saves:
+            return  # a save here meanwhile: what was read may predate it; read again later
         overrides: dict[str, Any] = {}
         for name, raw in stored.items():
             setting = BY_NAME.get(name)
@@ -102,13 +116,14 @@ class RuntimeConfig:
             try:
                 overrides[name] = parse_value(setting, raw)
             except SettingError:
-                log.warning("ignoring a saved value for %s that no longer parses", name)
+                if (name, repr(raw)) not in self._unparsable:
+                    self._unparsable.add((name, repr(raw)))
+                    log.warning("ignoring a saved value for %s that no longer parses", name)
         self._apply(overrides)
 
     def _apply(self, overrides: dict[str, Any]) -> None:
         self._overrides = overrides
         self._current = self._base.with_values(overrides)
-        self._loaded_at = time.monotonic()
 
     def validate(self, changes: Mapping[str, Any], *, admin: bool = True) -> dict[str, Any]:
         """Parse a batch of changes; raise SettingError on the first bad one.
@@ -152,6 +167,7 @@ class RuntimeConfig:
         if self._pool is not None and parsed:
             async with transaction(self._pool) as cur:  # a save is all or nothing
                 await config_db.save_overrides(cur, parsed)
+        self._saves += 1
         self._apply({**self._overrides, **parsed})
         return self._current
 

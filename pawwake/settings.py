@@ -94,6 +94,12 @@ SETTINGS: tuple[Setting, ...] = (
        "PostgreSQL 连接字符串；留空则使用内置数据库（数据在 PAWWAKE_DATA_DIR）",
        "PostgreSQL connection string; empty runs the embedded database in PAWWAKE_DATA_DIR",
        hot=False, secret=True),
+    _s("DATABASE_POOL_SIZE", "int", 10, "memory",
+       "每个网关进程最多占用的数据库连接数；多副本时 副本数 × 此值 要小于数据库（或连接池 PgBouncer）"
+       "允许的连接数，见 docs/SCALING.md",
+       "Most database connections one gateway process opens; with several replicas, "
+       "replicas x this must stay below what the database (or its pooler) allows, see "
+       "docs/SCALING.md", hot=False, minimum=2, maximum=100),
     _s("PAWWAKE_DATA_DIR", "str", "./data", "memory",
        "数据目录（内置数据库、分词缓存）", "Data folder (embedded database, tokenizer cache)",
        hot=False),
@@ -417,6 +423,7 @@ class Settings(Mapping[str, Any]):
     ADMIN_SECRET: str
     DATABASE_ENABLED: bool
     DATABASE_URL: str
+    DATABASE_POOL_SIZE: int
     PAWWAKE_DATA_DIR: str
     MEMORY_ENABLED: bool
     MEMORY_MODEL: str

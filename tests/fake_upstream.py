@@ -145,9 +145,11 @@ def completion_body(text: str, *, model: str = "test/model-a",
 
 
 class FakeUpstream:
-    """Scripted replies, served first in, first out; a default text reply when none queued."""
+    """Scripted replies, served first in, first out; when none is queued, ``responder`` (if
+    set) makes one from the request body, else a default text reply."""
 
-    def __init__(self) -> None:
+    def __init__(self, responder: Callable[[Any], Reply] | None = None) -> None:
+        self.responder = responder
         self.server: Any = None
         self.requests: list[Recorded] = []
         self.replies: list[Reply] = []
@@ -224,8 +226,13 @@ class FakeUpstream:
         raw = await request.read()
         body = json.loads(raw)
         self.requests.append(Recorded(request.path, dict(request.headers), body, raw))
-        reply = self.replies.pop(0) if self.replies else Reply(
-            chunks=text_stream(self.default_text), body=completion_body(self.default_text))
+        if self.replies:
+            reply = self.replies.pop(0)
+        elif self.responder is not None:
+            reply = self.responder(body)
+        else:
+            reply = Reply(chunks=text_stream(self.default_text),
+                          body=completion_body(self.default_text))
         if reply.head_delay:
             await asyncio.sleep(reply.head_delay)
         plain = reply.raw_body is not None or not (body.get("stream") or reply.stream_anyway)

@@ -26,9 +26,10 @@ def free_port() -> int:
 
 
 class Bouncer:
-    def __init__(self, port: int, log: Path) -> None:
+    def __init__(self, port: int, log: Path, process: subprocess.Popen[bytes]) -> None:
         self.port = port
         self.log = log
+        self.process = process
 
     def url(self, database: str, user: str, query: str) -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database}?{query}"
@@ -38,17 +39,19 @@ class Bouncer:
 
 
 @contextmanager
-def pgbouncer(server_uri: str, *, pool_size: int = 2) -> Iterator[Bouncer]:
+def pgbouncer(server_uri: str, *, pool_size: int = 2, port: int | None = None
+              ) -> Iterator[Bouncer]:
     """PgBouncer for every database of the server behind ``server_uri`` (a unix socket, trust
     auth), ``pool_size`` server connections per database: fewer than the app's pool, so
-    client connections really share server connections between transactions."""
+    client connections really share server connections between transactions. ``port``: a
+    given one (to start it again where clients already point), else a free one."""
     assert PGBOUNCER is not None
     parts = urlsplit(server_uri)
     socket_dir = parse_qs(parts.query)["host"][0]
     user = parts.username or "postgres"
     folder = Path(tempfile.mkdtemp(prefix="pawwake-pgbouncer-"))
     folder.chmod(0o755)  # run as root, PgBouncer drops to another user, who must read these
-    port = free_port()
+    port = port or free_port()
     (folder / "users.txt").write_text(f'"{user}" ""\n')
     (folder / "pgbouncer.ini").write_text(
         "[databases]\n"
@@ -80,7 +83,7 @@ def pgbouncer(server_uri: str, *, pool_size: int = 2) -> Iterator[Bouncer]:
                 time.sleep(0.05)
         else:
             raise RuntimeError("pgbouncer did not listen")
-        yield Bouncer(port, log)
+        yield Bouncer(port, log, process)
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 RUN_COMMAND = "pip install -r requirements.txt && python pawwake.py"
 TEST_COMMAND = "pip install -r requirements-dev.txt && python -m pytest"
-APT_COMMAND = "apt-get install -y chromium fonts-wqy-microhei pgbouncer nodejs npm"
+APT_COMMAND = "apt-get install -y chromium fonts-wqy-microhei pgbouncer haproxy nodejs npm"
 SECRET_COMMAND = "python3 -c 'import secrets; print(secrets.token_urlsafe(48))'"
 
 # How each part of the README says whether a setting applies at once or after a restart.

@@ -83,16 +83,16 @@ async def test_many_addresses_guessing_slow_everyone_without_a_known_browser() -
     throttle = LoginThrottle(delay_seconds=0, global_failures=20, global_interval=60)
     for n in range(20):
         client = LoginClient(address=f"198.51.100.{n}", device=None)
-        assert throttle.wait_seconds(client) == 0
-        await throttle.failed(client)
+        assert await throttle.wait_seconds(None, client) == 0
+        await throttle.failed(None, client)
     fresh = LoginClient(address="192.0.2.1", device=None)
-    assert throttle.wait_seconds(fresh) == 0  # one attempt per interval still gets through
-    assert throttle.wait_seconds(LoginClient(address="192.0.2.2", device=None)) > 0
-    assert throttle.wait_seconds(LoginClient(address="192.0.2.3", device="known-1")) == 0
+    assert await throttle.wait_seconds(None, fresh) == 0  # one attempt per interval still gets through
+    assert await throttle.wait_seconds(None, LoginClient(address="192.0.2.2", device=None)) > 0
+    assert await throttle.wait_seconds(None, LoginClient(address="192.0.2.3", device="known-1")) == 0
 
 
 async def test_throttle_memory_is_bounded() -> None:
     throttle = LoginThrottle(delay_seconds=0, max_clients=50, global_failures=10_000)
     for n in range(500):
-        await throttle.failed(LoginClient(address=f"10.0.{n // 250}.{n % 250}", device=None))
+        await throttle.failed(None, LoginClient(address=f"10.0.{n // 250}.{n % 250}", device=None))
     assert throttle.tracked_clients() <= 50

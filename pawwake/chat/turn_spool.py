@@ -1,11 +1,12 @@
 """The turn spool: finished turns that could not reach the database wait here, on disk.
 
-One JSON file per turn in ``<PAWWAKE_DATA_DIR>/turn-spool``, written atomically (temporary
-file, fsync, rename, fsync of the folder), named so that the name order is the order the turns
-finished. A background loop writes them to the database in that order once it answers again
-(at start-up, then every few seconds while any wait); each turn carries its idempotency key, so
-a file written twice (a crash between the commit and the delete) adds nothing. The folder has a
-size cap: when full, the oldest turns are kept and new ones are dropped and counted.
+One JSON file per turn in ``<PAWWAKE_DATA_DIR>/turn-spool`` (each process its own folder, see
+``spool_folder``), written atomically (temporary file, fsync, rename, fsync of the folder),
+named so that the name order is the order the turns finished. A background loop writes them to
+the database in that order once it answers again (at start-up, then every few seconds while any
+wait); each turn carries its idempotency key, so a file written twice (a crash between the
+commit and the delete) adds nothing. The folder has a size cap: when full, the oldest turns are
+kept and new ones are dropped and counted.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pawwake.chat.spool_folder import SpoolFolders, sync_folder
 from pawwake.llm.sse import CapturedReply, TokenUsage
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ class SpooledTurn:
     turn_messages: list[Any]
     turn_key: str
     protocol: str | None = None  # None: chat completions
+    injected: list[dict[str, Any]] = field(default_factory=list)  # the injected record
 
 
 def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
@@ -64,6 +67,9 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
         "protocol": getattr(turn, "protocol", None),
         "incomplete": incomplete,
         "client_messages": messages[max(0, last_user - 1):],
+        # What was injected, without its texts (the record the turn's reply keeps).
+        "injected": [{k: v for k, v in entry.items() if k != "text"}
+                     for entry in getattr(turn, "injected", ())],
         "reply": {
             "content": reply.content, "reasoning_content": reply.reasoning_content,
             "tool_calls": reply.tool_calls, "extras": reply.extras,
@@ -78,7 +84,7 @@ def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
     record = json.loads(data.decode("utf-8", "surrogatepass"))
     turn = SpooledTurn(session_id=record["session_id"], model=record["model"],
                        turn_messages=record["client_messages"], turn_key=record["turn_key"],
-                       protocol=record.get("protocol"))
+                       protocol=record.get("protocol"), injected=record.get("injected") or [])
     saved = record["reply"]
     reply = CapturedReply(
         content=saved["content"], reasoning_content=saved["reasoning_content"],
@@ -96,7 +102,7 @@ def _write_atomic(folder: Path, name: str, data: bytes) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, folder / name)
-    _sync_folder(folder)
+    sync_folder(folder)
 
 
 def _remove(folder: Path, name: str, *, keep_as: str | None = None) -> None:
@@ -104,22 +110,14 @@ def _remove(folder: Path, name: str, *, keep_as: str | None = None) -> None:
         (folder / name).unlink(missing_ok=True)
     else:
         os.replace(folder / name, folder / keep_as)
-    _sync_folder(folder)
-
-
-def _sync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    sync_folder(folder)
 
 
 class TurnSpool:
     """The spool folder and its counters (``pending``, ``dropped``, ``failed``)."""
 
     def __init__(self, folder: Path, max_bytes: int) -> None:
-        self.folder = folder
+        self._folders = SpoolFolders(folder)
         self.max_bytes = max_bytes
         self.dropped = 0  # turns refused because the spool was full (since start)
         self.failed = 0  # spooled turns the database refused for good (kept as *.failed)
@@ -128,16 +126,45 @@ class TurnSpool:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
 
+    @property
+    def folder(self) -> Path:
+        """The folder this process writes to (claimed on first use)."""
+        return self._folders.owned or self._folders.primary
+
     def open(self) -> None:
-        """Pick up what an earlier run left (the folder is made on first use, so a
-        gateway without a database never creates its data folder)."""
-        if not self.folder.is_dir():
+        """Pick up what an earlier run left, and what processes gone from a shared data
+        folder left (a folder is made on first use, so a gateway without a database never
+        creates its data folder)."""
+        if not self._folders.existing():
             return
-        for stale in self.folder.glob("*.tmp"):
+        folder = self._folders.claim()
+        for stale in folder.glob("*.tmp"):
             stale.unlink(missing_ok=True)  # never renamed: its turn was not spooled
-        self._files = sorted(path.name for path in self.folder.glob("*.json"))
-        self._bytes = sum((self.folder / name).stat().st_size for name in self._files)
-        self.failed = len(list(self.folder.glob("*.failed")))
+        self._folders.adopt_orphans()
+        self._files = sorted(path.name for path in folder.glob("*.json"))
+        self._bytes = sum((folder / name).stat().st_size for name in self._files)
+        self.failed = len(list(folder.glob("*.failed")))
+
+    def close(self) -> None:
+        """Give the folder up (at shutdown): another process may adopt what is left."""
+        self._folders.release()
+
+    async def adopt_orphans(self) -> int:
+        """Take over the turns of processes that left a shared data folder; how many."""
+        if len(self._folders.existing()) < 2:
+            return 0
+        async with self._lock:
+            moved = await asyncio.to_thread(self._folders.adopt_orphans)
+            for name in moved:
+                if name.endswith(".json"):
+                    self._files.append(name)
+                    self._bytes += (self.folder / name).stat().st_size
+                else:
+                    self.failed += 1
+            self._files.sort()
+        if moved:
+            self._wake.set()
+        return len(moved)
 
     @property
     def pending(self) -> int:
@@ -157,7 +184,8 @@ class TurnSpool:
         name = f"{time.time_ns():020d}-{next(_counter):06d}-{turn.turn_key}.json"
         self._bytes += len(data)
         try:
-            await asyncio.to_thread(_write_atomic, self.folder, name, data)
+            folder = await asyncio.to_thread(self._folders.claim)
+            await asyncio.to_thread(_write_atomic, folder, name, data)
         except OSError:
             self._bytes -= len(data)
             self.dropped += 1
@@ -214,6 +242,10 @@ class TurnSpool:
         from pawwake.chat.turns import CONNECTION_ERRORS
 
         while True:
+            try:
+                await self.adopt_orphans()
+            except OSError:
+                log.exception("could not adopt the spool of a gateway process that stopped")
             if self.pending and database is not None:
                 try:
                     await self.replay(store)
@@ -242,3 +274,4 @@ async def open_turn_spool(spool: TurnSpool, database: Database | None,
     loop.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await loop
+    spool.close()

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 SOURCE = "gateway"
 PENDING_WAIT_SECONDS = 3.0  # a session's next request waits at most this for the last store
 STORE_WAIT_SECONDS = 3.0  # the end of a stream waits at most this for its turn's commit
+SPOOL_COPY_AFTER_SECONDS = 2.0  # a store still running then leaves a copy in the spool
 _RETRY_DELAYS = (0.1, 0.5)  # fresh-connection retries before a turn goes to the spool
 # Errors that mean "the database is not reachable now", not "this turn cannot be written".
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
@@ -352,12 +353,20 @@ def _with_key(message: NewMessage, turn_key: str) -> NewMessage:
 async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                      *, incomplete: bool = False) -> None:
     """Store a turn; while the database is unreachable, put it in the spool instead (written
-    later, in order, exactly once). Turns already spooled are written first, to keep order."""
+    later, in order, exactly once). While turns wait in the spool the database was away a
+    moment ago: they are tried once, in order, and if it is still away this turn joins them
+    at once (no retries), so an outage costs each turn a disk write, not seconds."""
     spool = services.turn_spool
+    if spool.pending:
+        try:
+            await spool.replay(spooled_turn_writer(services))
+        except CONNECTION_ERRORS as exc:
+            log.warning("database still unreachable (%s); turn kept in the spool",
+                        type(exc).__name__)
+            await spool.add(turn, reply, incomplete=incomplete)
+            return
     for delay in (*_RETRY_DELAYS, None):
         try:
-            if spool.pending:
-                await spool.replay(spooled_turn_writer(services))
             await store_turn(services, turn, reply, incomplete=incomplete)
             return
         except CONNECTION_ERRORS as exc:
@@ -442,11 +451,23 @@ async def store_incomplete(services: Services, prepared: PreparedChat,
 
 
 def turn_writer(services: Services, prepared: PreparedChat) -> OnSuccess:
-    """The after-success hook that stores the turn."""
+    """The after-success hook that stores the turn. The client's end of stream waits for it
+    (``wait_stored``): when the database has not committed it within
+    ``SPOOL_COPY_AFTER_SECONDS``, a copy goes to the spool first, so a stream that ended
+    means a turn that is safe, in the database or on disk, even if the process dies next.
+    The copy is written later like any spooled turn and adds nothing when the store won."""
 
     async def store(reply: CapturedReply) -> None:
+        writing = asyncio.ensure_future(write_turn(services, prepared, reply))
         try:
-            await write_turn(services, prepared, reply)
+            done, _ = await asyncio.wait({writing}, timeout=SPOOL_COPY_AFTER_SECONDS)
+            if not done and await services.turn_spool.add(prepared, reply, incomplete=False):
+                log.warning("the database is slow to store a turn; a copy waits in the spool")
+                _store_ended(services.chat, prepared)
+            await writing
+        except asyncio.CancelledError:
+            writing.cancel()  # shutdown: the store goes with the hook, as it always did
+            raise
         finally:
             _store_ended(services.chat, prepared)
 

@@ -105,7 +105,8 @@ async def login_submit(request: web.Request) -> web.Response:
     lang = request_language(request)
     throttle = request.app[dkeys.LOGIN_THROTTLE]
     client = login_client(request)
-    wait = throttle.wait_seconds(client)
+    pool = database_pool(request)
+    wait = await throttle.wait_seconds(pool, client)
     if wait > 0:
         minutes = max(1, round(wait / 60))
         return _login_page(request, error=translate(lang, "login.locked", minutes=minutes),
@@ -116,9 +117,9 @@ async def login_submit(request: web.Request) -> web.Response:
     if not isinstance(password, str) or not hmac.compare_digest(
             password.encode("utf-8"), expected.encode("utf-8")):
         log.warning("dashboard login failed from %s", client.address)
-        await throttle.failed(client)
+        await throttle.failed(pool, client)
         return _login_page(request, error=translate(lang, "login.wrong"), status=401)
-    throttle.succeeded(client)
+    await throttle.succeeded(pool, client)
     await _end_session(request)  # a cookie from before this login stops working too
     session = await new_session(request)
     session["auth"] = _fingerprint(request)

@@ -54,6 +54,14 @@ async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> aiopg
                                    pool_recycle=300)
 
 
+async def server_connection_limit(cur: Cursor) -> int:
+    """The server's ``max_connections`` (behind a pooler, the server's own, not the pooler's):
+    what the pools of every gateway process together must stay under."""
+    await cur.execute("SHOW max_connections")
+    row = await cur.fetchone()
+    return int(row[0])
+
+
 @asynccontextmanager
 async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
     """A pooled connection. A pool that cannot hand one out in time raises DatabaseUnavailable;
