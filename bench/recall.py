@@ -39,7 +39,7 @@ from pawwake.chat.recall.search import search_fragments
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
-from pawwake.db.pool import cursor
+from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM
 from pawwake.services import services_of
 from pawwake.settings import Settings
@@ -216,13 +216,13 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
         have = size
         await fill_vectors(pool, provenance)
         await plant_near(pool, provenance, query_vectors, rng)
-        async with cursor(pool) as cur:
+        async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
             await cur.execute("VACUUM ANALYZE conversations", timeout=600)
             await cur.execute("VACUUM ANALYZE conversation_embeddings", timeout=600)
         loaded = time.perf_counter() - started
         started = time.perf_counter()
         if services_of(app).database.pgvector and settings["VECTOR_BACKEND"] != "numpy":
-            async with cursor(pool) as cur:
+            async with connection(pool) as conn, conn.cursor() as cur:
                 await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512,
                                                    table="conversation_embeddings")
         log.info("== %s messages (load %.1f s, vector index %.1f s)", size, loaded,

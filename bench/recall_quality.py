@@ -46,7 +46,7 @@ from pawwake.chat.recall.search import search_fragments
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
-from pawwake.db.pool import cursor
+from pawwake.db.pool import connection, cursor
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
@@ -128,11 +128,11 @@ async def load_dialogues(app: web.Application, dialogues: list[Dialogue],
             stored = await cur.fetchall()
         await services.recall_vectors.store(pool, provenance, [
             (rid, fragments_db.content_sha(text), passages[text]) for rid, text in stored])
-    async with cursor(pool) as cur:
+    async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
         await cur.execute("VACUUM ANALYZE conversations")
         await cur.execute("VACUUM ANALYZE conversation_embeddings")
     if services.database.pgvector and settings["VECTOR_BACKEND"] != "numpy":
-        async with cursor(pool) as cur:
+        async with connection(pool) as conn, conn.cursor() as cur:
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256,
                                                table="conversation_embeddings")
     cache = services.embedder._queries

@@ -67,6 +67,8 @@ async def query_keywords(text: str, top_k: int = 10, *, priority: int = CHAT) ->
     return await _worker.run(priority, tokens.query_keywords, text, top_k)
 
 
-async def unknown_runs(text: str, *, priority: int = CHAT) -> list[str]:
-    """Runs of single Chinese characters in a query (see ``tokens.unknown_runs``)."""
-    return await _worker.run(priority, tokens.unknown_runs, text)
+async def keywords_and_runs(text: str, *, priority: int = CHAT
+                            ) -> tuple[list[str], list[str]]:
+    """A query's keywords and its runs of single Chinese characters
+    (``tokens.keywords_and_runs``), in one trip to the worker."""
+    return await _worker.run(priority, tokens.keywords_and_runs, text)

@@ -388,6 +388,11 @@ def unknown_runs(text: str) -> list[str]:
     return list(_unknown_runs(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS)))
 
 
+def keywords_and_runs(text: str, top_k: int = 10) -> tuple[list[str], list[str]]:
+    """``query_keywords`` and ``unknown_runs`` of one text, in one call."""
+    return query_keywords(text, top_k), unknown_runs(text)
+
+
 def query_keywords(text: str, top_k: int = 10) -> list[str]:
     """Keywords of a search query: TF-IDF top ``top_k`` Chinese words plus English/number terms."""
     return list(_query_keywords(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS), top_k))
