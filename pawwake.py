@@ -1,5 +1,8 @@
 """Start the Pawwake gateway: ``python pawwake.py [--host H] [--port P]``.
 
+``--check-upgrade`` prints what starting on a Pawwake 4.x database (DATABASE_URL) would adopt,
+changing nothing; ``--rollback-upgrade`` puts an adopted database back as 4.x had it.
+
 SIGTERM and SIGINT shut down within ``SHUTDOWN_SECONDS`` (see ``pawwake.tasks``): open requests
 get a short grace, then background work, then resources close. Should anything still hang, a
 watchdog ends the process (exit code 1) rather than leave it to a host's SIGKILL.
@@ -13,10 +16,11 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 from aiohttp import web
 
-from pawwake.app import create_app
+from pawwake.data_folder import announce_data_folder
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
 from pawwake.settings import Settings, environment_errors
@@ -68,13 +72,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Pawwake memory gateway")
     parser.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
     parser.add_argument("--port", type=int, default=None, help="default: $PORT or 8000")
+    parser.add_argument("--check-upgrade", action="store_true",
+                        help="print what would be adopted from a Pawwake 4.x database at "
+                             "DATABASE_URL (and any row it cannot take); changes nothing")
+    parser.add_argument("--rollback-upgrade", action="store_true",
+                        help="move the adopted 4.x tables back so Pawwake 4.x runs on them "
+                             "again (the newer tables are kept aside)")
     args = parser.parse_args()
     refuse_bad_environment()
     settings = Settings.from_env()
+    if args.check_upgrade or args.rollback_upgrade:
+        from pawwake.upgrade import cli
+
+        configure_logging("WARNING")
+        command = cli.check_upgrade if args.check_upgrade else cli.roll_back_upgrade
+        sys.exit(command(settings, sys.stdout))
     if args.port is not None:
         settings = settings.with_values({"PORT": args.port})
+    from pawwake.app import create_app  # after the upgrade commands, which need none of it
+
     configure_logging(settings.LOG_LEVEL)
     warn_removed(os.environ)
+    announce_data_folder(settings, os.environ, Path.cwd())
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     app = create_app(settings)
     app.on_shutdown.append(start_watchdog)

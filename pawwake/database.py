@@ -210,6 +210,10 @@ class _Connector:
                 async with transaction(pool) as cur:
                     features = await migrate(cur)
                     server_connections = await server_connection_limit(cur)
+                if features["legacy"]:  # a 4.x database, moved aside by migrate: copy it in
+                    from pawwake.upgrade.adopt import finish_adoption  # only ever needed here
+
+                    await finish_adoption(pool, settings)
             await self.config.attach(pool)
         except BaseException:
             pool.close()

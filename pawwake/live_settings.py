@@ -25,6 +25,7 @@ from pawwake.settings import (
 )
 
 log = logging.getLogger(__name__)
+_KEEP = object()  # a secret sent back as shown: keep the stored value
 
 
 class AdminOnly(SettingError):
@@ -126,7 +127,16 @@ class RuntimeConfig:
         self._current = self._base.with_values(overrides)
 
     def validate(self, changes: Mapping[str, Any], *, admin: bool = True) -> dict[str, Any]:
-        """Parse a batch of changes; raise SettingError on the first bad one.
+        """Parse a batch of changes; raise SettingError on the first bad one (see ``check``)."""
+        parsed, refused = self.check(changes, admin=admin)
+        if refused:
+            raise refused[0]
+        return parsed
+
+    def check(self, changes: Mapping[str, Any], *, admin: bool = True
+              ) -> tuple[dict[str, Any], list[SettingError]]:
+        """Parse every change: the values that fit and a SettingError for each that does not,
+        so a form can mark every bad field at once.
 
         Restart-only settings are refused whatever the value, so a right guess of a secret
         answers exactly like a wrong one. A secret sent back exactly as shown (``••••1234``,
@@ -136,27 +146,37 @@ class RuntimeConfig:
         back unchanged is not a change.
         """
         parsed: dict[str, Any] = {}
+        refused: list[SettingError] = []
         for name, raw in changes.items():
-            setting = BY_NAME.get(name)
-            if setting is None:
-                raise SettingError(name, "unknown setting", "unknown")
-            if not setting.hot:
-                raise SettingError(name, "is set in the environment and only changes there "
-                                         "(with a restart); it cannot be changed here",
-                                   "restart_only")
-            if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
-                if raw == secret_form_value(setting, self._current[name]):
-                    continue
-                raise SettingError(name, "looks like a masked value; send the full secret, "
-                                         "or the mask exactly as shown to keep the current one",
-                                   "masked_value")
-            value = parse_value(setting, raw)
-            if setting.admin and not admin:
-                if value != self._current[name]:
-                    raise AdminOnly(name)
-                continue  # sent back as it is: no change, and not pinned over the environment
-            parsed[name] = value
-        return parsed
+            try:
+                value = self._parse_change(name, raw, admin)
+            except SettingError as exc:
+                refused.append(exc)
+            else:
+                if value is not _KEEP:
+                    parsed[name] = value
+        return parsed, refused
+
+    def _parse_change(self, name: str, raw: Any, admin: bool) -> Any:
+        setting = BY_NAME.get(name)
+        if setting is None:
+            raise SettingError(name, "unknown setting", "unknown")
+        if not setting.hot:
+            raise SettingError(name, "is set in the environment and only changes there "
+                                     "(with a restart); it cannot be changed here",
+                               "restart_only")
+        if setting.secret and isinstance(raw, str) and any(m in raw for m in MASK_MARKERS):
+            if raw == secret_form_value(setting, self._current[name]):
+                return _KEEP
+            raise SettingError(name, "looks like a masked value; send the full secret, "
+                                     "or the mask exactly as shown to keep the current one",
+                               "masked_value")
+        value = parse_value(setting, raw)
+        if setting.admin and not admin:
+            if value != self._current[name]:
+                raise AdminOnly(name)
+            return _KEEP  # sent back as it is: no change, and not pinned over the environment
+        return value
 
     async def update(self, changes: Mapping[str, Any], *, admin: bool = True) -> Settings:
         """Validate, store (one transaction) and apply. Without a database: this process only."""

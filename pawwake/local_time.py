@@ -29,6 +29,17 @@ def zone_at(hours: float) -> timezone:
     return timezone(timedelta(hours=float(hours)))
 
 
+def zone_label(zone: timezone) -> str:
+    """The zone as people read it next to a time: ``UTC+8``, ``UTC+5:30``, ``UTC-3``, ``UTC``."""
+    offset = zone.utcoffset(None)
+    minutes = round(offset.total_seconds() / 60)
+    if minutes == 0:
+        return "UTC"
+    sign = "+" if minutes > 0 else "-"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{sign}{hours}" + (f":{rest:02d}" if rest else "")
+
+
 def as_moment(value: Any) -> datetime | None:
     """A timezone-aware datetime from a row value or ISO text; naive values count as UTC."""
     if isinstance(value, str) and value:
@@ -42,6 +53,12 @@ def local_minute(moment: Any, zone: timezone) -> str:
     """``YYYY-MM-DD HH:MM`` in the local zone; empty for no time."""
     when = as_moment(moment)
     return when.astimezone(zone).strftime(MINUTE_FORMAT) if when is not None else ""
+
+
+def zoned_minute(moment: Any, zone: timezone) -> str:
+    """``YYYY-MM-DD HH:MM UTC+8``: a local time that says which zone it is in."""
+    shown = local_minute(moment, zone)
+    return f"{shown} {zone_label(zone)}" if shown else ""
 
 
 def local_iso(moment: Any, zone: timezone) -> str:

@@ -53,6 +53,16 @@ def parse_trusted_proxies(raw: str) -> TrustedProxies:
     return TrustedProxies(tuple(networks))
 
 
+def setting_to_trust(peer: str | None) -> str:
+    """What to set so that ``peer``, a proxy whose forwarded headers were ignored, is
+    believed: ``private`` for a platform's load balancer on a private network (Render,
+    Fly, Docker), else the peer's own address."""
+    if parse_trusted_proxies("private").trusts(peer):
+        return "TRUSTED_PROXIES=private"
+    address = parse_address(peer)
+    return f"TRUSTED_PROXIES={address}" if address is not None else "TRUSTED_PROXIES=private"
+
+
 def parse_address(value: str | None) -> Address | None:
     """An IP address from a peer or a chain entry (``[v6]:port`` and ``v4:port`` allowed)."""
     if not value:

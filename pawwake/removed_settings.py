@@ -13,6 +13,14 @@ REMOVED: dict[str, str] = {
     "MEMORY_EXTRACT_ENABLED": (
         "MEMORY_EXTRACT_INTERVAL=0 turns automatic extraction off and MAX_MEMORIES_INJECT=0 "
         "turns automatic injection off (MEMORY_ENABLED=false turns the whole memory system off)"),
+    "MEMORY_API_KEY": (
+        "API_KEY: the memory model is called with it at API_BASE_URL, like every call of the "
+        "gateway's own (pick a MEMORY_MODEL that key can use)"),
+    "MEMORY_SOURCE_DEDUPE_ENABLED": (
+        "nothing (extraction itself drops items that repeat relevant or recent memories)"),
+    "WEIGHT_KEYWORD": "MEMORY_HW_* for hybrid search (keyword-only search has fixed weights)",
+    "WEIGHT_IMPORTANCE": "MEMORY_HW_* for hybrid search (keyword-only search has fixed weights)",
+    "WEIGHT_RECENCY": "MEMORY_HW_* for hybrid search (keyword-only search has fixed weights)",
 }
 
 

@@ -6,10 +6,14 @@ import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 GROUPS: tuple[str, ...] = ("basic", "memory", "partition", "vector", "recall", "advanced")
+# The folder pawwake.py lives in: a relative PAWWAKE_DATA_DIR is taken from here, so starting
+# the program from another folder never starts a new, empty database somewhere else.
+PROGRAM_DIR = Path(__file__).resolve().parent.parent
 
 
 class SettingError(ValueError):
@@ -100,13 +104,18 @@ SETTINGS: tuple[Setting, ...] = (
        "Most database connections one gateway process opens; with several replicas, "
        "replicas x this must stay below what the database (or its pooler) allows, see "
        "docs/SCALING.md", hot=False, minimum=2, maximum=100),
-    _s("PAWWAKE_DATA_DIR", "str", "./data", "memory",
-       "数据目录（内置数据库、分词缓存）", "Data folder (embedded database, tokenizer cache)",
-       hot=False),
+    _s("PAWWAKE_DATA_DIR", "str", "data", "memory",
+       "数据目录（内置数据库、分词缓存）；相对路径从程序所在的文件夹算起，与启动时所在的目录无关",
+       "Data folder (embedded database, tokenizer cache); a relative path is taken from the "
+       "program's folder, whatever folder it is started from", hot=False),
     _s("MEMORY_ENABLED", "bool", True, "memory", "开启记忆", "Turn long-term memory on"),
     _s("MEMORY_MODEL", "str", "", "memory",
-       "记忆提取、评分、整理共用的模型，留空回退到默认模型",
-       "Model for extraction, scoring and consolidation; empty falls back to DEFAULT_MODEL",
+       "记忆提取、评分、整理共用的模型（推荐便宜的小模型）。留空使用内置的便宜默认："
+       "OpenRouter 为 anthropic/claude-haiku-4.5，OpenAI 为 gpt-4.1-mini，Google 为 "
+       "gemini-2.5-flash-lite；其他服务商回退到 DEFAULT_MODEL",
+       "Model for extraction, scoring and consolidation (a small, cheap one is best). Empty "
+       "uses a cheap built-in default: anthropic/claude-haiku-4.5 on OpenRouter, gpt-4.1-mini "
+       "on OpenAI, gemini-2.5-flash-lite on Google; other providers fall back to DEFAULT_MODEL",
        model_picker=True),
     _s("MEMORY_MAX_TOKENS", "int", 4000, "memory",
        "记忆提取、评分和整理单批次的输出上限", "Output cap for one extraction/scoring batch",
@@ -396,6 +405,12 @@ def secret_display(setting: Setting, value: Any) -> str | None:
     return mask_secret(value or "", show_tail=True)
 
 
+def data_folder(value: str) -> str:
+    """PAWWAKE_DATA_DIR as an absolute path: ``~`` expanded, a relative one from PROGRAM_DIR."""
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else PROGRAM_DIR / path)
+
+
 def secret_form_value(setting: Setting, value: Any) -> str:
     """The mask a form holds for a secret; sent back unchanged it means "keep"."""
     shown = secret_display(setting, value)
@@ -486,6 +501,7 @@ class Settings(Mapping[str, Any]):
         if unknown:
             raise SettingError(sorted(unknown)[0], "unknown setting", "unknown")
         resolved = {s.name: values.get(s.name, s.default) for s in SETTINGS}
+        resolved["PAWWAKE_DATA_DIR"] = data_folder(resolved["PAWWAKE_DATA_DIR"])
         self._values: dict[str, Any]  # declared here, out of the class's setting attributes
         object.__setattr__(self, "_values", resolved)
         for name, value in resolved.items():

@@ -89,6 +89,5 @@ async def say(client: Any, upstream: Any, text: str, reply: str, *,
 async def state_row(client: Any, thread: str = "default") -> dict[str, Any] | None:
     async with cursor(services_of(client.server.app).database.pool) as cur:
         return await fetch_one(cur,
-                               "SELECT summary_parts, rotations, last_summary_error,"
-                               " summary_retry_after IS NOT NULL AS backing_off"
+                               "SELECT summary_parts, rotations, last_summary_error"
                                " FROM partition_state WHERE thread_id = %s", (thread,))

@@ -261,7 +261,7 @@ async def test_a_merge_merged_again_reverts_outer_first(api: Any, upstream: Any)
     assert [r["id"] for r in active] == [*ids, other]
 
 
-async def test_merge_sources_and_chain_members_cannot_be_deleted_or_cleaned(
+async def test_merge_sources_and_chain_members_cannot_be_deleted(
         api: Any, upstream: Any) -> None:
     ids, draft = await picnic_draft(api, upstream)
     merged = (await (await confirm(api, {"draft_id": draft["draft_id"]})).json())["memory"]
@@ -274,17 +274,30 @@ async def test_merge_sources_and_chain_members_cannot_be_deleted_or_cleaned(
     batch = await api.post("/api/memories/batch-delete",
                            json={"ids": [*ids, old], "soft": False})
     assert (await batch.json())["deleted"] == 0
-    cleaned = await api.post("/api/memories/cleanup-fragments", json={"days": 0})
-    report = await cleaned.json()
-    assert report["deleted"] == 0
-    assert report["kept_reasons"] == {"version_chain_member": 1, "merge_source": 3}
-    assert len(await snapshot(api)) == 6
-
     # After a revert the merge no longer needs its sources: an archived one may then go.
     assert (await api.post(f"/api/memories/{merged['id']}/revert-merge")).status == 200
     assert (await api.delete(f"/api/memories/{ids[0]}")).status == 200
     gone = await api.delete(f"/api/memories/{ids[0]}", params={"soft": "false"})
     assert gone.status == 200
+
+
+async def test_the_cleanup_deletes_old_merge_sources_and_ends_their_merge(
+        api: Any, upstream: Any) -> None:
+    _ids, draft = await picnic_draft(api, upstream)
+    merged = (await (await confirm(api, {"draft_id": draft["draft_id"]})).json())["memory"]
+    old, new = await add(api, "住在北京"), await add(api, "搬到了上海")
+    await _sql(api, "UPDATE memories SET is_active = false, archived_at = now(),"
+                    " superseded_by = %s WHERE id = %s", (new, old))
+    cleaned = await api.post("/api/memories/cleanup-fragments", json={"days": 0})
+    report = await cleaned.json()
+    assert (report["deleted"], report["merge_sources_deleted"], report["merges_ended"]) == (
+        3, 3, 1)
+    assert report["kept_reasons"] == {"version_chain_member": 1}
+    assert {r["id"] for r in await snapshot(api)} == {merged["id"], old, new}
+    shown = await (await api.get(f"/api/memories/{merged['id']}/sources")).json()
+    assert shown["merged"] is False and shown["sources"] == []
+    refused = await api.post(f"/api/memories/{merged['id']}/revert-merge")
+    assert refused.status == 409 and (await error_of(refused))["code"] == "not_merged"
 
 
 async def test_unknown_memories_are_404(api: Any) -> None:

@@ -200,11 +200,11 @@ async def test_cleanup_of_old_archived_fragments(make_client: Any) -> None:
     response = await post(client, "/dashboard/memories/cleanup",
                           {**ARCHIVED, "days": "30", "confirmed": "1"})
     page = soup(await response.text())
-    assert notice(page)[1] == ("清理完成：删除 2 条归档超过 30 天的碎片，保留 1 条"
-                               "（版本链成员 0，合并来源 1）。")
+    assert notice(page)[1] == ("清理完成：删除 3 条归档超过 30 天的碎片，其中 1 条是合并来源，"
+                               "1 条合并记忆因此不能再撤回；保留 0 条版本链成员。")
     report = {dd["data-report"]: dd.get_text() for dd in page.select("[data-report]")}
-    assert report == {"deleted": "2", "chain": "0", "sources": "1"}
-    assert {r["id"] for r in await db_rows(client)} == {old[2], recent, merged}
+    assert report == {"deleted": "3", "sources": "1", "merges": "1", "chain": "0"}
+    assert {r["id"] for r in await db_rows(client)} == {recent, merged}
 
     for days in ("-1", "abc", "99999"):
         response = await post(client, "/dashboard/memories/cleanup",

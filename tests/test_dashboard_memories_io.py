@@ -181,6 +181,31 @@ async def test_export_downloads_an_attachment(make_client: Any) -> None:
         ("我的猫叫小橘", 2, "猫"), ("The user likes oolong tea", 1, None)]
 
 
+async def test_export_downloads_the_conversations_too(make_client: Any) -> None:
+    client = await signed_in(make_client)
+    for session, role, text in (("kyoto", "user", "清水寺那天怎么安排？"),
+                                ("kyoto", "assistant", "早上七点到清水寺。"),
+                                ("cat", "user", "My cat stopped eating"),
+                                ("old", "user", "in the trash")):
+        await sql(client, "INSERT INTO conversations (session_id, role, content, deleted_at)"
+                  " VALUES (%s, %s, %s, CASE WHEN %s = 'old' THEN now() END)",
+                  (session, role, text, session))
+    page = await page_of(client, "/dashboard/export")
+    counts = page.select_one("[data-export-conversation-counts]").get_text(strip=True)
+    assert counts.startswith("2 个会话，共 3 条消息")
+    link = page.select_one("a[data-action=download-conversations]")
+    response = await client.get(link["href"])
+    assert response.status == 200
+    assert response.headers["Content-Disposition"].startswith(
+        'attachment; filename="pawwake-conversations-')
+    sessions = json.loads(await response.read())
+    assert {s["session_id"]: [m["content"] for m in s["messages"]] for s in sessions} == {
+        "cat": ["My cat stopped eating"], "kyoto": ["清水寺那天怎么安排？", "早上七点到清水寺。"]}
+    # the same shape the conversations API takes back
+    api = await (await client.get("/api/conversations/export")).json()
+    assert api == sessions
+
+
 async def test_export_refuses_broken_links_and_offers_the_repair(make_client: Any) -> None:
     client = await signed_in(make_client)
     await first_ids(client)

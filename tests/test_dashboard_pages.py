@@ -9,7 +9,7 @@ from typing import Any
 import psycopg2
 from bs4 import BeautifulSoup
 
-from pawwake import __version__
+from pawwake import SOURCE_URL, __version__
 from pawwake.dashboard.i18n import STRINGS
 from pawwake.dashboard.nav import NAV
 from pawwake.settings import GROUPS
@@ -179,3 +179,18 @@ async def test_static_files_are_served_with_a_version(make_client: Any) -> None:
         response = await client.get(src)
         assert response.status == 200, src
         assert len(await response.read()) > 100
+
+
+async def test_every_page_offers_the_source_to_its_users(make_client: Any) -> None:
+    """AGPL-3.0 section 13: whoever uses the gateway over the network is offered its source,
+    on the sign-in page already and on every page after it."""
+    client = await dashboard_client(make_client)
+    for path, signed_in in (("/dashboard/login", False), ("/dashboard", True),
+                            ("/dashboard/settings", True)):
+        if signed_in and path == "/dashboard":
+            assert (await login(client)).status == 303
+        footer = soup(await (await client.get(path)).text()).select_one("footer")
+        link = footer.select_one("a[data-source-link]")
+        assert link["href"] == SOURCE_URL, path
+        assert link.get_text(strip=True) == "源代码（AGPL-3.0）"
+        assert __version__ in footer.get_text()

@@ -126,6 +126,26 @@ async def test_bad_value_shows_the_error_and_stores_nothing(make_client: Any,
     assert stored_settings(database_url) == {}
 
 
+async def test_every_bad_field_of_a_group_is_marked_at_once(make_client: Any,
+                                                            database_url: str) -> None:
+    client = await logged_in(make_client)
+    response = await client.post("/dashboard/settings", headers=htmx(client), data={
+        "_group": "memory", "MAX_MEMORIES_INJECT": "many", "MEMORY_SEEN_TTL_HOURS": "-3",
+        "MEMORY_MAX_TOKENS": "12.5", "MEMORY_MODEL": "x/extract"})
+    assert response.status == 400
+    fragment = soup(await response.text())
+    marked = {row["data-setting"] for row in fragment.select(".setting.has-error")}
+    assert marked == {"MAX_MEMORIES_INJECT", "MEMORY_SEEN_TTL_HOURS", "MEMORY_MAX_TOKENS"}
+    for name in marked:
+        assert fragment.select_one(f'[data-setting="{name}"] .field-error')
+    summary = fragment.select_one('[data-result="error"]').get_text()
+    assert all(name in summary for name in marked) and "MEMORY_MODEL" not in summary
+    # nothing of the group is stored, the good field neither, and every value typed is kept
+    assert fragment.select_one('[data-setting="MEMORY_MODEL"] input')["value"] == "x/extract"
+    assert fragment.select_one('[data-setting="MEMORY_SEEN_TTL_HOURS"] input')["value"] == "-3"
+    assert stored_settings(database_url) == {}
+
+
 async def test_unknown_or_environment_only_field_is_refused(make_client: Any) -> None:
     client = await logged_in(make_client)
     unknown = await client.post("/dashboard/settings", headers=htmx(client),

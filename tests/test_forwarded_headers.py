@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from bs4 import BeautifulSoup
 from multidict import CIMultiDict
 
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.security import SESSION_COOKIE
-from pawwake.proxies import parse_trusted_proxies, resolve_client
+from pawwake.proxies import parse_trusted_proxies, resolve_client, setting_to_trust
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, dashboard_client, login, set_cookie
 
@@ -137,3 +138,27 @@ async def test_a_rotating_forwarded_for_does_not_escape_the_lockout(make_client:
         assert response.status == 401
     locked = await login(client, PASSWORD, **{"X-Forwarded-For": "198.51.100.200"})
     assert locked.status == 429
+
+
+@pytest.mark.parametrize(("lang", "words"), [("zh", "请在部署平台的环境变量里设置"),
+                                              ("en", "Set the environment variable")])
+async def test_a_login_refused_behind_an_untrusted_proxy_says_what_to_set(
+        make_client: Any, lang: str, words: str) -> None:
+    client = await dashboard_client(make_client)
+    client.session.cookie_jar.update_cookies({"pawwake_lang": lang})
+    # What Render's proxy sends: TLS ended there, the browser's origin is https.
+    behind_tls = await login(client, **{"X-Forwarded-Proto": "https",
+                                        "Origin": "https://" + client.make_url("/").authority})
+    assert behind_tls.status == 403
+    page = BeautifulSoup(await behind_tls.text(), "html.parser").get_text(" ", strip=True)
+    assert f"{words} TRUSTED_PROXIES=private" in page  # the peer, 127.0.0.1, is private
+    # A cross-origin post without forwarded headers is refused as before, without the hint.
+    cross = await login(client, Origin="https://elsewhere.example")
+    assert cross.status == 403
+    assert "TRUSTED_PROXIES" not in await cross.text()
+
+
+def test_the_setting_to_trust_a_peer() -> None:
+    assert setting_to_trust("10.201.4.7") == "TRUSTED_PROXIES=private"
+    assert setting_to_trust("203.0.113.9") == "TRUSTED_PROXIES=203.0.113.9"
+    assert setting_to_trust("[2001:db8::1]:443") == "TRUSTED_PROXIES=2001:db8::1"

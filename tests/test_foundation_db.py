@@ -26,7 +26,7 @@ async def test_migrations_are_recorded_once_even_when_two_processes_race(databas
             pool.close()
             await pool.wait_closed()
     assert [row["name"] for row in rows] == [p.name for p in migration_files()]
-    assert results[0] == results[1] == {"pgvector": True}
+    assert results[0] == results[1] == {"pgvector": True, "legacy": False}
 
 
 async def test_health_reports_database_state_and_kind(client) -> None:

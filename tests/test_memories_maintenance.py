@@ -58,7 +58,8 @@ async def test_check_duplicate_ignores_archived_rows(api: Any) -> None:
     assert body["is_duplicate"] is False
 
 
-async def test_cleanup_fragments_keeps_chain_members_and_merge_sources(api: Any) -> None:
+async def test_cleanup_fragments_keeps_chain_members_and_ends_the_merges_it_empties(
+        api: Any) -> None:
     plain = await create(api, "旧碎片")
     old, new = await create(api, "旧版本"), await create(api, "新版本")
     src, merged = await create(api, "合并来源"), await create(api, "合并结果")
@@ -75,10 +76,16 @@ async def test_cleanup_fragments_keeps_chain_members_and_merge_sources(api: Any)
     response = await api.post("/api/memories/cleanup-fragments", json={"days": 30})
     assert response.status == 200
     report = await response.json()
-    assert report["deleted"] == 1 and report["kept"] == 2
-    assert report["kept_reasons"] == {"version_chain_member": 1, "merge_source": 1}
+    assert report == {"days": 30, "deleted": 2, "kept": 1,
+                      "kept_reasons": {"version_chain_member": 1},
+                      "merge_sources_deleted": 1, "merges_ended": 1}
     remaining = {r["id"] for r in await rows(api)}
-    assert plain["id"] not in remaining
-    assert {old["id"], src["id"], recent["id"], event["id"]} <= remaining
+    assert plain["id"] not in remaining and src["id"] not in remaining
+    assert {old["id"], merged["id"], recent["id"], event["id"]} <= remaining
+    # The merged memory keeps its text; its merge cannot be reverted any more.
+    kept = await (await api.get(f"/api/memories/{merged['id']}")).json()
+    assert kept["content"] == "合并结果" and kept["is_active"] is True
+    revert = await api.post(f"/api/memories/{merged['id']}/revert-merge")
+    assert revert.status == 409
     bad = await api.post("/api/memories/cleanup-fragments", json={"days": -1})
     assert bad.status == 400

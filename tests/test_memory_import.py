@@ -10,6 +10,8 @@ import pytest
 from aiohttp import FormData
 from aiohttp.test_utils import TestClient
 
+from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GATEWAY_KEY
 from tests.memory_support import create, error_of, rows
@@ -166,7 +168,7 @@ async def test_seed_json_imports_once(api: TestClient, tmp_path: Path) -> None:
     first = await api.get("/import/seed-memories")
     assert first.status == 200
     assert await first.json() == {"status": "done", "file": "seed_memories.json",
-                                  "imported": len(items), "skipped": 0}
+                                  "imported": len(items), "skipped": 0, "past_reminders": 0}
     again = await (await api.get("/import/seed-memories")).json()
     assert (again["imported"], again["skipped"]) == (0, len(items))
 
@@ -179,6 +181,26 @@ async def test_seed_json_imports_once(api: TestClient, tmp_path: Path) -> None:
     assert all(r["external_id"].startswith("seed:") for r in stored)
     core = [r for r in stored if r["layer"] == 3]
     assert len(core) == 2
+
+
+async def test_a_seed_reminder_already_past_is_not_set(api: TestClient, tmp_path: Path
+                                                        ) -> None:
+    """The example's reminder, imported after its date (a fresh install next year), would fire
+    in the very first chat: the memory is kept without its alarm, and the report says so."""
+    items = json.loads(EXAMPLE_SEED.read_text(encoding="utf-8"))
+    [reminder] = [item for item in items if "remind_at" in item]
+    (data_dir(tmp_path) / "seed_memories.json").write_text(json.dumps([
+        {**reminder, "remind_at": "2026-03-01T09:00:00+08:00"},
+        {"content": "提醒用户明年续签护照", "remind_at": "2999-01-01T09:00:00+08:00"}],
+        ensure_ascii=False), encoding="utf-8")
+    report = await (await api.get("/import/seed-memories")).json()
+    assert (report["imported"], report["past_reminders"]) == (2, 1)
+    async with cursor(services_of(api.server.app).database.pool) as cur:
+        stored = await fetch_all(cur, "SELECT content, remind_at FROM memories ORDER BY id")
+        due = await fetch_all(cur, "SELECT id FROM memories WHERE remind_at <= now()")
+    assert [(r["content"], r["remind_at"] is None) for r in stored] == [
+        (reminder["content"], True), ("提醒用户明年续签护照", False)]
+    assert due == []
 
 
 async def test_seed_txt_one_memory_per_line(api: TestClient, tmp_path: Path) -> None:

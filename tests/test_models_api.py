@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from pawwake.llm.models import ModelCatalog, models_url, parse_models, provider_of
+from pawwake.llm.models import ModelCatalog, memory_model, models_url, parse_models, provider_of
 from pawwake.services import services_of
+from pawwake.settings import Settings
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 
@@ -27,6 +28,21 @@ UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 def test_provider_and_models_url_follow_the_base_url(base: str, provider: str, url: str) -> None:
     assert provider_of(base) == provider
     assert models_url(base) == url
+
+
+@pytest.mark.parametrize(("base", "chosen", "expected"), [
+    ("https://openrouter.ai/api/v1/chat/completions", "", "anthropic/claude-haiku-4.5"),
+    ("https://api.openai.com/v1", "", "gpt-4.1-mini"),
+    ("https://generativelanguage.googleapis.com/v1beta/openai", "", "gemini-2.5-flash-lite"),
+    ("http://localhost:11434/v1", "", "qwen3:8b"),  # no known cheap model: DEFAULT_MODEL
+    ("https://openrouter.ai/api/v1", "openai/gpt-5-nano", "openai/gpt-5-nano"),
+])
+def test_memory_model_empty_is_a_cheap_model_of_the_provider(base: str, chosen: str,
+                                                              expected: str) -> None:
+    settings = Settings.from_env({}, API_BASE_URL=base, MEMORY_MODEL=chosen,
+                                 DEFAULT_MODEL="qwen3:8b" if "11434" in base
+                                 else "anthropic/claude-sonnet-4.5")
+    assert memory_model(settings) == expected
 
 
 def test_parse_skips_junk_and_keeps_names() -> None:

@@ -67,7 +67,7 @@ async def test_first_request_jumps_to_the_newest_x_rounds_and_the_next_does_not_
     assert sent == [system(PERSONA), u(f"问{n - 1}"), a(f"答{n - 1}"), u(f"问{n}"),
                     a(f"答{n}", CC), now_turn("新问题")]
     assert await state_row(client) == {"summary_parts": [], "rotations": 1,
-                                       "last_summary_error": None, "backing_off": False}
+                                       "last_summary_error": None}
     assert await zone_start_text(client) == f"问{n - 1}"
     # The second request grows zone B and does not rotate again.
     sent = await say(client, upstream, "第二个问题", "第二个回答")
@@ -95,10 +95,10 @@ async def test_with_a_summary_model_only_the_last_zone_a_slice_is_summarised(
     assert sent == [system(PERSONA, ["最近的摘要"]), u(f"问{n - 1}"), a(f"答{n - 1}"),
                     u(f"问{n}"), a(f"答{n}", CC), now_turn("新问题")]
     assert await state_row(client) == {"summary_parts": ["最近的摘要"], "rotations": 1,
-                                       "last_summary_error": None, "backing_off": False}
+                                       "last_summary_error": None}
 
 
-async def test_a_failed_summary_still_bounds_the_history_and_backs_off(
+async def test_a_failed_summary_still_bounds_the_history(
         gateway: Any, upstream: Any) -> None:
     client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL="test/summary", **PARTITION)
     await store_old_rounds(client)
@@ -108,7 +108,7 @@ async def test_a_failed_summary_still_bounds_the_history_and_backs_off(
     assert sent == [system(PERSONA), u(f"问{n - 1}"), a(f"答{n - 1}"), u(f"问{n}"),
                     a(f"答{n}", CC), now_turn("新问题")]
     row = await state_row(client)
-    assert row["rotations"] == 1 and row["summary_parts"] == [] and row["backing_off"]
+    assert row["rotations"] == 1 and row["summary_parts"] == []
     assert "500" in row["last_summary_error"]
 
 
@@ -131,7 +131,7 @@ async def test_two_instances_catching_up_together_jump_once(gateway: Any, upstre
     await settle(second)
     assert len([r for r in upstream.requests if r.body.get("model") == "test/summary"]) == 1
     assert await state_row(first) == {"summary_parts": ["摘要"], "rotations": 1,
-                                      "last_summary_error": None, "backing_off": False}
+                                      "last_summary_error": None}
     chats = [normalised(r.body["messages"]) for r in upstream.requests
              if r.body.get("model") == CLAUDE]
     zone_a = [system(PERSONA, ["摘要"]), u(f"问{n - 1}"), a(f"答{n - 1}"), u(f"问{n}"),

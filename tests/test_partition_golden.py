@@ -67,7 +67,7 @@ async def test_rotations_with_a_summary_model(gateway: Any, upstream: Any) -> No
                     a("答6", CC), now_turn("问7")]
     row = await state_row(client)
     assert row == {"summary_parts": ["摘要一", "摘要二"], "rotations": 2,
-                   "last_summary_error": None, "backing_off": False}
+                   "last_summary_error": None}
 
 
 async def test_without_a_summary_model_the_zones_slide(gateway: Any, upstream: Any) -> None:
@@ -81,7 +81,8 @@ async def test_without_a_summary_model_the_zones_slide(gateway: Any, upstream: A
     assert (await state_row(client))["rotations"] == 1
 
 
-async def test_summary_failure_keeps_zone_a_and_backs_off(gateway: Any, upstream: Any) -> None:
+async def test_a_failed_summary_keeps_zone_a_and_the_next_request_retries(
+        gateway: Any, upstream: Any) -> None:
     client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL="test/summary", **PARTITION)
     for n in range(1, 5):
         await say(client, upstream, f"问{n}", f"答{n}")
@@ -90,22 +91,31 @@ async def test_summary_failure_keeps_zone_a_and_backs_off(gateway: Any, upstream
     assert sent == [system(PERSONA), u("问1"), a("答1"), u("问2"), a("答2", CC),
                     u("问3"), a("答3"), u("问4"), a("答4", CC), now_turn("问5")]
     row = await state_row(client)
-    assert row["rotations"] == 0 and row["backing_off"] is True
-    assert "500" in row["last_summary_error"]
-    # Backing off: the next request makes no summary call and keeps the layout.
+    assert row["rotations"] == 0 and "500" in row["last_summary_error"]
+    # The very next request tries the summary again (no waiting period), and fails again.
     before = len(upstream.requests)
+    upstream.reply_error(500, "summary model still down")
     sent = await say(client, upstream, "问6", "答6")
-    assert len(upstream.requests) == before + 1
+    assert len(upstream.requests) == before + 2
+    assert upstream.requests[before].body["model"] == "test/summary"
     assert sent[:5] == [system(PERSONA), u("问1"), a("答1"), u("问2"), a("答2", CC)]
-    # 3X = 6 history rounds is the cap; past it the oldest X slide out without a summary.
+    # 3X = 6 history rounds is the cap: past it the oldest X slide out without a summary
+    # (the summary was tried once more and failed).
+    upstream.reply_error(500, "summary model still down")
     sent = await say(client, upstream, "问7", "答7")
     assert len(sent) == 14 and sent[1] == u("问1")
+    upstream.reply_error(500, "summary model still down")
     sent = await say(client, upstream, "问8", "答8")
     assert sent == [system(PERSONA), u("问3"), a("答3"), u("问4"), a("答4", CC),
                     u("问5"), a("答5"), u("问6"), a("答6"), u("问7"), a("答7", CC),
                     now_turn("问8")]
     row = await state_row(client)
     assert row["rotations"] == 1 and row["summary_parts"] == []
+    # Once the model answers again, the next due rotation summarises.
+    sent = await say(client, upstream, "问9", "答9", summary="回来的摘要")
+    assert sent[0] == system(PERSONA, ["回来的摘要"])
+    row = await state_row(client)
+    assert row["summary_parts"] == ["回来的摘要"] and row["last_summary_error"] is None
 
 
 def plain(role: str, text: str) -> dict[str, Any]:

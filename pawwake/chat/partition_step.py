@@ -190,7 +190,8 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     messages = list(request.client_messages)
     role, tail = client_tail(messages)
     earlier = messages[:len(messages) - len(tail)]
-    booking = UsageBooking(context.database.pool, "summary", thread)
+    booking = UsageBooking(context.database.pool, "summary", thread,
+                           health=context.services.upstream_health)
     now = context.services.chat.clock().astimezone(zone_of(settings))
     # This process's last turn of the thread is stored first (read your writes).
     await wait_pending(context.services.chat, thread, PENDING_WAIT_SECONDS)

@@ -3,10 +3,10 @@
 When zone B holds X rounds, zone A is summarised with CACHE_SUMMARY_MODEL (empty: slide
 without a summary), the summary becomes a new part and B becomes A. Past
 CACHE_SUMMARY_BUDGET_CHARS the oldest parts are folded into one base part. A failed summary
-(or a failed or no shorter fold) cancels the rotation and is not retried before
-SUMMARY_RETRY_DELAY; meanwhile the live history is capped at HISTORY_CAP_FACTOR * X rounds by
-sliding without a summary, so a broken summary model cannot grow the prompt without bound.
-Failures are kept on the state for the status page.
+(or a failed or no shorter fold) cancels the rotation, and the next request tries again;
+meanwhile the live history is capped at HISTORY_CAP_FACTOR * X rounds by sliding without a
+summary, so a broken summary model cannot grow the prompt without bound. The last failure
+is kept on the state for the threads and status pages.
 
 A thread whose live history is longer than any rotation leaves it (stored before partition
 mode was switched on, imported, or X lowered) is never read whole: it jumps in one step to
@@ -30,7 +30,6 @@ from pawwake.text.rounds import Round, dialogue_text
 
 log = logging.getLogger(__name__)
 
-SUMMARY_RETRY_DELAY = timedelta(minutes=5)
 HISTORY_CAP_FACTOR = 3
 _MAX_ERROR_CHARS = 300
 
@@ -152,28 +151,22 @@ async def rotate(state: PartitionState, history: Sequence[Round], settings: Sett
         return None
     over_cap = len(history) > HISTORY_CAP_FACTOR * x
     if not settings.CACHE_SUMMARY_MODEL:
-        return _slide(state, history, x, last_summary_error=None, summary_retry_after=None)
-    if state.summary_retry_after is not None and now < state.summary_retry_after:
-        if over_cap:
-            log.warning("partition history over its cap; sliding without a summary")
-            return _slide(state, history, x)
-        return None
+        return _slide(state, history, x, last_summary_error=None)
     try:
         summary = await summarise(history[:x])
         parts = [*state.summary_parts, summary]
         if fold is not None:
             parts = await folded_parts(parts, int(settings.CACHE_SUMMARY_BUDGET_CHARS),
                                        fold)
-    except Exception as exc:  # summary or fold failed: the rotation is cancelled, back off
+    except Exception as exc:  # summary or fold failed: cancelled; the next request retries
         error = _describe(exc)
-        log.warning("partition summary failed (retry in %s): %s", SUMMARY_RETRY_DELAY, error)
-        failed = replace(state, last_summary_error=error,
-                         summary_retry_after=now + SUMMARY_RETRY_DELAY)
+        log.warning("partition summary failed (the next request retries): %s", error)
+        failed = replace(state, last_summary_error=error)
         if over_cap:
+            log.warning("partition history over its cap; sliding without a summary")
             return _slide(failed, history, x)
         return failed
-    return _slide(state, history, x, summary_parts=parts,
-                  last_summary_error=None, summary_retry_after=None)
+    return _slide(state, history, x, summary_parts=parts, last_summary_error=None)
 
 
 def live_round_limit(x: int) -> int:
@@ -184,7 +177,7 @@ def live_round_limit(x: int) -> int:
 
 
 async def catch_up(state: PartitionState, history: Sequence[Round], settings: Settings,
-                   summarise: Summariser, now: datetime, fold: Folder | None = None
+                   summarise: Summariser, fold: Folder | None = None
                    ) -> tuple[PartitionState, list[Round]]:
     """(new state, live history) for a thread read past ``live_round_limit``: the zone start
     jumps to the newest X settled rounds, as if one rotation had just happened.
@@ -193,26 +186,22 @@ async def catch_up(state: PartitionState, history: Sequence[Round], settings: Se
     CACHE_SUMMARY_MODEL, once; older rounds slide out without a summary, since summarising
     a whole imported history in one call is neither affordable nor bounded. Those rounds
     stay stored and reachable through conversation recall. A failed summary does not stop
-    the jump: it is recorded and backed off like any other.
+    the jump: it is recorded like any other.
     """
     x = max(1, int(settings.CACHE_PARTITION_X))
     if len(history) <= x:
         return state, list(history)
     kept, sliding = list(history[-x:]), history[-2 * x:-x]
-    changes: dict[str, Any] = {"last_summary_error": None, "summary_retry_after": None}
-    backing_off = state.summary_retry_after is not None and now < state.summary_retry_after
-    if settings.CACHE_SUMMARY_MODEL and backing_off:
-        changes = {}
-    elif settings.CACHE_SUMMARY_MODEL:
+    changes: dict[str, Any] = {"last_summary_error": None}
+    if settings.CACHE_SUMMARY_MODEL:
         try:
             parts = [*state.summary_parts, await summarise(sliding)]
             if fold is not None:
                 parts = await folded_parts(parts, int(settings.CACHE_SUMMARY_BUDGET_CHARS),
                                            fold)
             changes["summary_parts"] = parts
-        except Exception as exc:  # the jump still happens; the failure is shown and backed off
-            changes = {"last_summary_error": _describe(exc),
-                       "summary_retry_after": now + SUMMARY_RETRY_DELAY}
+        except Exception as exc:  # the jump still happens; the failure is shown
+            changes = {"last_summary_error": _describe(exc)}
             log.warning("partition catch-up summary failed: %s", changes["last_summary_error"])
     log.info("partition thread over its bounds: live history jumps to the newest %d rounds", x)
     return replace(state, zone_start_message_id=kept[0].messages[0]["id"],

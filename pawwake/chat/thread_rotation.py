@@ -127,16 +127,12 @@ def _due(read: ThreadRead, settings: Settings, x: int, now: datetime) -> bool:
     return (read.over and len(read.history) > x) or rotation_due(read.history, x, settings, now)
 
 
-def _needs_model(state: PartitionState, settings: Settings, now: datetime) -> bool:
-    backing_off = state.summary_retry_after is not None and now < state.summary_retry_after
-    return bool(settings.CACHE_SUMMARY_MODEL) and not backing_off
-
 
 async def _rotate(read: ThreadRead, settings: Settings, summarise: Summariser, fold: Folder,
                   now: datetime) -> tuple[PartitionState, list[Round]]:
     state, history = read.state, read.history
     if read.over:
-        state, history = await catch_up(state, history, settings, summarise, now, fold)
+        state, history = await catch_up(state, history, settings, summarise, fold)
     return await rotations(state, history, settings, summarise, fold, now)
 
 
@@ -224,7 +220,7 @@ async def _read_and_rotate(pool: aiopg.Pool, thread: str, settings: Settings, x:
             log.warning("partition rotation kept losing to concurrent writes; not rotated")
             return read
         expected = read.state.version
-        if _needs_model(read.state, settings, now):
+        if settings.CACHE_SUMMARY_MODEL:
             async with cursor(pool) as cur:
                 claimed = await claim_rotation(cur, read.state, LEASE_SECONDS)
             if claimed is None:

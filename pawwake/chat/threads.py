@@ -66,7 +66,6 @@ async def status(database: Database, *, settings: Settings) -> dict[str, Any]:
         "summary_parts": len(state.summary_parts),
         "summary_chars": sum(len(p) for p in state.summary_parts),
         "last_summary_error": state.last_summary_error,
-        "summary_retry_after": state.summary_retry_after,
     }
 
 

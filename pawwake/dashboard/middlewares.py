@@ -17,6 +17,7 @@ from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.statement_bounds import StatementTimeout
 from pawwake.middlewares import note_unreachable
+from pawwake.proxies import setting_to_trust
 from pawwake.request_body import content_encoding
 
 log = logging.getLogger(__name__)
@@ -77,12 +78,17 @@ async def origin_middleware(request: web.Request, handler: Handler) -> web.Strea
     """Every write must come from a page of this very site (scheme and host, proxy-aware)."""
     if request.method not in SAFE_METHODS and not is_same_origin(request):
         log.warning("refused a cross-origin dashboard %s to %s", request.method, request.path)
+        lang = request_language(request)
         if client_view(request).forwarded_ignored:
+            # Behind a proxy nobody said to trust, the browser's https address is unknown
+            # here, so every sign-in looks cross-origin: say exactly what to set.
+            setting = setting_to_trust(request.remote)
             log.warning("forwarded headers from %s were ignored: that address is not in "
-                        "TRUSTED_PROXIES (behind a reverse proxy such as Render's, set "
-                        "TRUSTED_PROXIES to the proxy's network, e.g. 10.0.0.0/8)",
-                        request.remote)
-        return render_error(request, 403, translate(request_language(request), "error.origin"))
+                        "TRUSTED_PROXIES (behind a reverse proxy such as Render's, set %s)",
+                        request.remote, setting)
+            return render_error(request, 403, translate(lang, "error.origin_proxy",
+                                                        setting=setting))
+        return render_error(request, 403, translate(lang, "error.origin"))
     return await handler(request)
 
 

@@ -9,11 +9,12 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake import __version__, keys
+from pawwake import SOURCE_URL, __version__, keys
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translator
+from pawwake.dashboard.job_errors import explain_job_error
 from pawwake.dashboard.nav import nav_for
-from pawwake.local_time import local_iso, local_minute, zone_at, zone_of
+from pawwake.local_time import local_iso, local_minute, zone_at, zone_label, zone_of, zoned_minute
 
 # htmx swaps our error fragments too (they are written for it), without eval or inline styles.
 HTMX_CONFIG = json.dumps({
@@ -49,12 +50,17 @@ def base_context(request: web.Request) -> dict[str, Any]:
         "nav": nav_for(request) if authenticated else [],
         "authenticated": authenticated,
         "version": __version__,
+        "source_url": SOURCE_URL,
         "htmx_config": HTMX_CONFIG,
         "static_url": request.config_dict[dkeys.STATIC_URL],
         "current_path": request.path_qs,
-        # every shown time goes through these: TIMEZONE_HOURS, one format
+        # every shown time goes through these: TIMEZONE_HOURS, one format, and the zone said
+        # beside it (``zoned_time``) or once in its column's head (``zone``)
+        "zone": zone_label(zone),
+        "zoned_time": lambda moment: zoned_minute(moment, zone),
         "local_time": lambda moment: local_minute(moment, zone),
         "local_iso": lambda moment: local_iso(moment, zone),
+        "explain_job_error": explain_job_error,
     }
 
 

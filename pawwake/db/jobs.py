@@ -211,7 +211,7 @@ async def attention_counts(cur: Cursor) -> list[dict[str, Any]]:
 
 async def kind_overview(cur: Cursor) -> list[dict[str, Any]]:
     """Per kind with open or problem jobs: pending, running, retrying, dead and failed counts,
-    and the newest job needing attention (id, status, last error, time)."""
+    and the newest job needing attention (id, status, last error, model, time)."""
     counts = await fetch_all(
         cur, "SELECT kind,"
              " count(*) FILTER (WHERE status = 'pending' AND last_error IS NULL)::integer"
@@ -224,7 +224,7 @@ async def kind_overview(cur: Cursor) -> list[dict[str, Any]]:
              " GROUP BY kind ORDER BY kind")
     latest = await fetch_all(
         cur, f"SELECT DISTINCT ON (kind) kind, id, {SHOWN_STATUS} AS status, last_error,"
-             f" updated_at FROM jobs WHERE {ATTENTION} ORDER BY kind, updated_at DESC, id DESC")
+             f" model, updated_at FROM jobs WHERE {ATTENTION} ORDER BY kind, updated_at DESC, id DESC")
     problems = {row["kind"]: row for row in latest}
     return [{**row, "problem": problems.get(row["kind"])} for row in counts]
 

@@ -201,6 +201,14 @@ async def merge_sources(cur: Cursor, ids: Sequence[int]) -> set[int]:
     return {row[0] for row in await cur.fetchall()}
 
 
+async def end_merges_of(cur: Cursor, source_ids: Sequence[int]) -> list[int]:
+    """Merged memories listing any of ``source_ids`` stop being merges (they stay as they
+    are otherwise): the sources are about to go, so the merge can no longer be reverted."""
+    await cur.execute("UPDATE memories SET merged_from = '{}', updated_at = now()"
+                      " WHERE merged_from && %s::bigint[] RETURNING id", (list(source_ids),))
+    return sorted(row[0] for row in await cur.fetchall())
+
+
 async def predecessor_of(cur: Cursor, memory_id: int) -> dict[str, Any] | None:
     """The newest row that ``memory_id`` replaced, if any."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE superseded_by = %s"

@@ -9,7 +9,6 @@ concurrent request waits for that result instead of summarising the same rounds 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from pawwake.db.conversations import NOT_INCOMPLETE
@@ -28,7 +27,6 @@ class PartitionState:
     zone_start_message_id: int | None = None
     rotations: int = 0
     last_summary_error: str | None = None
-    summary_retry_after: datetime | None = None
     version: int = 0  # 0: no row yet, or a row never written since it was created
     rotating: bool = False  # another request holds a live rotation lease
 
@@ -41,7 +39,7 @@ async def lock_thread(cur: Cursor, thread_id: str) -> None:
 async def load_state(cur: Cursor, thread_id: str) -> PartitionState:
     await cur.execute(
         "SELECT summary_parts, zone_start_message_id, rotations, last_summary_error,"
-        " summary_retry_after, version, COALESCE(rotating_until > now(), false) AS rotating"
+        " version, COALESCE(rotating_until > now(), false) AS rotating"
         " FROM partition_state WHERE thread_id = %s", (thread_id,))
     rows = rows_as_dicts(cur, await cur.fetchall())
     if not rows:
@@ -52,7 +50,6 @@ async def load_state(cur: Cursor, thread_id: str) -> PartitionState:
                           zone_start_message_id=row["zone_start_message_id"],
                           rotations=row["rotations"],
                           last_summary_error=row["last_summary_error"],
-                          summary_retry_after=row["summary_retry_after"],
                           version=row["version"], rotating=row["rotating"])
 
 
@@ -107,10 +104,9 @@ async def save_state_if(cur: Cursor, state: PartitionState, expected: int) -> bo
     """Save ``state`` (and end any lease) if the row is still at version ``expected``."""
     values = {"summary_parts": "%(parts)s::jsonb", "zone_start_message_id": "%(zone)s",
               "rotations": "%(rotations)s", "last_summary_error": "%(error)s",
-              "summary_retry_after": "%(retry)s", "rotating_until": "NULL"}
+              "rotating_until": "NULL"}
     params = {"parts": storable_json(state.summary_parts), "zone": state.zone_start_message_id,
-              "rotations": state.rotations, "error": state.last_summary_error,
-              "retry": state.summary_retry_after}
+              "rotations": state.rotations, "error": state.last_summary_error}
     return await _write_if(cur, state.thread_id, expected, values, params) is not None
 
 

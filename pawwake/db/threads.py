@@ -88,7 +88,7 @@ async def set_summary(cur: Cursor, thread_id: str, parts: list[str]) -> None:
         "INSERT INTO partition_state AS s (thread_id, summary_parts, version)"
         " VALUES (%s, %s::jsonb, 1)"
         " ON CONFLICT (thread_id) DO UPDATE SET summary_parts = EXCLUDED.summary_parts,"
-        " last_summary_error = NULL, summary_retry_after = NULL, rotating_until = NULL,"
+        " last_summary_error = NULL, rotating_until = NULL,"
         " version = s.version + 1,"
         " updated_at = now()",
         (thread_id, storable_json(parts)))

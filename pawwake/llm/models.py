@@ -57,6 +57,21 @@ def provider_of(api_base: str) -> str:
     return "openai-compatible"
 
 
+# MEMORY_MODEL left empty: a small, cheap model of the provider in use (extraction runs after
+# every round or every few; on DEFAULT_MODEL it cost as much as the chat itself). A provider we
+# know no model of (a relay, Ollama) gets DEFAULT_MODEL: a guessed name would fail each call.
+CHEAP_MEMORY_MODELS = {"openrouter": "anthropic/claude-haiku-4.5", "openai": "gpt-4.1-mini",
+                       "google": "gemini-2.5-flash-lite"}
+
+
+def memory_model(settings: Settings) -> str:
+    """The model for extraction, scoring and consolidation: MEMORY_MODEL, else a cheap
+    built-in default of the provider at API_BASE_URL, else DEFAULT_MODEL."""
+    if settings.MEMORY_MODEL:
+        return settings.MEMORY_MODEL
+    return CHEAP_MEMORY_MODELS.get(provider_of(settings.api_base), settings.DEFAULT_MODEL)
+
+
 def models_url(api_base: str) -> str:
     """``/models`` next to the chat endpoint; Google's OpenAI-compatible one lives under /openai."""
     base = api_base.rstrip("/")

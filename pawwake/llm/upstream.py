@@ -22,10 +22,12 @@ import psycopg2
 from multidict import CIMultiDict
 from yarl import URL
 
+from pawwake import SOURCE_URL
 from pawwake.db.pool import cursor
 from pawwake.db.usage import insert_usage
 from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ NOT_RELAYED = HOP_BY_HOP | {"content-length", "content-encoding", "set-cookie", 
 
 LARGE_BODY = 1024 * 1024  # bytes; bigger bodies go out as a stream of slices
 
-ATTRIBUTION_URL = "https://github.com/pawwake/pawwake"
+ATTRIBUTION_URL = SOURCE_URL
 ATTRIBUTION_TITLE = "Pawwake"
 
 
@@ -185,13 +187,26 @@ class Completion:
 
 @dataclass(frozen=True)
 class UsageBooking:
-    """Where ``complete()`` records the tokens of each answered call: the pool, the kind of
-    work (``token_usage.usage_type``) and the session it was for. Every answer counts, also
-    one the caller then cannot use (truncated, unparsable)."""
+    """Where ``complete()`` records each call: the tokens of every answer in the pool, with
+    the kind of work (``token_usage.usage_type``) and the session it was for (an answer the
+    caller then cannot use counts too: truncated, unparsable); and, given ``health``, whether
+    the provider answered, under that kind of work, for the status page."""
 
     pool: Any
     usage_type: str
     session_id: str | None = None
+    health: UpstreamHealth | None = None
+
+    def provider_failed(self, status: int, model: str, code: str) -> None:
+        if self.health is not None:
+            self.health.failed(status, model, code, work=self.usage_type)
+
+    def provider_answered(self) -> None:
+        if self.health is not None:
+            self.health.succeeded(work=self.usage_type)
+
+
+UNBOOKED = UsageBooking(None, "own")  # a call that books nothing and reports no health
 
 
 async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: str) -> None:
@@ -228,17 +243,24 @@ async def complete(http: aiohttp.ClientSession, settings: Settings, messages: li
         body["temperature"] = temperature
     body.update(extra or {})
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    booking = usage or UNBOOKED
     for attempt in range(attempts):
-        async with forward(http, settings, payload) as response:
-            data = await read_body(response)
-            status = response.status
-            retry_after = response.headers.get("Retry-After")
+        try:
+            async with forward(http, settings, payload) as response:
+                data = await read_body(response)
+                status = response.status
+                retry_after = response.headers.get("Retry-After")
+        except UpstreamFailure as exc:
+            booking.provider_failed(exc.status, body["model"], exc.code)
+            raise
         if status == 429 and attempt + 1 < attempts:
             wait = retry_after_seconds(retry_after, attempt, cap=max_wait)
             log.info("upstream rate limited (429); retrying in %.1f s", wait)
             await asyncio.sleep(wait)
             continue
         if status != 200:
+            booking.provider_failed(status, body["model"],
+                                    "rate_limited" if status == 429 else "upstream_status")
             raise UpstreamStatusError(status, data)
         reply = capture_completion(data)
         try:
@@ -248,7 +270,9 @@ async def complete(http: aiohttp.ClientSession, settings: Settings, messages: li
         answered_by = raw.get("model") if isinstance(raw, dict) else None
         await _book(usage, reply.usage, str(answered_by or body["model"]))
         if reply.error is not None:
+            booking.provider_failed(status, body["model"], "upstream_error")
             raise UpstreamStatusError(status, data)
+        booking.provider_answered()
         if reply.finish_reason == "length":
             log.warning("upstream reply was truncated at the output limit (model %s)",
                         body["model"])

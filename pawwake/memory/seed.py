@@ -1,7 +1,8 @@
 """Seed memories: an operator file (``seed_memories.json`` or ``.txt``) imported on request.
 
 Each item gets the external id ``seed:<sha256 of its normalised content>`` unless it names its
-own, so running the import again adds only what is new in the file.
+own, so running the import again adds only what is new in the file. A reminder whose time has
+passed by the import is not set (the memory is kept), so it never fires in the first chat.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,7 @@ from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
 from pawwake.memory.text_import import split_lines
 from pawwake.search.terms import terms_for
+from pawwake.settings import PROGRAM_DIR
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -26,7 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEED_FILES = ("seed_memories.json", "seed_memories.txt")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class NoSeedFile(LookupError):
@@ -34,7 +36,7 @@ class NoSeedFile(LookupError):
 
 
 def seed_folders(data_dir: str) -> list[Path]:
-    return [Path(data_dir).expanduser(), PROJECT_ROOT]
+    return [Path(data_dir).expanduser(), PROGRAM_DIR]
 
 
 def find_seed_file(data_dir: str) -> Path | None:
@@ -94,6 +96,12 @@ async def import_seed(services: Services) -> dict[str, Any]:
     for item in items:  # the first of two items with one id wins
         by_external_id.setdefault(item["external_id"], item)
     unique = list(by_external_id.values())
+    # A seed file is written once and imported later, maybe much later: a reminder whose time
+    # has already passed would fire in the very first chat. Keep the memory, not the alarm.
+    now = datetime.now(UTC)
+    past = [item for item in unique if item.get("remind_at") and item["remind_at"] <= now]
+    for item in past:
+        item["remind_at"] = None
     terms = await terms_for(services.settings.PAWWAKE_DATA_DIR,
                             [item["content"] for item in unique])
     rows = [{**item, "search_terms": t} for item, t in zip(unique, terms, strict=True)]
@@ -104,7 +112,7 @@ async def import_seed(services: Services) -> dict[str, Any]:
             await enqueue_embedding(cur)
     if inserted:
         services.jobs.wake()
-    log.info("seed import from %s: %s imported, %s skipped", path.name, len(inserted),
-             len(items) - len(inserted))
+    log.info("seed import from %s: %s imported, %s skipped, %s past reminder(s) not set",
+             path.name, len(inserted), len(items) - len(inserted), len(past))
     return {"status": "done", "file": path.name, "imported": len(inserted),
-            "skipped": len(items) - len(inserted)}
+            "skipped": len(items) - len(inserted), "past_reminders": len(past)}

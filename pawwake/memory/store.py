@@ -281,15 +281,20 @@ async def layer_stats(database: Database) -> dict[str, Any]:
 
 
 async def cleanup_fragments(database: Database, days: float) -> dict[str, Any]:
-    """Delete archived fragments archived more than ``days`` ago, except rows still needed."""
+    """Delete archived fragments archived more than ``days`` ago, except version-chain
+    members. Merge sources go too: the merged memories that list them keep their text but can
+    no longer be reverted, and the receipt says how many."""
     async with transaction(database.pool) as cur:
         old = await db.archived_fragments_before(cur, days)
         chained = await db.chain_members(cur, old) if old else set()
-        sources = (await db.merge_sources(cur, old) - chained) if old else set()
-        deleted = await db.delete_memories(
-            cur, [i for i in old if i not in chained and i not in sources])
+        doomed = [i for i in old if i not in chained]
+        sources = await db.merge_sources(cur, doomed) if doomed else set()
+        ended = await db.end_merges_of(cur, sorted(sources)) if sources else []
+        deleted = await db.delete_memories(cur, doomed)
     if deleted:
-        log.info("cleanup removed %s archived fragments older than %s days", len(deleted), days)
-    return {"days": days, "deleted": len(deleted), "kept": len(chained) + len(sources),
-            "kept_reasons": {"version_chain_member": len(chained),
-                             "merge_source": len(sources)}}
+        log.info("cleanup removed %s archived fragments older than %s days (%s merge sources;"
+                 " %s merges no longer revertible)", len(deleted), days, len(sources),
+                 len(ended))
+    return {"days": days, "deleted": len(deleted), "kept": len(chained),
+            "kept_reasons": {"version_chain_member": len(chained)},
+            "merge_sources_deleted": len(sources), "merges_ended": len(ended)}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
+from pawwake.llm.models import memory_model
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
@@ -95,7 +96,7 @@ async def score_lines(services: Services, settings: Settings, lines: list[str]
                       ) -> tuple[list[tuple[int, ModelTerms]], list[bool], list[dict[str, Any]]]:
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
-    model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
+    model = memory_model(settings)
     scores: list[tuple[int, ModelTerms]] = []
     by_model: list[bool] = []
     notices: list[dict[str, Any]] = []
@@ -128,7 +129,8 @@ async def _score_batch(services: Services, settings: Settings, model: str, batch
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
                                         usage=upstream.UsageBooking(
-                                            services.require_database().pool, "extract"))
+                                            services.require_database().pool, "extract",
+                                            health=services.upstream_health))
     except upstream.UpstreamFailure as exc:
         return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:

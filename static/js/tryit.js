@@ -53,7 +53,11 @@
     event.preventDefault();
     var area = form.querySelector("textarea[name=message]");
     var text = area.value.trim();
-    if (!text) { return; }
+    if (!text) {  // say so rather than do nothing (the server says the same without script)
+      showError(state.getAttribute("data-empty-text"));
+      area.focus();
+      return;
+    }
     errorBox.hidden = true;
     historyField.value = JSON.stringify(history);
     var body = new URLSearchParams(new FormData(form));

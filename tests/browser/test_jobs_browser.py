@@ -55,7 +55,13 @@ async def test_jobs_page_end_to_end(browser: Any, make_client: Any, tmp_path: Pa
     row = page.locator(f"tr[data-job='{dead}']")
     assert "记忆提取" in await row.locator("[data-field=kind]").inner_text()
     assert await row.locator("[data-field=attempts]").inner_text() == "1 / 1"
-    assert "nonsense" in await row.locator("[data-field=error]").inner_text()
+    # the error in the reader's language, the stored text behind a toggle
+    error = row.locator("[data-field=error]")
+    assert "记忆模型的回答无法使用" in await error.inner_text()
+    assert not await error.locator(".raw-error code").is_visible()
+    await error.locator(".raw-error summary").click()
+    assert "the memory model answered nonsense" in await error.locator(".raw-error code"
+                                                                     ).inner_text()
     assert await row.locator("[data-field=model]").inner_text() == "test/memory"
     await page.screenshot(path=str(tmp_path / "jobs-zh.png"), full_page=True)
 

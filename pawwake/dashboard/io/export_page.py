@@ -1,5 +1,6 @@
-"""The export page: download the JSON backup as a file; when links dangle, show them and offer
-the repair (after a confirmation), then the download again."""
+"""The export page: download the memories' JSON backup as a file (when links dangle, show them
+and offer the repair, after a confirmation, then the download again), and every stored
+conversation as JSON (the shape ``POST /api/conversations/import`` takes back)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.chat import conversations
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
+from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, store
 from pawwake.services import database_of, services_of
@@ -22,6 +26,7 @@ PAGE = "dashboard/export.html"
 PANEL = "partials/_memory_export.html"
 MAX_BROKEN_SHOWN = 50
 CONTENT_CHARS = 80
+_UNREADABLE: tuple[type[BaseException], ...] = (DatabaseUnavailable, *UNAVAILABLE_ERRORS)
 
 
 def _panel(**values: Any) -> dict[str, Any]:
@@ -37,12 +42,37 @@ async def _stats(request: web.Request) -> dict[str, Any] | None:
         return None
 
 
+async def _conversation_counts(request: web.Request) -> dict[str, Any] | None:
+    try:
+        async with cursor(database_of(request).pool) as cur:
+            counts = await dashboard_counts(cur)
+    except _UNREADABLE:  # the page still offers the memories' backup
+        return None
+    return {"sessions": counts["sessions"], "messages": counts["messages"]}
+
+
 async def export_page(request: web.Request) -> web.Response:
     stats = await _stats(request)
     error = None if stats is not None else translate(request_language(request),
                                                      "memories.no_database")
-    return render(request, PAGE, {"export": _panel(stats=stats, error=error)},
+    return render(request, PAGE, {"export": _panel(stats=stats, error=error),
+                                  "conversations": await _conversation_counts(request)},
                   status=200 if stats is not None else 503)
+
+
+async def download_conversations(request: web.Request) -> web.StreamResponse:
+    """Every live conversation as JSON, as ``GET /api/conversations/export`` gives it."""
+    try:
+        sessions = await conversations.export_conversations(database_of(request))
+    except DatabaseUnavailable:
+        return render(request, PAGE, {"export": _panel(error=translate(
+            request_language(request), "memories.no_database"))}, status=503)
+    stamp = file_stamp(zone_of(services_of(request).config.current()))
+    log.info("conversations exported from the dashboard: %s sessions", len(sessions))
+    return web.Response(text=json.dumps(sessions, ensure_ascii=False, indent=1),
+                        content_type="application/json", charset="utf-8",
+                        headers={"Content-Disposition":
+                                 f'attachment; filename="pawwake-conversations-{stamp}.json"'})
 
 
 async def _broken_view(request: web.Request, broken: list[dict[str, Any]]
@@ -106,3 +136,5 @@ def setup(dashboard: web.Application) -> None:
     add.add_get("/export", export_page, name="memories_export")
     add.add_get("/export/download", download, name="memories_export_download")
     add.add_post("/export/repair", repair, name="memories_export_repair")
+    add.add_get("/export/conversations", download_conversations,
+                name="conversations_export_download")

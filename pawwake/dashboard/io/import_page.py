@@ -45,8 +45,8 @@ def _uploaded_text(form: MultiDictProxy[Any], file_field: str, text_field: str) 
 
 
 def _card(**values: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"report": None, "error": None, "problems": [], "preview": None, "done": None,
-            "skip_scoring": False}
+    base: dict[str, Any] = {"report": None, "error": None, "problems": [], "preview": None,
+                            "done": None, "skip_scoring": False, "text": ""}
     return {**base, **values}
 
 
@@ -63,32 +63,33 @@ def _answer(request: web.Request, *, text_card: dict[str, Any] | None = None,
 
 
 async def import_text(request: web.Request) -> web.Response:
-    """Import one memory per line; the report says what was imported, skipped and scored."""
+    """Import one memory per line; the report says what was imported, skipped and scored. A
+    refused import gives the pasted text back in the form, so a long paste is never lost."""
     lang = request_language(request)
     form = await request.post()
     skip = form.get("skip_scoring") in ("1", "on", "true")
+    pasted = form.get("text")
+    kept = pasted if isinstance(pasted, str) else ""
+
+    def refused(key: str, status: int = 400, **values: Any) -> web.Response:
+        return _answer(request, text_card=_card(error=translate(lang, key, **values),
+                                                skip_scoring=skip, text=kept), status=status)
+
     try:
         text = _uploaded_text(form, "file", "text")
     except PageRefusal as exc:
-        return _answer(request, text_card=_card(error=translate(lang, exc.key),
-                                                skip_scoring=skip), status=400)
+        return refused(exc.key)
     if not text.strip():
-        return _answer(request, text_card=_card(error=translate(lang, "import.text_empty"),
-                                                skip_scoring=skip), status=400)
+        return refused("import.text_empty")
     try:
         report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
                                                settings=await settings_of(request))
     except text_import.LineTooLong as exc:
-        return _answer(request, text_card=_card(error=translate(
-            lang, "import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS),
-            skip_scoring=skip), status=400)
+        return refused("import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS)
     except FieldError:
-        return _answer(request, text_card=_card(error=translate(
-            lang, "import.too_many_lines", most=text_import.MAX_LINES), skip_scoring=skip),
-            status=400)
+        return refused("import.too_many_lines", most=text_import.MAX_LINES)
     except DatabaseUnavailable:
-        return _answer(request, text_card=_card(error=translate(lang, "memories.no_database")),
-                       status=503)
+        return refused("memories.no_database", status=503)
     return _answer(request, text_card=_card(report=report, skip_scoring=skip))
 
 

@@ -222,10 +222,8 @@ async def cleanup(request: web.Request) -> web.Response:
             action=str(request.app.router["memories_cleanup"].url_for()),
             fields=[("days", shown_days)], button=translate(lang, "cleanup.run"))
     result = await store.cleanup_fragments(database_of(request), days)
-    reasons = result["kept_reasons"]
-    report = {"days": shown_days, "deleted": result["deleted"], "kept": result["kept"],
-              "chain": reasons.get("version_chain_member", 0),
-              "sources": reasons.get("merge_source", 0)}
+    report = {"days": shown_days, "deleted": result["deleted"], "chain": result["kept"],
+              "sources": result["merge_sources_deleted"], "merges": result["merges_ended"]}
     text = translate(lang, "cleanup.done", **report)
     return await render_region(request, view, notice=message("notice", text), report=report)
 

@@ -10,7 +10,7 @@ from pawwake.dashboard.render import render
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_usage
-from pawwake.local_time import local_minute, zone_of
+from pawwake.local_time import zone_of, zoned_minute
 from pawwake.services import services_of, settings_of
 
 TEMPLATE = "dashboard/memory.html"
@@ -32,13 +32,14 @@ async def memory_detail(request: web.Request) -> web.Response:
         usage = await memory_usage(cur, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
-        "created": local_minute(memory["created_at"], zone),
-        "usage": {**usage, "last": local_minute(usage["last_at"], zone),
-                  "turns": [{**turn, "when": local_minute(turn["created_at"], zone)}
+        "created": zoned_minute(memory["created_at"], zone),
+        "reminder": zoned_minute(memory.get("remind_at"), zone),
+        "usage": {**usage, "last": zoned_minute(usage["last_at"], zone),
+                  "turns": [{**turn, "when": zoned_minute(turn["created_at"], zone)}
                             for turn in usage["turns"]]},
-        "sources": [{**row, "when": local_minute(row["created_at"], zone),
+        "sources": [{**row, "when": zoned_minute(row["created_at"], zone),
                      "role_key": f"conv.role_{row['role']}"} for row in sources],
-        "chain": [{**row, "when": local_minute(row["created_at"], zone)} for row in chain]
+        "chain": [{**row, "when": zoned_minute(row["created_at"], zone)} for row in chain]
         if len(chain) > 1 else [],
     })
 

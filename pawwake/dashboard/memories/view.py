@@ -12,8 +12,8 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from pawwake.dashboard.refusals import PageRefusal
-from pawwake.local_time import local_minute as local_minute  # one formatter for every page
 from pawwake.local_time import zone_of as zone_of
+from pawwake.local_time import zoned_minute  # one formatter for every page
 
 PAGE_SIZE = 30
 SEARCH_LIMIT = 50
@@ -133,7 +133,7 @@ def row_view(memory: Mapping[str, Any], number: int, zone: timezone, *,
         "importance": int(memory["importance"]),
         "day": day,
         "day_kind": day_kind,
-        "reminder": local_minute(memory.get("remind_at"), zone),
+        "reminder": zoned_minute(memory.get("remind_at"), zone),
         "reminder_delivered": memory.get("reminder_delivered_at") is not None,
         "is_active": bool(memory.get("is_active", True)),
         "superseded": memory.get("superseded_by") is not None,

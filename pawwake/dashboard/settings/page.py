@@ -57,13 +57,19 @@ async def save_settings(request: web.Request) -> web.Response:
     current = await settings_of(request)
     submitted = submitted_values(form)
     changes = form_changes(current, submitted)
-    errors: dict[str, str] = {}
-    try:
-        applied = sorted(config.validate(changes))
-        await config.update(changes)
-    except SettingError as exc:
-        errors[exc.name] = setting_error_text(lang, exc)
-        message = translate(lang, "settings.error", message=f"{exc.name}: {errors[exc.name]}")
+    # Every bad field is marked at once, not only the first.
+    parsed, refused = config.check(changes)
+    errors = {exc.name: setting_error_text(lang, exc) for exc in refused}
+    applied = sorted(parsed)
+    if not errors:
+        try:
+            await config.update(changes)
+        except SettingError as exc:  # refused on the second look (a secret changed meanwhile)
+            errors[exc.name] = setting_error_text(lang, exc)
+    if errors:
+        separator = "；" if lang == "zh" else "; "
+        message = translate(lang, "settings.error", message=separator.join(
+            f"{name}: {text}" for name, text in errors.items()))
     else:
         if applied:
             log.info("settings saved in the dashboard: %s", ", ".join(applied))

@@ -10,9 +10,11 @@ from typing import Any
 import psycopg2
 
 from pawwake.config_problems import configuration_problems
+from pawwake.dashboard.job_errors import explain_job_error
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import UNAVAILABLE_ERRORS
-from pawwake.local_time import local_minute, zone_of
+from pawwake.llm.upstream_health import CHAT, STATES
+from pawwake.local_time import zone_of, zoned_minute
 from pawwake.memory.backfill import backfill_status
 from pawwake.services import Services
 from pawwake.settings import Settings
@@ -31,13 +33,42 @@ def database_line(database: Any, state: str) -> dict[str, Any]:
     return {"name": "database", "state": level, **detail}
 
 
-def upstream_line(services: Services, zone: timezone) -> dict[str, Any]:
+# Job kinds that call the provider's chat models, by the kind of work the upstream line names
+# them with (UpstreamHealth's ``work``), and the job errors that are the provider's doing.
+MODEL_JOBS = {"memory_extract": "extract", "memory_consolidate": "consolidate"}
+PROVIDER_FAILURES = {"rate_limited": "rate_limited", "unreachable": "upstream_unreachable",
+                     "upstream_status": "upstream_status"}
+
+
+def upstream_line(services: Services, zone: timezone,
+                  jobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The provider's health: chats and the gateway's own calls (memory extraction, summaries,
+    consolidation), each with its last failure. Besides this process's calls it reads the
+    jobs that need attention, so a memory model failing in another process, or before a
+    restart, shows here too and agrees with the memory switch."""
     health = services.upstream_health
-    error = health.last_error
-    return {"name": "upstream", "state": health.state(),
-            "error": None if error is None else {
-                "at": local_minute(error.at, zone), "status": error.status, "model": error.model,
-                "code": error.code}}
+    calls: dict[str, dict[str, Any]] = {call.work: {"work": call.work, "state": call.state(), "when": last.at,
+                         "status": last.status, "model": last.model, "code": last.code}
+             for call in health.calls() if (last := call.last_error) is not None}
+    for row in (jobs or {}).get("overview", []):
+        work, problem = MODEL_JOBS.get(row["kind"]), row.get("problem")
+        if work is None or problem is None:
+            continue
+        error = explain_job_error(problem["last_error"])
+        if error is None or error.kind not in PROVIDER_FAILURES:
+            continue
+        known = calls.get(work)
+        if known is not None and known["when"] >= problem["updated_at"]:
+            continue
+        calls[work] = {"work": work, "state": row["state"], "when": problem["updated_at"],
+                       "status": error.status or ("429" if error.kind == "rate_limited"
+                                                  else "—"),
+                       "model": problem.get("model") or "—",
+                       "code": PROVIDER_FAILURES[error.kind]}
+    shown = sorted(calls.values(), key=lambda c: (c["work"] != CHAT, c["work"]))
+    state = max([health.state(), *(c["state"] for c in shown)], key=STATES.index)
+    return {"name": "upstream", "state": state,
+            "calls": [{**c, "at": zoned_minute(c["when"], zone)} for c in shown]}
 
 
 async def embedding_line(services: Services, settings: Settings) -> dict[str, Any]:
@@ -81,7 +112,7 @@ async def health_lines(services: Services, settings: Settings, state: str,
     """Every line of the health card."""
     database = services.database
     lines = [configuration_line(settings), database_line(database, state),
-             upstream_line(services, zone_of(settings))]
+             upstream_line(services, zone_of(settings), jobs)]
     if database is not None and state == "ready":
         try:
             lines.append(await embedding_line(services, settings))

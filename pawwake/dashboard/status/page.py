@@ -14,7 +14,9 @@ from pawwake.dashboard.status.health import health_lines
 from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
+from pawwake.local_time import local_minute, zone_of
 from pawwake.services import services_of, settings_of
+from pawwake.upgrade.status import adoption_summary
 
 
 async def status(request: web.Request) -> web.Response:
@@ -38,8 +40,10 @@ async def status(request: web.Request) -> web.Response:
         ],
         "upstream_host": URL(settings.api_base).host or settings.api_base,
         "default_model": settings.DEFAULT_MODEL,
+        "memory_model": settings.MEMORY_MODEL,
         "gateway_key_set": bool(settings.GATEWAY_SECRET),
         "counts": None,
+        "adoption": None,
         "turn_spool": services_of(request).turn_spool.status(),
     }
     context["jobs"] = None
@@ -47,6 +51,10 @@ async def status(request: web.Request) -> web.Response:
         try:
             async with cursor(connected.pool) as cur:
                 context["counts"] = await dashboard_counts(cur)
+                adoption = await adoption_summary(cur)
+            if adoption is not None:
+                adoption["date"] = local_minute(adoption["started_at"], zone_of(settings))
+                context["adoption"] = adoption
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
             context["jobs"] = await job_admin.health(services.require_database())

@@ -12,11 +12,19 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-WIDTH, HEIGHT = 720, 260
-LEFT, RIGHT, TOP, BOTTOM = 56, 8, 12, 36
-PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-MAX_X_LABELS = 8
+# The chart is as wide as its card and HEIGHT px tall: horizontal positions are percentages of
+# the width, vertical ones pixels, so it fits a phone and a desk alike without scaling its text
+# (a viewBox would shrink 11 px labels to 5 px on a phone, or need a box that scrolls). The y
+# labels sit in a narrow drawing of their own beside it (AXIS_W px).
+HEIGHT, TOP, BOTTOM = 220, 22, 26  # px: plot from TOP to HEIGHT - BOTTOM, day labels below
+AXIS_W = 44
+PLOT_H = HEIGHT - TOP - BOTTOM
+MAX_X_LABELS = 6
 BAR_FILL = 0.72  # share of a day's slot the bar takes
+
+
+def _pct(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".") + "%"
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,8 @@ def chart(days: list[tuple[date, dict[str, int]]], kinds: tuple[str, ...]) -> di
     step = nice_step(peak)
     top = step * max(1, math.ceil(peak / step))
     scale = PLOT_H / top
-    slot = PLOT_W / max(1, len(days))
-    bar = max(1.0, slot * BAR_FILL)
+    slot = 100 / max(1, len(days))  # percent of the width per day
+    bar = slot * BAR_FILL
     stride = max(1, math.ceil(len(days) / MAX_X_LABELS))
     columns = []
     for index, (day, tokens) in enumerate(days):
@@ -68,16 +76,21 @@ def chart(days: list[tuple[date, dict[str, int]]], kinds: tuple[str, ...]) -> di
             height = value * scale
             bottom -= height
             segments.append(Segment(kind, round(bottom, 2), round(height, 2), value))
-        x = LEFT + index * slot
+        x = index * slot
+        # the first and last labels are anchored inside the edges, so none is cut off
+        anchor = ("end" if index == len(days) - 1 and len(days) > 1
+                  else "start" if index == 0 and len(days) > 1 else "middle")
         columns.append({
             "day": day, "tokens": tokens, "total": sum(tokens.get(k, 0) for k in kinds),
-            "slot_x": round(x, 2), "slot_w": round(slot, 2),
-            "x": round(x + (slot - bar) / 2, 2), "width": round(bar, 2),
-            "center": round(x + slot / 2, 2), "segments": segments,
+            "slot_x": _pct(x), "slot_w": _pct(slot),
+            "x": _pct(x + (slot - bar) / 2), "width": _pct(bar),
+            "segments": segments,
             # label every stride-th day counting back from the last, so today is labelled
-            "label": day.strftime("%m-%d") if (len(days) - 1 - index) % stride == 0 else ""})
+            "label": day.strftime("%m-%d") if (len(days) - 1 - index) % stride == 0 else "",
+            "anchor": anchor,
+            "label_x": _pct(x + slot if anchor == "end" else x if anchor == "start"
+                            else x + slot / 2)})
     y_ticks = [{"y": round(TOP + PLOT_H - value * scale, 2), "label": compact(value)}
                for value in range(0, top + 1, step)]
-    return {"width": WIDTH, "height": HEIGHT, "left": LEFT, "right": WIDTH - RIGHT,
-            "top": TOP, "bottom": TOP + PLOT_H, "label_y": TOP + PLOT_H + 18,
-            "columns": columns, "y_ticks": y_ticks, "peak": peak}
+    return {"height": HEIGHT, "axis_w": AXIS_W, "top": TOP, "bottom": TOP + PLOT_H,
+            "label_y": HEIGHT - 8, "columns": columns, "y_ticks": y_ticks, "peak": peak}

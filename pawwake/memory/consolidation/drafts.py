@@ -19,6 +19,7 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job, RetryLater, backoff_seconds
+from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import (
     Completion,
     UpstreamFailure,
@@ -201,7 +202,7 @@ class DraftRun:
         self.pool = services.require_database().pool
         self.settings = settings
         self.tz_hours = float(job.payload["timezone_hours"])
-        self.model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
+        self.model = memory_model(settings)
         job.model = self.model
         self.max_tokens = settings.MEMORY_MAX_TOKENS
         self.rows: dict[int, dict[str, Any]] = {}
@@ -332,7 +333,8 @@ class DraftRun:
                                     [{"role": "user", "content": prompt}], model=self.model,
                                     max_tokens=self.max_tokens, temperature=TEMPERATURE,
                                     attempts=1,
-                                    usage=UsageBooking(self.pool, "consolidate"))
+                                    usage=UsageBooking(self.pool, "consolidate",
+                                                       health=self.services.upstream_health))
         except UpstreamStatusError as exc:
             if exc.status == 429:
                 raise _RateLimited() from None

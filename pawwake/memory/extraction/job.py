@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.db import extraction as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job, RetryLater
+from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.local_time import zone_of
 from pawwake.memory.embedding_jobs import enqueue_embedding
@@ -108,14 +109,15 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     async with cursor(database.pool) as cur:
         candidates = await candidate_memories(cur, query_text, similar)
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
-    model = settings.MEMORY_MODEL or settings.DEFAULT_MODEL
+    model = memory_model(settings)
     job.model = model
     prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
     try:
         answer = await complete(services.http, settings, [{"role": "user", "content": prompt}],
                                 model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                 temperature=0.2, attempts=1,
-                                usage=UsageBooking(database.pool, "extract", session_id))
+                                usage=UsageBooking(database.pool, "extract", session_id,
+                                                   health=services.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
             raise RetryLater("memory model rate limited (429)", delay=30,
