@@ -21,6 +21,7 @@ from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.settings import Settings
+from pawwake.text.query import users_words
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -80,6 +81,7 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
     in hybrid and keyword-only mode alike (``search.relevance`` gives both one scale)."""
     database = services.require_database()
     limit = settings.MAX_MEMORIES_INJECT
+    query = users_words(query)
     if limit <= 0 or not query.strip():
         return [], "off"
     exclude: list[int] = []
