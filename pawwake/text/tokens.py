@@ -398,17 +398,28 @@ def query_keywords(text: str, top_k: int = 10) -> list[str]:
     return list(_query_keywords(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS), top_k))
 
 
-ENGLISH_WEIGHT = 8.0  # an English term's weight in the language (no frequency table for it)
+# An English term's weight in the language falls with how many dictionary words it glosses
+# (``lexicon.glossed_words``): a name or "cilantro" (1) weighs about as a rare Chinese word,
+# "time" (440) as a common one, so a question's few specific words carry its evidence.
+ENGLISH_MOST = 11.5
+ENGLISH_SLOPE = 1.1
+ENGLISH_LEAST = 4.0
 
 
 def language_weights(keywords: list[str]) -> dict[str, float]:
     """How specific each keyword is in its language, whatever is stored: jieba's IDF for a
     Chinese word (a name such as "豆豆" ~9.4, "最近" 5.8, an unknown word the table's
-    median), ``ENGLISH_WEIGHT`` for other terms. The store's own IDF says little with a
-    handful of memories; this says the same at every size."""
+    median), for other terms one that falls with how common the term is (``ENGLISH_MOST``).
+    The store's own IDF says little with a handful of memories; this says the same at every
+    size."""
     han = [k for k in keywords if _HAN.search(k)]
     found = _idf.weights(han, _idf.median) if han else {}
-    return {k: found.get(k, ENGLISH_WEIGHT) for k in keywords}
+    return {k: found[k] if k in found else english_weight(k) for k in keywords}
+
+
+def english_weight(term: str) -> float:
+    common = lexicon.glossed_words(term)
+    return max(ENGLISH_LEAST, ENGLISH_MOST - ENGLISH_SLOPE * math.log1p(common))
 
 
 def cross_terms(keywords: list[str]) -> dict[str, list[str]]:
