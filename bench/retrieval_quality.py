@@ -58,9 +58,9 @@ async def by_size(app: web.Application, overrides: dict[str, object], sizes: lis
     log.info("%s", sizes_mod.size_table("without a memory model", reports, floor))
     log.info("%s", sizes_mod.frontier("without a memory model", reports))
     helped = {size: await sizes_mod.evaluate_size(app, data, size, settings,
-                                                  sizes_mod.dictionary_model)
+                                                  sizes_mod.model_described)
               for size in sizes}
-    label = "with a memory model (deterministic stand-in: dictionary keywords, no questions)"
+    label = "with a memory model (deterministic stand-in, tests/memory_model_fake.py)"
     log.info("%s", sizes_mod.size_table(label, helped, floor))
     log.info("%s", sizes_mod.frontier(label, helped))
 

@@ -313,32 +313,26 @@ def frontier(label: str, reports: Mapping[int, SizeReport],
     return "\n".join(lines)
 
 
-async def dictionary_model(app: Any, store: Store) -> None:
-    """A deterministic stand-in for the memory model, for every memory of the store alike:
-    its keywords are the dictionary translations of the memory's own words, both ways
-    (``text.lexicon``), and it writes no questions. A real model also names categories and
-    synonyms and writes questions, so this is what the model's part adds at the least."""
+async def model_described(app: Any, store: Store) -> None:
+    """Every memory of the store described by the deterministic stand-in for the memory
+    model (``tests/memory_model_fake.py``), written as the describe job writes it."""
+    from pawwake.db import describe as describe_db
     from pawwake.memory.model_terms import searchable_text
-    from pawwake.text import lexicon
+    from tests.memory_model_fake import describe
 
     pool = services_of(app).database.pool
     async with cursor(pool) as cur:
-        await cur.execute("SELECT id, content FROM memories")
+        await cur.execute("SELECT id, content FROM memories ORDER BY id")
         rows = await cur.fetchall()
-    values, params = [], []
-    for memory_id, content in rows:
-        words = tokens.index_terms(content)
-        keywords = list(dict.fromkeys(
-            t for w in words for t in (lexicon.english_terms(w) if language_of(w) == "zh"
-                                       else lexicon.chinese_words(w)[:2])))[:16]
-        values.append("(%s::bigint, %s::text[], %s::text[])")
-        params += [memory_id, keywords, tokens.index_terms(searchable_text(content, keywords))]
-    for start in range(0, len(values), 1000):
+    for start in range(0, len(rows), 1000):
+        written = []
+        for memory_id, content in rows[start:start + 1000]:
+            made = describe(content)
+            written.append((memory_id, content, made.keywords, made.questions,
+                            tokens.index_terms(searchable_text(content, made.keywords,
+                                                               made.questions))))
         async with cursor(pool) as cur:
-            await cur.execute(
-                "UPDATE memories m SET model_keywords = v.k, search_terms = v.t FROM (VALUES "
-                + ", ".join(values[start:start + 1000]) + ") AS v(id, k, t) WHERE m.id = v.id",
-                params[3 * start:3 * (start + 1000)])
+            await describe_db.store_descriptions(cur, written)
     async with cursor(pool) as cur:
         await cur.execute("ANALYZE memories")
     services_of(app).term_stats._loaded_at = -1e9

@@ -77,10 +77,11 @@ async def insert_extracted(cur: Cursor, *, content: str, importance: int, terms:
     """One extracted memory, with the keywords and questions the model wrote for it."""
     await cur.execute(
         "INSERT INTO memories (content, importance, layer, source_session, source_message_ids,"
-        " remind_at, search_terms, model_keywords, model_questions)"
-        " VALUES (%s, %s, 1, %s, %s, %s, %s, %s::text[], %s::text[]) RETURNING id",
+        " remind_at, search_terms, model_keywords, model_questions, described_at)"
+        " VALUES (%s, %s, 1, %s, %s, %s, %s, %s::text[], %s::text[],"
+        " CASE WHEN %s THEN now() END) RETURNING id",
         (content, importance, session_id, message_ids, remind_at, terms, list(keywords),
-         list(questions)))
+         list(questions), bool(keywords or questions)))
     return int((await cur.fetchone())[0])
 
 

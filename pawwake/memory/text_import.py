@@ -16,6 +16,7 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.llm.models import memory_model
+from pawwake.memory.describe import described_now, enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
@@ -177,11 +178,14 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool,
             if line in still_new:
                 rows.append({"content": line, "importance": score, "layer": 1,
                              "search_terms": line_terms, "model_keywords": written.keywords,
-                             "model_questions": written.questions})
+                             "model_questions": written.questions,
+                             "described_at": described_now(written)})
                 scored += modelled
         inserted = await db.insert_memories(cur, rows)
         if inserted:
             await enqueue_embedding(cur)
+        if any(row["described_at"] is None for row in rows):
+            await enqueue_describing(cur, settings)
     if inserted:
         services.jobs.wake()
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))

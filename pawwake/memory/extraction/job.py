@@ -20,6 +20,7 @@ from pawwake.jobs import Job, RetryLater
 from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.local_time import zone_of
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import (
     ExtractedItem,
@@ -156,6 +157,9 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if counts["added"]:
             await enqueue_embedding(cur)
+            # An item the model wrote no keywords or questions for is described later.
+            if not all(item.terms.keywords or item.terms.questions for item in items):
+                await enqueue_describing(cur, services.config.current())
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)
