@@ -308,8 +308,10 @@ def frontier(label: str, reports: Mapping[int, SizeReport],
                     if r.reached[p])
         overall = min(r.injected(floor) for r in reports.values())
         noise = max(r.per_unrelated(floor) for r in reports.values())
+        each = "  ".join(f"{size}: {r.injected(floor):.2f}/{r.per_unrelated(floor):.2f}"
+                         for size, r in reports.items())
         lines.append(f"  {floor:4.2f}: worst {worst:.2f}  all {overall:.2f}"
-                     f"  per unrelated chat {noise:.2f}")
+                     f"  per unrelated chat {noise:.2f}   (size: all/unrelated {each})")
     return "\n".join(lines)
 
 

@@ -16,11 +16,6 @@ async def undescribed(cur: Cursor, after: int, limit: int) -> list[dict[str, Any
              " AND id > %s ORDER BY id LIMIT %s", (after, limit))
 
 
-async def count_undescribed(cur: Cursor) -> int:
-    await cur.execute("SELECT count(*) FROM memories WHERE described_at IS NULL AND is_active")
-    return int((await cur.fetchone())[0])
-
-
 async def store_descriptions(cur: Cursor,
                              rows: Sequence[tuple[int, str, list[str], list[str], list[str]]]
                              ) -> int:
