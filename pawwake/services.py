@@ -32,6 +32,7 @@ from pawwake.llm.embeddings import Embedder
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.memory.vectors import VectorStore
+from pawwake.replies_in_flight import RepliesInFlight
 from pawwake.search.background import References
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
@@ -58,6 +59,7 @@ class Services:
     upstream_health: UpstreamHealth  # the provider's last failure
     models: ModelCatalog  # provider model lists, cached
     chat: ChatResources  # persona file, chat steps, clock, stores in flight (chat/resources.py)
+    in_flight: RepliesInFlight  # chat turns running now, for a graceful shutdown
     _http: aiohttp.ClientSession | None = field(default=None, repr=False)
 
     @property
@@ -98,6 +100,7 @@ def build_services(settings: Settings) -> Services:
         upstream_health=UpstreamHealth(),
         models=ModelCatalog(),
         chat=ChatResources(steps=CHAT_STEPS),
+        in_flight=RepliesInFlight(),
     )
 
 

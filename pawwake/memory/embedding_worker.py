@@ -45,6 +45,7 @@ async def embed_missing_memories(services: Services, job: Job) -> dict[str, Any]
     target = EmbeddingTarget("memory",
                              needing=on_pool(database.pool, vectors_db.rows_needing_vectors),
                              coverage=on_pool(database.pool, vectors_db.coverage),
-                             store=partial(store.store, database))
+                             store=partial(store.store, database),
+                             switch="MEMORY_VECTOR_ENABLED")
     return await embed_missing(services, job, provenance, target, batch)
 

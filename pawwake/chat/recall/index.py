@@ -111,7 +111,8 @@ async def embed_missing_messages(services: Services, job: Job) -> dict[str, Any]
     target = EmbeddingTarget(
         "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
         coverage=on_pool(database.pool, db.vector_coverage),
-        store=partial(services.recall_vectors.store, database.pool))
+        store=partial(services.recall_vectors.store, database.pool),
+        switch="CONVERSATION_RECALL_ENABLED")
     return await embed_missing(services, job, provenance, target, EMBED_BATCH)
 
 

@@ -28,6 +28,7 @@ from pawwake.memory.extraction.parse import (
     answer_excerpt,
     parse_answer,
 )
+from pawwake.memory.extraction.window import bounded_dialogue
 from pawwake.memory.model_terms import searchable_text
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
@@ -102,7 +103,7 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
         history = await db.session_history(cur, session_id)
     complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
     window = complete_rounds[-window_size:]
-    dialogue = dialogue_text(window)
+    dialogue = bounded_dialogue(dialogue_text(window))
     if not dialogue:
         return {"skipped": "nothing to read"}
     query_text = "\n".join(t for _, t in dialogue)
@@ -121,8 +122,8 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
                                                    health=services.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
-            raise RetryLater("memory model rate limited (429)", delay=30,
-                             count_attempt=False) from None
+            raise RetryLater.rate_limited(f"memory model {model} rate limited (429)",
+                                          exc.retry_after) from None
         raise RetryLater(f"memory model {model} answered {exc.status}") from None
     except UpstreamFailure as exc:
         raise RetryLater(f"memory model {model} unreachable: {type(exc).__name__}") from None
@@ -153,6 +154,15 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
         searchable_text(item.content, item.terms.keywords, item.terms.questions)
         for item in items])
     async with transaction(database.pool) as cur:
+        # The session's write lock orders this with a purge (which takes it too): a
+        # conversation deleted while the model was thinking teaches nothing.
+        if not await db.window_still_live(cur, session_id, message_ids):
+            skipped = {"skipped": "the conversation was deleted meanwhile", "added": 0}
+            if not await db.complete_job(cur, job.id, job.attempts, skipped):
+                raise RetryLater("extraction was taken over by another run", delay=0,
+                                 count_attempt=False)
+            log.info("extraction for a session skipped: deleted while the model answered")
+            return skipped
         for item, terms in zip(items, item_terms, strict=True):
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if counts["added"]:
