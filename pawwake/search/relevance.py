@@ -21,7 +21,10 @@ On the natural questions (``bench/retrieval_quality.py``: questions worded as a 
 them, at every store size) those weights inject 0.45 of the questions' memories at floor 0.5
 (0.63 at 0.1, with 0.6 memories per unrelated chat); these inject 0.82 with at most 0.25 per
 unrelated chat up to 100 memories. The offset puts the default floor (0.5) where an unrelated
-chat brings at most about 0.3 memories at every size; past ``MANY_FROM`` memories it grows as
+chat brings at most about 0.3 memories at every size, with the memory model's keywords and
+questions too (they give unrelated chats more words to meet: at offset 6.8, 0.62 memories per
+unrelated chat at 1,000 memories; at 7.2, 0.25, for 0.76 instead of 0.82 of the questions'
+memories injected, the frontier of ``bench/retrieval_quality.py``); past ``MANY_FROM`` memories it grows as
 the best of n unrelated memories does (``many``: about one more deviation of standing at
 10,000), so what an unrelated chat brings stays the same as the store grows. Without a cosine
 (keyword-only search, or a memory not yet embedded) keyword evidence alone decides: 0.3 of the
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 STANDING = 1.4  # per deviation above the background
 KEYWORD = 5.0  # for all of the query's keywords found
 CROSS_KEYWORD = 2.0  # added when the memory is in the other language
-OFFSET = 6.8
+OFFSET = 7.2
 KEYWORD_ONLY = 8.5
 KEYWORD_ONLY_OFFSET = 2.5
 MANY_FROM = 100  # store size up to which the offset holds as it is (see ``many``)
