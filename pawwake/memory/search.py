@@ -28,12 +28,11 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import psycopg2
 
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
@@ -67,7 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_STATE_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 MAX_LIMIT = 100
 ACROSS_K = 10  # candidates a Chinese query takes from its language-neutral neighbours
@@ -348,7 +346,7 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         vector, provenance = await embedding
     except EmbeddingError as exc:
         checking.cancel()
-        with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
+        with contextlib.suppress(asyncio.CancelledError, *DATABASE_ERRORS):
             await checking
         await _dropped(referencing)
         if isinstance(exc, QueryEmbeddingTimeout):
