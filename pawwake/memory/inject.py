@@ -13,15 +13,13 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import psycopg2
-
 from pawwake.db import memory_seen, reminders
-from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
-from pawwake.memory.near_misses import NEAR_MISSES, Recall, sort_out
+from pawwake.memory.near_misses import Recall, sort_out
 from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.settings import Settings
+from pawwake.text.query import users_words
 
 if TYPE_CHECKING:
     from pawwake.services import Services
@@ -29,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REMINDERS_PER_REQUEST = 5
+CANDIDATES = 50  # results the floor looks at before the injection limit
 RENEW_EVERY_SECONDS = 60.0
 RENEW_FOR_AT_MOST_SECONDS = 4 * 3600.0
 
@@ -86,11 +85,13 @@ async def recall_with_reasons(services: Services, settings: Settings, session_id
                               timings: dict[str, float] | None = None) -> Recall:
     """Search memories for this turn; in partition mode skip ones the session saw recently
     (excluded before the limit, so the next candidates move up; scored aside, so they can be
-    named as near misses). Only results whose relevance reaches the search's injection floor
-    are injected: the semantic side always has nearest neighbours, so without it an unrelated
-    message would bring in noise. The best candidates left out come with their reasons."""
+    named as near misses). Only results whose relevance reaches the floor
+    (``MEMORY_INJECT_MIN_RELEVANCE``, ``SearchOutcome.floor``) are injected, in hybrid and
+    keyword-only mode alike (``search.relevance`` gives both one scale). The best candidates
+    left out come with their reasons (``near_misses``)."""
     database = services.require_database()
     limit = settings.MAX_MEMORIES_INJECT
+    query = users_words(query)
     if limit <= 0 or not query.strip():
         return Recall.off()
     seen: list[int] = []
@@ -98,7 +99,9 @@ async def recall_with_reasons(services: Services, settings: Settings, session_id
         async with cursor(database.pool) as cur:
             seen = await memory_seen.recently_seen(cur, session_id,
                                                    settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(services, query, limit=limit + NEAR_MISSES,
+    # Searched wider than the limit: a memory relevant enough can rank below others that are
+    # not (a Chinese question's English memory, found through the lexicon, ranks low).
+    outcome = await search_memories(services, query, limit=max(limit, CANDIDATES),
                                     held_back=seen, settings=settings, touch=False)
     if timings is not None:
         timings.update(outcome.timings)
@@ -106,9 +109,6 @@ async def recall_with_reasons(services: Services, settings: Settings, session_id
     if touch:
         await touch_results(services, recall.injected)
     return recall
-
-
-RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 
 async def claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:
@@ -123,7 +123,7 @@ async def renew_claims(pool: Any, token: str) -> None:
     deadline = loop.time() + RENEW_FOR_AT_MOST_SECONDS
     while loop.time() < deadline:
         await asyncio.sleep(RENEW_EVERY_SECONDS)
-        with contextlib.suppress(psycopg2.Error, OSError):
+        with contextlib.suppress(*DATABASE_ERRORS):
             async with cursor(pool) as cur:
                 renewed = await reminders.renew_claims(cur, token)
             if renewed == 0:

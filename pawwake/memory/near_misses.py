@@ -58,18 +58,18 @@ def _due_reminder(memory: dict[str, Any], now: datetime) -> bool:
 
 
 def sort_out(outcome: SearchOutcome, limit: int) -> Recall:
-    """Split a search made with ``limit + NEAR_MISSES`` results: the first ``limit`` that reach
-    the floor are injected; the others that reach it, the held-back ones that would have, and
-    those under it are the near misses, the most relevant first."""
+    """Split a search made wider than ``limit``: the first ``limit`` that reach the floor are
+    injected; the others that reach it (over the limit), the held-back ones that would have
+    (seen) and those under it are the near misses, the most relevant first."""
     floor = outcome.floor
-    first, rest = outcome.results[:limit], outcome.results[limit:]
-    missed = [NearMiss(r, BELOW_FLOOR) for r in first if r.relevance < floor]
-    missed += [NearMiss(r, OVER_LIMIT if r.relevance >= floor else BELOW_FLOOR) for r in rest]
+    passing = [r for r in outcome.results if r.relevance >= floor]
+    injected = passing[:limit]
+    missed = [NearMiss(r, OVER_LIMIT) for r in passing[limit:]]
+    missed += [NearMiss(r, BELOW_FLOOR) for r in outcome.results if r.relevance < floor]
     missed += [NearMiss(r, SEEN) for r in outcome.held_back if r.relevance >= floor]
     missed.sort(key=lambda miss: (-miss.result.relevance, -miss.result.score,
                                   -miss.result.id))
-    return Recall([r for r in first if r.relevance >= floor], outcome.mode, floor,
-                  missed[:NEAR_MISSES], outcome.fallback)
+    return Recall(injected, outcome.mode, floor, missed[:NEAR_MISSES], outcome.fallback)
 
 
 def record_entries(recall: Recall) -> list[dict[str, Any]]:
