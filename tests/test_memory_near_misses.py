@@ -83,29 +83,29 @@ async def test_a_memory_below_the_floor_is_named_with_its_relevance_and_the_floo
         gateway: Any, upstream: Any) -> None:
     """The floor raised above any relevance: the dog memory matches but is not injected, and
     every view says so with the two numbers the decision compared."""
-    client = await signed_in(gateway, **LOCAL, MEMORY_INJECT_MIN_RELEVANCE=0.99)
+    client = await signed_in(gateway, **LOCAL, MEMORY_INJECT_MIN_RELEVANCE=1.0)
     [dog, *_] = await created(client, DOG, *OTHERS)
     panel = await try_it(client, "我的狗豆豆是什么品种？")
     assert DOG not in upstream_text(upstream)  # really not injected
     assert panel.select("[data-memory]") == []
-    assert panel.select_one("[data-floor]")["data-floor"] == "0.99"
+    assert panel.select_one("[data-floor]")["data-floor"] == "1.0"
     miss = panel.select_one(f"[data-near-miss='{dog}']")
     assert miss is not None and miss["data-reason"] == "below_floor" and DOG in miss.text
     why = miss.select_one("[data-why]").get_text()
-    assert "低于注入门槛 0.990" in why
+    assert "低于注入门槛 1.000" in why
 
     [row] = await records(client)
     assert row["memory_ids"] == []  # a near miss is not an injection
     [entry, *_] = near_misses(row["record"])
-    assert (entry["id"], entry["reason"], entry["floor"]) == (dog, "below_floor", 0.99)
-    assert 0 < entry["relevance"] < 0.99
+    assert (entry["id"], entry["reason"], entry["floor"]) == (dog, "below_floor", 1.0)
+    assert 0 < entry["relevance"] < 1.0
     assert f"相关度 {entry['relevance']:.3f}" in why  # the number the floor compares
     assert "text" not in entry  # texts are not stored with the record
 
     view = await page(client, "/dashboard/conversations/view?session=try-why")
     stored = view.select_one(f"[data-turn-injected] [data-near-miss='{dog}']")
     assert stored is not None and DOG in stored.text
-    assert "低于注入门槛 0.990" in stored.select_one("[data-why]").get_text()
+    assert "低于注入门槛 1.000" in stored.select_one("[data-why]").get_text()
 
     detail = await page(client, f"/dashboard/memories/{dog}")
     assert detail.select_one("[data-memory-usage]")["data-memory-usage"] == "0"
@@ -114,12 +114,12 @@ async def test_a_memory_below_the_floor_is_named_with_its_relevance_and_the_floo
 
     response = await client.post("/api/memories/search", json={"q": "我的狗豆豆是什么品种？"})
     found = await response.json()
-    assert found["floor"] == 0.99 and found["fallback"] is None
-    assert found["results"][0]["id"] == dog and found["results"][0]["relevance"] < 0.99
+    assert found["floor"] == 1.0 and found["fallback"] is None
+    assert found["results"][0]["id"] == dog and found["results"][0]["relevance"] < 1.0
 
     client.session.cookie_jar.update_cookies({LANGUAGE_COOKIE: "en"})
     panel = await try_it(client, "我的狗豆豆是什么品种？", session="try-why-en")
-    assert "below the floor 0.990" in panel.select_one(
+    assert "below the floor 1.000" in panel.select_one(
         f"[data-near-miss='{dog}'] [data-why]").get_text()
 
 
@@ -136,7 +136,7 @@ async def test_memories_over_the_limit_are_named(gateway: Any, upstream: Any) ->
     assert [(m["id"], m["reason"]) for m in near_misses(row["record"])] == [
         (left_out.pop(), "over_limit")]
     search = [e for e in row["record"] if e["kind"] == "memory_search"]
-    assert search == [{"kind": "memory_search", "mode": "keyword", "floor": 0.0,
+    assert search == [{"kind": "memory_search", "mode": "keyword", "floor": 0.5,
                        "fallback": "vectors_off"}]
 
 

@@ -4,6 +4,7 @@ show in the conversation view and on the memory's own page."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,7 @@ async def test_a_near_miss_is_shown_with_its_reason(browser: Any, gateway: Any, 
     client = await gateway(persona="你是小爪。", DASHBOARD_PASSWORD=PASSWORD,
                            SESSION_SECRET=SECRET, MEMORY_ENABLED=True,
                            EMBEDDING_PROVIDER="local", JOB_WORKERS=0, MEMORY_EXTRACT_INTERVAL=0,
-                           MEMORY_INJECT_MIN_RELEVANCE=0.99, QUERY_EMBEDDING_TIMEOUT=60.0,
+                           MEMORY_INJECT_MIN_RELEVANCE=1.0, QUERY_EMBEDDING_TIMEOUT=60.0,
                            QUERY_EMBEDDING_MAX_WAIT=0.0)  # a loaded host: still hybrid
     dog = (await create(client, "用户的狗叫豆豆，是一只柯基"))["id"]
     await create(client, "用户住在杭州")
@@ -123,7 +124,7 @@ async def test_a_near_miss_is_shown_with_its_reason(browser: Any, gateway: Any, 
     assert await miss.get_attribute("data-reason") == "below_floor"
     assert await miss.is_visible()
     why = await miss.locator("[data-why]").inner_text()
-    assert "低于注入门槛 0.990" in why and "相关度 0." in why
+    assert re.search(r"相关度 [01]\.\d{3} 低于注入门槛 1\.000", why), why
     assert "豆豆" in await miss.inner_text()
     assert await page.locator("#tryit-injected [data-memory]").count() == 0
     assert await overflow(page) <= 0
@@ -137,7 +138,7 @@ async def test_a_near_miss_is_shown_with_its_reason(browser: Any, gateway: Any, 
     await page.click("[data-tryit-send]")
     await page.wait_for_selector("[data-tryit-reply=done]")  # the page was reloaded in English
     miss = page.locator(f"#tryit-injected [data-near-miss='{dog}'] [data-why]")
-    assert "below the floor 0.990" in await miss.inner_text()
+    assert "below the floor 1.000" in await miss.inner_text()
     assert await overflow(page) <= 0
     assert errors == []
     await context.close()
