@@ -288,8 +288,8 @@ class Settings(Mapping[str, Any]):
         "Hybrid search: recency weight", minimum=0, maximum=1)
     MEMORY_SEMANTIC_THRESHOLD = setting(
         "optional_float", None, "vector",
-        "语义噪声下限（原始余弦）；候选按在查询近邻中的名次入选；留空按向量来源取默认值（API 0.3，本地模型 0.78）",
-        "Semantic noise floor (raw cosine); candidates are admitted by rank among the query's neighbours; empty uses the provider's default (api 0.3, local 0.78)",
+        "语义噪声下限（原始余弦）；候选按在查询近邻中的名次入选；留空按向量来源取默认值（API 0.3，本地模型 0.72）",
+        "Semantic noise floor (raw cosine); candidates are admitted by rank among the query's neighbours; empty uses the provider's default (api 0.3, local 0.72)",
         minimum=0, maximum=1)
     VECTOR_BACKEND = setting(
         "choice", "auto", "vector",
@@ -311,9 +311,9 @@ class Settings(Mapping[str, Any]):
         minimum=0, maximum=720)
     CONVERSATION_MIN_SCORE_THRESHOLD = setting(
         "optional_float", None, "recall",
-        "对话语义候选的最低原始余弦相似度；留空按向量来源取默认值（API 0.3，本地模型 0.78）",
+        "对话语义候选的最低原始余弦相似度；留空按向量来源取默认值（API 0.3，本地模型 0.72）",
         "Lowest raw cosine for a semantic conversation match; empty uses the provider's "
-        "default (api 0.3, local 0.78)", minimum=0, maximum=1)
+        "default (api 0.3, local 0.72)", minimum=0, maximum=1)
     CONVERSATION_HW_KEYWORD = setting(
         "float", 0.45, "recall", "对话混合搜索：每条消息的关键词权重",
         "Conversation search: keyword weight of each message's score", minimum=0, maximum=1)
