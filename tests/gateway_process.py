@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +108,20 @@ def stop_all(*gateways: GatewayProcess, timeout: float = READY_SECONDS) -> None:
             gateway.process.send_signal(signal.SIGTERM)
     for gateway in gateways:
         gateway.stop(timeout)
+
+
+@contextlib.contextmanager
+def embedded_data_folder(prefix: str) -> Iterator[Path]:
+    """A data folder for gateway processes with the embedded PostgreSQL. Not under pytest's
+    temp root (its mode 0700 would lock out the server's system user); whatever server is
+    left on it is killed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        for process in postmasters(folder / "postgres"):
+            process.kill()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def postmasters(pgdata: Path) -> list[psutil.Process]:

@@ -5,9 +5,7 @@ data folder. Real processes: ``python pawwake.py`` with a data folder of the tes
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from tests.conftest import PostgresHandle
 from tests.gateway_process import (
     UNTIL_SECONDS,
     Gateway,
+    embedded_data_folder,
     free_port,
     postmaster_pid,
     postmasters,
@@ -26,14 +25,8 @@ from tests.gateway_process import (
 
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
-    # Not under pytest's temp root (mode 0700 would lock out the server's system user).
-    folder = Path(tempfile.mkdtemp(prefix="pawwake-test-lifecycle-"))
-    try:
+    with embedded_data_folder("pawwake-test-lifecycle-") as folder:
         yield folder
-    finally:
-        for process in postmasters(folder / "postgres"):
-            process.kill()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def test_restart_after_kill_adopts_the_server_and_a_clean_stop_stops_it(

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,13 @@ import psutil
 import pytest
 
 from tests.fake_upstream import FakeUpstream
-from tests.gateway_process import UNTIL_SECONDS, Gateway, postmaster_pid, postmasters
+from tests.gateway_process import (
+    UNTIL_SECONDS,
+    Gateway,
+    embedded_data_folder,
+    postmaster_pid,
+    postmasters,
+)
 
 KEY = "gw-supervision-key-0123456789"
 HEADERS = {"X-Gateway-Key": KEY}
@@ -26,14 +30,8 @@ HEADERS = {"X-Gateway-Key": KEY}
 
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
-    # Not under pytest's temp root (mode 0700 would lock out the server's system user).
-    folder = Path(tempfile.mkdtemp(prefix="pawwake-test-supervise-"))
-    try:
+    with embedded_data_folder("pawwake-test-supervise-") as folder:
         yield folder
-    finally:
-        for process in postmasters(folder / "postgres"):
-            process.kill()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def sidecar_turn(turn_id: str) -> dict[str, Any]:
