@@ -19,8 +19,9 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from pawwake import keys
+from pawwake import app_faces
 from pawwake.chat.pipeline import CHAT_STEPS
+from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.resources import ChatResources
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
@@ -29,8 +30,10 @@ from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
+from pawwake.llm.http import HttpClient
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
 from pawwake.memory.vectors import VectorStore
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
@@ -56,23 +59,44 @@ class Services:
     upstream_health: UpstreamHealth  # the provider's last failure
     models: ModelCatalog  # provider model lists, cached
     chat: ChatResources  # persona file, chat steps, clock, stores in flight (chat/resources.py)
-    _http: aiohttp.ClientSession | None = field(default=None, repr=False)
+    client: HttpClient = field(default_factory=HttpClient, repr=False)
+    # Each feature's face: the parts above it works with, no more (built with the object).
+    memory_writes: MemoryWrites = field(init=False, repr=False)
+    memory_search: MemorySearch = field(init=False, repr=False)
+    memory_learning: MemoryLearning = field(init=False, repr=False)
+    memory_embedding: MemoryEmbedding = field(init=False, repr=False)
+    recall: ConversationRecall = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        data_dir = self.settings.PAWWAKE_DATA_DIR
+        self.memory_writes = MemoryWrites(self.database, self.jobs, data_dir)
+        self.memory_search = MemorySearch(self.database, self.embedder, self.vectors,
+                                          self.term_stats, data_dir)
+        self.memory_learning = MemoryLearning(self.memory_writes, self.memory_search,
+                                              self.config, self.client, self.upstream_health)
+        self.memory_embedding = MemoryEmbedding(self.database, self.jobs, self.config,
+                                                self.embedder, self.vectors)
+        self.recall = ConversationRecall(self.database, self.jobs, self.tasks, self.config,
+                                         self.embedder, self.vectors, self.recall_vectors,
+                                         data_dir)
 
     @property
     def http(self) -> aiohttp.ClientSession:
         """The one shared client for upstream calls (opened by ``open_http_client``)."""
-        if self._http is None:
-            raise RuntimeError("the HTTP client opens with the app; it is not open now")
-        return self._http
+        return self.client.session
 
     def open_http(self, session: aiohttp.ClientSession) -> None:
-        self._http = session
+        self.client.open(session)
         self.embedder.use_http(session)
 
     def require_database(self, code: str = "database_disabled") -> Database:
         """The database, or the one 503 error (``DatabaseUnavailable`` with ``code``) when it
         is turned off; reading its ``pool`` before it connects is a 503 too."""
         return require_database(self.database, code)
+
+
+# The whole object, for the assembly and tests only (``services_of``).
+SERVICES: web.AppKey[Services] = web.AppKey("services")
 
 
 def build_services(settings: Settings) -> Services:
@@ -98,26 +122,28 @@ def build_services(settings: Settings) -> Services:
     )
 
 
+def install_faces(app: web.Application, services: Services) -> None:
+    """Put each face and shared part the HTTP layer reaches under its key (``app_faces.py``)."""
+    app[SERVICES] = services
+    app[app_faces.STARTUP_SETTINGS] = services.settings
+    app[app_faces.CONFIG] = services.config
+    app[app_faces.DATABASE] = services.database
+    app[app_faces.MEMORY_WRITES] = services.memory_writes
+    app[app_faces.MEMORY_SEARCH] = services.memory_search
+    app[app_faces.MEMORY_LEARNING] = services.memory_learning
+    app[app_faces.MEMORY_EMBEDDING] = services.memory_embedding
+    app[app_faces.RECALL] = services.recall
+    app[app_faces.JOBS] = services.jobs
+    app[app_faces.TURN_SPOOL] = services.turn_spool
+    app[app_faces.HTTP] = services.client
+    app[app_faces.MODELS] = services.models
+    app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
+    app[app_faces.EMBEDDER] = services.embedder
+
+
 def services_of(where: web.Request | web.Application) -> Services:
-    """The app's services, from a request (root app or sub-app alike) or the root app."""
+    """The app's services, from a request (root app or sub-app alike) or the root app: for
+    the assembly and tests; everything else reaches its face (``app_faces.py``)."""
     if isinstance(where, web.Application):
-        return where[keys.SERVICES]
-    return where.config_dict[keys.SERVICES]
-
-
-def database_of(where: web.Request | web.Application) -> Database:
-    """The database for a route that cannot work without it (503 when it is turned off)."""
-    return services_of(where).require_database()
-
-
-_SETTINGS_NOW: web.RequestKey[Settings] = web.RequestKey("settings_now")
-
-
-async def settings_of(request: web.Request) -> Settings:
-    """The settings for this request: read once, at its first use, and the same snapshot for
-    the rest of it (a dashboard save meanwhile applies from the next request)."""
-    settings = request.get(_SETTINGS_NOW)
-    if settings is None:
-        settings = await services_of(request).config.fresh()
-        request[_SETTINGS_NOW] = settings
-    return settings
+        return where[SERVICES]
+    return where.config_dict[SERVICES]

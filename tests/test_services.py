@@ -8,11 +8,11 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
+from pawwake.app_faces import settings_of
 from pawwake.chat.persona import DEFAULT_PERSONA_PATH
 from pawwake.chat.pipeline import CHAT_STEPS
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.services import Services, build_services, services_of, settings_of
+from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
 
 
@@ -24,7 +24,7 @@ async def test_a_sub_app_handler_reaches_the_root_apps_services(aiohttp_client: 
                                                                 tmp_path: Path) -> None:
     services = _services(tmp_path, DATABASE_ENABLED=False)
     root = web.Application()
-    root[keys.SERVICES] = services
+    install_faces(root, services)
     api = web.Application()
 
     async def who(request: web.Request) -> web.Response:
@@ -43,7 +43,7 @@ async def test_a_request_keeps_the_settings_it_read_first(aiohttp_client: Any,
     """A save in the middle of a request applies from the next request on, never half-way."""
     services = _services(tmp_path, DATABASE_ENABLED=False, MEMORY_ENABLED=True)
     app = web.Application()
-    app[keys.SERVICES] = services
+    install_faces(app, services)
 
     async def read_twice(request: web.Request) -> web.Response:
         before = await settings_of(request)

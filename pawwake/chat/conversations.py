@@ -59,7 +59,7 @@ async def _search_terms(services: Services, settings: Settings, phrases: list[st
     """Index terms of the search phrases when recall keeps an index, else None (scan)."""
     if not settings.CONVERSATION_RECALL_ENABLED:
         return None
-    terms = await conversation_index.terms_for(services, phrases)
+    terms = await conversation_index.terms_for(services.recall, phrases)
     return sorted({t for group in terms for t in group}) or None
 
 
@@ -101,7 +101,7 @@ async def edit_message(services: Services, message_id: int, content: str, *,
     """Change a message's text and re-index it in the same transaction."""
     async with transaction(services.require_database().pool) as cur:
         row = await db.edit_message(cur, message_id, content)
-        await conversation_index.reindex_messages(services, cur, [(message_id, content)],
+        await conversation_index.reindex_messages(services.recall, cur, [(message_id, content)],
                                                   settings=settings)
     return row
 
@@ -258,7 +258,7 @@ async def import_conversations(services: Services, body: Any, *, settings: Setti
         for session_id, rows in sessions.items():
             inserted += await db.insert_imported(cur, session_id, rows)
         if inserted:
-            await conversation_index.reindex_messages(services, cur, inserted, settings=settings)
+            await conversation_index.reindex_messages(services.recall, cur, inserted, settings=settings)
     return {"sessions": len(sessions), "received": total, "imported": len(inserted),
             "skipped": total - len(inserted)}
 

@@ -231,7 +231,7 @@ async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> 
     """Store ``turn`` once; see the module docstring."""
     database = services.require_database()
     recall = bool(settings.CONVERSATION_RECALL_ENABLED)
-    terms = await conversation_index.terms_for(services, [m.text for m in turn.messages]) \
+    terms = await conversation_index.terms_for(services.recall, [m.text for m in turn.messages]) \
         if recall else None
     async with transaction(database.pool) as cur:
         await turns_db.lock_session_writes(cur, turn.session_id)

@@ -35,6 +35,6 @@ async def replace_final_reply(services: Services, settings: Settings, cur: Any, 
     if last["role"] != "assistant" or last["deleted_at"] is not None or last["content"] == reply:
         return None
     await turns_db.set_content(cur, last["id"], reply)
-    await conversation_index.reindex_messages(services, cur, [(last["id"], reply)],
+    await conversation_index.reindex_messages(services.recall, cur, [(last["id"], reply)],
                                               settings=settings)
     return int(last["id"])

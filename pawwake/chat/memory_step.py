@@ -57,7 +57,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     timings: dict[str, float] = {}
     # The search goes first: its query embedding starts before the claim's statement is sent.
     found, due = await asyncio.gather(
-        recall_for_request(context.services, settings, request.session_id,
+        recall_for_request(context.services.memory_search, settings, request.session_id,
                            last_user_text(list(request.turn_messages)),
                            partition=partition, touch=False, timings=timings),
         claim_due(pool, token),
@@ -121,7 +121,7 @@ def touched(context: StepContext, results: Sequence[SearchResult]) -> ReplyHook:
     services = context.services
 
     async def touch(_reply: CapturedReply) -> None:
-        await touch_results(services, results)
+        await touch_results(services.memory_search, results)
 
     return ReplyHook("touch injected memories", on_success=touch)
 

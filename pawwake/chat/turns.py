@@ -309,7 +309,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                     and not message.metadata.get(INCOMPLETE)]
                 indexed += [(row["id"], row["content"]) for row in tail
                             if row["id"] in plan.unflag_ids]
-                await reindex_messages(services, cur, indexed, settings=settings)
+                await reindex_messages(services.recall, cur, indexed, settings=settings)
             if not incomplete:
                 extraction_job = await schedule_extraction(cur, settings, turn.session_id)
             if reply.usage is not None:

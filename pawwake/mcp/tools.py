@@ -97,7 +97,7 @@ async def _search_memories(services: Services, settings: Settings, args: dict[st
     reject_unknown(args, ("query", "limit"))
     query = check_query(args.get("query"), "query")
     limit = check_limit(args.get("limit"), from_text=False)
-    outcome = await search_memories(services, query, limit=limit, settings=settings)
+    outcome = await search_memories(services.memory_search, query, limit=limit, settings=settings)
     found = [{
         "id": r.id, "content": r.memory["content"], "title": r.memory["title"],
         "importance": r.memory["importance"], "layer": r.memory["layer"],
@@ -115,7 +115,7 @@ async def _add_memory(services: Services, settings: Settings, args: dict[str, An
     reject_unknown(args, ADD_FIELDS)
     if "importance" not in args:
         raise FieldError("importance", "'importance' is required (1-10).", "missing_field")
-    row, inserted = await store.create_memory(services, parse_create(args))
+    row, inserted = await store.create_memory(services.memory_writes, parse_create(args))
     verb = "Added" if inserted else "Already stored (same external_id)"
     return f"{verb}: {_memory_line(row)}", {"inserted": inserted, "memory": memory_json(row)}
 
@@ -125,7 +125,7 @@ async def _update_memory(services: Services, settings: Settings, args: dict[str,
     reject_unknown(args, UPDATE_FIELDS)
     number = _memory_id(args.get("id"))
     changes = parse_edit({k: v for k, v in args.items() if k != "id"})
-    row, changed = await store.edit_memory(services, number, changes)
+    row, changed = await store.edit_memory(services.memory_writes, number, changes)
     summary = ", ".join(changed) if changed else "nothing (same values)"
     return (f"Updated {summary}: {_memory_line(row)}",
             {"changed": changed, "memory": memory_json(row)})
@@ -150,7 +150,7 @@ async def _search_conversations(services: Services, settings: Settings, args: di
         raise ApiError("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
-    outcome = await search_fragments(services, query, settings=settings, **options)
+    outcome = await search_fragments(services.recall, query, settings=settings, **options)
     lines = []
     for fragment in outcome.fragments:
         lines.append(f"--- fragment {fragment['fragment_id']} "

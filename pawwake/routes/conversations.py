@@ -8,13 +8,14 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
+from pawwake.app_faces import CONFIG, database_of, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.services import database_of, services_of, settings_of
+from pawwake.services import services_of
 
 
 def _session_ids(key: str) -> Callable[[Any], list[str]]:
@@ -160,7 +161,7 @@ async def import_conversations(request: web.Request) -> web.StreamResponse:
 @database_required("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
     sessions = await service.export_conversations(database_of(request))
-    stamp = file_stamp(zone_of(services_of(request).config.current()))
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     response = json_body(sessions)
     response.headers["Content-Disposition"] = (
         f'attachment; filename="pawwake-conversations-{stamp}.json"')

@@ -12,11 +12,12 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import settings_of
 from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
 from pawwake.request_body import BodyTooLarge, read_bounded
-from pawwake.services import services_of, settings_of
+from pawwake.services import services_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_BODY_BYTES = 1024 * 1024  # a memory holds at most 20,000 characters

@@ -85,7 +85,7 @@ async def recalled_fragments(context: StepContext, request: StepInput) -> StepRe
     seen = await fragments_to_exclude(pool, thread.thread_id, ttl)
     # Messages before the zone start row in the thread's (created_at, id) order slid out of
     # zones A/B (imported ids need not follow dates); without a zone start, none did.
-    outcome = await search_fragments(context.services, query, max_sessions=limit,
+    outcome = await search_fragments(context.services.recall, query, max_sessions=limit,
                                      exclude_session_ids=[thread.thread_id],
         exclude_fragment_ids=seen, settings=settings, now=context.services.chat.clock(),
         keep_excluded_below=thread.state.zone_start_message_id or 0)

@@ -33,6 +33,7 @@ from pawwake.chat.recall.rank import (
     rank_sessions,
     trim,
 )
+from pawwake.database import require_database
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
@@ -44,7 +45,7 @@ from pawwake.text import english, offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def conversation_threshold(settings: Settings, provider: str) -> float:
     return DEFAULT_THRESHOLDS[provider] if value is None else float(value)
 
 
-async def search_fragments(services: Services, query: str, *, max_sessions: int = 3,
+async def search_fragments(recall: ConversationRecall, query: str, *, max_sessions: int = 3,
                            context: int = 1, mode: str = "hybrid",
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
@@ -87,11 +88,11 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
     (created_at, id) order) stay searchable: the current thread's history that slid out of
     the live zones. ``now``: the moment recency and dates without a year are measured from."""
-    database = services.require_database()
+    database = require_database(recall.database)
     now = now or datetime.now(UTC)
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
-    await conversation_index.index_pending(services, limit=CATCH_UP_LIMIT)
+    await conversation_index.index_pending(recall, limit=CATCH_UP_LIMIT)
     window = when.find_window(query, zone_of(settings), now)
     keywords = await _keywords(when.without(query, window))
     hits: dict[int, MessageHit] = {}
@@ -116,7 +117,7 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     semantic_mode, warning, threshold, hood = False, None, None, None
     if mode == "hybrid":
         semantic_mode, warning, threshold, hood = await _semantic(
-            services, settings, embedding_text(without_terms(query, common), keywords),
+            recall, settings, embedding_text(without_terms(query, common), keywords),
             excluded_sessions, keep_excluded_below, max(20, 3 * max_sessions), hits)
     weights_of = Weights(float(settings.CONVERSATION_HW_KEYWORD),
                          float(settings.CONVERSATION_HW_SEMANTIC) if semantic_mode else 0.0,
@@ -180,25 +181,25 @@ def without_terms(text: str, terms: set[str]) -> str:
     return kept if not nothing_to_search(kept) else text
 
 
-async def _semantic(services: Services, settings: Settings, query: str,
+async def _semantic(recall: ConversationRecall, settings: Settings, query: str,
                     excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
                     hits: dict[int, MessageHit]
                     ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
     """Give every candidate its cosine: the nearest messages join ``hits``, keyword
     candidates get theirs looked up; returns (used, warning, noise floor, neighbourhood)."""
-    database = services.require_database()
+    database = require_database(recall.database)
     if nothing_to_search(query):  # not worth a model call
         return False, None, None, None
     try:
-        vector, provenance = await services.embedder.embed_query(settings, query)
+        vector, provenance = await recall.embedder.embed_query(settings, query)
     except EmbeddingError as exc:
         log.warning("query embedding for recall failed: %s", exc)
         return False, f"Query embedding failed ({exc}); keywords only.", None, None
     threshold = conversation_threshold(settings, provenance.provider)
-    pgvector = services.vectors.backend(settings, database, provenance) == "pgvector"
+    pgvector = recall.vectors.backend(settings, database, provenance) == "pgvector"
     if pgvector:
-        conversation_index.request_vector_index(services, settings, provenance)
-    neighbours = await services.recall_vectors.nearest(
+        conversation_index.request_vector_index(recall, settings, provenance)
+    neighbours = await recall.recall_vectors.nearest(
         database.pool, provenance, vector, max(NEAREST, 5 * pool_size), excluded_sessions,
         pgvector=pgvector, keep_below=keep_excluded_below)
     if not neighbours:
@@ -215,7 +216,7 @@ async def _semantic(services: Services, settings: Settings, query: str,
         hit.cosine = float(row["cosine"])
     lacking = [hit.id for hit in sorted((h for h in hits.values() if h.cosine is None),
                                         key=lambda h: -h.keyword)[:COSINE_LOOKUPS]]
-    found = await services.recall_vectors.cosines(database.pool, provenance, vector, lacking,
+    found = await recall.recall_vectors.cosines(database.pool, provenance, vector, lacking,
                                                   pgvector=pgvector)
     for message_id, cosine in found.items():
         hits[message_id].cosine = cosine

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
+from pawwake.app_faces import DATABASE, database_of, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import refusals_as_pages
@@ -21,7 +22,7 @@ from pawwake.dashboard.render import render, render_error
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
-from pawwake.services import database_of, services_of, settings_of
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ async def view_session(request: web.Request) -> web.Response:
     lang = request_language(request)
     session_id = service.session_id_of(request.query.get("session"), "session")
     rows = await service.session_messages(database_of(request), session_id, include_deleted=True)
-    database = services_of(request).database
+    database = face_of(request, DATABASE)
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
     injected: dict[int, list[dict[str, Any]]] = {}
     if database is not None:
@@ -132,7 +133,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
                                    settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):
-        await service.set_message_deleted(services.require_database(), message_id, action == "delete")
+        await service.set_message_deleted(database_of(request), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
         raise ApiError("invalid_action", "Unknown action.")
@@ -143,14 +144,13 @@ async def message_action(request: web.Request) -> web.StreamResponse:
 async def session_action(request: web.Request) -> web.StreamResponse:
     """Move one session to the trash (back to the list) or restore it (back to the session)."""
     form = await request.post()
-    services = services_of(request)
     session_id = service.session_id_of(form.get("session"), "session")
     action = form.get("action")
     if action == "trash":
-        count = await service.trash_session(services.require_database(), session_id)
+        count = await service.trash_session(database_of(request), session_id)
         raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
     if action == "restore":
-        count = await service.restore_session(services.require_database(), session_id)
+        count = await service.restore_session(database_of(request), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
     raise ApiError("invalid_action", "Unknown action.")
@@ -160,7 +160,6 @@ async def session_action(request: web.Request) -> web.StreamResponse:
 async def bulk_action(request: web.Request) -> web.StreamResponse:
     """Trash, restore, purge or merge the sessions ticked in the list."""
     form = await request.post()
-    services = services_of(request)
     lang = request_language(request)
     trash = form.get("trash") == "1"
     selected = [service.session_id_of(v, "session") for v in form.getall("session", [])]
@@ -171,16 +170,16 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
             return render_error(request, 400, translate(lang, "conv.error_merge"))
-        merged = await service.merge_sessions(services.require_database(), selected, str(target))
+        merged = await service.merge_sessions(database_of(request), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
             count=str(merged["moved"]["messages"])))
     if action == "restore":
-        count = await service.restore_sessions(services.require_database(), selected)
+        count = await service.restore_sessions(database_of(request), selected)
         raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
                                          count=str(count)))
     if action in ("trash", "purge"):
-        result = await service.batch_delete(services.require_database(), selected, permanent=action == "purge")
+        result = await service.batch_delete(database_of(request), selected, permanent=action == "purge")
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
+from pawwake.app_faces import DATABASE, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.chat.partition_step import active_thread
 from pawwake.chat.prepared import ChatRejected
@@ -24,7 +25,7 @@ from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
-from pawwake.services import services_of, settings_of
+from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ async def _page_context(request: web.Request) -> dict[str, Any]:
     services = services_of(request)
     settings = await settings_of(request)
     sessions: list[str] = []
-    if services.database is not None:
+    if face_of(request, DATABASE) is not None:
         listed = await service.list_conversations(services, limit=RECENT_SESSIONS,
                                                   settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import CONFIG, DATABASE, database_of, face_of
 from pawwake.chat import conversations as service
 from pawwake.chat.usage_report import RANGES, parse_range, usage_csv, usage_report
 from pawwake.dashboard.render import render
@@ -41,9 +42,9 @@ async def usage(request: web.Request) -> web.Response:
         "session_types": SESSION_TYPES,
         "money": money, "page": page_number, "pages": 1, "sessions": [], "report": None,
         "has_usage": False}
-    if services.database is not None:
+    if face_of(request, DATABASE) is not None:
         report = await usage_report(services, days)
-        total_sessions, sessions = await service.usage_by_session(services.require_database(), SESSION_PAGE,
+        total_sessions, sessions = await service.usage_by_session(database_of(request), SESSION_PAGE,
                                                                   (page_number - 1) * SESSION_PAGE)
         context.update(
             report=report, sessions=sessions,
@@ -58,10 +59,10 @@ async def usage_csv_download(request: web.Request) -> web.Response:
     """The shown range as CSV, one line per local day, model and kind of call."""
     services = services_of(request)
     days = parse_range(request.query.get("days"))
-    if services.database is None:
+    if face_of(request, DATABASE) is None:
         raise web.HTTPNotFound()
     report = await usage_report(services, days)
-    stamp = file_stamp(zone_of(services.config.current()))
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     return web.Response(text=usage_csv(report), content_type="text/csv", charset="utf-8",
                         headers={"Content-Disposition":
                                  f'attachment; filename="pawwake-usage-{days}d-{stamp}.csv"'})
