@@ -21,6 +21,7 @@ from pawwake.llm.embeddings import Embedder
 from pawwake.llm.http import HttpClient
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
 from pawwake.settings import Settings
 
@@ -35,6 +36,7 @@ MEMORY_SEARCH: web.AppKey[MemorySearch] = web.AppKey("memory_search")
 MEMORY_LEARNING: web.AppKey[MemoryLearning] = web.AppKey("memory_learning")
 MEMORY_EMBEDDING: web.AppKey[MemoryEmbedding] = web.AppKey("memory_embedding")
 RECALL: web.AppKey[ConversationRecall] = web.AppKey("conversation_recall")
+MCP: web.AppKey[McpTools] = web.AppKey("mcp_tools")
 # Shared parts a page or route shows or administers itself (status, jobs, settings).
 JOBS: web.AppKey[JobRunner] = web.AppKey("jobs")
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")

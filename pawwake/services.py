@@ -33,6 +33,7 @@ from pawwake.llm.embeddings import Embedder
 from pawwake.llm.http import HttpClient
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
 from pawwake.memory.vectors import VectorStore
 from pawwake.search.term_stats import TermStats
@@ -66,6 +67,7 @@ class Services:
     memory_learning: MemoryLearning = field(init=False, repr=False)
     memory_embedding: MemoryEmbedding = field(init=False, repr=False)
     recall: ConversationRecall = field(init=False, repr=False)
+    mcp: McpTools = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         data_dir = self.settings.PAWWAKE_DATA_DIR
@@ -79,6 +81,7 @@ class Services:
         self.recall = ConversationRecall(self.database, self.jobs, self.tasks, self.config,
                                          self.embedder, self.vectors, self.recall_vectors,
                                          data_dir)
+        self.mcp = McpTools(self.memory_search, self.memory_writes, self.recall, self.database)
 
     @property
     def http(self) -> aiohttp.ClientSession:
@@ -133,6 +136,7 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.MEMORY_LEARNING] = services.memory_learning
     app[app_faces.MEMORY_EMBEDDING] = services.memory_embedding
     app[app_faces.RECALL] = services.recall
+    app[app_faces.MCP] = services.mcp
     app[app_faces.JOBS] = services.jobs
     app[app_faces.TURN_SPOOL] = services.turn_spool
     app[app_faces.HTTP] = services.client

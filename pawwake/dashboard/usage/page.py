@@ -15,7 +15,6 @@ from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
-from pawwake.services import services_of
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
@@ -34,7 +33,6 @@ def _page_number(text: str) -> int:
 
 
 async def usage(request: web.Request) -> web.Response:
-    services = services_of(request)
     days = parse_range(request.query.get("days"))
     page_number = _page_number(request.query.get("page", "1"))
     context: dict[str, Any] = {
@@ -43,7 +41,7 @@ async def usage(request: web.Request) -> web.Response:
         "money": money, "page": page_number, "pages": 1, "sessions": [], "report": None,
         "has_usage": False}
     if face_of(request, DATABASE) is not None:
-        report = await usage_report(services, days)
+        report = await usage_report(database_of(request), face_of(request, CONFIG), days)
         total_sessions, sessions = await service.usage_by_session(database_of(request), SESSION_PAGE,
                                                                   (page_number - 1) * SESSION_PAGE)
         context.update(
@@ -57,11 +55,10 @@ async def usage(request: web.Request) -> web.Response:
 
 async def usage_csv_download(request: web.Request) -> web.Response:
     """The shown range as CSV, one line per local day, model and kind of call."""
-    services = services_of(request)
     days = parse_range(request.query.get("days"))
     if face_of(request, DATABASE) is None:
         raise web.HTTPNotFound()
-    report = await usage_report(services, days)
+    report = await usage_report(database_of(request), face_of(request, CONFIG), days)
     stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     return web.Response(text=usage_csv(report), content_type="text/csv", charset="utf-8",
                         headers={"Content-Disposition":
