@@ -10,9 +10,9 @@ from typing import Any
 
 from bs4 import BeautifulSoup
 
+from pawwake.app_faces import database_of
 from pawwake.chat import conversations as service
 from pawwake.db.pool import cursor, fetch_all
-from pawwake.app_faces import database_of
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.fake_upstream import Reply, text_stream
