@@ -20,8 +20,11 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import app_faces
-from pawwake.chat.pipeline import CHAT_STEPS
+from pawwake.chat.memory_step import Memories
+from pawwake.chat.partition_step import PartitionParts
+from pawwake.chat.pipeline import chat_steps
 from pawwake.chat.recall.faces import ConversationRecall
+from pawwake.chat.recall.inject import RecalledFragments
 from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.resources import ChatResources
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
@@ -36,6 +39,8 @@ from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
 from pawwake.memory.vectors import VectorStore
+from pawwake.protocols.anthropic.pipeline import messages_steps
+from pawwake.protocols.responses.prepare import responses_steps
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
@@ -82,6 +87,14 @@ class Services:
                                          self.embedder, self.vectors, self.recall_vectors,
                                          data_dir)
         self.mcp = McpTools(self.memory_search, self.memory_writes, self.recall, self.database)
+        # Each protocol's chat steps, each built with its own parts.
+        partition = PartitionParts(self.database is not None, self.client,
+                                   self.upstream_health, self.chat.pending)
+        memories = Memories(self.memory_search, self.tasks)
+        fragments = RecalledFragments(self.recall)
+        self.chat.steps = chat_steps(partition, memories, fragments)
+        self.chat.messages_steps = messages_steps(partition, memories, fragments)
+        self.chat.responses_steps = responses_steps(memories)
 
     @property
     def http(self) -> aiohttp.ClientSession:
@@ -121,7 +134,7 @@ def build_services(settings: Settings) -> Services:
                              settings.TURN_SPOOL_MAX_MB * MEGABYTE),
         upstream_health=UpstreamHealth(),
         models=ModelCatalog(),
-        chat=ChatResources(steps=CHAT_STEPS),
+        chat=ChatResources(),
     )
 
 

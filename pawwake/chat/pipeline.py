@@ -3,12 +3,14 @@
 ``prepare_chat`` classifies a request, picks its session, applies the body rewrites, then
 ``run_steps`` adds the persona and the turn writer and runs the steps in order:
 
-    CHAT_STEPS = (partition_context, memories, recalled_fragments)
+    chat_steps(...) = (PartitionContext, Memories, RecalledFragments)
 
-1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
+each built by the assembly (``services.py``) with the parts it works with:
+
+1. ``PartitionContext`` (``chat/partition_step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
-2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
-3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
+2. ``Memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
+3. ``RecalledFragments`` (``chat/recall/inject.py``): past conversation fragments.
 
 A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
 applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run
@@ -29,8 +31,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.memory_step import memories
-from pawwake.chat.partition_step import partition_context
+from pawwake.chat.memory_step import Memories
+from pawwake.chat.partition_step import PartitionContext, PartitionParts
 from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
     ChatRejected,
@@ -40,7 +42,7 @@ from pawwake.chat.prepared import (
     StepContext,
     StepResult,
 )
-from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.chat.recall.inject import RecalledFragments
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
@@ -53,7 +55,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHAT_STEPS: tuple[ChatStep, ...] = (partition_context, memories, recalled_fragments)
+def chat_steps(partition: PartitionParts, memories: Memories, fragments: RecalledFragments
+               ) -> tuple[ChatStep, ...]:
+    """A chat request's steps in order (built by the assembly, each with its parts)."""
+    return (PartitionContext(partition), memories, fragments)
 
 
 def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
@@ -120,9 +125,9 @@ async def run_steps(services: Services, settings: Settings, prepared: PreparedCh
     if prepared.persist:
         prepared.apply(StepResult(hooks=(ReplyHook("store the turn",
                                                    on_success=turn_writer(services, prepared)),)))
-        await wait_pending(chat, prepared.session_id, PENDING_WAIT_SECONDS)
-    context = StepContext(services=services, settings=step_settings or settings,
-                          database=connected_database(services.database))
+        await wait_pending(chat.pending, prepared.session_id, PENDING_WAIT_SECONDS)
+    context = StepContext(settings=step_settings or settings,
+                          database=connected_database(services.database), clock=chat.clock)
     try:
         for step in steps:
             prepared.apply(await step(context, prepared))

@@ -24,7 +24,6 @@ from pawwake.settings import Settings
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -101,13 +100,14 @@ class StepInput(Protocol):
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a step may use: one settings snapshot, the database as connected now, and the
-    gateway's services (HTTP client, background tasks, the chat clock: ``services.chat.clock``
-    decides time-window rotations and the time note)."""
+    """What every step is given for one request: the settings snapshot, the database as
+    connected now, and the chat clock (it decides time-window rotations and the time note).
+    What else a step works with is its own face: a step is built by the assembly with its
+    parts (``Memories``, ``RecalledFragments``, ``PartitionContext``...)."""
 
-    services: Services
     settings: Settings
     database: Database | None  # connected now; None when away or turned off
+    clock: Callable[[], datetime]
 
 
 ChatStep = Callable[[StepContext, StepInput], Awaitable[StepResult]]

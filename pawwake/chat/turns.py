@@ -29,7 +29,7 @@ from pawwake.llm.sse import CapturedReply
 
 if TYPE_CHECKING:
     from pawwake.chat.prepared import OnSuccess, PreparedChat
-    from pawwake.chat.resources import ChatResources
+    from pawwake.chat.resources import ChatResources, Pending
     from pawwake.services import Services
 
 log = logging.getLogger(__name__)
@@ -419,9 +419,9 @@ def _store_ended(chat: ChatResources, prepared: PreparedChat) -> None:
             del pending[session_id]
 
 
-async def wait_pending(chat: ChatResources, session_id: str, seconds: float) -> None:
+async def wait_pending(pending: Pending, session_id: str, seconds: float) -> None:
     """Wait (bounded) for this process's store of the session's previous turn."""
-    event = chat.pending.get(session_id)
+    event = pending.get(session_id)
     if event is None or event.is_set():
         return
     try:

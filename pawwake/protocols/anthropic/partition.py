@@ -10,10 +10,11 @@ everything cached. The client's own breakpoints are removed (Anthropic allows fo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
-from pawwake.chat.partition_step import thread_turn
+from pawwake.chat.partition_step import PartitionParts, thread_turn
 from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
 from pawwake.protocols.anthropic.replay import (
     as_messages,
@@ -73,10 +74,21 @@ def assemble_messages(history: list[Round], current: list[dict[str, Any]], x: in
     return merge_turns([*a_messages, *b_messages, *current])
 
 
-async def messages_partition_context(context: StepContext, request: StepInput) -> StepResult:
+@dataclass(frozen=True)
+class MessagesPartitionContext:
+    """The Messages partition step, built with the partition parts chat's step uses."""
+
+    parts: PartitionParts
+
+    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
+        return await messages_partition_context(self.parts, context, request)
+
+
+async def messages_partition_context(parts: PartitionParts, context: StepContext,
+                                     request: StepInput) -> StepResult:
     """Partition mode for Messages: ``system`` and ``messages`` laid out from the active
     thread; the time note opens the current turn. Runs first, like chat's."""
-    turn = await thread_turn(context, request)
+    turn = await thread_turn(parts, context, request)
     if turn is None:
         return NOTHING
     read = turn.read

@@ -1,7 +1,7 @@
 """A Messages request through the chat pipeline: the same persona, memory steps, turn writer
 and after-reply work, with the gateway's text placed the Messages way. Its steps, in order:
 
-    MESSAGES_STEPS = (messages_partition_context, memories, recalled_fragments)
+    messages_steps(...) = (MessagesPartitionContext, Memories, RecalledFragments)
 
 The steps read the request's chat view (``chat_view``) for the question and session; the
 turn writer stores that view, whose messages carry their original content blocks. In
@@ -18,11 +18,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.memory_step import memories
+from pawwake.chat.memory_step import Memories
+from pawwake.chat.partition_step import PartitionParts
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
 from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
-from pawwake.chat.recall.inject import recalled_fragments
-from pawwake.protocols.anthropic.partition import messages_partition_context
+from pawwake.chat.recall.inject import RecalledFragments
+from pawwake.protocols.anthropic.partition import MessagesPartitionContext
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
 from pawwake.settings import Settings
@@ -30,8 +31,10 @@ from pawwake.settings import Settings
 if TYPE_CHECKING:
     from pawwake.services import Services
 
-MESSAGES_STEPS: tuple[ChatStep, ...] = (messages_partition_context, memories,
-                                        recalled_fragments)
+def messages_steps(partition: PartitionParts, memories: Memories, fragments: RecalledFragments
+                   ) -> tuple[ChatStep, ...]:
+    """A Messages request's steps in order (built by the assembly, each with its parts)."""
+    return (MessagesPartitionContext(partition), memories, fragments)
 
 
 @dataclass
@@ -79,7 +82,7 @@ async def prepare_messages(services: Services, settings: Settings, headers: Mapp
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     drop_gateway_fields(upstream)
-    await run_steps(services, settings, prepared, MESSAGES_STEPS)
+    await run_steps(services, settings, prepared, services.chat.messages_steps)
     if not prepared.system_parts and not prepared.turn_blocks \
             and prepared.body.keys() == body.keys():
         prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on

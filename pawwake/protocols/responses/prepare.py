@@ -7,7 +7,7 @@ tool calls of its own kinds) or lets the provider keep the history (``previous_r
 Neither can be replaced by stored chat rows, so memory is injected the plain way, with partition
 mode off for the step; recall of past conversations, a partition feature, does not run:
 
-    RESPONSES_STEPS = (memories,)
+    responses_steps(...) = (Memories,)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_title_request, skip_requested
-from pawwake.chat.memory_step import memories
+from pawwake.chat.memory_step import Memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
 from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
 from pawwake.protocols.responses.items import input_messages, with_instructions
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from pawwake.services import Services
 
 PROTOCOL = "responses"
-RESPONSES_STEPS: tuple[ChatStep, ...] = (memories,)
+def responses_steps(memories: Memories) -> tuple[ChatStep, ...]:
+    """A Responses request's steps: memories only, placed plainly (built by the assembly)."""
+    return (memories,)
 
 
 @dataclass
@@ -82,6 +84,7 @@ async def prepare_responses(services: Services, settings: Settings, headers: Map
     drop_gateway_fields(prepared.body)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
         if settings.CACHE_PARTITION_ENABLED else settings
-    await run_steps(services, settings, prepared, RESPONSES_STEPS, step_settings=plain)
+    await run_steps(services, settings, prepared, services.chat.responses_steps,
+                    step_settings=plain)
     prepared.finalize()
     return prepared
