@@ -12,12 +12,12 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from pawwake.chat.persona import PersonaFile
 from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.turn_spool import TurnSpool
 from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
-from pawwake.llm.embeddings import Embedder
 from pawwake.llm.http import HttpClient
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
@@ -43,7 +43,7 @@ TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")
 HTTP: web.AppKey[HttpClient] = web.AppKey("http")
 MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")
-EMBEDDER: web.AppKey[Embedder] = web.AppKey("embedder")
+PERSONA: web.AppKey[PersonaFile] = web.AppKey("persona")  # the persona file (settings page)
 
 
 def face_of(where: web.Request | web.Application, key: web.AppKey[T]) -> T:

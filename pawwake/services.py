@@ -155,7 +155,7 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.HTTP] = services.client
     app[app_faces.MODELS] = services.models
     app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
-    app[app_faces.EMBEDDER] = services.embedder
+    app[app_faces.PERSONA] = services.chat.persona
 
 
 def services_of(where: web.Request | web.Application) -> Services:

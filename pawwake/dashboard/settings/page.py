@@ -7,14 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.app_faces import CONFIG, HTTP, MODELS, face_of, settings_of
+from pawwake.app_faces import CONFIG, HTTP, MODELS, PERSONA, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.dashboard.settings.probe import test_connection
 from pawwake.llm.models import ModelsUnavailable
-from pawwake.services import services_of
 from pawwake.settings import GROUPS, SettingError
 
 log = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ def with_persona_placeholder(groups: list[dict[str, Any]], persona: str | None) 
 
 
 def _persona_file(request: web.Request) -> str | None:
-    return services_of(request).chat.persona.read()
+    return face_of(request, PERSONA).read()
 
 
 async def settings_page(request: web.Request) -> web.Response:
