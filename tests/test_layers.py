@@ -335,7 +335,6 @@ UPWARD_LEFT: set[str] = {
     "pawwake.chat.trial",
     "pawwake.chat.turns",
     "pawwake.dashboard.conversations.page",
-    "pawwake.dashboard.settings.page",
     "pawwake.dashboard.threads.page",
     "pawwake.dashboard.tryit.page",
     "pawwake.protocols.anthropic.pipeline",
