@@ -1,14 +1,15 @@
-"""The gateway's shared resources as one typed object, built once in ``create_app``.
+"""The assembly: every shared object built once in ``create_app``, and each feature's face.
 
 Every object is constructed when the app is built, so its field is typed as what it is; the
 start-up contexts only open and close them (the database connects, the spool reads its folder,
 the workers start). The one exception is the HTTP client, which aiohttp can only create inside
-a running event loop: ``http`` answers once the HTTP context has opened it.
+a running event loop: ``client`` (``llm/http.HttpClient``) answers once the HTTP context has
+opened it.
 
-Routes, the dashboard and assembly reach the object with ``services_of(request)`` (also from a
-sub-app) or ``services_of(app)``; the services below them take the parts they use. A request
-reads the settings in force once, with ``settings_of(request)``, and passes that snapshot down;
-a background job reads them once when it starts.
+From these parts the object builds each feature's face, a frozen dataclass with exactly the
+parts that feature works with (``MemorySearch``, ``ConversationRecall``, the chat steps...), and
+``install_faces`` puts them under their app keys (``app_faces.py``) for the HTTP layer. Nothing
+below the assembly is handed this object whole; ``services_of`` is for the assembly and tests.
 """
 
 from __future__ import annotations
