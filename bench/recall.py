@@ -164,7 +164,7 @@ async def time_listing(app: web.Application, queries: list[str], runs: int, phra
     for i in range(runs):
         query = queries[i % len(queries)].split()[0] if phrase else ""
         started = time.perf_counter()
-        await list_conversations(services_of(app), query=query, limit=20,
+        await list_conversations(services_of(app).recall, query=query, limit=20,
                                  settings=services_of(app).config.current())
         times.append((time.perf_counter() - started) * 1000)
     return pct(times, 50), pct(times, 95)

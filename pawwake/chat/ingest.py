@@ -22,13 +22,14 @@ from pawwake.api_error import ApiError
 from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.ingest_replace import replace_final_reply
 from pawwake.chat.recall import index as conversation_index
+from pawwake.database import require_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -227,17 +228,18 @@ def rows_for(turn: Turn) -> list[NewMessage]:
     return rows
 
 
-async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> IngestResult:
+async def ingest_turn(recall: ConversationRecall, turn: Turn, *, settings: Settings
+                      ) -> IngestResult:
     """Store ``turn`` once; see the module docstring."""
-    database = services.require_database()
-    recall = bool(settings.CONVERSATION_RECALL_ENABLED)
-    terms = await conversation_index.terms_for(services.recall, [m.text for m in turn.messages]) \
-        if recall else None
+    database = require_database(recall.database)
+    indexed = bool(settings.CONVERSATION_RECALL_ENABLED)
+    terms = await conversation_index.terms_for(recall, [m.text for m in turn.messages]) \
+        if indexed else None
     async with transaction(database.pool) as cur:
         await turns_db.lock_session_writes(cur, turn.session_id)
         found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
         if found is not None:
-            replaced = (await replace_final_reply(services, settings, cur, found, turn)
+            replaced = (await replace_final_reply(recall, settings, cur, found, turn)
                         if turn.replace_reply else None)
             if replaced is None:
                 return IngestResult(status="duplicate")
@@ -250,6 +252,6 @@ async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> 
         job = (await schedule_extraction(cur, settings, turn.session_id)
                if turn.extract_memories else None)
     if job is not None or terms is not None:
-        services.jobs.wake()
+        recall.jobs.wake()
     log.debug("stored a %d-message turn from %s", len(ids), turn.source)
     return IngestResult(status="stored", message_ids=ids, extraction_job=job)

@@ -17,11 +17,11 @@ from pawwake.db import conversation_turns as turns_db
 
 if TYPE_CHECKING:
     from pawwake.chat.ingest import Turn
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 
-async def replace_final_reply(services: Services, settings: Settings, cur: Any, first_id: int,
+async def replace_final_reply(recall: ConversationRecall, settings: Settings, cur: Any, first_id: int,
                               turn: Turn
                               ) -> int | None:
     """Put ``turn``'s final reply into the stored turn that starts at ``first_id``; return the
@@ -35,6 +35,6 @@ async def replace_final_reply(services: Services, settings: Settings, cur: Any, 
     if last["role"] != "assistant" or last["deleted_at"] is not None or last["content"] == reply:
         return None
     await turns_db.set_content(cur, last["id"], reply)
-    await conversation_index.reindex_messages(services.recall, cur, [(last["id"], reply)],
+    await conversation_index.reindex_messages(recall, cur, [(last["id"], reply)],
                                               settings=settings)
     return int(last["id"])

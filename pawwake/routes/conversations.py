@@ -8,14 +8,13 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.app_faces import CONFIG, database_of, face_of, settings_of
+from pawwake.app_faces import CONFIG, RECALL, database_of, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.services import services_of
 
 
 def _session_ids(key: str) -> Callable[[Any], list[str]]:
@@ -80,7 +79,7 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
     query = request.query.get("q", "").strip()
     if len(query) > 500:
         raise ApiError("query_too_long", "q is limited to 500 characters.")
-    page = await service.list_conversations(services_of(request), query=query, trash=_flag(request,
+    page = await service.list_conversations(face_of(request, RECALL), query=query, trash=_flag(request,
                                                                                            "trash"),
         limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
         offset=_int(request, "offset", 0, 0, 10_000_000), settings=await settings_of(request))
@@ -101,7 +100,7 @@ async def edit_message(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, max_bytes=None)
     if set(body) != {"content"}:
         raise ApiError("invalid_body", "Send {\"content\": \"...\"}.")
-    row = await service.edit_message(services_of(request), message_id,
+    row = await service.edit_message(face_of(request, RECALL), message_id,
                                      service.content_of(body["content"]),
                                      settings=await settings_of(request))
     return json_body(_message(row))
@@ -153,7 +152,7 @@ async def merge_sessions(request: web.Request) -> web.StreamResponse:
 @database_required("Conversations")
 async def import_conversations(request: web.Request) -> web.StreamResponse:
     body = await read_json(request, max_bytes=None)
-    result = await service.import_conversations(services_of(request), body,
+    result = await service.import_conversations(face_of(request, RECALL), body,
                                                 settings=await settings_of(request))
     return json_body(result, status=201 if result["imported"] else 200)
 

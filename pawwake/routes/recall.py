@@ -16,7 +16,6 @@ from pawwake.chat.recall.search import search_fragments
 from pawwake.memory.fields import require_object
 from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required
-from pawwake.services import services_of
 from pawwake.settings import Settings
 
 FEATURE = "Conversations"
@@ -34,11 +33,10 @@ async def _read_json(request: web.Request, too_large: str, too_large_code: str) 
 
 @database_required(FEATURE)
 async def post_turn(request: web.Request) -> web.Response:
-    services = services_of(request)
     turn = parse_turn(await _read_json(
         request, f"A turn's body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
         "turn_too_large"))
-    result = await ingest_turn(services, turn, settings=await settings_of(request))
+    result = await ingest_turn(face_of(request, RECALL), turn, settings=await settings_of(request))
     body: dict[str, Any] = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":

@@ -15,7 +15,6 @@ from pawwake.chat.threads import session_id_of
 from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.services import services_of
 from pawwake.settings import SettingError
 
 
@@ -66,7 +65,7 @@ async def create(request: web.Request) -> web.StreamResponse:
 @database_required("Partition threads")
 async def rename(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, RENAME, max_bytes=None)
-    return json_body(await service.rename(services_of(request), body["old_id"], body["new_id"],
+    return json_body(await service.rename(database_of(request), face_of(request, CONFIG), body["old_id"], body["new_id"],
                                           settings=await settings_of(request)))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.app_faces import DATABASE, database_of, face_of, settings_of
+from pawwake.app_faces import DATABASE, RECALL, database_of, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import refusals_as_pages
@@ -22,7 +22,6 @@ from pawwake.dashboard.render import render, render_error
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
-from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ def _list_url(request: web.Request, *, trash: bool, **extra: str) -> str:
 async def _render_list(request: web.Request, *, query: str, trash: bool, page: int,
                        values: Mapping[str, object], status: int = 200) -> web.Response:
     lang = request_language(request)
-    result = await service.list_conversations(services_of(request), query=query, trash=trash,
+    result = await service.list_conversations(face_of(request, RECALL), query=query, trash=trash,
                                               limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE,
                                               settings=await settings_of(request))
     pages = max(1, -(-result["total"] // PAGE_SIZE))
@@ -117,7 +116,6 @@ def _view_url(request: web.Request, session_id: str, **extra: str) -> str:
 async def message_action(request: web.Request) -> web.StreamResponse:
     """Save, delete or restore one message, then show the session again."""
     form = await request.post()
-    services = services_of(request)
     session_id = service.session_id_of(form.get("session"), "session")
     message_id = _int(form.get("message"), 0)
     number = str(_int(form.get("number"), 0, 0))
@@ -129,7 +127,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         if not isinstance(content, str) or not content.strip():
             return render_error(request, 400, translate(request_language(request),
                                                         "conv.error_empty"))
-        await service.edit_message(services, message_id, service.content_of(content),
+        await service.edit_message(face_of(request, RECALL), message_id, service.content_of(content),
                                    settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):

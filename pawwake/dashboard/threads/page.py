@@ -20,7 +20,6 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import render, render_error
 from pawwake.db.errors import Conflict
-from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,6 @@ async def threads_page(request: web.Request) -> web.Response:
 async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
                  ) -> dict[str, str]:
     """Run one form action; returns the query of the page to come back to."""
-    services = services_of(request)
     if action == "switch":
         await service.switch(face_of(request, CONFIG), session_id_of(form.get("thread"), "thread"))
         return {"done": "switched"}
@@ -73,7 +71,7 @@ async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
                              session_id_of(source, "inherit") if source else None)
         return {"done": "created"}
     if action == "rename":
-        await service.rename(services, session_id_of(form.get("thread"), "thread"),
+        await service.rename(database_of(request), face_of(request, CONFIG), session_id_of(form.get("thread"), "thread"),
                              session_id_of(form.get("new_id"),
                                            "new_id"), settings=await settings_of(request))
         return {"done": "renamed"}

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake.app_faces import DATABASE, face_of, settings_of
+from pawwake.app_faces import DATABASE, RECALL, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.chat.partition_step import active_thread
 from pawwake.chat.prepared import ChatRejected
@@ -75,11 +75,10 @@ def panel_context(prepared: Any) -> dict[str, Any]:
 
 
 async def _page_context(request: web.Request) -> dict[str, Any]:
-    services = services_of(request)
     settings = await settings_of(request)
     sessions: list[str] = []
     if face_of(request, DATABASE) is not None:
-        listed = await service.list_conversations(services, limit=RECENT_SESSIONS,
+        listed = await service.list_conversations(face_of(request, RECALL), limit=RECENT_SESSIONS,
                                                   settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
