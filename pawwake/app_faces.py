@@ -14,6 +14,7 @@ from aiohttp import web
 
 from pawwake.chat.persona import PersonaFile
 from pawwake.chat.recall.faces import ConversationRecall
+from pawwake.chat.trial import TrialParts
 from pawwake.chat.turn_spool import TurnSpool
 from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
@@ -44,6 +45,7 @@ HTTP: web.AppKey[HttpClient] = web.AppKey("http")
 MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")
 PERSONA: web.AppKey[PersonaFile] = web.AppKey("persona")  # the persona file (settings page)
+TRIAL: web.AppKey[TrialParts] = web.AppKey("trial")  # the try-it page's turn
 
 
 def face_of(where: web.Request | web.Application, key: web.AppKey[T]) -> T:

@@ -15,6 +15,7 @@ below the assembly is handed this object whole; ``services_of`` is for the assem
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -27,9 +28,11 @@ from pawwake.chat.pipeline import chat_steps
 from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.inject import RecalledFragments
 from pawwake.chat.recall.vectors import MessageVectors
-from pawwake.chat.resources import ChatResources
+from pawwake.chat.resources import ChatFlow, ChatResources
+from pawwake.chat.trial import TrialParts
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
+from pawwake.chat.turns import store_incomplete, turn_writer
 from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
@@ -74,6 +77,7 @@ class Services:
     memory_embedding: MemoryEmbedding = field(init=False, repr=False)
     recall: ConversationRecall = field(init=False, repr=False)
     mcp: McpTools = field(init=False, repr=False)
+    flow: ChatFlow = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         data_dir = self.settings.PAWWAKE_DATA_DIR
@@ -96,6 +100,8 @@ class Services:
         self.chat.steps = chat_steps(partition, memories, fragments)
         self.chat.messages_steps = messages_steps(partition, memories, fragments)
         self.chat.responses_steps = responses_steps(memories)
+        self.flow = ChatFlow(self.database, self.tasks, self.chat,
+                             partial(turn_writer, self), partial(store_incomplete, self))
 
     @property
     def http(self) -> aiohttp.ClientSession:
@@ -157,6 +163,7 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.MODELS] = services.models
     app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
     app[app_faces.PERSONA] = services.chat.persona
+    app[app_faces.TRIAL] = TrialParts(services.flow, services.client, services.upstream_health)
 
 
 def services_of(where: web.Request | web.Application) -> Services:

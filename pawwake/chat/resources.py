@@ -1,19 +1,26 @@
-"""The chat flow's own shared state, one typed field of ``Services`` (``services.chat``).
+"""The chat flow's own shared state and its face.
 
-Kept apart from ``services.py`` so the chat modules can name it without importing the
-assembly: the persona file, the steps a chat request runs, the clock the steps read, and the
-sessions whose finished turn is still being stored (read your writes, this process).
+``ChatResources`` (``services.chat``): the persona file, the steps each protocol's requests
+run, the clock the steps read, and the sessions whose finished turn is still being stored (read
+your writes, this process). ``ChatFlow``: what preparing a request and finishing it take, built
+by the assembly (``services.py``) and handed to the pipeline by the turn that relays it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.persona import PersonaFile
-from pawwake.chat.prepared import ChatStep
+from pawwake.chat.prepared import ChatStep, OnSuccess, PreparedChat
+
+if TYPE_CHECKING:
+    from pawwake.database import Database
+    from pawwake.llm.sse import CapturedReply
+    from pawwake.tasks import BackgroundTasks
 
 # Sessions whose finished turn is being stored, each with the event set when the store ended.
 Pending = dict[str, asyncio.Event]
@@ -37,3 +44,16 @@ class ChatResources:
     # Sessions whose finished turn is being stored, so this process's next request of the
     # session waits for it (set when the store ends either way).
     pending: Pending = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChatFlow:
+    """What the pipeline works with: the database as configured (None: pure forwarding), the
+    background tasks the after-reply hooks run on, the chat resources, and the turn store's
+    two ways in (the success hook that stores a turn; an incomplete turn kept)."""
+
+    database: Database | None
+    tasks: BackgroundTasks
+    chat: ChatResources
+    turn_writer: Callable[[PreparedChat], OnSuccess]
+    store_incomplete: Callable[[PreparedChat, CapturedReply], Coroutine[Any, Any, None]]

@@ -163,7 +163,7 @@ class ChatTurn:
         return prepared.stream or "text/event-stream" in content_type.lower()
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
-        return await prepare_chat(self.services, settings, self.request.headers, body, raw,
+        return await prepare_chat(self.services.flow, settings, self.request.headers, body, raw,
                                   datetime.now(UTC))
 
     def upstream_url(self, settings: Settings) -> str:
@@ -232,7 +232,8 @@ class ChatTurn:
             else None
         if self.forwarded:
             log.info("client went away before the reply finished; turn kept as incomplete")
-            after_incomplete(self.services, prepared, partial or CapturedReply(), "client_gone")
+            after_incomplete(self.services.flow, prepared, partial or CapturedReply(),
+                             "client_gone")
         else:
             after_failure(self.services.tasks, prepared, "client_gone")
 
@@ -245,7 +246,8 @@ class ChatTurn:
             after_reply(self.services.tasks, prepared, relayed.reply)
             await wait_stored(prepared)
         elif relayed.partial is not None:
-            after_incomplete(self.services, prepared, relayed.partial, relayed.failure or "gone")
+            after_incomplete(self.services.flow, prepared, relayed.partial,
+                             relayed.failure or "gone")
         else:
             after_failure(self.services.tasks, prepared, relayed.failure or "failed")
         if relayed.open:

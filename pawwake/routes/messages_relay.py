@@ -59,7 +59,7 @@ class MessagesTurn(ChatTurn):
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes
                       ) -> PreparedMessages:
-        return await prepare_messages(self.services, settings, self.request.headers, body, raw,
+        return await prepare_messages(self.services.flow, settings, self.request.headers, body, raw,
                                       datetime.now(UTC))
 
     def forward(self, settings: Settings, prepared: PreparedChat

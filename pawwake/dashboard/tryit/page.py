@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake.app_faces import DATABASE, RECALL, face_of, settings_of
+from pawwake.app_faces import DATABASE, RECALL, TRIAL, face_of, settings_of
 from pawwake.chat import conversations as service
 from pawwake.chat.partition_step import active_thread
 from pawwake.chat.prepared import ChatRejected
@@ -25,7 +25,6 @@ from pawwake.chat.trial import trial_chat
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
-from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(services_of(request), session_id, model, messages,
+    events = trial_chat(face_of(request, TRIAL), session_id, model, messages,
                         settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)

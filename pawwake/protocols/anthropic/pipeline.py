@@ -29,7 +29,7 @@ from pawwake.protocols.anthropic.request import chat_view, messages_session_id
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.resources import ChatFlow
 
 def messages_steps(partition: PartitionParts, memories: Memories, fragments: RecalledFragments
                    ) -> tuple[ChatStep, ...]:
@@ -58,7 +58,7 @@ class PreparedMessages(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-async def prepare_messages(services: Services, settings: Settings, headers: Mapping[str, str],
+async def prepare_messages(flow: ChatFlow, settings: Settings, headers: Mapping[str, str],
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""
@@ -76,13 +76,13 @@ async def prepare_messages(services: Services, settings: Settings, headers: Mapp
         body=upstream, client_messages=view,
         client_session_id=messages_session_id(headers, body, view), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services.database is not None and not auxiliary, received_at=received_at,
+        persist=flow.database is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     drop_gateway_fields(upstream)
-    await run_steps(services, settings, prepared, services.chat.messages_steps)
+    await run_steps(flow, settings, prepared, flow.chat.messages_steps)
     if not prepared.system_parts and not prepared.turn_blocks \
             and prepared.body.keys() == body.keys():
         prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on

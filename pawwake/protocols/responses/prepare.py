@@ -27,7 +27,7 @@ from pawwake.protocols.responses.request import responses_session_id
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.resources import ChatFlow
 
 PROTOCOL = "responses"
 def responses_steps(memories: Memories) -> tuple[ChatStep, ...]:
@@ -62,7 +62,7 @@ def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
                              "effort": settings.REASONING_EFFORT}
 
 
-async def prepare_responses(services: Services, settings: Settings, headers: Mapping[str, str],
+async def prepare_responses(flow: ChatFlow, settings: Settings, headers: Mapping[str, str],
                             body: dict[str, Any], raw: bytes, received_at: datetime
                             ) -> PreparedResponses:
     """Turn a validated Responses body into what goes upstream and what happens afterwards."""
@@ -76,7 +76,7 @@ async def prepare_responses(services: Services, settings: Settings, headers: Map
         body={**body, "model": model}, client_messages=messages,
         client_session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services.database is not None and not auxiliary, received_at=received_at)
+        persist=flow.database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
@@ -84,7 +84,7 @@ async def prepare_responses(services: Services, settings: Settings, headers: Map
     drop_gateway_fields(prepared.body)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
         if settings.CACHE_PARTITION_ENABLED else settings
-    await run_steps(services, settings, prepared, services.chat.responses_steps,
+    await run_steps(flow, settings, prepared, flow.chat.responses_steps,
                     step_settings=plain)
     prepared.finalize()
     return prepared
