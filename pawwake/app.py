@@ -66,7 +66,7 @@ def _resources(s: Services) -> list[Resource]:
         lambda: warming_message_vectors(s.recall_vectors, s.config, s.database, s.embedder,
                                         s.vectors),
         lambda: running_jobs(s.jobs, s.settings.JOB_WORKERS),
-        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s)),
+        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s.turn_store)),
         lambda: draining(s.tasks, s.jobs),
     ]
 

@@ -32,7 +32,7 @@ from pawwake.chat.resources import ChatFlow, ChatResources
 from pawwake.chat.trial import TrialParts
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
-from pawwake.chat.turns import store_incomplete, turn_writer
+from pawwake.chat.turns import TurnStore, store_incomplete, turn_writer
 from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
@@ -77,6 +77,7 @@ class Services:
     memory_embedding: MemoryEmbedding = field(init=False, repr=False)
     recall: ConversationRecall = field(init=False, repr=False)
     mcp: McpTools = field(init=False, repr=False)
+    turn_store: TurnStore = field(init=False, repr=False)
     flow: ChatFlow = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -100,8 +101,11 @@ class Services:
         self.chat.steps = chat_steps(partition, memories, fragments)
         self.chat.messages_steps = messages_steps(partition, memories, fragments)
         self.chat.responses_steps = responses_steps(memories)
+        self.turn_store = TurnStore(self.database, self.config, self.recall, self.jobs,
+                                    self.turn_spool, self.chat)
         self.flow = ChatFlow(self.database, self.tasks, self.chat,
-                             partial(turn_writer, self), partial(store_incomplete, self))
+                             partial(turn_writer, self.turn_store),
+                             partial(store_incomplete, self.turn_store))
 
     @property
     def http(self) -> aiohttp.ClientSession:

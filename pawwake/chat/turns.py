@@ -21,6 +21,7 @@ import psycopg2
 from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.recall.index import reindex_messages
 from pawwake.chat.turn_spool import StoreTurn
+from pawwake.database import require_database
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
@@ -29,8 +30,12 @@ from pawwake.llm.sse import CapturedReply
 
 if TYPE_CHECKING:
     from pawwake.chat.prepared import OnSuccess, PreparedChat
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.chat.resources import ChatResources, Pending
-    from pawwake.services import Services
+    from pawwake.chat.turn_spool import TurnSpool
+    from pawwake.database import Database
+    from pawwake.jobs import JobRunner
+    from pawwake.live_settings import RuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,21 @@ _RETRY_DELAYS = (0.1, 0.5)  # fresh-connection retries before a turn goes to the
 # Errors that mean "the database is not reachable now", not "this turn cannot be written".
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
                                                       TimeoutError)  # also: not connected yet
+
+
+@dataclass(frozen=True)
+class TurnStore:
+    """What storing a turn works with: the database, the settings in force (read when a store
+    starts), conversation recall (the turn's index terms), the job runner (woken for the jobs
+    a turn queues), the spool (turns waiting for the database), and the chat resources (the
+    stores in flight, ended here)."""
+
+    database: Database | None
+    config: RuntimeConfig
+    recall: ConversationRecall
+    jobs: JobRunner
+    turn_spool: TurnSpool
+    chat: ChatResources
 
 
 class TurnSource(Protocol):
@@ -267,7 +287,7 @@ def repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> boo
     return text == stored["content"] and _call_ids(previous) == stored_calls
 
 
-async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
+async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
                      *, incomplete: bool = False) -> bool:
     """Write the turn and its token usage in one transaction, serialised per session; False
     when the turn's key shows it was written before (a retry adds nothing).
@@ -275,8 +295,8 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
     The same transaction keeps the recall index current and enqueues memory extraction when
     this turn closes an interval, so both happen exactly when the turn is stored.
     """
-    database = services.require_database()
-    settings = await services.config.fresh()
+    database = require_database(store.database)
+    settings = await store.config.fresh()
     model = turn.model
     call_ids = trailing_call_ids(turn.turn_messages)
     has_reply = bool(reply.content or reply.tool_calls or reply.reasoning_content)
@@ -309,7 +329,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                     and not message.metadata.get(INCOMPLETE)]
                 indexed += [(row["id"], row["content"]) for row in tail
                             if row["id"] in plan.unflag_ids]
-                await reindex_messages(services.recall, cur, indexed, settings=settings)
+                await reindex_messages(store.recall, cur, indexed, settings=settings)
             if not incomplete:
                 extraction_job = await schedule_extraction(cur, settings, turn.session_id)
             if reply.usage is not None:
@@ -323,7 +343,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
         log.info("a concurrent write of the same turn won; nothing added")
         return False
     if extraction_job is not None:
-        services.jobs.wake()
+        store.jobs.wake()
     log.debug("stored %d messages (%d replaced%s) for a session", len(plan.insert),
               len(plan.replace_ids), ", incomplete" if incomplete else "")
     return True
@@ -350,16 +370,16 @@ def _with_key(message: NewMessage, turn_key: str) -> NewMessage:
                       turn_id=turn_key)
 
 
-async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
+async def write_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
                      *, incomplete: bool = False) -> None:
     """Store a turn; while the database is unreachable, put it in the spool instead (written
     later, in order, exactly once). While turns wait in the spool the database was away a
     moment ago: they are tried once, in order, and if it is still away this turn joins them
     at once (no retries), so an outage costs each turn a disk write, not seconds."""
-    spool = services.turn_spool
+    spool = store.turn_spool
     if spool.pending:
         try:
-            await spool.replay(spooled_turn_writer(services))
+            await spool.replay(spooled_turn_writer(store))
         except CONNECTION_ERRORS as exc:
             log.warning("database still unreachable (%s); turn kept in the spool",
                         type(exc).__name__)
@@ -367,30 +387,30 @@ async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
             return
     for delay in (*_RETRY_DELAYS, None):
         try:
-            await store_turn(services, turn, reply, incomplete=incomplete)
+            await store_turn(store, turn, reply, incomplete=incomplete)
             return
         except CONNECTION_ERRORS as exc:
             if delay is None:
                 log.warning("database unreachable (%s); turn kept in the spool",
                             type(exc).__name__)
                 break
-            await _drop_idle_connections(services)  # after a restart they are all stale
+            await _drop_idle_connections(store)  # after a restart they are all stale
             await asyncio.sleep(delay)
     await spool.add(turn, reply, incomplete=incomplete)
 
 
-def spooled_turn_writer(services: Services) -> StoreTurn:
+def spooled_turn_writer(store: TurnStore) -> StoreTurn:
     """How the spool writes a turn it kept: the same transaction as a live turn."""
 
-    async def store(turn: Any, reply: CapturedReply, incomplete: bool) -> bool:
-        return await store_turn(services, turn, reply, incomplete=incomplete)
+    async def write(turn: Any, reply: CapturedReply, incomplete: bool) -> bool:
+        return await store_turn(store, turn, reply, incomplete=incomplete)
 
-    return store
+    return write
 
 
-async def _drop_idle_connections(services: Services) -> None:
+async def _drop_idle_connections(store: TurnStore) -> None:
     """Close the pool's idle connections so the retry opens a fresh one."""
-    database = services.database
+    database = store.database
     if database is not None:
         with contextlib.suppress(Exception):
             await database.pool.clear()
@@ -441,34 +461,34 @@ async def wait_stored(prepared: PreparedChat) -> None:
         log.warning("turn not stored after %.1f s; the stream ends anyway", STORE_WAIT_SECONDS)
 
 
-async def store_incomplete(services: Services, prepared: PreparedChat,
+async def store_incomplete(store: TurnStore, prepared: PreparedChat,
                            partial: CapturedReply) -> None:
     """Keep what the user typed (and the part of the reply it saw), flagged incomplete."""
     try:
-        await write_turn(services, prepared, partial, incomplete=True)
+        await write_turn(store, prepared, partial, incomplete=True)
     finally:
-        _store_ended(services.chat, prepared)
+        _store_ended(store.chat, prepared)
 
 
-def turn_writer(services: Services, prepared: PreparedChat) -> OnSuccess:
+def turn_writer(store: TurnStore, prepared: PreparedChat) -> OnSuccess:
     """The after-success hook that stores the turn. The client's end of stream waits for it
     (``wait_stored``): when the database has not committed it within
     ``SPOOL_COPY_AFTER_SECONDS``, a copy goes to the spool first, so a stream that ended
     means a turn that is safe, in the database or on disk, even if the process dies next.
     The copy is written later like any spooled turn and adds nothing when the store won."""
 
-    async def store(reply: CapturedReply) -> None:
-        writing = asyncio.ensure_future(write_turn(services, prepared, reply))
+    async def write(reply: CapturedReply) -> None:
+        writing = asyncio.ensure_future(write_turn(store, prepared, reply))
         try:
             done, _ = await asyncio.wait({writing}, timeout=SPOOL_COPY_AFTER_SECONDS)
-            if not done and await services.turn_spool.add(prepared, reply, incomplete=False):
+            if not done and await store.turn_spool.add(prepared, reply, incomplete=False):
                 log.warning("the database is slow to store a turn; a copy waits in the spool")
-                _store_ended(services.chat, prepared)
+                _store_ended(store.chat, prepared)
             await writing
         except asyncio.CancelledError:
             writing.cancel()  # shutdown: the store goes with the hook, as it always did
             raise
         finally:
-            _store_ended(services.chat, prepared)
+            _store_ended(store.chat, prepared)
 
-    return store
+    return write
