@@ -14,6 +14,7 @@ from aiohttp import web
 
 from pawwake.chat.persona import PersonaFile
 from pawwake.chat.recall.faces import ConversationRecall
+from pawwake.chat.resources import RelayParts
 from pawwake.chat.trial import TrialParts
 from pawwake.chat.turn_spool import TurnSpool
 from pawwake.database import Database, require_database
@@ -46,6 +47,7 @@ MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists,
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")
 PERSONA: web.AppKey[PersonaFile] = web.AppKey("persona")  # the persona file (settings page)
 TRIAL: web.AppKey[TrialParts] = web.AppKey("trial")  # the try-it page's turn
+RELAY: web.AppKey[RelayParts] = web.AppKey("relay")  # a chat, Messages or Responses turn
 
 
 def face_of(where: web.Request | web.Application, key: web.AppKey[T]) -> T:

@@ -28,7 +28,7 @@ from pawwake.chat.pipeline import chat_steps
 from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.inject import RecalledFragments
 from pawwake.chat.recall.vectors import MessageVectors
-from pawwake.chat.resources import ChatFlow, ChatResources
+from pawwake.chat.resources import ChatFlow, ChatResources, RelayParts
 from pawwake.chat.trial import TrialParts
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
@@ -168,6 +168,8 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
     app[app_faces.PERSONA] = services.chat.persona
     app[app_faces.TRIAL] = TrialParts(services.flow, services.client, services.upstream_health)
+    app[app_faces.RELAY] = RelayParts(services.flow, services.client, services.upstream_health,
+                                      services.config)
 
 
 def services_of(where: web.Request | web.Application) -> Services:

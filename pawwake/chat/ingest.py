@@ -239,7 +239,8 @@ async def ingest_turn(recall: ConversationRecall, turn: Turn, *, settings: Setti
         await turns_db.lock_session_writes(cur, turn.session_id)
         found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
         if found is not None:
-            replaced = (await replace_final_reply(recall, settings, cur, found, turn)
+            replaced = (await replace_final_reply(recall, settings, cur, found,
+                                                turn.messages[-1].text)
                         if turn.replace_reply else None)
             if replaced is None:
                 return IngestResult(status="duplicate")

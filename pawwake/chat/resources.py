@@ -3,7 +3,8 @@
 ``ChatResources`` (``services.chat``): the persona file, the steps each protocol's requests
 run, the clock the steps read, and the sessions whose finished turn is still being stored (read
 your writes, this process). ``ChatFlow``: what preparing a request and finishing it take, built
-by the assembly (``services.py``) and handed to the pipeline by the turn that relays it.
+by the assembly (``services.py``) and handed to the pipeline by the turn that relays it;
+``RelayParts``: what that turn works with.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from pawwake.chat.prepared import ChatStep, OnSuccess, PreparedChat
 
 if TYPE_CHECKING:
     from pawwake.database import Database
+    from pawwake.live_settings import RuntimeConfig
+    from pawwake.llm.http import HttpClient
     from pawwake.llm.sse import CapturedReply
+    from pawwake.llm.upstream_health import UpstreamHealth
     from pawwake.tasks import BackgroundTasks
 
 # Sessions whose finished turn is being stored, each with the event set when the store ended.
@@ -57,3 +61,14 @@ class ChatFlow:
     chat: ChatResources
     turn_writer: Callable[[PreparedChat], OnSuccess]
     store_incomplete: Callable[[PreparedChat, CapturedReply], Coroutine[Any, Any, None]]
+
+
+@dataclass(frozen=True)
+class RelayParts:
+    """What a turn relaying a reply works with (``ChatTurn`` and the other protocols'): the
+    pipeline, the HTTP client, the provider's health, and the settings in force."""
+
+    flow: ChatFlow
+    http: HttpClient
+    upstream_health: UpstreamHealth
+    config: RuntimeConfig

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from pawwake.app_faces import CONFIG, HTTP, MODELS, RELAY, face_of
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import json_object_body
@@ -33,7 +34,7 @@ from pawwake.llm.sse import (
 )
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
-from pawwake.services import Services, services_of
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class ChatTurn:
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
-        self.services = services_of(request)
+        self.parts = face_of(request, RELAY)
         self.prepared: PreparedChat | None = None
         self.capture: SseCapture | JsonCapture | None = None
         self.forwarded = False
@@ -156,14 +157,14 @@ class ChatTurn:
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-        return forward(self.services.http, settings, prepared.payload,
+        return forward(self.parts.http.session, settings, prepared.payload,
                        url=self.upstream_url(settings))
 
     def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
         return prepared.stream or "text/event-stream" in content_type.lower()
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
-        return await prepare_chat(self.services.flow, settings, self.request.headers, body, raw,
+        return await prepare_chat(self.parts.flow, settings, self.request.headers, body, raw,
                                   datetime.now(UTC))
 
     def upstream_url(self, settings: Settings) -> str:
@@ -186,13 +187,13 @@ class ChatTurn:
 
     async def run(self, settings: Settings, body: dict[str, Any], raw: bytes
                   ) -> web.StreamResponse:
-        services = self.services
+        parts = self.parts
         try:
             self.prepared = await self.prepare(settings, body, raw)
             relayed = await relay(self, settings, self.prepared)
             self.status = relayed.status
             if self.track_health:
-                note_upstream(services, self.prepared, relayed)
+                note_upstream(parts.upstream_health, self.prepared, relayed)
             await self.conclude(relayed)
             return relayed.response
         except ChatRejected as exc:
@@ -202,10 +203,10 @@ class ChatTurn:
         except UpstreamFailure as exc:
             self.status = exc.status
             if self.track_health:
-                services.upstream_health.failed(
+                parts.upstream_health.failed(
                     exc.status, self.prepared.model if self.prepared else "", exc.code)
             if self.prepared is not None:
-                after_failure(services.tasks, self.prepared, exc.code)
+                after_failure(parts.flow.tasks, self.prepared, exc.code)
             return self.upstream_failed(exc)
         except asyncio.CancelledError:
             self.status = CLIENT_GONE
@@ -213,7 +214,7 @@ class ChatTurn:
                     and self.capture.finished:
                 # The reply had finished (its end did not come in time, or shutdown).
                 log.info("a finished reply was stored without the end of its stream")
-                after_reply(services.tasks, self.prepared, self.capture.finish())
+                after_reply(parts.flow.tasks, self.prepared, self.capture.finish())
                 if self.drain_expired:
                     return web.Response(status=CLIENT_GONE)
             elif self.prepared is not None and not self.concluding:
@@ -221,7 +222,7 @@ class ChatTurn:
             raise
         finally:
             if self.prepared is not None:
-                release_pending(services.chat, self.prepared)
+                release_pending(parts.flow.chat, self.prepared)
 
     def left_early(self) -> None:
         """The client went away before the reply finished: keep what it typed (and what it
@@ -232,10 +233,10 @@ class ChatTurn:
             else None
         if self.forwarded:
             log.info("client went away before the reply finished; turn kept as incomplete")
-            after_incomplete(self.services.flow, prepared, partial or CapturedReply(),
+            after_incomplete(self.parts.flow, prepared, partial or CapturedReply(),
                              "client_gone")
         else:
-            after_failure(self.services.tasks, prepared, "client_gone")
+            after_failure(self.parts.flow.tasks, prepared, "client_gone")
 
     async def conclude(self, relayed: Relayed) -> None:
         """Store what the relay produced, then release the held end of the stream."""
@@ -243,13 +244,13 @@ class ChatTurn:
         assert prepared is not None
         self.concluding = True
         if relayed.reply is not None:
-            after_reply(self.services.tasks, prepared, relayed.reply)
+            after_reply(self.parts.flow.tasks, prepared, relayed.reply)
             await wait_stored(prepared)
         elif relayed.partial is not None:
-            after_incomplete(self.services.flow, prepared, relayed.partial,
+            after_incomplete(self.parts.flow, prepared, relayed.partial,
                              relayed.failure or "gone")
         else:
-            after_failure(self.services.tasks, prepared, relayed.failure or "failed")
+            after_failure(self.parts.flow.tasks, prepared, relayed.failure or "failed")
         if relayed.open:
             try:
                 if relayed.held:
@@ -267,10 +268,10 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
         started = time.perf_counter()
         turn = turn_class(request)
         try:
-            settings = await turn.services.config.fresh()
+            settings = await turn.parts.config.fresh()
             raw = await request.read()
             body = turn.parse_body(raw)
-            turn.task = turn.services.tasks.spawn(turn.run(settings, body, raw),
+            turn.task = turn.parts.flow.tasks.spawn(turn.run(settings, body, raw),
                                                   name=f"{turn.kind}-turn")
             return await asyncio.shield(turn.task)
         except ChatRejected as exc:
@@ -296,9 +297,8 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
 chat_completions = turn_handler(ChatTurn)
 
 
-def note_upstream(services: Services, prepared: PreparedChat, relayed: Relayed) -> None:
+def note_upstream(health: UpstreamHealth, prepared: PreparedChat, relayed: Relayed) -> None:
     """Remember the provider's last failure (a client that left is not the provider's)."""
-    health = services.upstream_health
     if relayed.reply is not None:
         health.succeeded()
     elif relayed.failure not in (None, "client_gone"):
@@ -364,7 +364,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         was_done = turn.hold_rest_once_done and capture.done
         capture.feed(chunk)
         if capture.finished or capture.done:
-            mark_pending(turn.services.chat, prepared)
+            mark_pending(turn.parts.flow.chat, prepared)
         if gone:
             continue
         if held or capture.done:
@@ -436,13 +436,12 @@ async def relay_body(turn: ChatTurn, upstream: aiohttp.ClientResponse) -> Relaye
 async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
-    services = services_of(request)
-    settings = await services.config.fresh()
+    settings = await face_of(request, CONFIG).fresh()
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})
-    listed = await services.models.quick_for(services.http, settings)
+    listed = await face_of(request, MODELS).quick_for(face_of(request, HTTP).session, settings)
     if listed is not None:
         for model in listed.models:
             if model["id"] != default:
@@ -452,7 +451,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    """Routes of the /v1 sub-app (the chat resources are ``Services.chat``, built with the
-    gateway's services)."""
+    """Routes of the /v1 sub-app (a turn works with its ``RelayParts``, built by the
+    assembly)."""
     app.router.add_post("/chat/completions", chat_completions, name="chat_completions")
     app.router.add_get("/models", list_models, name="models")
