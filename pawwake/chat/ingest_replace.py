@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 async def replace_final_reply(recall: ConversationRecall, settings: Settings, cur: Any,
                               first_id: int, reply: str) -> int | None:
     """Put the continued turn's final ``reply`` into the stored turn that starts at
-    ``first_id``; return the
-    message id changed, or None when there is nothing to change (same text, a turn stored
-    before turns recorded their length, or one whose reply is gone or edited away)."""
+    ``first_id``; return the message id changed, or None when there is nothing to change (same
+    text, a turn stored before turns recorded their length, or one whose reply is gone or
+    edited away)."""
     rows = await turns_db.turn_rows(cur, first_id)
     if not rows:
         return None
