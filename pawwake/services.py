@@ -54,7 +54,7 @@ MEGABYTE = 1024 * 1024
 
 @dataclass(eq=False)
 class Services:
-    """What the app keys used to hold, one typed field each."""
+    """Every shared object, one typed field each, and the faces built from them."""
 
     settings: Settings  # the start-up snapshot (environment + defaults); see ``config`` for now
     config: RuntimeConfig  # the settings in force now (start-up values + dashboard saves)
@@ -79,6 +79,8 @@ class Services:
     mcp: McpTools = field(init=False, repr=False)
     turn_store: TurnStore = field(init=False, repr=False)
     flow: ChatFlow = field(init=False, repr=False)
+    relay: RelayParts = field(init=False, repr=False)
+    trial: TrialParts = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         data_dir = self.settings.PAWWAKE_DATA_DIR
@@ -106,6 +108,8 @@ class Services:
         self.flow = ChatFlow(self.database, self.tasks, self.chat,
                              partial(turn_writer, self.turn_store),
                              partial(store_incomplete, self.turn_store))
+        self.relay = RelayParts(self.flow, self.client, self.upstream_health, self.config)
+        self.trial = TrialParts(self.flow, self.client, self.upstream_health)
 
     @property
     def http(self) -> aiohttp.ClientSession:
@@ -167,9 +171,8 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.MODELS] = services.models
     app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
     app[app_faces.PERSONA] = services.chat.persona
-    app[app_faces.TRIAL] = TrialParts(services.flow, services.client, services.upstream_health)
-    app[app_faces.RELAY] = RelayParts(services.flow, services.client, services.upstream_health,
-                                      services.config)
+    app[app_faces.TRIAL] = services.trial
+    app[app_faces.RELAY] = services.relay
 
 
 def services_of(where: web.Request | web.Application) -> Services:
