@@ -22,11 +22,10 @@ import aiohttp
 from aiohttp import web
 
 from pawwake import app_faces
-from pawwake.chat.memory_step import Memories
+from pawwake.chat.memory_step import MemoryStepParts
 from pawwake.chat.partition_step import PartitionParts
 from pawwake.chat.pipeline import chat_steps
 from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.inject import RecalledFragments
 from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.resources import ChatFlow, ChatResources, RelayParts
 from pawwake.chat.trial import TrialParts
@@ -95,14 +94,13 @@ class Services:
                                          self.embedder, self.vectors, self.recall_vectors,
                                          data_dir)
         self.mcp = McpTools(self.memory_search, self.memory_writes, self.recall, self.database)
-        # Each protocol's chat steps, each built with its own parts.
+        # Each protocol's chat steps, each bound to its own parts.
         partition = PartitionParts(self.database is not None, self.client,
                                    self.upstream_health, self.chat.pending)
-        memories = Memories(self.memory_search, self.tasks)
-        fragments = RecalledFragments(self.recall)
-        self.chat.steps = chat_steps(partition, memories, fragments)
-        self.chat.messages_steps = messages_steps(partition, memories, fragments)
-        self.chat.responses_steps = responses_steps(memories)
+        memory = MemoryStepParts(self.memory_search, self.tasks)
+        self.chat.steps = chat_steps(partition, memory, self.recall)
+        self.chat.messages_steps = messages_steps(partition, memory, self.recall)
+        self.chat.responses_steps = responses_steps(memory)
         self.turn_store = TurnStore(self.database, self.config, self.recall, self.jobs,
                                     self.turn_spool, self.chat)
         self.flow = ChatFlow(self.database, self.tasks, self.chat,

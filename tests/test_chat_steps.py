@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pawwake.chat.memory_step import Memories
-from pawwake.chat.partition_step import PartitionContext
+from pawwake.chat.memory_step import memories
+from pawwake.chat.partition_step import partition_context
 from pawwake.chat.prepared import PartitionThread, PreparedChat, ReplyHook, StepResult
-from pawwake.chat.recall.inject import RecalledFragments
+from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
-from pawwake.protocols.anthropic.partition import MessagesPartitionContext
+from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.services import build_services
 from pawwake.settings import Settings
 
@@ -29,23 +29,22 @@ async def _nothing(_reply: CapturedReply) -> None:
     return None
 
 
-def test_the_steps_run_in_the_declared_order_each_built_with_its_own_parts(tmp_path: Path
-                                                                            ) -> None:
+def test_the_steps_run_in_the_declared_order_each_bound_to_its_own_parts(tmp_path: Path
+                                                                           ) -> None:
     services = build_services(Settings.from_env({"PAWWAKE_DATA_DIR": str(tmp_path)},
                                                 DATABASE_ENABLED=True))
     chat = services.chat
-    assert [type(step) for step in chat.steps] == [PartitionContext, Memories, RecalledFragments]
-    assert [type(step) for step in chat.messages_steps] == [MessagesPartitionContext, Memories,
-                                                            RecalledFragments]
-    assert [type(step) for step in chat.responses_steps] == [Memories]
-    partition, memories, fragments = chat.steps
-    assert isinstance(partition, PartitionContext) and isinstance(memories, Memories)
-    assert isinstance(fragments, RecalledFragments)
-    assert (memories.search, memories.tasks) == (services.memory_search, services.tasks)
-    assert fragments.recall is services.recall
-    assert partition.parts.pending is chat.pending and partition.parts.http is services.client
-    assert partition.parts.database_configured
-    assert chat.messages_steps[0].parts is partition.parts
+    assert [step.run for step in chat.steps] == [partition_context, memories, recalled_fragments]
+    assert [step.run for step in chat.messages_steps] == [messages_partition_context, memories,
+                                                          recalled_fragments]
+    assert [step.run for step in chat.responses_steps] == [memories]
+    partition, memory, recall = (step.face for step in chat.steps)
+    assert (memory.search, memory.tasks) == (services.memory_search, services.tasks)
+    assert recall is services.recall
+    assert partition.pending is chat.pending and partition.http is services.client
+    assert partition.database_configured
+    assert chat.messages_steps[0].face is partition
+    assert chat.responses_steps[0].face is memory
 
 
 def test_a_thread_moves_the_stored_session_and_messages_without_touching_the_clients() -> None:

@@ -9,10 +9,10 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.app_faces import settings_of
-from pawwake.chat.memory_step import Memories
-from pawwake.chat.partition_step import PartitionContext
+from pawwake.chat.memory_step import memories
+from pawwake.chat.partition_step import partition_context
 from pawwake.chat.persona import DEFAULT_PERSONA_PATH
-from pawwake.chat.recall.inject import RecalledFragments
+from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
@@ -91,9 +91,9 @@ def test_each_app_gets_its_own_chat_resources_with_the_declared_steps(tmp_path: 
     two apps in one process never wait on each other's stores."""
     services = _services(tmp_path, DATABASE_ENABLED=False)
     other = _services(tmp_path, DATABASE_ENABLED=False)
-    assert [type(step) for step in services.chat.steps] == [PartitionContext, Memories,
-                                                            RecalledFragments]
-    assert services.chat.steps[1].search is services.memory_search
-    assert other.chat.steps[1].search is other.memory_search
+    assert [step.run for step in services.chat.steps] == [partition_context, memories,
+                                                          recalled_fragments]
+    assert services.chat.steps[1].face.search is services.memory_search
+    assert other.chat.steps[1].face.search is other.memory_search
     assert services.chat.persona.path == DEFAULT_PERSONA_PATH
     assert services.chat.pending == {} and services.chat.pending is not other.chat.pending

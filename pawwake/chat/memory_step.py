@@ -46,21 +46,19 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Memories:
-    """The memories step, built with what it works with: memory search, and the background
-    tasks that keep a reminder claim alive while the reply streams."""
+class MemoryStepParts:
+    """What the memories step works with: memory search, and the background tasks that keep
+    a reminder claim alive while the reply streams."""
 
     search: MemorySearch
     tasks: BackgroundTasks
 
-    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
-        """Claim due reminders and search memories side by side (both are on the
-        time-to-first-token path); inject both as one ``<retrieved_memories>`` block."""
-        return await inject_memories(self.search, self.tasks, context, request)
 
-
-async def inject_memories(search: MemorySearch, tasks: BackgroundTasks, context: StepContext,
-                          request: StepInput) -> StepResult:
+async def memories(parts: MemoryStepParts, context: StepContext, request: StepInput
+                   ) -> StepResult:
+    """Claim due reminders and search memories side by side (both are on the
+    time-to-first-token path); inject both as one ``<retrieved_memories>`` block."""
+    search, tasks = parts.search, parts.tasks
     settings = context.settings
     database = context.database
     if database is None or not settings.MEMORY_ENABLED:

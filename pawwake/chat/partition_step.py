@@ -189,16 +189,6 @@ class PartitionParts:
     pending: Pending
 
 
-@dataclass(frozen=True)
-class PartitionContext:
-    """The chat partition step, built with its parts."""
-
-    parts: PartitionParts
-
-    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
-        return await partition_context(self.parts, context, request)
-
-
 async def thread_turn(parts: PartitionParts, context: StepContext, request: StepInput
                       ) -> ThreadTurn | None:
     """Read (and rotate when due) the active thread for this request; None when partition

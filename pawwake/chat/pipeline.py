@@ -3,14 +3,14 @@
 ``prepare_chat`` classifies a request, picks its session, applies the body rewrites, then
 ``run_steps`` adds the persona and the turn writer and runs the steps in order:
 
-    chat_steps(...) = (PartitionContext, Memories, RecalledFragments)
+    chat_steps(...) = (partition_context, memories, recalled_fragments)
 
-each built by the assembly (``services.py``) with the parts it works with:
+each bound by the assembly (``services.py``) to the parts it works with:
 
-1. ``PartitionContext`` (``chat/partition_step.py``): partition mode rebuilds the history from
+1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
-2. ``Memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
-3. ``RecalledFragments`` (``chat/recall/inject.py``): past conversation fragments.
+2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
+3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
 
 A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
 applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run
@@ -32,10 +32,11 @@ from datetime import datetime
 from typing import Any
 
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.memory_step import Memories
-from pawwake.chat.partition_step import PartitionContext, PartitionParts
+from pawwake.chat.memory_step import MemoryStepParts, memories
+from pawwake.chat.partition_step import PartitionParts, partition_context
 from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
+    BoundStep,
     ChatRejected,
     ChatStep,
     PreparedChat,
@@ -43,7 +44,8 @@ from pawwake.chat.prepared import (
     StepContext,
     StepResult,
 )
-from pawwake.chat.recall.inject import RecalledFragments
+from pawwake.chat.recall.faces import ConversationRecall
+from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.resources import ChatFlow
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, wait_pending
@@ -54,10 +56,11 @@ from pawwake.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
-def chat_steps(partition: PartitionParts, memories: Memories, fragments: RecalledFragments
+def chat_steps(partition: PartitionParts, memory: MemoryStepParts, recall: ConversationRecall
                ) -> tuple[ChatStep, ...]:
-    """A chat request's steps in order (built by the assembly, each with its parts)."""
-    return (PartitionContext(partition), memories, fragments)
+    """A chat request's steps in order, each bound to its face (by the assembly)."""
+    return (BoundStep(partition_context, partition), BoundStep(memories, memory),
+            BoundStep(recalled_fragments, recall))
 
 
 def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pawwake.api_error import ApiError
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
@@ -102,8 +102,7 @@ class StepInput(Protocol):
 class StepContext:
     """What every step is given for one request: the settings snapshot, the database as
     connected now, and the chat clock (it decides time-window rotations and the time note).
-    What else a step works with is its own face: a step is built by the assembly with its
-    parts (``Memories``, ``RecalledFragments``, ``PartitionContext``...)."""
+    What else a step works with is its own face, bound to it by the assembly (``BoundStep``)."""
 
     settings: Settings
     database: Database | None  # connected now; None when away or turned off
@@ -111,6 +110,19 @@ class StepContext:
 
 
 ChatStep = Callable[[StepContext, StepInput], Awaitable[StepResult]]
+Face = TypeVar("Face")
+
+
+@dataclass(frozen=True)
+class BoundStep(Generic[Face]):
+    """A step bound by the assembly to its face: ``run(face, context, request)``, so the step's
+    own signature says what it works with (``memories(parts: MemoryStepParts, ...)``)."""
+
+    run: Callable[[Face, StepContext, StepInput], Awaitable[StepResult]]
+    face: Face
+
+    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
+        return await self.run(self.face, context, request)
 
 
 @dataclass

@@ -8,7 +8,6 @@ way to the next ones), puts ``format_retrieved_conversations`` into the current 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aiopg
@@ -63,16 +62,6 @@ async def mark_fragments_seen(pool: aiopg.Pool, session_id: str,
         return
     async with transaction(pool) as cur:
         await db.mark_seen(cur, session_id, list(dict.fromkeys(fragment_ids)))
-
-
-@dataclass(frozen=True)
-class RecalledFragments:
-    """The recalled-fragments step, built with conversation recall (its face)."""
-
-    recall: ConversationRecall
-
-    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
-        return await recalled_fragments(self.recall, context, request)
 
 
 async def recalled_fragments(recall: ConversationRecall, context: StepContext,

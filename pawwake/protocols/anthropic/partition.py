@@ -10,7 +10,6 @@ everything cached. The client's own breakpoints are removed (Anthropic allows fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
@@ -72,16 +71,6 @@ def assemble_messages(history: list[Round], current: list[dict[str, Any]], x: in
         mark_last(a_messages, marker)
         mark_last(b_messages, marker)
     return merge_turns([*a_messages, *b_messages, *current])
-
-
-@dataclass(frozen=True)
-class MessagesPartitionContext:
-    """The Messages partition step, built with the partition parts chat's step uses."""
-
-    parts: PartitionParts
-
-    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
-        return await messages_partition_context(self.parts, context, request)
 
 
 async def messages_partition_context(parts: PartitionParts, context: StepContext,

@@ -1,7 +1,7 @@
 """A Messages request through the chat pipeline: the same persona, memory steps, turn writer
 and after-reply work, with the gateway's text placed the Messages way. Its steps, in order:
 
-    messages_steps(...) = (MessagesPartitionContext, Memories, RecalledFragments)
+    messages_steps(...) = (messages_partition_context, memories, recalled_fragments)
 
 The steps read the request's chat view (``chat_view``) for the question and session; the
 turn writer stores that view, whose messages carry their original content blocks. In
@@ -18,12 +18,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.memory_step import Memories
+from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.partition_step import PartitionParts
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
-from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
-from pawwake.chat.recall.inject import RecalledFragments
-from pawwake.protocols.anthropic.partition import MessagesPartitionContext
+from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.recall.faces import ConversationRecall
+from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
 from pawwake.settings import Settings
@@ -31,10 +32,11 @@ from pawwake.settings import Settings
 if TYPE_CHECKING:
     from pawwake.chat.resources import ChatFlow
 
-def messages_steps(partition: PartitionParts, memories: Memories, fragments: RecalledFragments
-                   ) -> tuple[ChatStep, ...]:
-    """A Messages request's steps in order (built by the assembly, each with its parts)."""
-    return (MessagesPartitionContext(partition), memories, fragments)
+def messages_steps(partition: PartitionParts, memory: MemoryStepParts,
+                   recall: ConversationRecall) -> tuple[ChatStep, ...]:
+    """A Messages request's steps in order, each bound to its face (by the assembly)."""
+    return (BoundStep(messages_partition_context, partition), BoundStep(memories, memory),
+            BoundStep(recalled_fragments, recall))
 
 
 @dataclass

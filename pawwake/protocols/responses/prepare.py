@@ -7,7 +7,7 @@ tool calls of its own kinds) or lets the provider keep the history (``previous_r
 Neither can be replaced by stored chat rows, so memory is injected the plain way, with partition
 mode off for the step; recall of past conversations, a partition feature, does not run:
 
-    responses_steps(...) = (Memories,)
+    responses_steps(...) = (memories,)
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_title_request, skip_requested
-from pawwake.chat.memory_step import Memories
+from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
-from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
 from pawwake.settings import Settings
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from pawwake.chat.resources import ChatFlow
 
 PROTOCOL = "responses"
-def responses_steps(memories: Memories) -> tuple[ChatStep, ...]:
-    """A Responses request's steps: memories only, placed plainly (built by the assembly)."""
-    return (memories,)
+def responses_steps(memory: MemoryStepParts) -> tuple[ChatStep, ...]:
+    """A Responses request's steps: memories only, placed plainly (bound by the assembly)."""
+    return (BoundStep(memories, memory),)
 
 
 @dataclass
