@@ -3,9 +3,11 @@
 ``--check-upgrade`` prints what starting on a Pawwake 4.x database (DATABASE_URL) would adopt,
 changing nothing; ``--rollback-upgrade`` puts an adopted database back as 4.x had it.
 
-SIGTERM and SIGINT shut down within ``SHUTDOWN_SECONDS`` (see ``pawwake.tasks``): open requests
-get a short grace, then background work, then resources close. Should anything still hang, a
-watchdog ends the process (exit code 1) rather than leave it to a host's SIGKILL.
+SIGTERM and SIGINT shut down within SHUTDOWN_GRACE_SECONDS + ``SHUTDOWN_SECONDS`` (see
+``pawwake.tasks``): no new connection is taken, replies in flight get the grace to finish (the
+rest end with their protocol's error event), other requests a short grace, then background
+work, then resources close. Should anything still hang, a watchdog ends the process (exit code
+1) rather than leave it to a host's SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 
+from pawwake.c_heap import map_large_blocks
 from pawwake.data_folder import announce_data_folder
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
@@ -36,19 +40,24 @@ log = logging.getLogger("pawwake")
 SWITCH_INTERVAL_SECONDS = 0.0005
 
 
-async def start_watchdog(_app: web.Application) -> None:
-    """on_shutdown: end the process if shutdown is not over in SHUTDOWN_SECONDS."""
+def watchdog(grace_seconds: float) -> Callable[[web.Application], Awaitable[None]]:
+    """on_shutdown, first of all: end the process if shutdown is not over in the streams'
+    grace plus SHUTDOWN_SECONDS."""
+    bound = grace_seconds + SHUTDOWN_SECONDS
 
-    def overdue() -> None:
-        log.error("shutdown did not finish in %g s; exiting now", SHUTDOWN_SECONDS)
-        logging.shutdown()
-        os._exit(1)
+    async def start_watchdog(_app: web.Application) -> None:
+        def overdue() -> None:
+            log.error("shutdown did not finish in %g s; exiting now", bound)
+            logging.shutdown()
+            os._exit(1)
 
-    log.info("shutting down (at most %g s)", SHUTDOWN_SECONDS)
-    _shutdown_started.append(time.monotonic())
-    timer = threading.Timer(SHUTDOWN_SECONDS, overdue)
-    timer.daemon = True
-    timer.start()
+        log.info("shutting down (at most %g s)", bound)
+        _shutdown_started.append(time.monotonic())
+        timer = threading.Timer(bound, overdue)
+        timer.daemon = True
+        timer.start()
+
+    return start_watchdog
 
 
 _shutdown_started: list[float] = []
@@ -95,8 +104,9 @@ def main() -> None:
     warn_removed(os.environ)
     announce_data_folder(settings, os.environ, Path.cwd())
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    map_large_blocks()  # memory of a large request goes back to the system afterwards
     app = create_app(settings)
-    app.on_shutdown.append(start_watchdog)
+    app.on_shutdown.insert(0, watchdog(settings.SHUTDOWN_GRACE_SECONDS))
     line = listening_line(args.host, settings.PORT)
     # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner.
     # Request bodies are never inflated (pawwake/request_body.py refuses compressed ones). A

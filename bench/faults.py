@@ -1,6 +1,8 @@
 """A scripted fault run: does anything the user said get lost or written twice?
 
     python bench/faults.py [--chats 300] [--concurrency 8] [--seed 7]
+    python bench/faults.py --mode database-kill   (bench/database_kill.py: the embedded
+                                                   PostgreSQL killed mid-load, healed in place)
     python bench/faults.py --mode public-attack   (bench/public_attack.py: gzip bomb and
                                                     slowloris on the public routes)
 
@@ -321,12 +323,18 @@ if __name__ == "__main__":
     parser.add_argument("--job-wait", type=float, default=90.0,
                         help="longest wait for the jobs to finish after the restart")
     parser.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=("faults", "public-attack"), default="faults")
+    parser.add_argument("--mode", choices=("faults", "public-attack", "database-kill"),
+                        default="faults")
     public_attack.add_arguments(parser)
+    from bench import database_kill
+
+    database_kill.add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.serve_upstream:
         serve_upstream(arguments.serve_upstream, 0.05, arguments.memory_delay)
     elif arguments.mode == "public-attack":
         public_attack.run(arguments)
+    elif arguments.mode == "database-kill":
+        database_kill.main(arguments)
     else:
         main(arguments)

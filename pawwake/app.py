@@ -44,6 +44,9 @@ def create_app(settings: Settings) -> web.Application:
     for resource in _resources(services):
         app.cleanup_ctx.append(_while_app_runs(resource))
     app.on_shutdown.append(lambda _app: stop_connecting(services.database))
+    # The listening socket is closed by now: replies in flight get their grace, then an end.
+    app.on_shutdown.append(
+        lambda _app: services.in_flight.wind_down(settings.SHUTDOWN_GRACE_SECONDS))
     warn_if_open(settings.GATEWAY_SECRET)
     for problem in configuration_problems(settings):
         log.warning("configuration: %s", problem.english())

@@ -3,7 +3,9 @@
 The database may arrive after start-up: an unreachable server does not stop the gateway. It
 forwards chat with the file persona meanwhile, ``/api`` answers 503, and a background task
 keeps connecting (backoff capped at ``RECONNECT_MAX_SECONDS``); once connected and migrated,
-the app switches to full mode by itself. The ``Database`` object in ``Services.database``
+the app switches to full mode by itself. An embedded server that dies later (killed, out of
+memory) is restarted within seconds (``_Connector.supervise``); meanwhile the state is
+``unavailable`` and finished turns wait in the turn spool. The ``Database`` object (one per app, in the faces)
 (``None`` only with DATABASE_ENABLED=false) is therefore a holder whose pool appears later:
 ask ``connected_database(database)`` or ``database.ready`` before reading, or wait with
 ``database.wait_ready()`` in background work.
@@ -23,7 +25,7 @@ from urllib.parse import urlsplit
 
 import aiopg
 
-from pawwake.db.embedded import start_embedded, stop_embedded
+from pawwake.db.embedded import embedded_alive, restart_embedded, start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import (
@@ -52,6 +54,9 @@ RECONNECT_MAX_SECONDS = 30.0
 UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
                                                         TimeoutError)
 PROBE_EVERY_SECONDS = 5.0  # the health state re-checks a connected database at most this often
+WATCH_EVERY_SECONDS = 1.0  # how often the embedded server's postmaster is looked at
+RESTART_RETRY_FIRST_SECONDS = 0.5  # a restart refused (old backends still exiting) retries
+RESTART_RETRY_MAX_SECONDS = 5.0
 
 
 class Database:
@@ -103,6 +108,14 @@ class Database:
         """A query just failed for want of the server: say so until a probe finds it back."""
         if self.ready:
             self.state = "unavailable"
+            self._probed_at = time.monotonic()
+
+    async def server_back(self) -> None:
+        """The server was restarted: connections to the old one are dropped, and the state
+        follows a fresh check."""
+        if self._pool is not None:
+            await self._pool.clear()
+            await self._check()
             self._probed_at = time.monotonic()
 
     def current_state(self) -> str:
@@ -175,7 +188,7 @@ class _Connector:
         while True:
             try:
                 await self._connect_once()
-                return
+                break
             except Exception as exc:  # whatever it was: say so, try again later
                 self.database.state = "unavailable"
                 self.database.last_error = type(exc).__name__
@@ -189,6 +202,36 @@ class _Connector:
                 self.attempted.set()
             await asyncio.sleep(delay)
             delay = min(RECONNECT_MAX_SECONDS, delay * 2)
+        if self.server is not None:
+            await self.supervise()
+
+    async def supervise(self) -> None:
+        """Watch the embedded server while the app runs and restart it when it dies. The
+        pool's connections to the dead server are dropped once it is back; the turn spool
+        and the job workers find it again by themselves."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(WATCH_EVERY_SECONDS)
+            if embedded_alive(self.server):
+                continue
+            started = time.monotonic()
+            log.error("embedded PostgreSQL (pid %s) died; restarting it",
+                      self.server.get_pid())
+            self.database.state = "unavailable"
+            self.database.last_error = "ServerDied"
+            delay = RESTART_RETRY_FIRST_SECONDS
+            while True:
+                try:
+                    pid = await loop.run_in_executor(None, restart_embedded, self.server)
+                    break
+                except Exception as exc:  # e.g. the old backends still hold shared memory
+                    log.warning("embedded PostgreSQL did not start yet (%s); retrying in "
+                                "%.1f s", type(exc).__name__, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(RESTART_RETRY_MAX_SECONDS, delay * 2)
+            await self.database.server_back()
+            log.warning("embedded PostgreSQL restarted in %.1f s (pid %d); database %s",
+                        time.monotonic() - started, pid, self.database.state)
 
     def _describe(self, exc: BaseException) -> str:
         """The error's first line without the DATABASE_URL's password (libpq may echo parts

@@ -35,6 +35,7 @@ def shown(row: dict[str, Any]) -> dict[str, Any]:
     waiting = row["stored_status"] == "pending"
     return {"id": row["id"], "kind": row["kind"], "status": row["status"],
             "attempts": row["attempts"], "max_attempts": row["max_attempts"],
+            "rate_limit_waits": row["rate_limit_waits"],
             "last_error": row["last_error"], "model": row["model"],
             "created_at": row["created_at"], "updated_at": row["updated_at"],
             "next_try_at": row["run_after"] if waiting else None,

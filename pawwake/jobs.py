@@ -35,14 +35,21 @@ STOP_GRACE_SECONDS = 5.0  # running jobs get this long to finish at shutdown, th
 RELEASE_SECONDS = 1.0  # at most this long to give cancelled jobs back at shutdown
 FIRST_RETRY_SECONDS = 60.0
 LONGEST_RETRY_SECONDS = 6 * 3600.0
+# A rate-limited provider (HTTP 429): its Retry-After is waited for, else 30 s doubling to
+# 30 min. The first waits in a row use up no attempt (the job is not at fault); past them a
+# 429 counts like any failure, so a provider that never lets up ends in a dead letter.
+RATE_LIMIT_FIRST_SECONDS = 30.0
+RATE_LIMIT_LONGEST_SECONDS = 1800.0
+FREE_RATE_LIMIT_WAITS = 8  # 30 s doubling: about two hours of waiting before attempts count
 
 
 class RetryLater(Exception):
     """Raise from a handler to run the job again later.
 
     ``delay`` None follows the runner's backoff schedule (``backoff_seconds``); a number waits
-    exactly that long. ``count_attempt=False`` for waits that are not the job's fault (a 429
-    from the provider): they never use up the job's attempts.
+    exactly that long. ``count_attempt=False`` for waits that are not the job's fault: they
+    never use up the job's attempts. A provider's 429 is ``RetryLater.rate_limited``: the
+    runner decides its wait and whether it counts (``rate_limit_wait``).
     """
 
     def __init__(self, message: str, delay: float | None = None, *,
@@ -50,6 +57,16 @@ class RetryLater(Exception):
         super().__init__(message)
         self.delay = delay
         self.count_attempt = count_attempt
+        self.rate_limit = False
+        self.retry_after: float | None = None
+
+    @classmethod
+    def rate_limited(cls, message: str, retry_after: float | None = None) -> RetryLater:
+        """The provider answered 429 (``retry_after``: its Retry-After, in seconds)."""
+        exc = cls(message, count_attempt=False)
+        exc.rate_limit = True
+        exc.retry_after = retry_after
+        return exc
 
 
 @dataclass
@@ -61,6 +78,7 @@ class Job:
     database: Database
     model: str | None = None  # set by a handler before it calls a model: shown with failures
     lease_seconds: float = LEASE_SECONDS
+    rate_limit_waits: int = 0  # 429 waits in a row before this run
 
     async def progress(self, **values: Any) -> None:
         """Record progress (e.g. ``done``/``total``) that a status endpoint can show."""
@@ -74,6 +92,17 @@ class Job:
 
 
 Handler = Callable[[Job], Awaitable[Any]]
+
+
+def rate_limit_wait(waits: int, retry_after: float | None) -> tuple[float, bool]:
+    """(seconds to wait, whether it uses up an attempt) after a 429, the job having waited
+    ``waits`` times in a row before: the provider's Retry-After when it gave one (at least
+    1 s, at most the longest retry), else 30 s doubling to 30 min."""
+    if retry_after is not None:
+        wait = min(LONGEST_RETRY_SECONDS, max(1.0, retry_after))
+    else:
+        wait = min(RATE_LIMIT_LONGEST_SECONDS, RATE_LIMIT_FIRST_SECONDS * 2 ** min(waits, 20))
+    return wait, waits >= FREE_RATE_LIMIT_WAITS
 
 
 def backoff_seconds(attempt: int) -> float:
@@ -157,7 +186,8 @@ class JobRunner:
         if row is None:
             return False
         job = Job(id=row["id"], kind=row["kind"], payload=row["payload"],
-                  attempts=row["attempts"], database=database, lease_seconds=self.lease_seconds)
+                  attempts=row["attempts"], database=database, lease_seconds=self.lease_seconds,
+                  rate_limit_waits=row["rate_limit_waits"])
         if self._stopping:  # claimed while stop() began: leave it for the next start
             async with cursor(database.pool) as cur:
                 await jobs_db.release(cur, job.id, job.attempts)
@@ -171,7 +201,12 @@ class JobRunner:
             cancelled = True  # stop() gives the claim back; a crash leaves it to the lease
             raise
         except RetryLater as exc:
-            await self._retry(job, str(exc), exc.delay, exc.count_attempt, failure=None)
+            if exc.rate_limit:
+                wait, counted = rate_limit_wait(job.rate_limit_waits, exc.retry_after)
+                await self._retry(job, str(exc), wait, counted, failure=None,
+                                  rate_limited=True)
+            else:
+                await self._retry(job, str(exc), exc.delay, exc.count_attempt, failure=None)
         except Exception as exc:  # a handler bug or a provider failure: retry with backoff
             await self._retry(job, f"{type(exc).__name__}: {exc}", None, True, failure=exc)
         else:
@@ -186,11 +221,12 @@ class JobRunner:
         return True
 
     async def _retry(self, job: Job, error: str, delay: float | None, count_attempt: bool,
-                     failure: Exception | None) -> None:
+                     failure: Exception | None, rate_limited: bool = False) -> None:
         wait = backoff_seconds(job.attempts) if delay is None else delay
         async with cursor(job.database.pool) as cur:
             status = await jobs_db.retry_or_fail(cur, job.id, job.attempts, error, wait,
-                                                 count_attempt=count_attempt, model=job.model)
+                                                 count_attempt=count_attempt, model=job.model,
+                                                 rate_limited=rate_limited)
         if status == "dead":
             log.error("job %s (%s) failed on its last attempt (%s) and is kept as a dead"
                       " letter: %s", job.id, job.kind, job.attempts, error,

@@ -44,6 +44,7 @@ from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, 
 from pawwake.memory.vectors import VectorStore
 from pawwake.protocols.anthropic.pipeline import messages_steps
 from pawwake.protocols.responses.prepare import responses_steps
+from pawwake.replies_in_flight import RepliesInFlight
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
@@ -68,6 +69,7 @@ class Services:
     upstream_health: UpstreamHealth  # the provider's last failure
     models: ModelCatalog  # provider model lists, cached
     chat: ChatResources  # persona file, chat steps, clock, stores in flight (chat/resources.py)
+    in_flight: RepliesInFlight  # chat turns running now, for a graceful shutdown
     client: HttpClient = field(default_factory=HttpClient, repr=False)
     # Each feature's face: the parts above it works with, no more (built with the object).
     memory_writes: MemoryWrites = field(init=False, repr=False)
@@ -106,7 +108,8 @@ class Services:
         self.flow = ChatFlow(self.database, self.tasks, self.chat,
                              partial(turn_writer, self.turn_store),
                              partial(store_incomplete, self.turn_store))
-        self.relay = RelayParts(self.flow, self.client, self.upstream_health, self.config)
+        self.relay = RelayParts(self.flow, self.client, self.upstream_health, self.config,
+                                self.in_flight)
         self.trial = TrialParts(self.flow, self.client, self.upstream_health)
 
     @property
@@ -148,6 +151,7 @@ def build_services(settings: Settings) -> Services:
         upstream_health=UpstreamHealth(),
         models=ModelCatalog(),
         chat=ChatResources(),
+        in_flight=RepliesInFlight(),
     )
 
 

@@ -46,6 +46,7 @@ class Setting:
     maximum: float | None = None
     multiline: bool = False
     model_picker: bool = False
+    max_chars: int | None = None  # text settings: the longest value accepted
     required: bool = False  # a "str" that may not be empty
     # Decides where a provider key is sent (a base URL, a key): changed only from a dashboard
     # session or with ADMIN_SECRET, never with the gateway key every chat client carries.
@@ -242,8 +243,9 @@ SETTINGS: tuple[Setting, ...] = (
        "推理强度（low/medium/high），留空不注入", "Reasoning effort (low/medium/high); empty: none",
        choices=("", "low", "medium", "high")),
     _s("SYSTEM_PROMPT", "str", "", "advanced",
-       "运行时人设；留空使用 system_prompt.txt", "Runtime persona; empty uses system_prompt.txt",
-       multiline=True),
+       "运行时人设；留空使用 system_prompt.txt（最多 100,000 字）",
+       "Runtime persona; empty uses system_prompt.txt (at most 100,000 characters)",
+       multiline=True, max_chars=100_000),
     _s("UPSTREAM_CONNECT_TIMEOUT", "float", 15.0, "advanced", "连接上游的超时（秒）",
        "Seconds to wait for the upstream connection", minimum=1, maximum=300),
     _s("UPSTREAM_READ_TIMEOUT", "float", 300.0, "advanced",
@@ -264,6 +266,12 @@ SETTINGS: tuple[Setting, ...] = (
        "Disk cap in MB for chat turns kept while the database is unreachable (in the data "
        "folder); when full the oldest are kept and new ones dropped and counted", hot=False,
        minimum=1, maximum=10240),
+    _s("SHUTDOWN_GRACE_SECONDS", "int", 15, "advanced",
+       "收到 SIGTERM（重新部署）后，正在流式输出的回复最多还能继续多少秒；到时仍未结束的以协议内的"
+       "错误事件收尾，未说完的部分保存为未完成的轮次。进程在此之后约 10 秒内退出",
+       "How long replies still streaming may run on after SIGTERM (a redeploy); those still "
+       "open then end with an error event of their protocol and are kept as incomplete turns. "
+       "The process exits about 10 s after that", hot=False, minimum=0, maximum=300),
     _s("LOG_LEVEL", "choice", "INFO", "advanced", "日志级别", "Log level", hot=False,
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     _s("TRUSTED_PROXIES", "str", "", "advanced",
@@ -320,6 +328,9 @@ def parse_value(setting: Setting, raw: Any) -> Any:
     text = raw if setting.multiline else raw.strip()
     if setting.required and not text.strip():
         raise SettingError(setting.name, "must not be empty", "empty")
+    if setting.max_chars is not None and len(text) > setting.max_chars:
+        raise SettingError(setting.name, f"is limited to {setting.max_chars:,} characters "
+                           f"({len(text):,} given)", "too_long", limit=f"{setting.max_chars:,}")
     return text
 
 
@@ -492,6 +503,7 @@ class Settings(Mapping[str, Any]):
     MAX_REQUEST_MB: int
     JOB_WORKERS: int
     TURN_SPOOL_MAX_MB: int
+    SHUTDOWN_GRACE_SECONDS: int
     LOG_LEVEL: str
     TRUSTED_PROXIES: str
     ALLOWED_HOSTS: str

@@ -1,7 +1,8 @@
 """Tracked background work: every task is kept, logged on failure and drained at shutdown.
 
-Shutdown has a budget: SIGTERM must end the process within ``SHUTDOWN_SECONDS`` whatever is
-running (a host sends SIGKILL soon after). Open requests get ``REQUEST_GRACE_SECONDS`` twice
+Shutdown has a budget: SIGTERM must end the process within SHUTDOWN_GRACE_SECONDS (the
+streams' grace, ``replies_in_flight``) plus ``SHUTDOWN_SECONDS`` whatever is running (a host
+sends SIGKILL soon after: Render about 30 s). Open requests get ``REQUEST_GRACE_SECONDS`` twice
 (``pawwake.py``; aiohttp waits that long for a handler to finish, cancels it, then waits that
 long again), then background tasks and jobs get ``DRAIN_GRACE_SECONDS`` together, then the
 resources close (a second or so). What is still running then is cancelled: after-reply work

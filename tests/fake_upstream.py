@@ -155,6 +155,7 @@ class FakeUpstream:
         self.replies: list[Reply] = []
         self.default_text = "你好，我是测试模型。Hello from the fake model."
         self.models: list[str] = ["test/model-a", "test/model-b"]
+        self.model_list: list[dict[str, Any]] | None = None  # a provider's own entries, as is
         self.stream_closed = asyncio.Event()  # set when a streaming handler ends for any reason
         self.disconnects = 0  # streams the gateway closed before they were finished
         self.disconnected = asyncio.Event()
@@ -196,7 +197,7 @@ class FakeUpstream:
             await self.models_gate.wait()
         if self.models_status != 200:
             return web.json_response({"error": {"message": "no list"}}, status=self.models_status)
-        return web.json_response({"object": "list", "data": [
+        return web.json_response({"object": "list", "data": self.model_list or [
             {"id": name, "object": "model", "owned_by": "fake"} for name in self.models]})
 
     def _keyed(self, request: web.Request) -> web.Response | None:

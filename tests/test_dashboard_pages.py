@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg2
+import pytest
 from bs4 import BeautifulSoup
 
 from pawwake import SOURCE_URL, __version__
@@ -179,6 +180,24 @@ async def test_static_files_are_served_with_a_version(make_client: Any) -> None:
         response = await client.get(src)
         assert response.status == 200, src
         assert len(await response.read()) > 100
+
+
+@pytest.mark.parametrize("listed", [
+    [{"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"}],
+    [{"id": "deepseek-chat", "object": "model", "owned_by": "deepseek"}],
+    [{"id": "llama3.2:latest", "object": "model", "created": 1731000000,
+      "owned_by": "library"}],
+    [{"id": "with-context", "context_length": 128000}, {"id": "without-context"}],
+])
+async def test_the_models_page_lists_models_without_a_context_length(
+        make_client: Any, upstream: Any, listed: list[dict[str, Any]]) -> None:
+    upstream.model_list = listed  # the provider's own entries
+    client = await logged_in(make_client)
+    for lang in ("zh", "en"):
+        response = await client.get(f"/dashboard/models?lang={lang}")
+        assert response.status == 200, await response.text()
+        names = [code.get_text() for code in soup(await response.text()).select("td code")]
+        assert names == sorted(m["id"] for m in listed)
 
 
 async def test_every_page_offers_the_source_to_its_users(make_client: Any) -> None:

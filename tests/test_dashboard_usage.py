@@ -196,3 +196,13 @@ def test_axis_helpers() -> None:
     assert [nice_step(p) for p in (0, 3, 9, 1830, 95_000)] == [1, 1, 5, 500, 25_000]
     assert [compact(v) for v in (0, 950, 1200, 12_000, 3_400_000)] == [
         "0", "950", "1.2K", "12K", "3.4M"]
+
+
+@pytest.mark.parametrize("model", ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@SUM(A1)",
+                                   "\tx", "\rx"])
+async def test_csv_cells_never_start_a_spreadsheet_formula(dash: Any, model: str) -> None:
+    # A client names the model; a spreadsheet must show it as text, never run it.
+    await add_usage(dash, utc_at_local(local_today(), 1), model=model)
+    response = await dash.get("/dashboard/usage.csv?days=7")
+    rows = list(csv.DictReader(io.StringIO(await response.text(), newline="")))
+    assert [row["model"] for row in rows] == ["'" + model]

@@ -242,3 +242,77 @@ def test_parser_tolerates_fences_and_drops_bad_items_and_meta_talk() -> None:
 async def _make_due(app: Any, job_id: int) -> None:
     async with transaction(services_of(app).database.pool) as cur:
         await cur.execute("UPDATE jobs SET run_after = now() WHERE id = %s", (job_id,))
+
+
+async def _wait_seconds(app: Any, job_id: int) -> float:
+    async with cursor(services_of(app).database.pool) as cur:
+        row = await fetch_one(cur, "SELECT extract(epoch FROM run_after - now()) AS s"
+                                   " FROM jobs WHERE id = %s", (job_id,))
+    assert row is not None
+    return float(row["s"])
+
+
+async def test_a_rate_limited_model_is_waited_for_doubling_and_then_counted(
+        app: Any, upstream: Any) -> None:
+    from pawwake.jobs import FREE_RATE_LIMIT_WAITS, RATE_LIMIT_FIRST_SECONDS
+
+    job_id = await store_round(app, "I am allergic to peanuts", "Noted, I will keep that in mind")
+    waits = []
+    for _ in range(FREE_RATE_LIMIT_WAITS):
+        upstream.reply_error(429, "slow down")
+        await services_of(app).jobs.run_until_idle()
+        waits.append(await _wait_seconds(app, job_id))
+        job = await job_row(app, job_id)
+        assert job["status"] == "pending" and job["attempts"] == 0  # not the job's fault
+        await _make_due(app, job_id)
+    # Each wait twice the one before (30 s, 60 s, 120 s ...), as the jobs page says.
+    for number, wait in enumerate(waits[:4]):
+        assert abs(wait - RATE_LIMIT_FIRST_SECONDS * 2 ** number) < 5, waits
+    assert (await job_row(app, job_id))["rate_limit_waits"] == FREE_RATE_LIMIT_WAITS
+    # The provider's Retry-After is honoured.
+    upstream.reply_error(429, "slow down", headers={"Retry-After": "7"})
+    await services_of(app).jobs.run_until_idle()
+    assert abs(await _wait_seconds(app, job_id) - 7) < 3
+    # Past the free waits a rate limit uses up attempts: it cannot go on for ever.
+    job = await job_row(app, job_id)
+    assert job["attempts"] == 1 and "429" in job["last_error"]
+
+
+async def test_the_jobs_page_shows_rate_limit_waits(make_client: Any, upstream: Any) -> None:
+    from tests.dashboard_support import dashboard_client, login
+
+    client = await dashboard_client(make_client, JOB_WORKERS=0, MEMORY_ENABLED=True,
+                                    MEMORY_MODEL="test/memory", MEMORY_EXTRACT_INTERVAL=1)
+    app = client.server.app
+    job_id = await store_round(app, "我对花生过敏", "记住了")
+    upstream.reply_error(429, "slow down")
+    await services_of(app).jobs.run_until_idle()
+    assert (await login(client)).status == 303
+    from bs4 import BeautifulSoup
+
+    for lang, words in (("en", "1 rate-limit wait(s) in a row"), ("zh", "连续限流等待 1 次")):
+        client.session.cookie_jar.update_cookies({"pawwake_lang": lang})
+        html = await (await client.get("/dashboard/jobs?status=all")).text()
+        page = BeautifulSoup(html, "html.parser")
+        cell = page.select_one(f'tr[data-job="{job_id}"] td[data-field="attempts"]')
+        assert cell is not None and words in cell.get_text(), html
+        assert "Retry-After" in page.get_text()  # the page says how a 429 is waited for
+
+
+async def test_a_huge_message_reaches_the_memory_model_bounded(app: Any, upstream: Any) -> None:
+    pasted = "开头的句子。" + "很长的粘贴内容，" * 400_000 + "结尾的句子。"  # about 3 MB
+    job_id = await store_round(app, pasted, "这本书讲的是猫")
+    upstream.reply_error(429, "slow down")  # and again on the retry
+    await services_of(app).jobs.run_until_idle()
+    await _make_due(app, job_id)
+    model_says(upstream, [{"content": "用户分享了一本关于猫的书", "importance": 5,
+                           "action": "new"}])
+    await services_of(app).jobs.run_until_idle()
+    sent = [r for r in upstream.requests if r.body.get("model") == "test/memory"]
+    assert len(sent) == 2
+    for request in sent:
+        assert len(request.raw) < 200_000  # not the 9 MB of UTF-8 pasted
+        prompt = request.body["messages"][0]["content"]
+        assert "开头的句子。" in prompt and "结尾的句子。" in prompt
+        assert "characters left out" in prompt and "这本书讲的是猫" in prompt
+    assert [r["content"] for r in await memories(app)] == ["用户分享了一本关于猫的书"]

@@ -346,3 +346,28 @@ async def test_one_info_line_per_request_without_text_or_keys(
     everything = "\n".join(r.getMessage() for r in caplog.records)
     for secret in (secret_text, GATEWAY_KEY, "sk-upstream-test-key"):
         assert secret not in everything
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_invalid_utf8_in_a_reply_is_stored_with_replacement_characters(
+        gateway: GatewayStarter, upstream: FakeUpstream, stream: bool) -> None:
+    client = await gateway()
+    bad = b'\xe4\xbd\xa0\xff\xfe!'  # "你", two bytes that are no UTF-8, "!"
+    if stream:
+        chunks = text_stream("开头", pieces=1)
+        chunks.insert(2, b'data: {"id":"c","object":"chat.completion.chunk","created":1,'
+                         b'"model":"test/model-a","choices":[{"index":0,"delta":{"content":"'
+                      + bad + b'"},"finish_reason":null}]}\n\n')
+        upstream.queue(Reply(chunks=chunks))
+    else:
+        upstream.queue(Reply(raw_body=b'{"id":"c","object":"chat.completion","created":1,'
+                             b'"model":"test/model-a","choices":[{"index":0,"finish_reason":'
+                             b'"stop","message":{"role":"assistant","content":"\xe5\xbc\x80'
+                             b'\xe5\xa4\xb4' + bad + b'"}}]}', content_type="application/json"))
+    response = await client.post("/v1/chat/completions", json=chat_body(stream=stream))
+    assert response.status == 200
+    assert bad in await response.read()  # the client's bytes are the provider's, untouched
+    await settle(client)
+    rows = await stored_messages(client)
+    assert [(r["role"], r["content"]) for r in rows] == [
+        ("user", "你好"), ("assistant", "开头你\ufffd\ufffd!")]

@@ -13,6 +13,7 @@ from pawwake.dashboard.job_errors import _KINDS, _WHO, explain_job_error
 # db/jobs.py and chat/rotation.py, as they write them.
 KNOWN = [
     ("memory model rate limited (429)", "rate_limited", "memory", ""),
+    ("memory model test/m rate limited (429)", "rate_limited", "memory", ""),
     ("memory model test/m answered 502", "upstream_status", "memory", "502"),
     ("memory model test/m unreachable: UpstreamTimeout", "unreachable", "memory", ""),
     ("memory model test/m answer was truncated (raise MEMORY_MAX_TOKENS)", "truncated",

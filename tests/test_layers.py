@@ -239,12 +239,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("chat", ("chat", "upgrade")),
     ("memory", ("memory", "job_admin", "config_problems")),
     ("search", ("search",)),
-    ("resources", ("database", "jobs", "tasks", "live_settings")),
+    ("resources", ("database", "jobs", "tasks", "live_settings", "replies_in_flight")),
     ("llm", ("llm",)),
     ("db", ("db",)),
     ("text", ("text", "priority_worker")),
     ("base", ("settings", "keys", "local_time", "api_error", "removed_settings",
-              "data_folder", "proxies", "logs", "")),
+              "data_folder", "proxies", "logs", "c_heap", "")),
 )
 # The one module allowed to name ``Services`` (and the app's own factory beside it).
 ASSEMBLY = {"pawwake.app", "pawwake.services"}

@@ -273,3 +273,25 @@ async def test_a_vector_of_old_text_is_not_stored_over_an_edit_in_flight(
         await edit.execute("COMMIT")
     assert await storing == []
     assert await vector_rows(app) == []
+
+
+async def test_turning_vectors_off_stops_a_running_backfill(make_client: Any,
+                                                            fake: FakeEmbeddings) -> None:
+    client, app, ids = await start(make_client, fake, memories=12)
+    pool = services_of(app).database.pool
+    fake.delay = 0.05  # a batch takes a moment, as a local model's would
+    async with cursor(pool) as cur:
+        job_id = await jobs_db.enqueue(cur, EMBED_KIND, {"batch_size": 2}, dedupe_key="pending")
+    running = asyncio.create_task(services_of(app).jobs.run_until_idle())
+    while len(await vector_rows(app)) < 2:
+        assert not running.done()
+        await asyncio.sleep(0.01)
+    resp = await client.put("/api/settings", json={"MEMORY_VECTOR_ENABLED": False})
+    assert resp.status == 200, await resp.text()
+    sent = len(embedded_texts(fake))
+    assert await asyncio.wait_for(running, 30) == 1
+    async with cursor(pool) as cur:
+        job = await jobs_db.get_job(cur, job_id)
+    assert job["status"] == "done" and "MEMORY_VECTOR_ENABLED" in job["result"]["stopped"]
+    assert len(embedded_texts(fake)) <= sent + 2  # at most the batch in flight
+    assert len(await vector_rows(app)) < len(ids)

@@ -142,3 +142,22 @@ async def test_settings_api_works_without_a_database(make_client: Any) -> None:
     response = await client.put("/api/settings", json={"FORCE_STREAM": True})
     assert response.status == 200
     assert by_name(await response.json())["FORCE_STREAM"]["value"] is True
+
+
+async def test_a_persona_is_bounded_with_a_clear_error(make_client: Any,
+                                                      database_url: str) -> None:
+    from pawwake.settings import BY_NAME, SettingError, Settings
+
+    limit = BY_NAME["SYSTEM_PROMPT"].max_chars
+    assert limit is not None
+    client = await make_client()
+    response = await client.put("/api/settings", json={"SYSTEM_PROMPT": "猫" * (limit + 1)})
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["code"] == "invalid_setting" and "SYSTEM_PROMPT" in error["message"]
+    assert f"{limit:,}" in error["message"] or str(limit) in error["message"]
+    assert stored_settings(database_url) == {}
+    ok = await client.put("/api/settings", json={"SYSTEM_PROMPT": "猫" * limit})
+    assert ok.status == 200, await ok.text()
+    with pytest.raises(SettingError):  # the environment is held to the same bound
+        Settings.from_env({"SYSTEM_PROMPT": "x" * (limit + 1)})

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pawwake.llm.http import HttpClient
     from pawwake.llm.sse import CapturedReply
     from pawwake.llm.upstream_health import UpstreamHealth
+    from pawwake.replies_in_flight import RepliesInFlight
     from pawwake.tasks import BackgroundTasks
 
 # Sessions whose finished turn is being stored, each with the event set when the store ended.
@@ -66,9 +67,11 @@ class ChatFlow:
 @dataclass(frozen=True)
 class RelayParts:
     """What a turn relaying a reply works with (``ChatTurn`` and the other protocols'): the
-    pipeline, the HTTP client, the provider's health, and the settings in force."""
+    pipeline, the HTTP client, the provider's health, the settings in force, and the replies
+    in flight (a graceful shutdown ends them)."""
 
     flow: ChatFlow
     http: HttpClient
     upstream_health: UpstreamHealth
     config: RuntimeConfig
+    in_flight: RepliesInFlight

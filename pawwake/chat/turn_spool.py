@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ class SpooledTurn:
     turn_messages: list[Any]
     turn_key: str
     protocol: str | None = None  # None: chat completions
+    received_at: datetime | None = None  # when the request came (a rename since is followed)
     injected: list[dict[str, Any]] = field(default_factory=list)  # the injected record
 
 
@@ -57,6 +59,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
     """A turn as durable JSON. Only the client messages the turn planner reads are kept:
     the message before the last user message, and everything from it on."""
     messages = list(turn.turn_messages)
+    received = getattr(turn, "received_at", None)
     last_user = max((i for i, m in enumerate(messages)
                      if isinstance(m, dict) and m.get("role") == "user"), default=-1)
     record = {
@@ -65,6 +68,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
         "model": turn.model,
         "turn_key": turn.turn_key,
         "protocol": getattr(turn, "protocol", None),
+        "received_at": received.isoformat() if received is not None else None,
         "incomplete": incomplete,
         "client_messages": messages[max(0, last_user - 1):],
         # What was injected, without its texts (the record the turn's reply keeps).
@@ -84,7 +88,9 @@ def decode(data: bytes) -> tuple[SpooledTurn, CapturedReply, bool]:
     record = json.loads(data.decode("utf-8", "surrogatepass"))
     turn = SpooledTurn(session_id=record["session_id"], model=record["model"],
                        turn_messages=record["client_messages"], turn_key=record["turn_key"],
-                       protocol=record.get("protocol"), injected=record.get("injected") or [])
+                       protocol=record.get("protocol"), injected=record.get("injected") or [],
+                       received_at=datetime.fromisoformat(record["received_at"])
+                       if record.get("received_at") else None)
     saved = record["reply"]
     reply = CapturedReply(
         content=saved["content"], reasoning_content=saved["reasoning_content"],

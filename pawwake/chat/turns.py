@@ -23,6 +23,7 @@ from pawwake.chat.recall.index import reindex_messages
 from pawwake.chat.turn_spool import StoreTurn
 from pawwake.database import require_database
 from pawwake.db import conversation_turns, conversations, usage
+from pawwake.db import threads as threads_db
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import UNAVAILABLE_ERRORS, transaction
 from pawwake.db.turn_injections import record_injection
@@ -305,12 +306,13 @@ async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
     extraction_job = None
     try:
         async with transaction(database.pool) as cur:
-            tail = await conversations.session_tail(cur, turn.session_id, lock=True)
-            if await conversation_turns.find_turn(cur, SOURCE, turn.session_id,
+            session_id = await _stored_under(cur, turn)
+            tail = await conversations.session_tail(cur, session_id, lock=True)
+            if await conversation_turns.find_turn(cur, SOURCE, session_id,
                                                   turn.turn_key) is not None:
                 log.info("a turn written before was offered again; nothing added")
                 return False
-            stored_ids = await conversations.stored_tool_call_ids(cur, turn.session_id,
+            stored_ids = await conversations.stored_tool_call_ids(cur, session_id,
                                                                   call_ids)
             plan = plan_turn(turn.turn_messages, tail, stored_ids, reply_row, model,
                              incomplete=incomplete)
@@ -320,7 +322,7 @@ async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
             _label_protocol(plan.insert, turn, reply, reply_row)
             await conversations.delete_messages(cur, plan.replace_ids)
             await conversations.clear_incomplete(cur, plan.unflag_ids)
-            ids = await conversations.insert_messages(cur, turn.session_id, plan.insert,
+            ids = await conversations.insert_messages(cur, session_id, plan.insert,
                                                       source=SOURCE)
             await record_injection(cur, turn, ids, plan.insert)
             if settings.CONVERSATION_RECALL_ENABLED:
@@ -331,10 +333,10 @@ async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
                             if row["id"] in plan.unflag_ids]
                 await reindex_messages(store.recall, cur, indexed, settings=settings)
             if not incomplete:
-                extraction_job = await schedule_extraction(cur, settings, turn.session_id)
+                extraction_job = await schedule_extraction(cur, settings, session_id)
             if reply.usage is not None:
                 await usage.insert_usage(
-                    cur, session_id=turn.session_id, model=model,
+                    cur, session_id=session_id, model=model,
                     prompt_tokens=reply.usage.prompt, completion_tokens=reply.usage.completion,
                     total_tokens=reply.usage.total, cached_tokens=reply.usage.cached,
                     cache_creation_tokens=reply.usage.cache_creation, usage_type="chat",
@@ -347,6 +349,18 @@ async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
     log.debug("stored %d messages (%d replaced%s) for a session", len(plan.insert),
               len(plan.replace_ids), ", incomplete" if incomplete else "")
     return True
+
+
+async def _stored_under(cur: Any, turn: TurnSource) -> str:
+    """The session the turn goes into: its own, or the name its thread was given while the
+    reply was on its way (the rename moved the thread's rows already; the turn follows them
+    instead of starting a ghost thread under the old name). The session's write lock, which
+    a rename also takes, orders the two."""
+    began = getattr(turn, "received_at", None)
+    if began is None:
+        return turn.session_id
+    await conversation_turns.lock_session_writes(cur, turn.session_id)
+    return await threads_db.renamed_since(cur, turn.session_id, began) or turn.session_id
 
 
 def _label_protocol(rows: list[NewMessage], turn: TurnSource, reply: CapturedReply,

@@ -96,6 +96,15 @@ async def usage_report(database: Database, config: RuntimeConfig, days: int) -> 
     return build_report(rows, today, days)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as a formula
+
+
+def spreadsheet_text(value: str) -> str:
+    """A text cell that a spreadsheet shows as text: a leading ``'`` before anything that
+    could start a formula (a client names its model, e.g. ``=cmd|' /C calc'!A0``)."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
 def usage_csv(report: UsageReport) -> str:
     """One line per local day, model and kind of call; cost empty when not reported."""
     out = io.StringIO()
@@ -103,7 +112,8 @@ def usage_csv(report: UsageReport) -> str:
     writer.writerow(CSV_COLUMNS)
     for row in report.rows:
         cost = "" if row["cost"] is None else format(float(row["cost"]), ".8f").rstrip("0")
-        writer.writerow((row["day"].isoformat(), row["model"], row["usage_type"],
+        writer.writerow((row["day"].isoformat(), spreadsheet_text(row["model"] or ""),
+                         spreadsheet_text(row["usage_type"] or ""),
                          int(row["calls"]), int(row["prompt_tokens"]),
                          int(row["completion_tokens"]), int(row["cached_tokens"]),
                          int(row["total_tokens"]), cost.rstrip(".") if cost else ""))

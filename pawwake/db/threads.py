@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pawwake.db.pool import Cursor, rows_as_dicts
@@ -74,7 +75,21 @@ async def rename_thread(cur: Cursor, old_id: str, new_id: str) -> dict[str, int]
                       " updated_at = now()"
                       " WHERE thread_id = %s", (new_id, old_id))
     counts["state_rows"] = cur.rowcount
+    # Turns begun under an earlier name follow too; the new name is a live thread again.
+    await cur.execute("UPDATE thread_renames SET new_id = %s WHERE new_id = %s", (new_id, old_id))
+    await cur.execute("INSERT INTO thread_renames (old_id, new_id) VALUES (%s, %s)"
+                      " ON CONFLICT (old_id) DO UPDATE SET new_id = EXCLUDED.new_id,"
+                      " renamed_at = now()", (old_id, new_id))
+    await cur.execute("DELETE FROM thread_renames WHERE old_id = %s", (new_id,))
     return counts
+
+
+async def renamed_since(cur: Cursor, thread_id: str, since: datetime) -> str | None:
+    """The thread's current name when it was renamed after ``since``, else None."""
+    await cur.execute("SELECT new_id FROM thread_renames WHERE old_id = %s AND renamed_at > %s",
+                      (thread_id, since))
+    row = await cur.fetchone()
+    return str(row[0]) if row else None
 
 
 async def delete_state(cur: Cursor, thread_id: str) -> int:

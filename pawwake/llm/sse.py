@@ -328,7 +328,7 @@ class SseCapture:
         chunks = []  # some event is not JSON: decode one by one, skipping the bad ones
         for payload in self._events:
             try:
-                chunks.append(json.loads(payload))
+                chunks.append(json_of(payload))
             except ValueError:
                 self.malformed += 1
         return chunks
@@ -356,12 +356,23 @@ class JsonCapture:
         return capture_completion(b"".join(self._parts))
 
 
+def json_of(data: bytes | str) -> Any:
+    """JSON from a provider's bytes. Bytes that are not UTF-8 (a provider cutting a character
+    in two) become U+FFFD in what is stored instead of losing the whole event; the client
+    still gets the provider's bytes unchanged."""
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        assert isinstance(data, bytes)
+        return json.loads(data.decode("utf-8", "replace"))
+
+
 def capture_completion(body: bytes | str | dict[str, Any]) -> CapturedReply:
     """Read a non-stream chat completion body (bytes or parsed) into a CapturedReply."""
     data: Any = body
     if isinstance(body, (bytes, str)):
         try:
-            data = json.loads(body)
+            data = json_of(body)
         except ValueError:
             return CapturedReply(error={"message": "reply body is not JSON"})
     builder = _ReplyBuilder()

@@ -11,6 +11,7 @@ import email.utils
 import io
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -67,10 +68,11 @@ class UpstreamStatusError(UpstreamFailure):
 
     code = "upstream_status"
 
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, retry_after: float | None = None) -> None:
         super().__init__(f"upstream answered {status}")
         self.status = status
         self.body = body
+        self.retry_after = retry_after  # a 429's Retry-After in seconds, when it gave one
 
 
 def is_openrouter(url: str) -> bool:
@@ -261,7 +263,9 @@ async def complete(http: aiohttp.ClientSession, settings: Settings, messages: li
         if status != 200:
             booking.provider_failed(status, body["model"],
                                     "rate_limited" if status == 429 else "upstream_status")
-            raise UpstreamStatusError(status, data)
+            raise UpstreamStatusError(
+                status, data, retry_after=retry_after_seconds(retry_after, 0, cap=math.inf)
+                if status == 429 and retry_after else None)
         reply = capture_completion(data)
         try:
             raw = json.loads(data)

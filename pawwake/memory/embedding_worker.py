@@ -45,6 +45,8 @@ async def embed_missing_memories(embedding: MemoryEmbedding, job: Job) -> dict[s
     target = EmbeddingTarget("memory",
                              needing=on_pool(database.pool, vectors_db.rows_needing_vectors),
                              coverage=on_pool(database.pool, vectors_db.coverage),
-                             store=partial(store.store, database))
-    return await embed_missing(embedding.config, embedding.embedder, job, provenance, target, batch)
+                             store=partial(store.store, database),
+                             switch="MEMORY_VECTOR_ENABLED")
+    return await embed_missing(embedding.config, embedding.embedder, job, provenance, target,
+                               batch)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pawwake.api_error import ApiError
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, date_in_range, moment_in_range
+from pawwake.text.numbers import whole_number
 from pawwake.text.storable import storable_text
 
 CREATE_FIELDS = ("content", "importance", "layer", "title", "event_date", "remind_at",
@@ -202,10 +203,9 @@ def parse_query_int(value: str | None, field: str, default: int | None, low: int
                     ) -> int | None:
     if value is None or value == "":
         return default
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise FieldError(field, f"'{field}' must be a whole number.") from None
+    number = whole_number(value.strip())
+    if number is None:
+        raise FieldError(field, f"'{field}' must be a whole number.")
     if not low <= number <= high:
         raise FieldError(field, f"'{field}' must be from {low} to {high}.")
     return number

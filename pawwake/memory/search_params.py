@@ -7,6 +7,7 @@ from typing import Any
 
 from pawwake.api_error import ApiError
 from pawwake.memory.search import MAX_LIMIT
+from pawwake.text.numbers import whole_number
 
 MAX_QUERY_CHARS = 2000
 DEFAULT_LIMIT = 10
@@ -29,10 +30,9 @@ def check_limit(value: Any, *, from_text: bool) -> int:
     if value is None:
         return DEFAULT_LIMIT
     if from_text:
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ApiError("invalid_limit", "limit must be a whole number.") from None
+        value = whole_number(value.strip())
+        if value is None:
+            raise ApiError("invalid_limit", "limit must be a whole number.")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError("invalid_limit", "limit must be a whole number.")
     if not 1 <= value <= MAX_LIMIT:

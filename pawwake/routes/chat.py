@@ -35,6 +35,7 @@ from pawwake.llm.sse import (
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body, relay_headers
 from pawwake.llm.upstream_errors import log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.replies_in_flight import SHUTDOWN_CODE, SHUTDOWN_MESSAGE, EndedForShutdown
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,14 @@ DRAIN_SECONDS = 5.0  # how long a finished reply is read on for its usage once t
 # SDK raises on an ``error`` event) learn that the reply is incomplete.
 _CUT_EVENT = (b'data: {"error":{"message":"The upstream API broke off the stream.",'
               b'"type":"api_error","code":"upstream_stream_cut"}}\n\n')
+# Ends a stream still open when the shutdown grace is over (see replies_in_flight).
+_SHUTDOWN_EVENT = (b'data: {"error":{"message":"' + SHUTDOWN_MESSAGE.encode()
+                   + b'","type":"api_error","code":"' + SHUTDOWN_CODE.encode() + b'"}}\n\n')
+
+
+class ShutdownRefusal(UpstreamFailure):
+    status = 503
+    code = SHUTDOWN_CODE
 
 
 def parse_chat_body(raw: bytes) -> dict[str, Any]:
@@ -112,6 +121,7 @@ class ChatTurn:
 
     kind = "chat"  # names the log line and the task
     cut_event = _CUT_EVENT
+    shutdown_event = _SHUTDOWN_EVENT
     track_health = True  # the provider's failures count towards the dashboard's health
     hold_rest_once_done = False  # everything after the held event is held too
     cut_when_incomplete = False  # a stream ending without its stop also gets ``cut_event``
@@ -126,6 +136,8 @@ class ChatTurn:
         self.status = 500
         self.concluding = False
         self.drain_expired = False
+        self.ended_by_shutdown = False
+        self.upstream_content: aiohttp.StreamReader | None = None  # while relaying a stream
         self.task: asyncio.Task[web.StreamResponse] | None = None
 
     @property
@@ -142,6 +154,17 @@ class ChatTurn:
             self.task.cancel()
         elif not self.concluding:
             asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._drain_expired)
+
+    def end_for_shutdown(self) -> None:
+        """The shutdown grace is over: a stream being relayed ends with ``shutdown_event``;
+        a request not streaming yet is answered 503 in the protocol's error shape."""
+        if self.task is None or self.task.done() or self.finished:
+            return
+        self.ended_by_shutdown = True
+        if self.upstream_content is not None:
+            self.upstream_content.set_exception(EndedForShutdown())
+        else:
+            self.task.cancel()
 
     @staticmethod
     def parse_body(raw: bytes) -> dict[str, Any]:
@@ -231,12 +254,15 @@ class ChatTurn:
         assert prepared is not None
         partial = self.capture.finish() if self.capture is not None and self.forwarded \
             else None
+        reason = "shutdown" if self.ended_by_shutdown else "client_gone"
         if self.forwarded:
-            log.info("client went away before the reply finished; turn kept as incomplete")
-            after_incomplete(self.parts.flow, prepared, partial or CapturedReply(),
-                             "client_gone")
+            if self.ended_by_shutdown:
+                log.warning("reply ended by shutdown before it began; turn kept as incomplete")
+            else:
+                log.info("client went away before the reply finished; turn kept as incomplete")
+            after_incomplete(self.parts.flow, prepared, partial or CapturedReply(), reason)
         else:
-            after_failure(self.parts.flow.tasks, prepared, "client_gone")
+            after_failure(self.parts.flow.tasks, prepared, reason)
 
     async def conclude(self, relayed: Relayed) -> None:
         """Store what the relay produced, then release the held end of the stream."""
@@ -273,11 +299,17 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
             body = turn.parse_body(raw)
             turn.task = turn.parts.flow.tasks.spawn(turn.run(settings, body, raw),
                                                   name=f"{turn.kind}-turn")
+            in_flight = turn.parts.in_flight
+            in_flight.add(turn)
+            turn.task.add_done_callback(lambda _task: in_flight.discard(turn))
             return await asyncio.shield(turn.task)
         except ChatRejected as exc:
             turn.status = exc.status
             return turn.rejected(exc, "invalid_request_error")
         except asyncio.CancelledError:
+            if _ended_for_shutdown(turn):
+                turn.status = ShutdownRefusal.status
+                return turn.upstream_failed(ShutdownRefusal(SHUTDOWN_MESSAGE))
             turn.status = CLIENT_GONE
             turn.client_left()
             raise
@@ -294,6 +326,13 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
     return handler
 
 
+def _ended_for_shutdown(turn: ChatTurn) -> bool:
+    """The turn's task was cancelled by the shutdown, not this handler by its client."""
+    current = asyncio.current_task()
+    return turn.ended_by_shutdown and turn.task is not None and turn.task.cancelled() \
+        and current is not None and not current.cancelling()
+
+
 chat_completions = turn_handler(ChatTurn)
 
 
@@ -301,7 +340,7 @@ def note_upstream(health: UpstreamHealth, prepared: PreparedChat, relayed: Relay
     """Remember the provider's last failure (a client that left is not the provider's)."""
     if relayed.reply is not None:
         health.succeeded()
-    elif relayed.failure not in (None, "client_gone"):
+    elif relayed.failure not in (None, "client_gone", "shutdown"):
         health.failed(relayed.status, prepared.model, relayed.failure or "failed")
 
 
@@ -345,6 +384,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
     loop = asyncio.get_running_loop()
     try:
         await response.prepare(turn.request)
+        turn.upstream_content = content
     except ConnectionResetError:
         gone = True
         drain_until = loop.time() + DRAIN_SECONDS
@@ -355,6 +395,9 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
                     chunk = await content.readany()
             else:
                 chunk = await content.readany()
+        except EndedForShutdown:
+            cut = "shutdown"
+            break
         except (aiohttp.ClientError, TimeoutError) as exc:
             cut = type(exc).__name__
             break
@@ -387,6 +430,13 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
     if gone:
         log.info("client went away after the reply finished; read on to the end (%d bytes)",
                  received)
+    if cut == "shutdown" and not capture.finished:
+        if capture.at_event_boundary:
+            await _write_quietly(response, turn.shutdown_event)
+        await _write_quietly(response, b"", eof=True)
+        log.warning("%s stream ended by shutdown after %d bytes; turn kept as incomplete",
+                    turn.kind, received)
+        return Relayed(response, None, "shutdown", ShutdownRefusal.status, partial=reply)
     if cut is not None and not capture.finished:
         if capture.at_event_boundary:
             await _write_quietly(response, turn.cut_event)

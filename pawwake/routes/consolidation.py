@@ -145,5 +145,5 @@ def setup(app: web.Application) -> None:
     add.add_post("/memories/merge", merge_memories, name="api_memories_merge")
     add.add_get("/memories/core-candidates", core_candidates,
                 name="api_memories_core_candidates")
-    add.add_post(r"/memories/{id:\d+}/revert-merge", revert, name="api_memory_revert_merge")
-    add.add_get(r"/memories/{id:\d+}/sources", sources, name="api_memory_sources")
+    add.add_post(r"/memories/{id:[0-9]{1,18}}/revert-merge", revert, name="api_memory_revert_merge")
+    add.add_get(r"/memories/{id:[0-9]{1,18}}/sources", sources, name="api_memory_sources")

@@ -15,6 +15,7 @@ from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
+from pawwake.text.numbers import whole_number
 
 
 def _session_ids(key: str) -> Callable[[Any], list[str]]:
@@ -41,10 +42,9 @@ def _int(request: web.Request, name: str, default: int, low: int, high: int) -> 
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(f"invalid_{name}", f"{name} must be a whole number.") from None
+    value = whole_number(raw)
+    if value is None:
+        raise ApiError(f"invalid_{name}", f"{name} must be a whole number.")
     if not low <= value <= high:
         raise ApiError(f"invalid_{name}", f"{name} must be between {low} and {high}.")
     return value
@@ -58,10 +58,9 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 def _message_id(request: web.Request) -> int:
-    try:
-        value = int(request.match_info["message_id"])
-    except ValueError:
-        raise ApiError("invalid_message_id", "The message id must be a whole number.") from None
+    value = whole_number(request.match_info["message_id"])
+    if value is None:
+        raise ApiError("invalid_message_id", "The message id must be a whole number.")
     if value <= 0:
         raise NotFound(f"No such message {value}.")
     return value

@@ -16,24 +16,26 @@ from pawwake.api_error import ApiError
 from pawwake.app_faces import JOBS, database_of, face_of
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
+from pawwake.text.numbers import whole_number
 
 FEATURE = "Background jobs"
 
 
 def _job_id(request: web.Request) -> int:
-    raw = request.match_info["job_id"]
-    if not raw.isdigit() or len(raw) > 18:
+    job_id = whole_number(request.match_info["job_id"])
+    if job_id is None:
         raise ApiError("invalid_job_id", "A job id is a positive integer.")
-    return int(raw)
+    return job_id
 
 
 def _query_int(request: web.Request, name: str, default: int | None) -> int | None:
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or len(raw) > 18:
+    number = whole_number(raw)
+    if number is None:
         raise ApiError(f"invalid_{name}", f"'{name}' must be a positive integer.")
-    return int(raw)
+    return number
 
 
 @database_required(FEATURE)

@@ -192,11 +192,11 @@ def setup(app: web.Application) -> None:
     add.add_post("/memories/batch-delete", batch_delete, name="api_memories_batch_delete")
     add.add_post("/memories/batch-restore", batch_restore,
                  name="api_memories_batch_restore")
-    add.add_get(r"/memories/{id:\d+}", get_one, name="api_memory")
-    add.add_put(r"/memories/{id:\d+}", edit, name="api_memory_edit")
-    add.add_delete(r"/memories/{id:\d+}", delete, name="api_memory_delete")
-    add.add_post(r"/memories/{id:\d+}/restore", restore, name="api_memory_restore")
-    add.add_post(r"/memories/{id:\d+}/promote", promote, name="api_memory_promote")
-    add.add_post(r"/memories/{id:\d+}/undo-supersede", undo_supersede,
+    add.add_get(r"/memories/{id:[0-9]{1,18}}", get_one, name="api_memory")
+    add.add_put(r"/memories/{id:[0-9]{1,18}}", edit, name="api_memory_edit")
+    add.add_delete(r"/memories/{id:[0-9]{1,18}}", delete, name="api_memory_delete")
+    add.add_post(r"/memories/{id:[0-9]{1,18}}/restore", restore, name="api_memory_restore")
+    add.add_post(r"/memories/{id:[0-9]{1,18}}/promote", promote, name="api_memory_promote")
+    add.add_post(r"/memories/{id:[0-9]{1,18}}/undo-supersede", undo_supersede,
                  name="api_memory_undo_supersede")
-    add.add_get(r"/memories/{id:\d+}/versions", versions, name="api_memory_versions")
+    add.add_get(r"/memories/{id:[0-9]{1,18}}/versions", versions, name="api_memory_versions")

@@ -28,11 +28,15 @@ from pawwake.protocols.anthropic.capture import (
 from pawwake.protocols.anthropic.pipeline import PreparedMessages, prepare_messages
 from pawwake.protocols.anthropic.request import parse_messages_body
 from pawwake.protocols.anthropic.upstream import forward_messages, messages_url
+from pawwake.replies_in_flight import SHUTDOWN_MESSAGE
 from pawwake.routes.chat import ChatTurn
 from pawwake.settings import Settings
 
 CUT_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
              b'"message":"The upstream API broke off the stream."}}\n\n')
+# Anthropic's word for "try again shortly": the SDKs treat it as retryable.
+SHUTDOWN_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+                  b'"message":"' + SHUTDOWN_MESSAGE.encode() + b'"}}\n\n')
 
 
 class MessagesTurn(ChatTurn):
@@ -41,6 +45,7 @@ class MessagesTurn(ChatTurn):
 
     kind = "messages"
     cut_event = CUT_EVENT
+    shutdown_event = SHUTDOWN_EVENT
     track_health = False
     hold_rest_once_done = True
     cut_when_incomplete = True

@@ -24,6 +24,7 @@ from pawwake.llm.embeddings import EmbeddingError, Provenance
 if TYPE_CHECKING:
     from pawwake.live_settings import RuntimeConfig
     from pawwake.llm.embeddings import Embedder
+    from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ class EmbeddingTarget:
     needing: Callable[[Provenance, int, int], Awaitable[list[TextRow]]]  # after, limit
     coverage: Callable[[Provenance], Awaitable[tuple[int, int]]]  # (done, total)
     store: Callable[[Provenance, VectorRows], Awaitable[Sequence[int]]]  # ids stored
+    # The setting that turns these vectors on, by name, read again before every batch: a
+    # backfill switched off mid-way stops instead of running to its end.
+    switch: str
 
 
 def on_pool(pool: aiopg.Pool, query: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
@@ -58,7 +62,7 @@ async def embed_missing(config: RuntimeConfig, embedder: Embedder, job: Job,
     """Embed every row ``target`` lists as lacking a current vector; returns the coverage.
 
     Stops for a retry when the configured provenance changes under it (vectors of two models
-    must never mix)."""
+    must never mix), and ends when its setting is switched off."""
     if not await target.needing(provenance, 0, 1):
         return {"embedded": 0, "provenance": provenance.as_dict()}  # the common case: no count
     done, total = await target.coverage(provenance)
@@ -71,6 +75,11 @@ async def embed_missing(config: RuntimeConfig, embedder: Embedder, job: Job,
             if not rows:
                 break
             settings = await config.fresh()
+            if not switched_on(settings, target.switch):
+                log.info("%s vectors: %s turned off; the backfill stops (%s embedded)",
+                         target.label, target.switch, embedded + embedded_now)
+                return {"stopped": f"{target.switch} is off",
+                        "embedded": embedded + embedded_now, "done": done, "total": total}
             if embedder.configured_provenance(settings) != provenance:
                 raise RetryLater("embedding settings changed during the backfill", delay=0)
             texts = [row["content"] for row in rows]
@@ -99,9 +108,13 @@ async def embed_missing(config: RuntimeConfig, embedder: Embedder, job: Job,
             "provenance": provenance.as_dict()}
 
 
+def switched_on(settings: Settings, name: str) -> bool:
+    return bool(getattr(settings, name))
+
+
 def retry_for(exc: EmbeddingError, job: Job) -> RetryLater:
     """A rate limit waits as long as the provider asks without using up an attempt; other
     failures back off."""
     if exc.rate_limited:
-        return RetryLater(str(exc), delay=exc.retry_after or 30.0, count_attempt=False)
+        return RetryLater.rate_limited(str(exc), exc.retry_after)
     return RetryLater(str(exc), delay=backoff_seconds(job.attempts))

@@ -111,8 +111,10 @@ async def embed_missing_messages(recall: ConversationRecall, job: Job) -> dict[s
     target = EmbeddingTarget(
         "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
         coverage=on_pool(database.pool, db.vector_coverage),
-        store=partial(recall.recall_vectors.store, database.pool))
-    return await embed_missing(recall.config, recall.embedder, job, provenance, target, EMBED_BATCH)
+        store=partial(recall.recall_vectors.store, database.pool),
+        switch="CONVERSATION_RECALL_ENABLED")
+    return await embed_missing(recall.config, recall.embedder, job, provenance, target,
+                               EMBED_BATCH)
 
 
 async def ensure_vector_index(recall: ConversationRecall, settings: Settings,

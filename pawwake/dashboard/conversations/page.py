@@ -22,6 +22,7 @@ from pawwake.dashboard.render import render, render_error
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
+from pawwake.text.numbers import whole_number
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,8 @@ ROLE_KEYS = {"user": "conv.role_user", "assistant": "conv.role_assistant",
              "system": "conv.role_system", "tool": "conv.role_tool"}
 
 def _int(value: Any, default: int, low: int = 1) -> int:
-    if isinstance(value, str) and value.isdigit() and len(value) < 7:
-        return max(low, int(value))
-    return default
+    number = whole_number(value, max_digits=6)
+    return default if number is None else max(low, number)
 
 
 def _notice(lang: str, values: Mapping[str, object]) -> str | None:

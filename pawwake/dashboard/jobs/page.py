@@ -13,6 +13,7 @@ from pawwake.app_faces import DATABASE, JOBS, database_of, face_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.text.numbers import whole_number
 
 TEMPLATE = "dashboard/jobs.html"
 REGION = "partials/_jobs_region.html"
@@ -38,7 +39,8 @@ async def jobs_page(request: web.Request) -> web.Response:
     status = _filter(request.query.get("status"))
     done = request.query.get("done", "")
     notice = None
-    if done in {outcome for _, outcome in ACTIONS.values()} and request.query.get("id", "").isdigit():
+    if done in {outcome for _, outcome in ACTIONS.values()} \
+            and whole_number(request.query.get("id")) is not None:
         notice = translate(request_language(request), f"jobs_done.{done}",
                            id=request.query["id"])
     return render(request, TEMPLATE, await _region(request, status, notice), fragment=REGION)
@@ -53,12 +55,13 @@ async def job_action(request: web.Request) -> web.StreamResponse:
     raw_id, action = request.match_info["job_id"], request.match_info["action"]
     if action not in ACTIONS:
         raise web.HTTPNotFound()
-    if not raw_id.isdigit() or len(raw_id) > 18:
+    job_id = whole_number(raw_id)
+    if job_id is None:
         return render_error(request, 400, translate(lang, "jobs.error_invalid"))
     if face_of(request, DATABASE) is None:
         return render_error(request, 503, translate(lang, "jobs.no_database"))
     act, outcome = ACTIONS[action]
-    job = await act(face_of(request, JOBS), int(raw_id))
+    job = await act(face_of(request, JOBS), job_id)
     if form.get("back") == "status":  # from the status page's jobs card: back to that card
         query = {"job_done": outcome, "job": str(job["id"])}
         raise web.HTTPSeeOther(str(request.app.router["status"].url_for().with_query(query))

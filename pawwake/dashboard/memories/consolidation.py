@@ -36,6 +36,7 @@ from pawwake.memory.fields import (
     parse_int,
     parse_title,
 )
+from pawwake.text.numbers import number_or_text, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +154,8 @@ def draft_request(form: Mapping[str, Any], number: int, draft: Mapping[str, Any]
         draft_id=str(draft["draft_id"]),
         content=parse_content(_text(form, f"content-{number}")),
         title=parse_title(_text(form, f"title-{number}")), title_given=True,
-        importance=parse_importance(int(importance_text) if importance_text.isdigit()
-                                    else importance_text),
-        layer=parse_int(int(layer_text) if layer_text.isdigit() else layer_text, "layer", 2, 3),
+        importance=parse_importance(number_or_text(importance_text)),
+        layer=parse_int(number_or_text(layer_text), "layer", 2, 3),
         confirm_core=bool(draft["includes_core"]) and bool(form.get(f"core-{number}")))
 
 
@@ -202,8 +202,8 @@ async def confirm(request: web.Request) -> web.Response:
     if choice == "all":
         targets = [n for n, d in by_number.items() if d["state"] == "ready"
                    and not d["includes_core"] and not form.get(f"skip-{n}")]
-    elif isinstance(choice, str) and choice.isdigit() and int(choice) in by_number:
-        targets = [int(choice)]
+    elif (chosen := whole_number(choice)) is not None and chosen in by_number:
+        targets = [chosen]
     else:
         return await _panel(request, view, status=400,
                             problem=translate(lang, "memories.bad_action"))

@@ -44,5 +44,5 @@ async def memory_detail(request: web.Request) -> web.Response:
 
 
 def setup(dashboard: web.Application) -> None:
-    dashboard.router.add_get(r"/memories/{memory_id:\d{1,18}}", memory_detail,
+    dashboard.router.add_get(r"/memories/{memory_id:[0-9]{1,18}}", memory_detail,
                              name="memory_detail")

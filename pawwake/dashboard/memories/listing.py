@@ -38,6 +38,7 @@ from pawwake.memory.faces import MemorySearch
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import MAX_LIMIT, search_memories
 from pawwake.settings import Settings
+from pawwake.text.numbers import whole_number
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +62,26 @@ def memory_id_from(values: Mapping[str, Any]) -> int:
     """The row id a form or hx attribute carries; anything else is a missing row (404)."""
     raw = values.get("id", "")
     text = raw.strip() if isinstance(raw, str) else ""
-    if not text.isdigit() or not 1 <= int(text) <= MAX_ID:
+    number = whole_number(text)
+    if number is None or not 1 <= number <= MAX_ID:
         raise NotFound("no such memory")
-    return int(text)
+    return number
 
 
 def row_number_from(values: Mapping[str, Any]) -> int:
     raw = values.get("n", "")
     text = raw.strip() if isinstance(raw, str) else ""
-    return int(text) if text.isdigit() and 0 < int(text) < 1_000_000 else 1
+    number = whole_number(text, max_digits=6)
+    return number if number else 1
 
 
 def selected_ids(form: Any) -> list[int]:
     """The ids of the rows ticked in the list (checkbox values); FieldError when malformed."""
     raw = [value for value in form.getall("ids", []) if isinstance(value, str)]
-    if not all(value.strip().isdigit() for value in raw):
+    numbers = [whole_number(value.strip()) for value in raw]
+    if any(number is None for number in numbers):
         raise FieldError("ids", "ids must be whole numbers")
-    return parse_ids([int(value) for value in raw]) if raw else []
+    return parse_ids([number for number in numbers if number is not None]) if raw else []
 
 
 def message(kind: str, text: str) -> dict[str, str]:

@@ -38,6 +38,7 @@ from pawwake.memory.fields import (
     parse_title,
 )
 from pawwake.memory.store import MemoryConflict
+from pawwake.text.numbers import number_or_text
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,8 @@ async def merge_submit(request: web.Request) -> web.Response:
         wanted = MergeRequest(
             source_ids=ids, content=parse_content(typed["content"]),
             title=parse_title(typed["title"]), title_given=True,
-            importance=parse_importance(int(importance) if importance.isdigit() else importance),
-            layer=parse_int(int(layer) if layer.isdigit() else layer, "layer", 2, 3),
+            importance=parse_importance(number_or_text(importance)),
+            layer=parse_int(number_or_text(layer), "layer", 2, 3),
             confirm_core=bool(form.get("core_ok")))
         if any(int(s["layer"]) == 3 for s in sources) and not wanted.confirm_core:
             return await _dialog(request, view, merge_form_view(

@@ -36,6 +36,7 @@ from pawwake.dashboard.memories.view import (
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_edit
+from pawwake.text.numbers import whole_number
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,7 @@ PANEL = "partials/_memory_panel.html"
 
 def _number(value: Any) -> int | None:
     """A row number from a query or form value (None when absent or not a number)."""
-    if not isinstance(value, str) or not value.isdigit() or len(value) > 6:
-        return None
-    return int(value)
+    return whole_number(value, max_digits=6)
 
 
 class Opened(TypedDict):

@@ -14,6 +14,7 @@ from typing import Any
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.local_time import zone_of as zone_of
 from pawwake.local_time import zoned_minute  # one formatter for every page
+from pawwake.text.numbers import number_or_text, whole_number
 
 PAGE_SIZE = 30
 SEARCH_LIMIT = 50
@@ -75,7 +76,8 @@ def parse_view(values: Mapping[str, Any]) -> View:
             raise PageRefusal("memories.bad_layer")
         layer = int(layer_text)
     page_text = _one(values, "page") or "1"
-    if not page_text.isdigit() or not 1 <= int(page_text) <= MAX_PAGE:
+    page = whole_number(page_text)
+    if page is None or not 1 <= page <= MAX_PAGE:
         raise PageRefusal("memories.bad_page")
     raw_q = values.get("q", "")
     q = raw_q.strip() if isinstance(raw_q, str) else ""
@@ -86,7 +88,7 @@ def parse_view(values: Mapping[str, Any]) -> View:
         raise PageRefusal("memories.bad_mode")
     if q and not mode:
         mode = "keyword"
-    return View(status=status, layer=layer, page=int(page_text), q=q if mode else "",
+    return View(status=status, layer=layer, page=page, q=q if mode else "",
                 mode=mode if q else "")
 
 
@@ -164,7 +166,7 @@ def form_edit_values(form: Mapping[str, Any]) -> dict[str, Any]:
         text = raw.replace("\r\n", "\n") if isinstance(raw, str) else raw
         if name in ("importance", "layer") and isinstance(text, str):
             stripped = text.strip()
-            values[name] = int(stripped) if stripped.lstrip("-").isdigit() else stripped
+            values[name] = number_or_text(stripped)
         else:
             values[name] = text
     return values

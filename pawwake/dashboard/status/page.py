@@ -23,6 +23,7 @@ from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import local_minute, zone_of
+from pawwake.text.numbers import whole_number
 from pawwake.upgrade.status import adoption_summary
 
 
@@ -77,7 +78,7 @@ async def status(request: web.Request) -> web.Response:
 def _jobs_notice(request: web.Request) -> str | None:
     """After retry/discard from the jobs card: what happened, shown in that card."""
     done, job = request.query.get("job_done", ""), request.query.get("job", "")
-    if done in ("retried", "discarded") and job.isdigit():
+    if done in ("retried", "discarded") and whole_number(job) is not None:
         return translate(request_language(request), f"jobs_done.{done}", id=job)
     return None
 

@@ -15,6 +15,7 @@ from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
+from pawwake.text.numbers import whole_number
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
@@ -29,7 +30,8 @@ def money(cost: float) -> str:
 
 
 def _page_number(text: str) -> int:
-    return int(text) if text.isdigit() and 0 < len(text) < 7 and int(text) > 0 else 1
+    number = whole_number(text, max_digits=6)
+    return number if number else 1
 
 
 async def usage(request: web.Request) -> web.Response:

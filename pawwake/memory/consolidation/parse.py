@@ -16,6 +16,7 @@ from typing import Any
 
 from pawwake.local_time import zone_at
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
+from pawwake.text.numbers import whole_number
 
 CONSOLIDATE_KIND = "memory_consolidate"
 PROMPT_CHAR_LIMIT = 12000  # a longer prompt is halved before it is sent
@@ -137,8 +138,8 @@ def _number(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        return whole_number(value.strip())
     return None
 
 

@@ -27,6 +27,7 @@ from pawwake.memory.extraction.parse import (
     answer_excerpt,
     parse_answer,
 )
+from pawwake.memory.extraction.window import bounded_dialogue
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
@@ -100,7 +101,7 @@ async def run_extraction(learning: MemoryLearning, job: Job) -> dict[str, Any]:
         history = await db.session_history(cur, session_id)
     complete_rounds = [r for r in group_rounds(history) if r.complete][:upto]
     window = complete_rounds[-window_size:]
-    dialogue = dialogue_text(window)
+    dialogue = bounded_dialogue(dialogue_text(window))
     if not dialogue:
         return {"skipped": "nothing to read"}
     query_text = "\n".join(t for _, t in dialogue)
@@ -119,8 +120,8 @@ async def run_extraction(learning: MemoryLearning, job: Job) -> dict[str, Any]:
                                                    health=learning.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
-            raise RetryLater("memory model rate limited (429)", delay=30,
-                             count_attempt=False) from None
+            raise RetryLater.rate_limited(f"memory model {model} rate limited (429)",
+                                          exc.retry_after) from None
         raise RetryLater(f"memory model {model} answered {exc.status}") from None
     except UpstreamFailure as exc:
         raise RetryLater(f"memory model {model} unreachable: {type(exc).__name__}") from None
@@ -149,6 +150,15 @@ async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
     # while it serves other work.
     item_terms = await offload.index_terms([item.content for item in items])
     async with transaction(database.pool) as cur:
+        # The session's write lock orders this with a purge (which takes it too): a
+        # conversation deleted while the model was thinking teaches nothing.
+        if not await db.window_still_live(cur, session_id, message_ids):
+            skipped = {"skipped": "the conversation was deleted meanwhile", "added": 0}
+            if not await db.complete_job(cur, job.id, job.attempts, skipped):
+                raise RetryLater("extraction was taken over by another run", delay=0,
+                                 count_attempt=False)
+            log.info("extraction for a session skipped: deleted while the model answered")
+            return skipped
         for item, terms in zip(items, item_terms, strict=True):
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if counts["added"]:

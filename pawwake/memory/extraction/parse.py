@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
+from pawwake.text.numbers import whole_number
 
 ACTIONS = ("new", "duplicate", "supersede")
 
@@ -83,8 +84,8 @@ def _item(raw: Any) -> ExtractedItem | None:
         importance = 5
     action = raw["action"] if raw.get("action") in ACTIONS else "new"
     candidate = raw.get("candidate_id")
-    if isinstance(candidate, str) and candidate.strip().isdigit():
-        candidate = int(candidate)
+    if isinstance(candidate, str):
+        candidate = whole_number(candidate.strip())
     if isinstance(candidate, bool) or not isinstance(candidate, int):
         candidate = None
     if action != "new" and candidate is None:

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from pawwake.llm.sse import CapturedReply, SseCapture, TokenUsage, token_count
+from pawwake.llm.sse import CapturedReply, SseCapture, TokenUsage, json_of, token_count
 from pawwake.protocols.anthropic.request import (
     PROTOCOL,
     blocks_text,
@@ -171,7 +171,7 @@ class MessagesSseCapture(SseCapture):
 def capture_message(body: bytes) -> CapturedReply:
     """A non-stream Messages reply (``{"type": "message", "content": [...]}``)."""
     try:
-        data = json.loads(body)
+        data = json_of(body)
     except ValueError:
         return CapturedReply(error={"message": "reply body is not JSON"})
     if not isinstance(data, dict) or data.get("type") != "message" \

@@ -12,7 +12,14 @@ import json
 import re
 from typing import Any
 
-from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture, TokenUsage, token_count
+from pawwake.llm.sse import (
+    CapturedReply,
+    JsonCapture,
+    SseCapture,
+    TokenUsage,
+    json_of,
+    token_count,
+)
 
 # The events that end a response; ``failed`` ends it without a usable reply.
 _TERMINAL_DATA = re.compile(rb'"type"\s*:\s*"response\.(completed|incomplete|failed)"')
@@ -26,6 +33,12 @@ _TERMINAL_START = re.compile(
 # error event, which the OpenAI SDK and Codex both read as the end of a failed response.
 CUT_EVENT = (b'event: error\ndata: {"type":"error","code":"upstream_stream_cut",'
              b'"message":"The upstream API broke off the stream.","param":null}\n\n')
+
+
+def shutdown_event(message: str, code: str) -> bytes:
+    """The ``error`` event that ends a stream cut short by the gateway's shutdown."""
+    return (b'event: error\ndata: {"type":"error","code":"' + code.encode()
+            + b'","message":"' + message.encode() + b'","param":null}\n\n')
 
 _FUNCTION_CALLS = ("function_call", "custom_tool_call")
 
@@ -184,7 +197,7 @@ def capture_response_body(body: bytes) -> CapturedReply:
     """Read a non-stream response object; ``complete`` when it completed (or hit a limit)."""
     reply = CapturedReply()
     try:
-        data = json.loads(body)
+        data = json_of(body)
     except ValueError:
         reply.error = {"message": "reply body is not JSON"}
         return reply

@@ -18,6 +18,7 @@ from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture
 from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
 from pawwake.protocols.responses.request import parse_responses_body
+from pawwake.replies_in_flight import SHUTDOWN_CODE, SHUTDOWN_MESSAGE
 from pawwake.routes.chat import ChatTurn, turn_handler
 from pawwake.settings import Settings
 
@@ -27,6 +28,7 @@ class ResponsesTurn(ChatTurn):
 
     kind = "responses"
     cut_event = capture.CUT_EVENT
+    shutdown_event = capture.shutdown_event(SHUTDOWN_MESSAGE, SHUTDOWN_CODE)
 
     @staticmethod
     def parse_body(raw: bytes) -> dict[str, Any]:
