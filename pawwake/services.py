@@ -32,7 +32,7 @@ from pawwake.chat.trial import TrialParts
 from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.chat.turn_spool import TurnSpool
 from pawwake.chat.turns import TurnStore, store_incomplete, turn_writer
-from pawwake.database import Database, require_database
+from pawwake.database import Database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
@@ -112,19 +112,10 @@ class Services:
                                 self.in_flight)
         self.trial = TrialParts(self.flow, self.client, self.upstream_health)
 
-    @property
-    def http(self) -> aiohttp.ClientSession:
-        """The one shared client for upstream calls (opened by ``open_http_client``)."""
-        return self.client.session
-
     def open_http(self, session: aiohttp.ClientSession) -> None:
+        """The HTTP client, once ``open_http_client`` opened it: for the faces and the embedder."""
         self.client.open(session)
         self.embedder.use_http(session)
-
-    def require_database(self, code: str = "database_disabled") -> Database:
-        """The database, or the one 503 error (``DatabaseUnavailable`` with ``code``) when it
-        is turned off; reading its ``pool`` before it connects is a 503 too."""
-        return require_database(self.database, code)
 
 
 # The whole object, for the assembly and tests only (``services_of``).

@@ -13,6 +13,7 @@ from pawwake.chat.memory_step import memories
 from pawwake.chat.partition_step import partition_context
 from pawwake.chat.persona import DEFAULT_PERSONA_PATH
 from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.database import require_database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
@@ -64,14 +65,14 @@ def test_without_a_database_the_guard_is_the_503_error(tmp_path: Path) -> None:
     services = _services(tmp_path, DATABASE_ENABLED=False)
     assert services.database is None
     try:
-        services.require_database()
+        require_database(services.database)
     except DatabaseUnavailable as exc:
         assert exc.code == "database_disabled"
         assert "DATABASE_ENABLED=false" in str(exc)
     else:
         raise AssertionError("require_database let a missing database through")
     try:
-        services.require_database("database_unavailable")
+        require_database(services.database, "database_unavailable")
     except DatabaseUnavailable as exc:
         assert exc.code == "database_unavailable"
 
@@ -79,7 +80,7 @@ def test_without_a_database_the_guard_is_the_503_error(tmp_path: Path) -> None:
 def test_the_http_client_is_asked_for_only_once_it_is_open(tmp_path: Path) -> None:
     services = _services(tmp_path, DATABASE_ENABLED=False)
     try:
-        services.http  # noqa: B018
+        services.client.session  # noqa: B018
     except RuntimeError as exc:
         assert "not open" in str(exc)
     else:
