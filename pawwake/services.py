@@ -41,6 +41,7 @@ from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
+from pawwake.memory.resources import embedding_usage
 from pawwake.memory.vectors import VectorStore
 from pawwake.protocols.anthropic.pipeline import messages_steps
 from pawwake.protocols.responses.prepare import responses_steps
@@ -133,7 +134,7 @@ def build_services(settings: Settings) -> Services:
         database=database,
         jobs=JobRunner(database, workers=settings.JOB_WORKERS),
         tasks=BackgroundTasks(),
-        embedder=Embedder(None),
+        embedder=Embedder(None, usage=embedding_usage(database)),
         vectors=VectorStore(),
         term_stats=TermStats(),
         recall_vectors=MessageVectors(),

@@ -12,8 +12,8 @@ from yarl import URL
 
 from pawwake.app_faces import CONFIG, HTTP, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import setting_error_text
 from pawwake.dashboard.render import render
-from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import submitted_values
 from pawwake.llm.models import ModelsUnavailable, fetch_models
 from pawwake.settings import SettingError, Settings
