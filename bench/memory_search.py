@@ -34,7 +34,7 @@ from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
 from pawwake.memory.search import search_memories
-from pawwake.memory.vectors import VectorStore
+from pawwake.search.vector_index import VectorIndex
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
@@ -232,7 +232,7 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)
         indexed = time.perf_counter() - started
         await explain_knn(pool, provenance, query_vectors[0])
-        services_of(app).vectors = VectorStore()
+        services_of(app).vectors.index = VectorIndex()  # cold: the next search loads it
         started = time.perf_counter()
         await services_of(app).vectors.index.search(pool, provenance, query_vectors[0], 10)
         loaded = time.perf_counter() - started

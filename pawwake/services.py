@@ -164,7 +164,7 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.HTTP] = services.client
     app[app_faces.MODELS] = services.models
     app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
-    app[app_faces.PERSONA] = services.chat.persona
+    app[app_faces.CHAT] = services.chat
     app[app_faces.TRIAL] = services.trial
     app[app_faces.RELAY] = services.relay
 
