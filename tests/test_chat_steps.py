@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from pawwake.chat.memory_step import memories
-from pawwake.chat.partition_step import partition_context
 from pawwake.chat.pipeline import CHAT_STEPS
 from pawwake.chat.prepared import PartitionThread, PreparedChat, ReplyHook, StepResult
 from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
+from pawwake.partition.step import partition_context
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.pipeline import MESSAGES_STEPS
 from pawwake.protocols.responses.prepare import RESPONSES_STEPS

@@ -16,9 +16,9 @@ import pawwake
 ROOT = Path(pawwake.__file__).resolve().parent
 PACKAGE = "pawwake"
 
-FEATURES = ("chat", "memory")
+FEATURES = ("chat", "memory", "partition")
 LOWER = ("search", "llm", "text")
-SERVICES = ("chat", "memory", "search", "jobs", "job_kinds", "job_admin")
+SERVICES = ("chat", "memory", "partition", "search", "jobs", "job_kinds", "job_admin")
 HTTP = ("routes", "dashboard", "mcp")
 
 
@@ -117,6 +117,19 @@ def test_chat_and_memory_do_not_import_each_other() -> None:
     assert breaks(in_areas("memory"), in_areas("chat")) == []
 
 
+# The chat flow's contract with its steps: what a step of another package may name of chat.
+STEP_CONTRACT = {"pawwake.chat.prepared", "pawwake.chat.turns", "pawwake.chat.conversations"}
+
+
+def test_the_partition_cache_sits_under_the_chat_flow() -> None:
+    """``partition/`` is a feature the chat flow uses (its step is in ``CHAT_STEPS``): of
+    ``chat/`` it names only the steps' contract, and memory does not know it."""
+    assert breaks(in_areas("partition"),
+                  lambda imported: area(imported) == "chat" and imported not in STEP_CONTRACT
+                  ) == []
+    assert breaks(in_areas("memory"), in_areas("partition")) == []
+
+
 def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
     assert breaks(in_areas(*LOWER), in_areas(*FEATURES, *HTTP)) == []
 
@@ -166,7 +179,7 @@ def test_route_modules_import_each_other_without_cycles() -> None:
 
 # The layers below the HTTP one take the parts they use (``Services`` or fewer), never the
 # aiohttp app or a request, and read no app key; the chat flow included (docs/ARCHITECTURE.md).
-WITHOUT_APP = ("chat", "memory", "search", "llm", "text", "db", "protocols")
+WITHOUT_APP = ("chat", "memory", "partition", "search", "llm", "text", "db", "protocols")
 # HTTP code kept beside its protocol: it registers the route on the /v1 sub-app.
 PROTOCOL_ROUTES = {"pawwake.protocols.responses.route"}
 WEB_OBJECTS = {"Application", "Request"}

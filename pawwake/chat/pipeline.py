@@ -5,7 +5,7 @@
 
     CHAT_STEPS = (partition_context, memories, recalled_fragments)
 
-1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
+1. ``partition_context`` (``partition/step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
 2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
 3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import memories
-from pawwake.chat.partition_step import partition_context
 from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
     ChatRejected,
@@ -45,6 +44,7 @@ from pawwake.chat.sessions import resolve_session_id
 from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
+from pawwake.partition.step import partition_context
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 

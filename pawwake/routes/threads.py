@@ -9,8 +9,8 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import threads as service
-from pawwake.chat.threads import session_id_of
+from pawwake.partition import threads as service
+from pawwake.partition.threads import session_id_of
 from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body

@@ -13,12 +13,12 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import threads as service
-from pawwake.chat.threads import session_id_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import render, render_error
 from pawwake.db.errors import Conflict
+from pawwake.partition import threads as service
+from pawwake.partition.threads import session_id_of
 from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pawwake.chat.partition import Layout, assemble, replay, time_note
 from pawwake.chat.prepared import (
     NOTHING,
     ChatRejected,
@@ -26,8 +25,6 @@ from pawwake.chat.prepared import (
     StepInput,
     StepResult,
 )
-from pawwake.chat.rotation import model_folder, model_summariser
-from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.chat.turns import (
     PENDING_WAIT_SECONDS,
     message_text,
@@ -37,6 +34,9 @@ from pawwake.chat.turns import (
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
 from pawwake.local_time import zone_of
+from pawwake.partition.layout import Layout, assemble, replay, time_note
+from pawwake.partition.rotation import model_folder, model_summariser
+from pawwake.partition.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.settings import Settings
 from pawwake.text.rounds import Round, tool_call_id_of
 

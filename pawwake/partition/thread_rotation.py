@@ -24,15 +24,6 @@ import aiopg
 import psycopg2
 
 from pawwake.chat.prepared import ChatRejected
-from pawwake.chat.rotation import (
-    Folder,
-    Summariser,
-    catch_up,
-    live_round_limit,
-    rotate,
-    rotation_due,
-    rotations_allowed,
-)
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.partition_state import (
     PartitionState,
@@ -44,6 +35,15 @@ from pawwake.db.partition_state import (
     save_state_if,
 )
 from pawwake.db.pool import cursor
+from pawwake.partition.rotation import (
+    Folder,
+    Summariser,
+    catch_up,
+    live_round_limit,
+    rotate,
+    rotation_due,
+    rotations_allowed,
+)
 from pawwake.settings import Settings
 from pawwake.text.rounds import Round, group_rounds
 
