@@ -11,8 +11,8 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pawwake.chat import extraction_schedule
 from pawwake.chat.recall import index as conversation_index
+from pawwake.conversations import extraction_schedule
 from pawwake.jobs import Job
 from pawwake.memory import embedding_jobs, embedding_worker, reindex
 from pawwake.memory.consolidation import drafts as consolidate

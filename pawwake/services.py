@@ -23,8 +23,8 @@ from pawwake import keys
 from pawwake.chat.pipeline import CHAT_STEPS
 from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.resources import ChatResources
-from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
-from pawwake.chat.turn_spool import TurnSpool
+from pawwake.conversations.turn_spool import FOLDER as SPOOL_FOLDER
+from pawwake.conversations.turn_spool import TurnSpool
 from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig

@@ -10,7 +10,7 @@ from typing import Any
 
 from bs4 import BeautifulSoup
 
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import database_of, services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin

@@ -16,9 +16,10 @@ import pawwake
 ROOT = Path(pawwake.__file__).resolve().parent
 PACKAGE = "pawwake"
 
-FEATURES = ("chat", "memory", "partition")
+FEATURES = ("chat", "memory", "partition", "conversations")
 LOWER = ("search", "llm", "text")
-SERVICES = ("chat", "memory", "partition", "search", "jobs", "job_kinds", "job_admin")
+SERVICES = ("chat", "memory", "partition", "conversations", "search", "jobs", "job_kinds",
+            "job_admin", "usage_report")
 HTTP = ("routes", "dashboard", "mcp")
 
 
@@ -118,7 +119,7 @@ def test_chat_and_memory_do_not_import_each_other() -> None:
 
 
 # The chat flow's contract with its steps: what a step of another package may name of chat.
-STEP_CONTRACT = {"pawwake.chat.prepared", "pawwake.chat.turns", "pawwake.chat.conversations"}
+STEP_CONTRACT = {"pawwake.chat.prepared"}
 
 
 def test_the_partition_cache_sits_under_the_chat_flow() -> None:
@@ -128,6 +129,7 @@ def test_the_partition_cache_sits_under_the_chat_flow() -> None:
                   lambda imported: area(imported) == "chat" and imported not in STEP_CONTRACT
                   ) == []
     assert breaks(in_areas("memory"), in_areas("partition")) == []
+
 
 
 def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
@@ -179,7 +181,8 @@ def test_route_modules_import_each_other_without_cycles() -> None:
 
 # The layers below the HTTP one take the parts they use (``Services`` or fewer), never the
 # aiohttp app or a request, and read no app key; the chat flow included (docs/ARCHITECTURE.md).
-WITHOUT_APP = ("chat", "memory", "partition", "search", "llm", "text", "db", "protocols")
+WITHOUT_APP = ("chat", "memory", "partition", "conversations", "search", "llm", "text", "db",
+               "protocols")
 # HTTP code kept beside its protocol: it registers the route on the /v1 sub-app.
 PROTOCOL_ROUTES = {"pawwake.protocols.responses.route"}
 WEB_OBJECTS = {"Application", "Request"}

@@ -14,8 +14,9 @@ from typing import Any
 import psycopg2
 import pytest
 
-from pawwake.chat import turn_spool, turns
-from pawwake.chat.turn_spool import TurnSpool, decode, encode
+from pawwake.conversations import turn_spool
+from pawwake.conversations import turn_store as turns
+from pawwake.conversations.turn_spool import TurnSpool, decode, encode
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.llm.sse import CapturedReply
 from pawwake.services import services_of

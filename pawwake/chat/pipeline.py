@@ -41,7 +41,12 @@ from pawwake.chat.prepared import (
 )
 from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.sessions import resolve_session_id
-from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
+from pawwake.conversations.turn_store import (
+    PENDING_WAIT_SECONDS,
+    store_incomplete,
+    turn_writer,
+    wait_pending,
+)
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
 from pawwake.partition.step import partition_context

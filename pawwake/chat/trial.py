@@ -19,7 +19,7 @@ import aiohttp
 
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.sessions import SESSION_HEADER
-from pawwake.chat.turns import mark_pending, release_pending, wait_stored
+from pawwake.conversations.turn_store import mark_pending, release_pending, wait_stored
 from pawwake.llm.sse import CapturedReply, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error

@@ -25,7 +25,7 @@ from pawwake.chat.prepared import (
     StepInput,
     StepResult,
 )
-from pawwake.chat.turns import (
+from pawwake.conversations.turn_store import (
     PENDING_WAIT_SECONDS,
     message_text,
     repeats_stored_reply,

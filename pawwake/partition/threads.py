@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.conversations import session_id_of
+from pawwake.conversations.manage import session_id_of
 from pawwake.db import threads as db
 from pawwake.db.conversation_admin import trash_session
 from pawwake.db.conversation_turns import lock_session_writes

@@ -21,7 +21,7 @@ from aiohttp import web
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import json_object_body
-from pawwake.chat.turns import mark_pending, release_pending, wait_stored
+from pawwake.conversations.turn_store import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
 from pawwake.llm.sse import (
     CapturedReply,

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object

@@ -8,10 +8,10 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat.ingest import ingest_turn, parse_turn
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
+from pawwake.conversations.ingest import ingest_turn, parse_turn
 from pawwake.memory.fields import require_object
 from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required

@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import render, render_error

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.chat import conversations
+from pawwake.conversations import manage as conversations
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound

@@ -16,10 +16,10 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake.chat import conversations as service
 from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.sessions import MAX_SESSION_ID
 from pawwake.chat.trial import trial_chat
+from pawwake.conversations import manage as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render

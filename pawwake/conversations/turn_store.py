@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg2
 
-from pawwake.chat.extraction_schedule import schedule_extraction
 from pawwake.chat.recall.index import reindex_messages
-from pawwake.chat.turn_spool import StoreTurn
+from pawwake.conversations.extraction_schedule import schedule_extraction
+from pawwake.conversations.turn_spool import StoreTurn
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db import threads as threads_db
 from pawwake.db.conversations import INCOMPLETE, NewMessage

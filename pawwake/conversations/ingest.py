@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.extraction_schedule import schedule_extraction
-from pawwake.chat.ingest_replace import replace_final_reply
 from pawwake.chat.recall import index as conversation_index
+from pawwake.conversations.extraction_schedule import schedule_extraction
+from pawwake.conversations.ingest_replace import replace_final_reply
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction

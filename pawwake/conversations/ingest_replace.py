@@ -16,7 +16,7 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 
 if TYPE_CHECKING:
-    from pawwake.chat.ingest import Turn
+    from pawwake.conversations.ingest import Turn
     from pawwake.services import Services
     from pawwake.settings import Settings
 

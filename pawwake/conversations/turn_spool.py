@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.spool_folder import SpoolFolders, sync_folder
+from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
 from pawwake.llm.sse import CapturedReply, TokenUsage
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ class TurnSpool:
         """Write spooled turns in order with ``store``; a connection error stops (and
         propagates), the rest stays for the next try. Returns how many were written or found
         written."""
-        from pawwake.chat.turns import CONNECTION_ERRORS
+        from pawwake.conversations.turn_store import CONNECTION_ERRORS
 
         written = 0
         async with self._lock:
@@ -245,7 +245,7 @@ class TurnSpool:
 
     async def run(self, database: Database | None, store: StoreTurn) -> None:
         """Try the spool at start-up, then every few seconds while anything waits."""
-        from pawwake.chat.turns import CONNECTION_ERRORS
+        from pawwake.conversations.turn_store import CONNECTION_ERRORS
 
         while True:
             try:
