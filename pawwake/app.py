@@ -13,7 +13,7 @@ from pawwake.auth import warn_if_open
 from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.config_problems import configuration_problems
 from pawwake.conversations.turn_spool import open_turn_spool
-from pawwake.conversations.turn_store import spooled_turn_writer
+from pawwake.conversations.turn_writer import spooled_turn_writer
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import register_job_handlers

@@ -131,6 +131,19 @@ def test_the_partition_cache_sits_under_the_chat_flow() -> None:
     assert breaks(in_areas("memory"), in_areas("partition")) == []
 
 
+# Conversation recall still lives in chat/recall/ (its move beside memory comes later); the
+# turn store keeps its index current, so storage may name it.
+RECALL = "pawwake.chat.recall"
+
+
+def test_conversation_storage_sits_under_the_chat_flow_and_the_partition_cache() -> None:
+    """``conversations/`` stores what the chat flow, the partition cache and sidecar ingest
+    hand it; it names none of them (of ``chat/`` only recall's index), nor memory."""
+    assert breaks(in_areas("conversations"),
+                  lambda imported: area(imported) in ("partition", "memory", "protocols")
+                  or (area(imported) == "chat" and not imported.startswith(RECALL + "."))) == []
+    assert breaks(in_areas("memory"), in_areas("conversations")) == []
+
 
 def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
     assert breaks(in_areas(*LOWER), in_areas(*FEATURES, *HTTP)) == []

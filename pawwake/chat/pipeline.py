@@ -41,12 +41,8 @@ from pawwake.chat.prepared import (
 )
 from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.sessions import resolve_session_id
-from pawwake.conversations.turn_store import (
-    PENDING_WAIT_SECONDS,
-    store_incomplete,
-    turn_writer,
-    wait_pending,
-)
+from pawwake.conversations.pending import PENDING_WAIT_SECONDS, wait_pending
+from pawwake.conversations.turn_writer import store_incomplete, turn_writer
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
 from pawwake.partition.step import partition_context
@@ -125,7 +121,7 @@ async def run_steps(services: Services, settings: Settings, prepared: PreparedCh
     if prepared.persist:
         prepared.apply(StepResult(hooks=(ReplyHook("store the turn",
                                                    on_success=turn_writer(services, prepared)),)))
-        await wait_pending(chat, prepared.session_id, PENDING_WAIT_SECONDS)
+        await wait_pending(chat.pending, prepared.session_id, PENDING_WAIT_SECONDS)
     context = StepContext(services=services, settings=step_settings or settings,
                           database=connected_database(services.database))
     try:

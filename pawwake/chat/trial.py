@@ -19,7 +19,7 @@ import aiohttp
 
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.sessions import SESSION_HEADER
-from pawwake.conversations.turn_store import mark_pending, release_pending, wait_stored
+from pawwake.conversations.pending import mark_pending, release_pending, wait_stored
 from pawwake.llm.sse import CapturedReply, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
@@ -88,7 +88,7 @@ async def trial_chat(services: Services, session_id: str, model: str,
                         break
                     capture.feed(chunk)
                     if capture.finished or capture.done:
-                        mark_pending(services.chat, prepared)
+                        mark_pending(services.chat.pending, prepared)
                     yield "chunk", chunk
                 reply = capture.finish()
         except UpstreamFailure as exc:
@@ -115,4 +115,4 @@ async def trial_chat(services: Services, session_id: str, model: str,
             after_incomplete(services, prepared, partial, "client_gone")
         elif not settled:
             after_failure(tasks, prepared, "client_gone")
-        release_pending(services.chat, prepared)
+        release_pending(services.chat.pending, prepared)

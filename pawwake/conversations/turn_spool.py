@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
+from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.llm.sse import CapturedReply, TokenUsage
 
 if TYPE_CHECKING:
@@ -40,6 +41,9 @@ _counter = itertools.count()
 
 # Writes one turn read back from the spool: (turn, reply, incomplete).
 StoreTurn = Callable[[Any, CapturedReply, bool], Awaitable[Any]]
+# Errors that mean "the database is not reachable now", not "this turn cannot be written".
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
+                                                      TimeoutError)  # also: not connected yet
 
 
 @dataclass
@@ -206,8 +210,6 @@ class TurnSpool:
         """Write spooled turns in order with ``store``; a connection error stops (and
         propagates), the rest stays for the next try. Returns how many were written or found
         written."""
-        from pawwake.conversations.turn_store import CONNECTION_ERRORS
-
         written = 0
         async with self._lock:
             for name in list(self._files):
@@ -245,8 +247,6 @@ class TurnSpool:
 
     async def run(self, database: Database | None, store: StoreTurn) -> None:
         """Try the spool at start-up, then every few seconds while anything waits."""
-        from pawwake.conversations.turn_store import CONNECTION_ERRORS
-
         while True:
             try:
                 await self.adopt_orphans()

@@ -25,12 +25,8 @@ from pawwake.chat.prepared import (
     StepInput,
     StepResult,
 )
-from pawwake.conversations.turn_store import (
-    PENDING_WAIT_SECONDS,
-    message_text,
-    repeats_stored_reply,
-    wait_pending,
-)
+from pawwake.conversations.pending import PENDING_WAIT_SECONDS, wait_pending
+from pawwake.conversations.turn_plan import message_text, repeats_stored_reply
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking
 from pawwake.local_time import zone_of
@@ -194,7 +190,7 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
                            health=context.services.upstream_health)
     now = context.services.chat.clock().astimezone(zone_of(settings))
     # This process's last turn of the thread is stored first (read your writes).
-    await wait_pending(context.services.chat, thread, PENDING_WAIT_SECONDS)
+    await wait_pending(context.services.chat.pending, thread, PENDING_WAIT_SECONDS)
     read = await read_thread(
         context.database.pool, thread, settings,
         lambda rounds: current_turn(rounds, role, tail, earlier),

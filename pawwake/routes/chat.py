@@ -21,7 +21,7 @@ from aiohttp import web
 from pawwake.chat.pipeline import after_failure, after_incomplete, after_reply, prepare_chat
 from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import json_object_body
-from pawwake.conversations.turn_store import mark_pending, release_pending, wait_stored
+from pawwake.conversations.pending import mark_pending, release_pending, wait_stored
 from pawwake.errors import openai_error
 from pawwake.llm.sse import (
     CapturedReply,
@@ -244,7 +244,7 @@ class ChatTurn:
             raise
         finally:
             if self.prepared is not None:
-                release_pending(services.chat, self.prepared)
+                release_pending(services.chat.pending, self.prepared)
 
     def left_early(self) -> None:
         """The client went away before the reply finished: keep what it typed (and what it
@@ -406,7 +406,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         was_done = turn.hold_rest_once_done and capture.done
         capture.feed(chunk)
         if capture.finished or capture.done:
-            mark_pending(turn.services.chat, prepared)
+            mark_pending(turn.services.chat.pending, prepared)
         if gone:
             continue
         if held or capture.done:
