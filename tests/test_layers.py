@@ -145,6 +145,16 @@ def test_conversation_storage_sits_under_the_chat_flow_and_the_partition_cache()
     assert breaks(in_areas("memory"), in_areas("conversations")) == []
 
 
+def test_the_relay_sits_between_the_routes_and_the_chat_flow() -> None:
+    """``relay/`` is the turn engine: the routes and each protocol's turn are built on it, it
+    names no route and no protocol, and nothing under the HTTP layer names it."""
+    assert breaks(in_areas("relay"), in_areas(*HTTP, "protocols")) == []
+    assert breaks(in_areas("protocols"), in_areas(*HTTP)) == []
+    assert breaks(in_areas(*SERVICES, "llm", "text", "db"), in_areas("relay")) == []
+    assert breaks(lambda module: area(module) == "protocols" and not module.endswith(".turn"),
+                  in_areas("relay")) == []
+
+
 def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
     assert breaks(in_areas(*LOWER), in_areas(*FEATURES, *HTTP)) == []
 
@@ -196,8 +206,6 @@ def test_route_modules_import_each_other_without_cycles() -> None:
 # aiohttp app or a request, and read no app key; the chat flow included (docs/ARCHITECTURE.md).
 WITHOUT_APP = ("chat", "memory", "partition", "conversations", "search", "llm", "text", "db",
                "protocols")
-# HTTP code kept beside its protocol: it registers the route on the /v1 sub-app.
-PROTOCOL_ROUTES = {"pawwake.protocols.responses.route"}
 WEB_OBJECTS = {"Application", "Request"}
 
 
@@ -251,7 +259,7 @@ def test_the_app_reader_sees_parameters_quoted_annotations_and_app_keys() -> Non
 def test_the_chat_flow_and_the_services_take_no_app() -> None:
     found = []
     for module, path in our_modules(ROOT).items():
-        if area(module) in WITHOUT_APP and module not in PROTOCOL_ROUTES:
+        if area(module) in WITHOUT_APP:
             found += [f"{module}:{line} {what}"
                       for what, line in app_uses(path.read_text(encoding="utf-8"))]
     assert found == []

@@ -11,9 +11,9 @@ from aiohttp import web
 
 from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
-from pawwake.protocols.anthropic.upstream import forward_messages
-from pawwake.routes.chat import turn_handler
-from pawwake.routes.messages_relay import MessagesTurn, upstream_url
+from pawwake.protocols.anthropic.turn import MessagesTurn
+from pawwake.protocols.anthropic.upstream import forward_messages, upstream_url
+from pawwake.relay.serve import turn_handler
 from pawwake.services import services_of, settings_of
 
 messages = turn_handler(MessagesTurn)  # POST /v1/messages
@@ -24,7 +24,7 @@ async def count_tokens(request: web.Request) -> web.Response:
     services = services_of(request)
     settings = await settings_of(request)
     raw = await request.read()
-    url = upstream_url(settings, request, "/count_tokens")
+    url = upstream_url(settings, request.query_string, "/count_tokens")
     try:
         async with forward_messages(services.http, settings, url, raw,
                                     request.headers) as upstream:
