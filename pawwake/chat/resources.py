@@ -7,13 +7,13 @@ sessions whose finished turn is still being stored (read your writes, this proce
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pawwake.chat.persona import PersonaFile
 from pawwake.chat.prepared import ChatStep
+from pawwake.conversations.pending import Pending
 
 
 def utc_now() -> datetime:
@@ -30,5 +30,5 @@ class ChatResources:
     persona: PersonaFile = field(default_factory=PersonaFile)
     clock: Callable[[], datetime] = utc_now
     # Sessions whose finished turn is being stored, so this process's next request of the
-    # session waits for it (set when the store ends either way).
-    pending: dict[str, asyncio.Event] = field(default_factory=dict)
+    # session waits for it (set when the store ends either way; conversations/pending.py).
+    pending: Pending = field(default_factory=dict)

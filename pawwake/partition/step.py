@@ -88,7 +88,7 @@ def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
     current = [_without_cache_control(m) for m in tail]
     if last is not None and is_reroll(last, tail, earlier or []):
         # The writer sees only the question: with no stored reply before it, it replaces
-        # the stored reply (turns.plan_turn) instead of storing the question again.
+        # the stored reply (turn_plan.plan_turn) instead of storing the question again.
         return rounds[:-1], current, current
     return rounds, current, stored_last + current
 
