@@ -263,3 +263,29 @@ def test_the_chat_flow_and_the_services_take_no_app() -> None:
             found += [f"{module}:{line} {what}"
                       for what, line in app_uses(path.read_text(encoding="utf-8"))]
     assert found == []
+
+
+# How a turn ends is decided in one place (docs/ARCHITECTURE.md, One chat request): the relay's
+# ending starts the after-reply hooks; the pipeline only for a request it never forwarded.
+TURN_ENDS = {"pawwake.relay.ending", "pawwake.chat.pipeline"}
+AFTER_HOOKS = {"after_reply", "after_failure", "after_incomplete"}
+
+
+def hook_calls(source: str) -> set[str]:
+    """The after-reply hook runners ``source`` calls (by name or as an attribute)."""
+    called = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else \
+                function.id if isinstance(function, ast.Name) else ""
+            called |= {name} & AFTER_HOOKS
+    return called
+
+
+def test_a_turn_ends_in_one_place() -> None:
+    assert hook_calls("after_reply(tasks, p, r)\npipeline.after_failure(t, p, 'x')\n") == {
+        "after_reply", "after_failure"}
+    callers = {module for module, path in our_modules(ROOT).items()
+               if hook_calls(path.read_text(encoding="utf-8"))}
+    assert callers == TURN_ENDS
