@@ -338,7 +338,7 @@ async def test_one_info_line_per_request_without_text_or_keys(
                                       headers={"X-Gateway-Key": GATEWAY_KEY})
         await response.read()
     await settle(client)
-    lines = [r.getMessage() for r in caplog.records if r.name == "pawwake.relay.serve"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "pawwake.routes.chat"]
     assert len(lines) == 2
     assert all("model=test/model-a" in line and "status=200" in line and "memories=0" in line
                and "latency_ms=" in line for line in lines)

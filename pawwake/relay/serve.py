@@ -70,9 +70,10 @@ async def serve(turn: ChatTurn, settings: Settings, body: dict[str, Any], raw: b
             release_pending(turn.services.chat.pending, turn.prepared)
 
 
-def turn_handler(turn_class: type[ChatTurn]) -> Handler:
+def turn_handler(turn_class: type[ChatTurn], request_log: logging.Logger) -> Handler:
     """The request handler of a protocol, which differs from chat's only in its turn's hooks:
-    read and check the request, then serve it in the turn's own task (see ChatTurn)."""
+    read and check the request, then serve it in the turn's own task (see ChatTurn). Its one
+    INFO line per request goes to ``request_log``, the route's."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -102,10 +103,11 @@ def turn_handler(turn_class: type[ChatTurn]) -> Handler:
             raise
         finally:
             prepared = turn.prepared
-            log.info("%s model=%s stream=%s memories=%d status=%d latency_ms=%.0f", turn.kind,
-                     prepared.model if prepared else "-", prepared.stream if prepared else "-",
-                     prepared.memory_count if prepared else 0, turn.status,
-                     (time.perf_counter() - started) * 1000)
+            request_log.info("%s model=%s stream=%s memories=%d status=%d latency_ms=%.0f",
+                             turn.kind, prepared.model if prepared else "-",
+                             prepared.stream if prepared else "-",
+                             prepared.memory_count if prepared else 0, turn.status,
+                             (time.perf_counter() - started) * 1000)
 
     return handler
 

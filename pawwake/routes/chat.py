@@ -7,6 +7,7 @@ reach the client unchanged.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aiohttp import web
@@ -15,7 +16,9 @@ from pawwake.relay.serve import turn_handler
 from pawwake.relay.turn import ChatTurn
 from pawwake.services import services_of, settings_of
 
-chat_completions = turn_handler(ChatTurn)
+log = logging.getLogger(__name__)  # the one line per request
+
+chat_completions = turn_handler(ChatTurn, log)
 
 
 async def list_models(request: web.Request) -> web.Response:

@@ -7,6 +7,8 @@ status and body unchanged.
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
 
 from pawwake.errors import anthropic_error
@@ -16,7 +18,9 @@ from pawwake.protocols.anthropic.upstream import forward_messages, upstream_url
 from pawwake.relay.serve import turn_handler
 from pawwake.services import services_of, settings_of
 
-messages = turn_handler(MessagesTurn)  # POST /v1/messages
+log = logging.getLogger(__name__)  # the one line per request
+
+messages = turn_handler(MessagesTurn, log)  # POST /v1/messages
 
 
 async def count_tokens(request: web.Request) -> web.Response:
