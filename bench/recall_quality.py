@@ -17,7 +17,12 @@ language:
 ``--together`` also loads every dialogue into one database (about 9,000 messages) and asks
 every question there: other people's dialogues as distractors, and the latency at that size.
 
+``--sessions 46`` makes longer dialogues (about 1,000 messages each: the size the search
+latency target is set at; other dialogues than the dev set's, so their quality figures are
+not the dev set's).
+
     python bench/recall_quality.py [--modes hybrid,keyword] [--together] [--per-language 6]
+                                   [--sessions 32]
 """
 
 from __future__ import annotations
@@ -240,7 +245,7 @@ async def with_app(server: Any, workdir: Path, name: str, backend: str) -> web.A
 
 
 async def main(args: argparse.Namespace) -> None:
-    dialogues = recall_devset.load(per_language=args.per_language)
+    dialogues = recall_devset.load(per_language=args.per_language, sessions=args.sessions)
     log.info("dev set %s: %d dialogues, %d sessions, %d messages, %d questions",
              recall_devset.digest(dialogues), len(dialogues),
              sum(len(d.sessions) for d in dialogues),
@@ -293,6 +298,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="hybrid,keyword")
     parser.add_argument("--per-language", type=int, default=6, help="dialogues per language")
+    parser.add_argument("--sessions", type=int, default=recall_devset.SESSIONS,
+                        help="sessions per dialogue (46: about 1,000 messages, for timing)")
     parser.add_argument("--together", action="store_true")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
     parser.add_argument("--backend", default="auto", choices=("auto", "pgvector", "numpy"))

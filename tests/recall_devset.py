@@ -89,16 +89,31 @@ def _pick_values(slots: dict[str, list[Any]], rng: random.Random) -> dict[str, A
     return values
 
 
-def _lines(exchange: list[list[str]], values: dict[str, Any], owner: str
-           ) -> list[tuple[str, str, bool]]:
-    """(role, text, is evidence) for each line; ``X`` is the fact's owner (a role)."""
+def _lines(exchange: list[list[Any]], values: dict[str, Any], owner: str,
+           rng: random.Random) -> list[tuple[str, str, bool]]:
+    """(role, text, is evidence) for each line; ``X`` is the fact's owner (a role). A line
+    written as a list of texts says the same thing in other words: one is picked."""
     other = "assistant" if owner == "user" else "user"
     out = []
     for speaker, text in exchange:
         evidence = speaker.startswith("*")
         role = owner if speaker.lstrip("*") == "X" else other
-        out.append((role, _fill(text, values), evidence))
+        said = rng.choice(text) if isinstance(text, list) else text
+        out.append((role, _fill(said, values), evidence))
     return out
+
+
+class _Deck:
+    """Draws exchanges without putting them back until all were used (people rarely say the
+    same thing twice in a month), reshuffled when it runs out."""
+
+    def __init__(self, items: list[Any], rng: random.Random) -> None:
+        self.items, self.rng, self.left = items, rng, []
+
+    def draw(self) -> Any:
+        if not self.left:
+            self.left = self.rng.sample(self.items, len(self.items))
+        return self.left.pop()
 
 
 def _when(lang: str, at: datetime) -> str:
@@ -126,7 +141,7 @@ def generate(lang: str, index: int, *, sessions: int = SESSIONS, facts: int = FA
     plans = []
     for number, fact in enumerate(chosen):
         owner = rng.choice(("user", "assistant"))
-        values = {**src["slots"], **_pick_values(fact.get("slots", {}), rng)}
+        values = {**_one_each(src["slots"], rng), **_pick_values(fact.get("slots", {}), rng)}
         values.update(X=names[owner], Y=names["assistant" if owner == "user" else "user"])
         key = f"{fact['id']}#{number}"
         if fact["cat"] == "multi":
@@ -134,26 +149,28 @@ def generate(lang: str, index: int, *, sessions: int = SESSIONS, facts: int = FA
             b = rng.randrange(a + MULTI_GAP, sessions)
             homes = [a, b]
             for home, part in zip(homes, fact["parts"], strict=True):
-                placed[home].append((_lines(part, values, owner), key))
+                placed[home].append((_lines(part, values, owner, rng), key))
         else:
             homes = [rng.randrange(sessions)]
-            placed[homes[0]].append((_lines(fact["say"], values, owner), key))
+            placed[homes[0]].append((_lines(fact["say"], values, owner, rng), key))
         for near in fact.get("near", []):
             away = [s for s in range(sessions) if s not in homes and (
                 fact["cat"] != "anchored" or dates[s].month != dates[homes[0]].month)]
-            placed[rng.choice(away)].append((_lines(near, values, owner), None))
+            placed[rng.choice(away)].append((_lines(near, values, owner, rng), None))
         plans.append((fact, values, key, homes))
     built, evidence_at = [], {}
+    fillers, openers, closers = (_Deck(src[k], rng) for k in ("fillers", "openers", "closers"))
     for number in range(sessions):
         owner = rng.choice(("user", "assistant"))
-        values = {**{k: rng.choice(v) for k, v in src["slots"].items()},
+        values = {**_one_each(src["slots"], rng),
                   "X": names[owner], "Y": names["assistant" if owner == "user" else "user"]}
         middle: list[tuple[list[tuple[str, str, bool]], str | None]] = [
-            (_lines(rng.choice(src["fillers"]), _refresh(values, src, rng), owner), None)
+            (_lines(fillers.draw(), _refresh(values, src, rng), owner, rng), None)
             for _ in range(rng.randint(4, 7))]
         for item in placed[number]:
             middle.insert(rng.randint(0, len(middle)), item)
-        parts = ([(_lines(rng.choice(src["openers"]), values, owner), None), *middle, (_lines(rng.choice(src["closers"]), values, owner), None)])
+        parts = [(_lines(openers.draw(), values, owner, rng), None), *middle,
+                 (_lines(closers.draw(), values, owner, rng), None)]
         at = dates[number]
         messages = []
         for lines, key in parts:
@@ -172,15 +189,22 @@ def generate(lang: str, index: int, *, sessions: int = SESSIONS, facts: int = FA
     return Dialogue(f"{lang}{index:02d}", lang, (first, second), tuple(built), tuple(questions))
 
 
+def _one_each(slots: dict[str, list[Any]], rng: random.Random) -> dict[str, Any]:
+    """One value of each shared slot (a food, a weekday...)."""
+    return {k: rng.choice(v) for k, v in slots.items()}
+
+
 def _refresh(values: dict[str, Any], src: dict[str, Any], rng: random.Random
              ) -> dict[str, Any]:
     """The session's names with fresh slot values for each small-talk exchange."""
-    return {**values, **{k: rng.choice(v) for k, v in src["slots"].items()}}
+    return {**values, **_one_each(src["slots"], rng)}
 
 
-def load(per_language: int = 6) -> list[Dialogue]:
-    """The whole dev set: ``per_language`` dialogues of each language."""
-    return [generate(lang, i) for lang in LANGUAGES for i in range(per_language)]
+def load(per_language: int = 6, sessions: int = SESSIONS) -> list[Dialogue]:
+    """The whole dev set: ``per_language`` dialogues of each language (``sessions`` other
+    than the default make other dialogues, for timing at a size)."""
+    return [generate(lang, i, sessions=sessions) for lang in LANGUAGES
+            for i in range(per_language)]
 
 
 def digest(dialogues: list[Dialogue]) -> str:

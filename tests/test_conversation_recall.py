@@ -13,9 +13,14 @@ from pawwake.chat.recall.inject import (
     fragments_to_exclude,
     mark_fragments_seen,
 )
-from pawwake.chat.recall.rank import MessageHit, Weights, fragment_id, rank_sessions
+from pawwake.chat.recall.rank import (
+    MessageHit,
+    SemanticScale,
+    Weights,
+    fragment_id,
+    rank_sessions,
+)
 from pawwake.db.pool import cursor, execute
-from pawwake.search.fusion import Neighbourhood
 from pawwake.services import services_of
 
 KEY = "recall-gateway-key-0123456789abcd"
@@ -134,31 +139,37 @@ def test_fragment_id_is_order_free_and_versioned() -> None:
         b"chat-fragment:v1:5").hexdigest()[:32]
 
 
+def _hit(message_id: int, session: str, at: datetime, cosine: float, keyword: float = 0.0
+         ) -> MessageHit:
+    """A candidate without a background: its centred cosine is its raw one."""
+    return MessageHit(message_id, session, at, keyword=keyword, cosine=cosine, centred=cosine)
+
+
 def test_a_weak_semantic_pool_is_not_stretched_to_full_marks() -> None:
     now = datetime(2026, 1, 10, tzinfo=UTC)
     weights = Weights(0.45, 0.35, 0.2)
-    weak = MessageHit(1, "a", now, cosine=0.82)
-    weaker = MessageHit(2, "b", now, cosine=0.81)
-    flat = Neighbourhood.of([0.82, 0.81, 0.81, 0.80, 0.80, 0.79, 0.79, 0.78], 0.78)
-    ranked = rank_sessions([weak, weaker], now=now, weights=weights, hood=flat)
-    assert all(r.parts["semantic"] < 0.5 for r in ranked)
-    strong = MessageHit(3, "c", now - timedelta(days=3), cosine=0.95)
-    clear = Neighbourhood.of([0.95] + [0.78 + 0.001 * i for i in range(39)], 0.78)
-    ranked = rank_sessions([weak, strong], now=now, weights=weights, hood=clear)
-    assert ranked[0].session_id == "c" and ranked[0].parts["semantic"] == 1.0
+    weak, weaker = _hit(1, "a", now, 0.82), _hit(2, "b", now, 0.81)
+    flat = SemanticScale.of([0.82, 0.81, 0.81, 0.80, 0.80, 0.79, 0.79, 0.78], 0.78)
+    ranked = rank_sessions([weak, weaker], now=now, weights=weights, scale=flat)
+    assert ranked and all(r.parts["semantic"] < 0.5 for r in ranked)
+    strong = _hit(3, "c", now - timedelta(days=3), 0.95)
+    clear = SemanticScale.of([0.95] + [0.78 + 0.001 * i for i in range(39)], 0.78)
+    ranked = rank_sessions([weak, strong], now=now, weights=weights, scale=clear)
+    assert ranked[0].session_id == "c" and ranked[0].parts["semantic"] > 0.9
+    assert ranked[1].parts["semantic"] < 0.3
 
 
 def test_matched_messages_are_the_sessions_best_by_their_own_evidence() -> None:
     """A session's fragment names the message that matched best, whether by keyword or by
     meaning, on one scale (a raw cosine of 0.8 is no match by itself)."""
     now = datetime(2026, 1, 10, tzinfo=UTC)
-    hood = Neighbourhood.of([0.90] + [0.78 + 0.002 * i for i in range(39)], 0.78)
-    messages = [MessageHit(1, "s", now, keyword=0.3, cosine=0.79),  # one weak keyword
-                MessageHit(2, "s", now, cosine=0.90),  # the clear semantic match
-                MessageHit(3, "s", now, cosine=0.80),
-                MessageHit(4, "s", now, cosine=0.87),
-                MessageHit(5, "s", now, cosine=0.70)]  # below the mean: not a match
-    ranked = rank_sessions(messages, now=now, weights=Weights(0.45, 0.35, 0.0), hood=hood)
+    scale = SemanticScale.of([0.90] + [0.78 + 0.002 * i for i in range(39)], 0.78)
+    messages = [_hit(1, "s", now, 0.79, keyword=0.3),  # one weak keyword
+                _hit(2, "s", now, 0.90),  # the clear semantic match
+                _hit(3, "s", now, 0.80),
+                _hit(4, "s", now, 0.87),
+                _hit(5, "s", now, 0.70)]  # below the floor: not a match
+    ranked = rank_sessions(messages, now=now, weights=Weights(0.45, 0.35, 0.0), scale=scale)
     assert [m.hit.id for m in ranked[0].matched] == [2, 4, 1]
     assert ranked[0].matched_ids == [1, 2, 4]
 

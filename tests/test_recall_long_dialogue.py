@@ -41,6 +41,8 @@ TALK_EN = [
      (U, "Ugh, the roadworks still?")],
     [(U, "I made ramen last night and it actually turned out great."),
      (A, "Look at you! Send me the recipe?")],
+    [(A, "Do you want to come to the night walk in the woods?"),
+     (U, "Only if there are no moths. I have a silly phobia of them, ever since I was little.")],
 ]
 HELLO_ZH = [[(A, "林晓，在吗？"), (U, "在呢，怎么啦？")],
             [(A, "早啊林晓，今天忙不忙？"), (U, "还行，刚开完会。")],
@@ -57,6 +59,7 @@ TALK_ZH = [
     [(U, "下周末想试试韩式炸鸡。")],
     [(A, "早上堵车堵了一个小时。"), (U, "还是那段在修路？")],
     [(U, "昨晚自己做了番茄炒蛋，居然还挺好吃。"), (A, "可以啊，教教我？")],
+    [(A, "周末一起去山里露营吗？"), (U, "要是打雷我可不去，我从小就特别怕打雷，很傻吧。")],
 ]
 # (question, the message that answers it)
 QUESTIONS = [
@@ -64,13 +67,16 @@ QUESTIONS = [
     ("What did Maya cook successfully in February 2024?", "homemade gnocchi"),
     ("林晓领养的狗是什么品种？", "柯基小狗"),
     ("2024年2月林晓成功做出了什么菜？", "手工饺子"),
+    # every session greets Maya / 林晓 by name: a line holding only the name is no match
+    ("What is Maya afraid of?", "phobia"),
+    ("林晓害怕什么？", "怕打雷"),
 ]
 
 
 # Which exchange each of the twelve sessions holds besides its greetings (None: only those);
 # sessions are six days apart from 2024-01-03, so the gnocchi (饺子) one falls in February and
 # the failed tart in January.
-PLAN = [0, None, 4, 1, 7, None, 3, 2, 6, None, 5, None]
+PLAN = [0, None, 4, 1, 7, 8, 3, 2, 6, None, 5, None]
 
 
 def sessions(hello: list[Any], talk: list[Any], bye: list[Any], lang: str

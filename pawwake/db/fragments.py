@@ -22,6 +22,7 @@ from pawwake.db.vector_rows import (
 __all__ = ["content_sha"]
 
 RECALL_ROLES = ("user", "assistant")
+HEAD_CHARS = 600  # of a candidate's text, when its words are looked at
 _SHA = sha_sql("c")
 
 
@@ -246,21 +247,61 @@ async def live_neighbours(cur: Cursor, provenance: VectorSource,
          "exclude": list(exclude_sessions), "keep_below": keep_below, "k": k})
 
 
-async def cosines_of(cur: Cursor, provenance: VectorSource, query: np.ndarray,
-                     message_ids: Sequence[int]) -> dict[int, float]:
-    """Raw cosines of ``query`` with the current vectors of ``message_ids`` (pgvector), looked
-    up by key: the keyword candidates' semantic evidence."""
-    if not message_ids:
-        return {}
+async def background_vector(cur: Cursor, provenance: VectorSource, newest: int
+                            ) -> tuple[np.ndarray | None, int]:
+    """The mean of the provenance's ``newest`` message vectors (pgvector) and how many were
+    averaged: the background conversation recall measures cosines from."""
     dim = int(provenance.dim)
-    rows = await fetch_all(
+    row = await fetch_one(
         cur,
-        f"SELECT e.message_id, 1 - (e.embedding::vector({dim}) <=> %(q)s::vector({dim}))"
-        "   AS cosine FROM conversation_embeddings e JOIN conversations c ON c.id = e.message_id"
-        f" WHERE e.message_id = ANY(%(ids)s::bigint[]) AND {OF_PROVENANCE}"
-        f"   AND e.content_sha = {_SHA}",
-        {**provenance_params(provenance), "ids": list(message_ids), "q": vector_literal(query)})
-    return {int(row["message_id"]): float(row["cosine"]) for row in rows}
+        f"SELECT avg(e.embedding::vector({dim}))::text AS mean, count(*) AS n FROM ("
+        "   SELECT e.embedding FROM conversation_embeddings e"
+        f"   WHERE {OF_PROVENANCE} ORDER BY e.created_at DESC LIMIT %(newest)s) AS e",
+        {**provenance_params(provenance), "newest": newest})
+    if row is None or row["mean"] is None:
+        return None, 0
+    values = np.array(row["mean"].strip("[]").split(","), dtype=np.float32)
+    return values, int(row["n"])
+
+
+async def candidate_facts(cur: Cursor, message_ids: Sequence[int], *,
+                          provenance: VectorSource | None = None,
+                          vectors: Sequence[np.ndarray] = (), with_text: bool = False
+                          ) -> list[dict[str, Any]]:
+    """What ranking needs to know of each candidate message beyond its own score: the
+    searchable messages just before and after it in its session (``prev_id``, ``next_id``,
+    by key on the session's order index), with ``vectors`` (pgvector) the dot products of its
+    current vector with each (``dots``, None without one), with ``with_text`` the head of its
+    text (``head``)."""
+    if not message_ids:
+        return []
+    columns = [
+        "c.id",
+        "(SELECT p.id FROM conversations p WHERE p.session_id = c.session_id"
+        f"   AND {_searchable('p')} AND (p.created_at, p.id) < (c.created_at, c.id)"
+        "   ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS prev_id",
+        "(SELECT n.id FROM conversations n WHERE n.session_id = c.session_id"
+        f"   AND {_searchable('n')} AND (n.created_at, n.id) > (c.created_at, c.id)"
+        "   ORDER BY n.created_at, n.id LIMIT 1) AS next_id"]
+    params: dict[str, Any] = {"ids": list(message_ids)}
+    joined = ""
+    if vectors:
+        assert provenance is not None
+        dim = int(provenance.dim)
+        dots = ", ".join(f"-(e.embedding::vector({dim}) <#> %(v{i})s::vector({dim}))"
+                         for i in range(len(vectors)))
+        columns.append(f"CASE WHEN e.message_id IS NULL THEN NULL ELSE ARRAY[{dots}] END"
+                       " AS dots")
+        joined = (" LEFT JOIN conversation_embeddings e ON e.message_id = c.id"
+                  f" AND {OF_PROVENANCE} AND e.content_sha = {_SHA}")
+        params.update(provenance_params(provenance))
+        params.update({f"v{i}": vector_literal(v) for i, v in enumerate(vectors)})
+    if with_text:
+        columns.append("left(c.content, %(head)s) AS head")
+        params["head"] = HEAD_CHARS
+    return await fetch_all(
+        cur, f"SELECT {', '.join(columns)} FROM conversations c{joined}"
+             " WHERE c.id = ANY(%(ids)s::bigint[])", params)
 
 
 # -- context windows -------------------------------------------------------------------------

@@ -174,6 +174,22 @@ class VectorIndex:
                 found[int(source_id)] = float(matrix.vectors[row] @ query)
         return found
 
+    async def mean(self, pool: aiopg.Pool, provenance: Any) -> tuple[np.ndarray | None, int]:
+        """The mean of the provenance's live vectors and their number (None when empty):
+        the collection's background. A product over the rows, no copy of them."""
+        matrix = await self._current(pool, provenance)
+        vectors, ids = matrix.snapshot()
+        live = (ids >= 0).astype(np.float32)
+        count = int(live.sum())
+        if not count:
+            return None, 0
+        if len(ids) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            total = await loop.run_in_executor(None, np.dot, live, vectors)
+        else:
+            total = live @ vectors
+        return total / count, count
+
     async def _current(self, pool: aiopg.Pool, provenance: Any) -> _Matrix:
         if (self._matrix is not None and provenance == self._provenance
                 and time.monotonic() - self._checked_at < self.refresh_seconds):

@@ -1,14 +1,14 @@
 """Conversation recall: find past conversations in their own words, as stable fragments.
 
 Candidates are messages: those sharing a keyword (GIN-indexed terms) and the ``NEAREST``
-messages to the query's vector; each gets both kinds of evidence (a keyword candidate's cosine
-is looked up, a semantic one's terms are already known), so ``recall.rank`` scores every
-message on its own and ranks sessions by their best messages. Each chosen session gives one
-fragment: its best messages as the matched ones, with ``context`` neighbours on each side.
-A date the question names (``recall.when``) is a part of the score and leaves the keywords;
-words common to most sessions (names, greetings) are kept from the embedding model
-(``common_terms``). Stateless: callers pass the sessions and fragment ids to leave out (the
-next candidates move up).
+messages to the query's vector (``recall.semantic``); each gets both kinds of evidence, so
+``recall.rank`` scores every message on its own and ranks sessions by their best messages.
+Each chosen session gives one fragment: its best messages as the matched ones, with
+``context`` neighbours on each side. A date the question names (``recall.when``) is a part of
+the score and leaves both the keywords and the text sent to the embedding model; words common
+to many sessions (names, greetings) are kept from the embedding model (``common_terms``).
+Stateless: callers pass the sessions and fragment ids to leave out (the next candidates move
+up).
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from pawwake.chat.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
     MessageHit,
+    Question,
     RankedSession,
     Weights,
     fragment_id,
     rank_sessions,
     trim,
 )
+from pawwake.chat.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
-from pawwake.llm.embeddings import DEFAULT_THRESHOLDS, EmbeddingError
 from pawwake.local_time import zone_of
-from pawwake.search import fusion
 from pawwake.search.scoring import keyword_score
 from pawwake.settings import Settings
 from pawwake.text import english, offload, tokens
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KEYWORD_ROWS = 1000
-NEAREST = 100  # nearest messages read per query (at least): each is a candidate
-COSINE_LOOKUPS = 300  # keyword candidates (best shares first) whose cosine is looked up
 COMMON_SESSION_SHARE = 0.2  # a keyword in this share of sessions is not sent to the model
 COMMON_MIN_SESSIONS = 10  # ... once there are this many sessions to tell
 COMMON_KEYWORD_WEIGHT = 0.5  # ... and keeps half its IDF weight as a keyword
@@ -67,13 +65,6 @@ class RecallOutcome:
     threshold: float | None = None
     candidates: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
-
-
-def conversation_threshold(settings: Settings, provider: str) -> float:
-    """The configured raw-cosine floor, used as set; empty follows the provider (local e5
-    cosines sit around 0.7-0.9 even for unrelated texts)."""
-    value = settings.CONVERSATION_MIN_SCORE_THRESHOLD
-    return DEFAULT_THRESHOLDS[provider] if value is None else float(value)
 
 
 async def search_fragments(services: Services, query: str, *, max_sessions: int = 3,
@@ -93,7 +84,9 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     excluded_fragments = set(exclude_fragment_ids)
     await conversation_index.index_pending(services, limit=CATCH_UP_LIMIT)
     window = when.find_window(query, zone_of(settings), now)
-    keywords = await _keywords(when.without(query, window))
+    asked = when.without(query, window)
+    question = Question(window, when.asks_when(query))
+    keywords = await _keywords(asked)
     hits: dict[int, MessageHit] = {}
     common: set[str] = set()
 
@@ -111,18 +104,23 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
         for row in rows:
             present = set(row["search_terms"] or ())
             share = keyword_score(sum(w for t, w in weights.items() if t in present), total)
-            hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"], share)
+            hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"], share,
+                                         only_common=bool(common) and
+                                         present.intersection(keywords) <= common)
 
-    semantic_mode, warning, threshold, hood = False, None, None, None
+    semantic = SemanticOutcome(False)
     if mode == "hybrid":
-        semantic_mode, warning, threshold, hood = await _semantic(
-            services, settings, embedding_text(without_terms(query, common), keywords),
-            excluded_sessions, keep_excluded_below, max(20, 3 * max_sessions), hits)
+        semantic = await add_semantic_evidence(
+            services, settings, embedding_text(without_terms(asked, common), keywords), hits,
+            excluded_sessions=excluded_sessions, keep_below=keep_excluded_below,
+            pool_size=max(20, 3 * max_sessions), asks_when=question.asks_when)
+    if question.asks_when and not semantic.used and hits:
+        await add_time_words(services, hits)
     weights_of = Weights(float(settings.CONVERSATION_HW_KEYWORD),
-                         float(settings.CONVERSATION_HW_SEMANTIC) if semantic_mode else 0.0,
+                         float(settings.CONVERSATION_HW_SEMANTIC) if semantic.used else 0.0,
                          float(settings.CONVERSATION_HW_RECENCY))
-    ranked = rank_sessions(hits.values(), now=now, weights=weights_of, hood=hood,
-                           window=window)
+    ranked = rank_sessions(hits.values(), now=now, weights=weights_of, scale=semantic.scale,
+                           question=question)
     chosen = []
     for item in ranked:
         fid = fragment_id(item.matched_ids)
@@ -132,9 +130,9 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
         if len(chosen) >= max_sessions:
             break
     fragments = await _build_fragments(database.pool, chosen, context)
-    return RecallOutcome(fragments=fragments, mode="hybrid" if semantic_mode else "keyword",
-                         keywords=keywords, warning=warning, threshold=threshold,
-                         candidates=len(ranked))
+    return RecallOutcome(fragments=fragments, mode="hybrid" if semantic.used else "keyword",
+                         keywords=keywords, warning=semantic.warning,
+                         threshold=semantic.threshold, candidates=len(ranked))
 
 
 async def _keywords(text: str) -> list[str]:
@@ -178,48 +176,6 @@ def without_terms(text: str, terms: set[str]) -> str:
         kept = kept.replace(term, "")
     kept = " ".join(kept.split())
     return kept if not nothing_to_search(kept) else text
-
-
-async def _semantic(services: Services, settings: Settings, query: str,
-                    excluded_sessions: list[str], keep_excluded_below: int, pool_size: int,
-                    hits: dict[int, MessageHit]
-                    ) -> tuple[bool, str | None, float | None, fusion.Neighbourhood | None]:
-    """Give every candidate its cosine: the nearest messages join ``hits``, keyword
-    candidates get theirs looked up; returns (used, warning, noise floor, neighbourhood)."""
-    database = services.require_database()
-    if nothing_to_search(query):  # not worth a model call
-        return False, None, None, None
-    try:
-        vector, provenance = await services.embedder.embed_query(settings, query)
-    except EmbeddingError as exc:
-        log.warning("query embedding for recall failed: %s", exc)
-        return False, f"Query embedding failed ({exc}); keywords only.", None, None
-    threshold = conversation_threshold(settings, provenance.provider)
-    pgvector = services.vectors.backend(settings, database, provenance) == "pgvector"
-    if pgvector:
-        conversation_index.request_vector_index(services, settings, provenance)
-    neighbours = await services.recall_vectors.nearest(
-        database.pool, provenance, vector, max(NEAREST, 5 * pool_size), excluded_sessions,
-        pgvector=pgvector, keep_below=keep_excluded_below)
-    if not neighbours:
-        return False, ("No conversation message has a vector yet (the embedding job fills"
-                       " them); keywords only."), None, None
-    nearest = sorted(neighbours, key=lambda row: -row["cosine"])
-    hood = fusion.Neighbourhood.of([row["cosine"] for row in nearest[:fusion.NEIGHBOURHOOD]],
-                                   threshold)
-    assert hood is not None
-    for row in nearest:
-        hit = hits.get(row["id"])
-        if hit is None:
-            hit = hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"])
-        hit.cosine = float(row["cosine"])
-    lacking = [hit.id for hit in sorted((h for h in hits.values() if h.cosine is None),
-                                        key=lambda h: -h.keyword)[:COSINE_LOOKUPS]]
-    found = await services.recall_vectors.cosines(database.pool, provenance, vector, lacking,
-                                                  pgvector=pgvector)
-    for message_id, cosine in found.items():
-        hits[message_id].cosine = cosine
-    return True, None, threshold, hood
 
 
 async def _build_fragments(pool: Any, chosen: list[tuple[RankedSession, str]], context: int

@@ -13,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiopg
 import numpy as np
 
+from pawwake.chat.recall import background
+from pawwake.chat.recall.background import Background
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NEAREST_FETCH_CAP = 4000  # most neighbours read before giving up on filling k
+BACKGROUND_TTL = 60.0  # seconds a pgvector background is used before it is averaged again
+MIN_CHANGE = 32  # vectors added or removed before a numpy background is averaged again
 
 
 class MessageVectors:
@@ -40,6 +46,7 @@ class MessageVectors:
 
     def __init__(self, index: VectorIndex | None = None) -> None:
         self.index = index or VectorIndex(table=db.MESSAGE_VECTORS)
+        self._backgrounds: dict[Provenance, tuple[Background | None, float]] = {}
 
     async def store(self, pool: aiopg.Pool, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
@@ -72,15 +79,66 @@ class MessageVectors:
                 return found
             fetch = min(NEAREST_FETCH_CAP, fetch * 4)
 
-    async def cosines(self, pool: aiopg.Pool, provenance: Provenance, query: np.ndarray,
-                      message_ids: Sequence[int], *, pgvector: bool) -> dict[int, float]:
-        """Raw cosines of ``query`` with the given messages' vectors (those that have one)."""
+    async def background(self, pool: aiopg.Pool, provenance: Provenance, *, pgvector: bool
+                         ) -> Background | None:
+        """The mean of the provenance's message vectors (``recall.background``), None while
+        there are too few. Kept between searches: on numpy until the index grew or shrank by
+        a tenth, on pgvector (the mean of the newest ``SAMPLE``) for ``BACKGROUND_TTL``."""
+        kept = self._backgrounds.get(provenance)
+        now = time.monotonic()
+        if pgvector:
+            if kept is not None and now - kept[1] < BACKGROUND_TTL:
+                return kept[0]
+            async with cursor(pool) as cur:
+                mean, count = await db.background_vector(cur, provenance, background.SAMPLE)
+        else:
+            size = self.index.size
+            if kept is not None and kept[0] is not None and abs(
+                    size - kept[0].count) <= max(MIN_CHANGE, kept[0].count // 10):
+                return kept[0]
+            mean, count = await self.index.mean(pool, provenance)
+        found = (Background(mean, count) if mean is not None
+                 and count >= background.MIN_VECTORS else None)
+        self._backgrounds[provenance] = (found, now)
+        return found
+
+    async def facts(self, pool: aiopg.Pool, provenance: Provenance | None,
+                    message_ids: Sequence[int],
+                    vectors: Sequence[np.ndarray], *, pgvector: bool, with_text: bool = False
+                    ) -> dict[int, CandidateFacts]:
+        """Each message's neighbours in its session, its dot products with ``vectors`` (the
+        query, the background; empty in keyword mode) and, ``with_text``, its text's head:
+        one statement, the dot products from the numpy index when it holds the vectors."""
         if not message_ids:
             return {}
-        if pgvector:
-            async with cursor(pool) as cur:
-                return await db.cosines_of(cur, provenance, query, message_ids)
-        return await self.index.cosines_for(pool, provenance, query, message_ids)
+        in_sql = list(vectors) if pgvector else []
+        async with cursor(pool) as cur:
+            rows = await db.candidate_facts(cur, message_ids, provenance=provenance,
+                                            vectors=in_sql, with_text=with_text)
+        dots: dict[int, list[float]] = {}
+        if vectors and not pgvector:
+            assert provenance is not None
+            found = [await self.index.cosines_for(pool, provenance, v, message_ids)
+                     for v in vectors]
+            dots = {i: [f[i] for f in found] for i in found[0]}
+        facts = {}
+        for row in rows:
+            message_id = int(row["id"])
+            values = row.get("dots") if pgvector else dots.get(message_id)
+            facts[message_id] = CandidateFacts(
+                row["prev_id"], row["next_id"],
+                tuple(float(v) for v in values) if values else None, row.get("head"))
+        return facts
+
+
+@dataclass(frozen=True)
+class CandidateFacts:
+    """What ``MessageVectors.facts`` found about one candidate message."""
+
+    prev_id: int | None  # the searchable message before it in its session
+    next_id: int | None  # ... and after it
+    dots: tuple[float, ...] | None  # with the vectors asked for, when it has a current vector
+    head: str | None  # the head of its text, when asked for
 
 
 @asynccontextmanager

@@ -1,4 +1,5 @@
-"""Dates named in a recall question: the time window they mean, and the text without them.
+"""Time in recall: the dates a question names, whether it asks "when", and words that place
+a message in time.
 
 "What did I cook in March 2024?" / "2024年3月我做了什么菜" asks about messages of that month:
 the window is a part of every candidate message's score (in it or not), and the date words
@@ -8,6 +9,11 @@ month with its year ("March 2024", "2024年3月", "2024-03"), a day ("12 March 2
 ("in March", "3月", "3月12日"), taken as its latest occurrence not after now. Windows are in
 the user's time zone (TIMEZONE_HOURS). Relative phrases ("last week") are left to the
 semantic part.
+
+A question that asks "when" ("When did Maya move?", "林晓哪天完赛的？") is answered by the
+message that pins the event's day, and people pin it with words relative to the moment they
+speak ("we moved in this weekend", "昨天跑完了"): such messages get a part of the score
+(``rank.TIME_WEIGHT``); their own time gives the answer.
 """
 
 from __future__ import annotations
@@ -102,3 +108,27 @@ def without(text: str, window: TimeWindow | None) -> str:
     if window is None:
         return text
     return " ".join(text.replace(window.phrase, " ").split())
+
+
+_WHEN = re.compile(
+    r"\bwhen\b|\bwhat (?:day|date|time|month|year)\b|\bwhich (?:day|date|month|year)\b"
+    r"|\bhow long ago\b|什么时候|哪一?天|几号|几月|哪个月|哪一?年|何时|多久以前", re.IGNORECASE)
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_TIME_WORDS = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|earlier today|just now"
+    r"|(?:this|last|next) (?:morning|afternoon|evening|night|weekend|week|month|year)"
+    rf"|(?:on |last |this |next )?{_WEEKDAY}s?"
+    r"|(?:\d+|a|an|one|two|three|four|five|six|few|couple of) (?:days?|weeks?|months?) ago)\b"
+    r"|昨天|昨晚|昨日|今天|今晚|今早|今日|明天|前天|上午|下午|中午|早上|晚上|周末|上周|这周"
+    r"|本周|下周|上个月|这个月|刚才|刚刚|(?:星期|礼拜)[一二三四五六日天]|周[一二三四五六日]"
+    r"|[\d一二三四五六七八九十两几]+天前", re.IGNORECASE)
+
+
+def asks_when(question: str) -> bool:
+    """The question asks when something happened."""
+    return _WHEN.search(question) is not None
+
+
+def mentions_time(text: str) -> bool:
+    """The message places something in time relative to when it was said."""
+    return _TIME_WORDS.search(text) is not None
