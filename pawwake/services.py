@@ -31,6 +31,7 @@ from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.memory.resources import embedding_usage
 from pawwake.memory.vectors import VectorStore
 from pawwake.replies_in_flight import RepliesInFlight
 from pawwake.search.term_stats import TermStats
@@ -88,7 +89,7 @@ def build_services(settings: Settings) -> Services:
         database=database,
         jobs=JobRunner(database, workers=settings.JOB_WORKERS),
         tasks=BackgroundTasks(),
-        embedder=Embedder(None),
+        embedder=Embedder(None, usage=embedding_usage(database)),
         vectors=VectorStore(),
         term_stats=TermStats(),
         recall_vectors=MessageVectors(),

@@ -41,9 +41,6 @@ _counter = itertools.count()
 
 # Writes one turn read back from the spool: (turn, reply, incomplete).
 StoreTurn = Callable[[Any, CapturedReply, bool], Awaitable[Any]]
-# Errors that mean "the database is not reachable now", not "this turn cannot be written".
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
-                                                      TimeoutError)  # also: not connected yet
 
 
 @dataclass
@@ -224,7 +221,7 @@ class TurnSpool:
                     continue
                 try:
                     await store(turn, reply, incomplete)
-                except CONNECTION_ERRORS:
+                except UNAVAILABLE_ERRORS:
                     raise
                 except Exception:
                     log.exception("a spooled turn could not be written; kept as .failed")
@@ -255,7 +252,7 @@ class TurnSpool:
             if self.pending and database is not None:
                 try:
                     await self.replay(store)
-                except CONNECTION_ERRORS as exc:
+                except UNAVAILABLE_ERRORS as exc:
                     with contextlib.suppress(Exception):
                         await database.pool.clear()  # stale after a restart
                     log.info("database still unreachable (%s); %d turns wait in the spool",

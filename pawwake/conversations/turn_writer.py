@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pawwake.conversations.pending import PendingTurn, store_ended
-from pawwake.conversations.turn_spool import CONNECTION_ERRORS, StoreTurn
+from pawwake.conversations.turn_spool import StoreTurn
 from pawwake.conversations.turn_store import TurnSource, store_turn
+from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.llm.sse import CapturedReply
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
     if spool.pending:
         try:
             await spool.replay(spooled_turn_writer(services))
-        except CONNECTION_ERRORS as exc:
+        except UNAVAILABLE_ERRORS as exc:
             log.warning("database still unreachable (%s); turn kept in the spool",
                         type(exc).__name__)
             await spool.add(turn, reply, incomplete=incomplete)
@@ -51,7 +52,7 @@ async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
         try:
             await store_turn(services, turn, reply, incomplete=incomplete)
             return
-        except CONNECTION_ERRORS as exc:
+        except UNAVAILABLE_ERRORS as exc:
             if delay is None:
                 log.warning("database unreachable (%s); turn kept in the spool",
                             type(exc).__name__)

@@ -13,11 +13,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import psycopg2
-
 from pawwake.db import memory_seen, reminders
-from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories
 from pawwake.settings import Settings
@@ -96,9 +93,6 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
     return [r for r in outcome.results if r.relevance >= floor], outcome.mode
 
 
-RECALL_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
-
-
 async def claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:
     """Claim the reminders due now (at most REMINDERS_PER_REQUEST) under ``token``."""
     async with cursor(pool) as cur:
@@ -111,7 +105,7 @@ async def renew_claims(pool: Any, token: str) -> None:
     deadline = loop.time() + RENEW_FOR_AT_MOST_SECONDS
     while loop.time() < deadline:
         await asyncio.sleep(RENEW_EVERY_SECONDS)
-        with contextlib.suppress(psycopg2.Error, OSError):
+        with contextlib.suppress(*DATABASE_ERRORS):
             async with cursor(pool) as cur:
                 renewed = await reminders.renew_claims(cur, token)
             if renewed == 0:

@@ -23,13 +23,12 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import psycopg2
 
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.memory_embeddings import sent_vectors
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
     Provenance,
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_STATE_ERRORS = (psycopg2.Error, OSError, DatabaseUnavailable)
 
 MAX_LIMIT = 100
 TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
@@ -361,7 +359,7 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         vector, provenance = await embedding
     except EmbeddingError as exc:
         checking.cancel()
-        with contextlib.suppress(asyncio.CancelledError, *_STATE_ERRORS):
+        with contextlib.suppress(asyncio.CancelledError, *DATABASE_ERRORS):
             await checking
         if isinstance(exc, QueryEmbeddingTimeout):
             log.warning("memory search ran on keywords only: the query's vector missed its"
