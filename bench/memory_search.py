@@ -144,13 +144,13 @@ def pct(values: list[float], p: float) -> float:
 async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[float, float, int]:
     settings = services_of(app).config.current().with_values(overrides)
     for q in queries:  # warm: query vector cached, numpy index loaded
-        await search_memories(services_of(app), q, limit=10, settings=settings)
+        await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
     times, found = [], 0
     steps: dict[str, list[float]] = {}
     for i in range(runs):
         q = queries[i % len(queries)]
         started = time.perf_counter()
-        outcome = await search_memories(services_of(app), q, limit=10, settings=settings)
+        outcome = await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
         times.append((time.perf_counter() - started) * 1000)
         found += len(outcome.results)
         for step, ms in outcome.timings.items():

@@ -265,6 +265,183 @@ def test_the_chat_flow_and_the_services_take_no_app() -> None:
     assert found == []
 
 
+# The floors of the house, top first (docs/ARCHITECTURE.md, "Layers"). A module belongs to the
+# floor of its longest listed prefix; an import may point along its floor or down, never up.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("assembly", ("app", "services", "job_kinds")),
+    ("http", ("routes", "dashboard", "mcp", "sub_apps", "middlewares", "cors", "auth",
+              "open_gateway", "request_body", "request_statements", "errors", "app_faces",
+              "relay", "protocols.anthropic.turn", "protocols.responses.turn")),
+    ("protocols", ("protocols",)),
+    ("chat pipeline", ("chat", "upgrade")),
+    ("chat steps", ("partition", "chat.memory_step", "chat.recall.inject")),
+    ("conversation storage", ("conversations",)),
+    ("memory and recall", ("memory", "chat.recall", "usage_report", "job_admin",
+                           "config_problems")),
+    ("the steps' contract", ("chat.prepared", "chat.cache_control", "chat.persona")),
+    ("search", ("search",)),
+    ("resources", ("database", "jobs", "tasks", "live_settings", "replies_in_flight")),
+    ("llm", ("llm",)),
+    ("db", ("db",)),
+    ("text", ("text", "priority_worker")),
+    ("base", ("settings", "keys", "local_time", "api_error", "removed_settings",
+              "data_folder", "proxies", "logs", "c_heap", "")),
+)
+# The one module allowed to name ``Services`` (and the app's own factory beside it).
+ASSEMBLY = {"pawwake.app", "pawwake.services"}
+
+
+def floor_of(module: str) -> int:
+    """The index in ``LAYERS`` of the floor ``module`` stands on (0 is the top)."""
+    relative = module.removeprefix(PACKAGE).removeprefix(".")
+    best, best_length = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (relative == prefix or relative.startswith(prefix + ".")
+                    or (prefix == "" and relative == "")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    return best
+
+
+def upward_arrows(found: list[tuple[str, str, int]]) -> list[str]:
+    return sorted(f"{module}:{line} imports {imported} ({LAYERS[floor_of(imported)][0]})"
+                  for module, imported, line in found
+                  if floor_of(imported) < floor_of(module))
+
+
+def circles(found: list[tuple[str, str, int]]) -> list[list[str]]:
+    """Every set of files that import each other round a circle (strongly connected, more than
+    one file), each sorted, found by Tarjan's algorithm on the import graph."""
+    graph: dict[str, set[str]] = {}
+    for module, imported, _ in found:
+        if module != imported:
+            graph.setdefault(module, set()).add(imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    result: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                result.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(result)
+
+
+def test_every_module_stands_on_a_floor() -> None:
+    assert [module for module in our_modules(ROOT) if floor_of(module) < 0] == []
+
+
+def test_the_floor_and_circle_readers_see_what_they_should() -> None:
+    found = [("pawwake.db.jobs", "pawwake.memory.store", 3),
+             ("pawwake.memory.store", "pawwake.db.jobs", 4),
+             ("pawwake.routes.chat", "pawwake.chat.pipeline", 5),
+             ("pawwake.chat.a", "pawwake.chat.b", 6), ("pawwake.chat.b", "pawwake.chat.c", 7),
+             ("pawwake.chat.c", "pawwake.chat.a", 8)]
+    assert floor_of("pawwake.protocols.responses.turn") < floor_of("pawwake.protocols.x")
+    assert floor_of("pawwake") == floor_of("pawwake.settings") == len(LAYERS) - 1
+    assert upward_arrows(found) == [
+        "pawwake.db.jobs:3 imports pawwake.memory.store (memory and recall)"]
+    assert circles(found) == [["pawwake.chat.a", "pawwake.chat.b", "pawwake.chat.c"],
+                              ["pawwake.db.jobs", "pawwake.memory.store"]]
+
+
+# Modules whose arrows still point up while the house is rebuilt; this list only shrinks.
+UPWARD_LEFT: set[str] = set()
+
+
+def test_no_import_points_up_a_floor() -> None:
+    left = [arrow for arrow in upward_arrows(edges()) if arrow.split(":")[0] not in UPWARD_LEFT]
+    assert left == []
+
+
+# Modules still in a circle while the house is rebuilt; this list only shrinks.
+CIRCLES_LEFT: set[str] = set()
+
+
+def test_no_circle_between_files() -> None:
+    """Type-only imports count: a reader follows them as Python does not."""
+    assert [group for group in circles(edges()) if not set(group) <= CIRCLES_LEFT] == []
+
+
+def services_named(source: str) -> Iterator[int]:
+    """The line of each place ``source`` names the ``Services`` type in code: a name, an
+    attribute, an import, or a word inside a quoted annotation."""
+    tree = ast.parse(source)
+    quoted: set[int] = set()
+    for node in ast.walk(tree):
+        annotations: list[ast.expr] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            annotations += [argument.annotation for argument in
+                            (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                             arguments.vararg, arguments.kwarg)
+                            if argument is not None and argument.annotation is not None]
+            annotations += [node.returns] if node.returns is not None else []
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        elif isinstance(node, ast.Subscript):
+            annotations.append(node.slice)
+        for annotation in annotations:
+            for part in ast.walk(annotation):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str) \
+                        and "Services" in re.findall(r"\w+", part.value):
+                    quoted.add(part.lineno)
+    yield from sorted(quoted)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and node.id == "Services") \
+                or (isinstance(node, ast.Attribute) and node.attr == "Services"):
+            yield node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            yield from (node.lineno for alias in node.names if alias.name == "Services")
+
+
+def test_the_services_reader_sees_names_imports_and_quoted_annotations() -> None:
+    source = (
+        "from pawwake.services import Services\n"
+        "def run(services: 'Services', other: MemoryWrites) -> None: ...\n"
+        "Tool = Callable[['Services', int], None]\n"
+        "class StepContext:\n"
+        "    services: services.Services\n"
+        "'''Services in a docstring is only a word.'''\n"
+    )
+    assert sorted(services_named(source)) == [1, 2, 3, 5]
+
+
+# Modules still handed the whole ``Services`` while the house is rebuilt; this list only
+# shrinks.
+SERVICES_LEFT: set[str] = set()
+
+
+def test_services_whole_are_named_only_in_the_assembly() -> None:
+    """Steps, jobs and routes declare the face they use; only the assembly sees them all."""
+    found = [f"{module}:{line}" for module, path in our_modules(ROOT).items()
+             if module not in ASSEMBLY and module not in SERVICES_LEFT
+             for line in services_named(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
 # How a turn ends is decided in one place (docs/ARCHITECTURE.md, One chat request): the relay's
 # ending starts the after-reply hooks; the pipeline only for a request it never forwarded.
 TURN_ENDS = {"pawwake.relay.ending", "pawwake.chat.pipeline"}

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 from pawwake.api_error import ApiError
 from pawwake.chat.recall import index as conversation_index
 from pawwake.conversations.ingest_replace import replace_final_reply
-from pawwake.conversations.turn_store import index_and_schedule
+from pawwake.conversations.turn_store import TurnStore, index_and_schedule
+from pawwake.database import require_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -228,17 +228,17 @@ def rows_for(turn: Turn) -> list[NewMessage]:
     return rows
 
 
-async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> IngestResult:
+async def ingest_turn(store: TurnStore, turn: Turn, *, settings: Settings) -> IngestResult:
     """Store ``turn`` once; see the module docstring."""
-    database = services.require_database()
-    recall = bool(settings.CONVERSATION_RECALL_ENABLED)
-    terms = await conversation_index.terms_for(services, [m.text for m in turn.messages]) \
-        if recall else None
+    database = require_database(store.database)
+    indexed = bool(settings.CONVERSATION_RECALL_ENABLED)
+    terms = await conversation_index.terms_for(store.recall, [m.text for m in turn.messages]) \
+        if indexed else None
     async with transaction(database.pool) as cur:
         await turns_db.lock_session_writes(cur, turn.session_id)
         found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
         if found is not None:
-            replaced = (await replace_final_reply(services, settings, cur, found,
+            replaced = (await replace_final_reply(store.recall, settings, cur, found,
                                                   turn.messages[-1].text)
                         if turn.replace_reply else None)
             if replaced is None:
@@ -247,10 +247,10 @@ async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> 
         ids = await insert_messages(cur, turn.session_id, rows_for(turn), source=turn.source)
         await turns_db.tag_turn(cur, ids[0], turn.turn_id)
         queued = await index_and_schedule(
-            services, cur, settings, turn.session_id,
+            store.recall, cur, settings, turn.session_id,
             [(message_id, message.text) for message_id, message in zip(
                 ids, turn.messages, strict=True)], terms=terms, extract=turn.extract_memories)
     if queued.any:
-        services.jobs.wake()
+        store.jobs.wake()
     log.debug("stored a %d-message turn from %s", len(ids), turn.source)
     return IngestResult(status="stored", message_ids=ids, extraction_job=queued.extraction_job)

@@ -20,6 +20,7 @@ import psycopg2
 from pawwake.chat.recall import index as conversation_index
 from pawwake.conversations.extraction_schedule import schedule_extraction
 from pawwake.conversations.turn_plan import plan_turn, reply_message, trailing_call_ids
+from pawwake.database import require_database
 from pawwake.db import conversation_turns, conversations, usage
 from pawwake.db import threads as threads_db
 from pawwake.db.conversations import INCOMPLETE, NewMessage
@@ -29,11 +30,27 @@ from pawwake.llm.sse import CapturedReply
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
+    from pawwake.database import Database
+    from pawwake.jobs import JobRunner
+    from pawwake.live_settings import RuntimeConfig
 
 log = logging.getLogger(__name__)
 
 SOURCE = "gateway"
+
+
+
+@dataclass(frozen=True)
+class TurnStore:
+    """What storing a turn works with (proxied and ingested alike): the database, the settings
+    in force (read when a store starts), conversation recall (the rows' index terms), and the
+    job runner (woken for the jobs a turn queued)."""
+
+    database: Database | None
+    config: RuntimeConfig
+    recall: ConversationRecall
+    jobs: JobRunner
 
 
 class TurnSource(Protocol):
@@ -62,7 +79,7 @@ class Queued:
         return self.embedding or self.extraction_job is not None
 
 
-async def index_and_schedule(services: Services, cur: Any, settings: Settings, session_id: str,
+async def index_and_schedule(recall: ConversationRecall, cur: Any, settings: Settings, session_id: str,
                              indexed: Sequence[tuple[int, str]], *, extract: bool,
                              terms: Sequence[list[str]] | None = None) -> Queued:
     """What every stored turn does in its transaction once its rows are in: the rows recall
@@ -71,7 +88,7 @@ async def index_and_schedule(services: Services, cur: Any, settings: Settings, s
     enqueued when the turn closed an interval."""
     embedding = bool(settings.CONVERSATION_RECALL_ENABLED)
     if embedding and terms is None:
-        await conversation_index.reindex_messages(services, cur, indexed, settings=settings)
+        await conversation_index.reindex_messages(recall, cur, indexed, settings=settings)
     elif embedding:
         assert terms is not None
         await conversation_turns.set_search_terms(
@@ -81,7 +98,7 @@ async def index_and_schedule(services: Services, cur: Any, settings: Settings, s
     return Queued(job, embedding)
 
 
-async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
+async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
                      *, incomplete: bool = False) -> bool:
     """Write the turn and its token usage in one transaction, serialised per session; False
     when the turn's key shows it was written before (a retry adds nothing).
@@ -90,8 +107,8 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
     this turn closes an interval (``index_and_schedule``, as for ingested turns), so both
     happen exactly when the turn is stored.
     """
-    database = services.require_database()
-    settings = await services.config.fresh()
+    database = require_database(store.database)
+    settings = await store.config.fresh()
     model = turn.model
     call_ids = trailing_call_ids(turn.turn_messages)
     has_reply = bool(reply.content or reply.tool_calls or reply.reasoning_content)
@@ -123,7 +140,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
                 and not message.metadata.get(INCOMPLETE)]
             indexed += [(row["id"], row["content"]) for row in tail
                         if row["id"] in plan.unflag_ids]
-            queued = await index_and_schedule(services, cur, settings, session_id, indexed,
+            queued = await index_and_schedule(store.recall, cur, settings, session_id, indexed,
                                               extract=not incomplete)
             if reply.usage is not None:
                 await usage.insert_usage(
@@ -136,7 +153,7 @@ async def store_turn(services: Services, turn: TurnSource, reply: CapturedReply,
         log.info("a concurrent write of the same turn won; nothing added")
         return False
     if queued.any:
-        services.jobs.wake()
+        store.jobs.wake()
     log.debug("stored %d messages (%d replaced%s) for a session", len(plan.insert),
               len(plan.replace_ids), ", incomplete" if incomplete else "")
     return True

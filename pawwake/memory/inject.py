@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
@@ -20,7 +21,7 @@ from pawwake.memory.search import SearchResult, search_memories
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
     return f"{guidance}\n{block}"
 
 
-async def recall_for_request(services: Services, settings: Settings, session_id: str,
+async def recall_for_request(search: MemorySearch, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
@@ -74,7 +75,7 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
     (excluded before the limit, so the next candidates move up). In hybrid mode only results
     whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
     always has nearest neighbours, so without it an unrelated message would bring in noise."""
-    database = services.require_database()
+    database = require_database(search.database)
     limit = settings.MAX_MEMORIES_INJECT
     if limit <= 0 or not query.strip():
         return [], "off"
@@ -83,7 +84,7 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
         async with cursor(database.pool) as cur:
             exclude = await memory_seen.recently_seen(cur, session_id,
                                                       settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(services, query, limit=limit, exclude_ids=exclude,
+    outcome = await search_memories(search, query, limit=limit, exclude_ids=exclude,
                                     settings=settings, touch=touch)
     if timings is not None:
         timings.update(outcome.timings)

@@ -20,7 +20,7 @@ from pawwake.jobs import Job
 from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ BATCH = 500
 TABLES = ("memories", "conversations")
 
 
-async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
+async def reindex_job(writes: MemoryWrites, job: Job) -> dict[str, Any]:
     """Job handler: see the module docstring."""
     database = job.database
     async with cursor(database.pool) as cur:
@@ -42,7 +42,7 @@ async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
                 rows = await reindex_db.rows_after(cur, table, after, BATCH)
             if not rows:
                 break
-            terms = await terms_for(services.settings.PAWWAKE_DATA_DIR,
+            terms = await terms_for(writes.data_dir,
                                     [row["content"] for row in rows])
             async with cursor(database.pool) as cur:
                 await reindex_db.store_terms(cur, table, [

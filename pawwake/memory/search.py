@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from pawwake.database import Database, connected_database
+from pawwake.database import Database, connected_database, require_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.memory_embeddings import sent_vectors
@@ -46,7 +46,7 @@ from pawwake.text import offload, tokens
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class _Semantic:
     backend: str
 
 
-async def search_memories(services: Services, query: str, *, limit: int = 10,
+async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
                           settings: Settings,
                           touch: bool = True, priority: int = CHAT) -> SearchOutcome:
@@ -100,18 +100,18 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     so a chat request does not wait for that write. ``priority=BACKGROUND`` (a job's search)
     cuts and embeds the query behind every chat's.
     """
-    database = services.database
+    database = search.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
     limit = max(1, min(MAX_LIMIT, int(limit)))
     exclude = sorted({int(i) for i in exclude_ids})
-    await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
+    await ensure_tokenizer(search.data_dir)
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
     early: asyncio.Future[tuple[_Semantic | None, str | None]] | None = None
     if not needs_keywords(query):
-        started, coming = _start_vector(services, settings, query, clock.laps, priority)
+        started, coming = _start_vector(search, settings, query, clock.laps, priority)
         early = asyncio.ensure_future(started)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
@@ -123,13 +123,13 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
         if early is None:
-            started, coming = _start_vector(services, settings,
+            started, coming = _start_vector(search, settings,
                                                embedding_text(query, keywords), clock.laps,
                                                priority)
-        read = _vectors_to_read(services, settings, database) if coming else None
+        read = _vectors_to_read(search, settings, database) if coming else None
         (semantic, warning), found_by_keywords = await asyncio.gather(
             early or started, clock.timed("keyword_fetch", _keyword_candidates(
-                services, database, keywords, exclude, max(100, 4 * limit), expected, now, today,
+                search, database, keywords, exclude, max(100, 4 * limit), expected, now, today,
                 read)))
     except BaseException:
         if early is not None and not early.done():
@@ -146,7 +146,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     if semantic is not None:
         known = [row["id"] for row in rows]
         read = found_by_keywords.vectors_of == semantic.provenance  # else ask the database
-        found = await services.vectors.neighbourhood(
+        found = await search.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
             exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
             cosines_of=[] if read else known)
@@ -167,7 +167,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
                      now, today, hood, floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
     clock.lap("scoring")
     if touch:
-        await touch_results(services, results)
+        await touch_results(search, results)
         clock.lap("touch")
     log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
@@ -200,9 +200,9 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                   for row in rows if row["id"] in cosines}, hood
 
 
-async def touch_results(services: Services, results: Sequence[SearchResult]) -> None:
+async def touch_results(search: MemorySearch, results: Sequence[SearchResult]) -> None:
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
-    database = connected_database(services.database)
+    database = connected_database(search.database)
     if database is not None and results:
         async with cursor(database.pool) as cur:
             await search_db.touch_accessed(cur, [r.id for r in results],
@@ -218,20 +218,20 @@ class _KeywordCandidates:
     vectors_of: Provenance | None  # their provenance (None: not read)
 
 
-def _vectors_to_read(services: Services, settings: Settings, database: Database
+def _vectors_to_read(search: MemorySearch, settings: Settings, database: Database
                      ) -> Provenance | None:
     """The provenance whose stored vectors the keyword fetch reads along (pgvector only: the
     numpy index has them in process), so the keyword rows' cosines need no statement once
     the query's vector is there."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
-    provenance = services.embedder.configured_provenance(settings)
-    if services.vectors.backend(settings, database, provenance) != "pgvector":
+    provenance = search.embedder.configured_provenance(settings)
+    if search.vectors.backend(settings, database, provenance) != "pgvector":
         return None
     return provenance
 
 
-async def _keyword_candidates(services: Services, database: Database, keywords: list[str],
+async def _keyword_candidates(search: MemorySearch, database: Database, keywords: list[str],
                               exclude: list[int], pool_size: int, weights: scoring.Weights,
                               now: datetime, today: date, vectors_of: Provenance | None = None
                               ) -> _KeywordCandidates:
@@ -240,7 +240,7 @@ async def _keyword_candidates(services: Services, database: Database, keywords: 
     with ``vectors_of``, the rows' stored vectors of that provenance too."""
     if not keywords:
         return _KeywordCandidates([], {}, {}, vectors.ReadVectors.of({}), vectors_of)
-    plan = await services.term_stats.plan(database.pool, keywords)
+    plan = await search.term_stats.plan(database.pool, keywords)
     async with cursor(database.pool) as cur:
         rows = await search_db.ranked_candidates(
             cur, collection=None if plan.exact_size else plan.collection,
@@ -322,7 +322,7 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, _Fixed],
     return results
 
 
-def _start_vector(services: Services, settings: Settings, query: str,
+def _start_vector(search: MemorySearch, settings: Settings, query: str,
                   timings: dict[str, float] | None = None, priority: int = CHAT
                   ) -> tuple[Coroutine[Any, Any, tuple[_Semantic | None, str | None]], bool]:
     """Start the query's embedding now (a local model's lane takes it before the caller's next
@@ -334,24 +334,24 @@ def _start_vector(services: Services, settings: Settings, query: str,
                              " only.")), False
     if nothing_to_search(query):
         return _given((None, None)), False
-    database = services.require_database()
+    database = require_database(search.database)
     try:
-        embedding = services.embedder.start_query(settings, query, timings=timings,
+        embedding = search.embedder.start_query(settings, query, timings=timings,
                                                   priority=priority)
     except QueryEmbeddingShed as exc:  # counted and logged by the embedder
         return _given((None, f"The embedding model is busy: {exc}; keywords only.")), False
-    return _semantic_query(services, settings, database, embedding), True
+    return _semantic_query(search, settings, database, embedding), True
 
 
 async def _given(value: T) -> T:
     return value
 
 
-async def _semantic_query(services: Services, settings: Settings, database: Database,
+async def _semantic_query(search: MemorySearch, settings: Settings, database: Database,
                           embedding: Awaitable[tuple[np.ndarray, Provenance]]
                           ) -> tuple[_Semantic | None, str | None]:
     """The started embedding's vector, checked against the stored vectors' provenance."""
-    embedder = services.embedder
+    embedder = search.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
@@ -382,7 +382,7 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
             f" ({provenance.dim} dims) is configured; keywords only until the vectors are"
             " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild).")
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     services.vectors.backend(settings, database, provenance)), None
+                     search.vectors.backend(settings, database, provenance)), None
 
 
 class _Clock:

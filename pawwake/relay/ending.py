@@ -19,7 +19,7 @@ from pawwake.llm.sse import CapturedReply
 from pawwake.llm.upstream_health import UpstreamHealth
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.resources import ChatFlow
 
 CLIENT_GONE = 499  # only ever logged: nobody is left to receive it
 # Ends that say nothing about the provider: the client left, or the gateway stopped.
@@ -59,7 +59,7 @@ def failed(reason: str, *, status: int = 200, noted: bool = True) -> TurnEnd:
     return TurnEnd(None, reason, status, noted)
 
 
-def end_turn(services: Services, prepared: PreparedChat | None, end: TurnEnd, *,
+def end_turn(flow: ChatFlow, prepared: PreparedChat | None, end: TurnEnd, *,
              health: UpstreamHealth | None) -> None:
     """Start the turn's after-work for ``end`` (tracked tasks) and, given ``health``, note
     what it showed of the provider. Called once per turn."""
@@ -72,8 +72,8 @@ def end_turn(services: Services, prepared: PreparedChat | None, end: TurnEnd, *,
         return
     if end.failure is None:
         assert end.reply is not None
-        after_reply(services.tasks, prepared, end.reply)
+        after_reply(flow.tasks, prepared, end.reply)
     elif end.reply is not None:
-        after_incomplete(services, prepared, end.reply, end.failure)
+        after_incomplete(flow, prepared, end.reply, end.failure)
     else:
-        after_failure(services.tasks, prepared, end.failure)
+        after_failure(flow.tasks, prepared, end.failure)

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import settings_of
 from pawwake.chat.prepared import ChatRejected
 from pawwake.conversations.pending import release_pending, wait_stored
 from pawwake.llm.upstream import UpstreamFailure
@@ -22,7 +23,6 @@ from pawwake.relay.ending import CLIENT_GONE, failed
 from pawwake.relay.stream import relay
 from pawwake.relay.turn import ChatTurn, ShutdownRefusal
 from pawwake.replies_in_flight import SHUTDOWN_MESSAGE
-from pawwake.services import settings_of
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ async def serve(turn: ChatTurn, settings: Settings, body: dict[str, Any], raw: b
         raise
     finally:
         if turn.prepared is not None:
-            release_pending(turn.services.chat.pending, turn.prepared)
+            release_pending(turn.parts.flow.chat.pending, turn.prepared)
 
 
 def turn_handler(turn_class: type[ChatTurn], request_log: logging.Logger) -> Handler:
@@ -82,9 +82,9 @@ def turn_handler(turn_class: type[ChatTurn], request_log: logging.Logger) -> Han
             settings = await settings_of(request)
             raw = await request.read()
             body = turn.parse_body(raw)
-            turn.task = turn.services.tasks.spawn(serve(turn, settings, body, raw),
+            turn.task = turn.parts.flow.tasks.spawn(serve(turn, settings, body, raw),
                                                   name=f"{turn.kind}-turn")
-            in_flight = turn.services.in_flight
+            in_flight = turn.parts.in_flight
             in_flight.add(turn)
             turn.task.add_done_callback(lambda _task: in_flight.discard(turn))
             return await asyncio.shield(turn.task)

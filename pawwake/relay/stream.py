@@ -112,7 +112,7 @@ async def relay_stream(turn: ChatTurn, upstream: aiohttp.ClientResponse,
         was_done = turn.hold_rest_once_done and capture.done
         capture.feed(chunk)
         if capture.finished or capture.done:
-            mark_pending(turn.services.chat.pending, prepared)
+            mark_pending(turn.parts.flow.chat.pending, prepared)
         if gone:
             continue
         if held or capture.done:

@@ -13,22 +13,23 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
 from pawwake.chat.pipeline import prepare_chat
+from pawwake.chat.resources import ChatFlow
 from pawwake.chat.sessions import SESSION_HEADER
 from pawwake.conversations.pending import mark_pending, release_pending, wait_stored
+from pawwake.llm.http import HttpClient
 from pawwake.llm.sse import CapturedReply, new_capture
 from pawwake.llm.upstream import UpstreamFailure, forward, read_body
 from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.relay.ending import TurnEnd, end_turn, failed, finished, incomplete
 from pawwake.settings import Settings
-
-if TYPE_CHECKING:
-    from pawwake.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,17 @@ def provider_message(data: bytes, settings: Settings) -> str:
     return text[:MAX_ERROR_CHARS]
 
 
-async def trial_chat(services: Services, session_id: str, model: str,
+@dataclass(frozen=True)
+class TrialParts:
+    """What the try-it page's turn works with: the chat pipeline, the HTTP client and the
+    provider's health (a failed try is a failed chat)."""
+
+    flow: ChatFlow
+    http: HttpClient
+    upstream_health: UpstreamHealth
+
+
+async def trial_chat(parts: TrialParts, session_id: str, model: str,
                      messages: list[dict[str, Any]], *, settings: Settings
                      ) -> AsyncIterator[tuple[str, Any]]:
     """Run one streamed turn; see the module docstring for the events.
@@ -57,14 +68,14 @@ async def trial_chat(services: Services, session_id: str, model: str,
     if model:
         body["model"] = model
     raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    prepared = await prepare_chat(services, settings, {SESSION_HEADER: session_id}, body, raw,
+    prepared = await prepare_chat(parts.flow, settings, {SESSION_HEADER: session_id}, body, raw,
                                   datetime.now(UTC))
     ended: TurnEnd | None = None
 
     def end(how: TurnEnd) -> None:
         nonlocal ended
         ended = how
-        end_turn(services, prepared, how, health=services.upstream_health)
+        end_turn(parts.flow, prepared, how, health=parts.upstream_health)
 
     capture = None
     forwarded = False
@@ -72,7 +83,7 @@ async def trial_chat(services: Services, session_id: str, model: str,
         yield "prepared", prepared
         forwarded = True
         try:
-            async with forward(services.http, settings, prepared.payload) as upstream:
+            async with forward(parts.http.session, settings, prepared.payload) as upstream:
                 if upstream.status != 200:
                     data = await read_body(upstream)
                     log_upstream_error(upstream.status, data, prepared.body, settings)
@@ -93,7 +104,7 @@ async def trial_chat(services: Services, session_id: str, model: str,
                         break
                     capture.feed(chunk)
                     if capture.finished or capture.done:
-                        mark_pending(services.chat.pending, prepared)
+                        mark_pending(parts.flow.chat.pending, prepared)
                     yield "chunk", chunk
                 reply = capture.finish()
         except UpstreamFailure as exc:
@@ -115,4 +126,4 @@ async def trial_chat(services: Services, session_id: str, model: str,
                            "client_gone"))
         elif ended is None:
             end(failed("client_gone"))
-        release_pending(services.chat.pending, prepared)
+        release_pending(parts.flow.chat.pending, prepared)

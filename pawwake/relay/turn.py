@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from pawwake.app_faces import RELAY, face_of
 from pawwake.chat.pipeline import prepare_chat
 from pawwake.chat.prepared import ChatRejected, PreparedChat
 from pawwake.chat.request_body import parse_chat_body
@@ -32,7 +33,6 @@ from pawwake.llm.sse import (
 from pawwake.llm.upstream import UpstreamFailure, forward
 from pawwake.relay.ending import TurnEnd, end_turn, failed, finished, incomplete
 from pawwake.replies_in_flight import SHUTDOWN_CODE, SHUTDOWN_MESSAGE, EndedForShutdown
-from pawwake.services import services_of
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class ChatTurn:
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
-        self.services = services_of(request)
+        self.parts = face_of(request, RELAY)
         self.prepared: PreparedChat | None = None
         self.capture: SseCapture | JsonCapture | None = None
         self.forwarded = False  # from here on, a client that leaves keeps what it typed
@@ -93,8 +93,8 @@ class ChatTurn:
         turns only). Once per turn."""
         assert self.ended is None
         self.ended = end
-        end_turn(self.services, self.prepared, end,
-                 health=self.services.upstream_health if self.track_health else None)
+        end_turn(self.parts.flow, self.prepared, end,
+                 health=self.parts.upstream_health if self.track_health else None)
 
     def cut_short(self) -> TurnEnd:
         """How a turn whose task was cancelled (client gone, the drain bound, shutdown) ends:
@@ -154,12 +154,12 @@ class ChatTurn:
         return openai_error(exc.status, str(exc), error_type="api_error", code=exc.code)
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
-        return await prepare_chat(self.services, settings, self.request.headers, body, raw,
+        return await prepare_chat(self.parts.flow, settings, self.request.headers, body, raw,
                                   datetime.now(UTC))
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-        return forward(self.services.http, settings, prepared.payload,
+        return forward(self.parts.http.session, settings, prepared.payload,
                        url=self.upstream_url(settings))
 
     def upstream_url(self, settings: Settings) -> str:

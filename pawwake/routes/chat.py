@@ -12,9 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import HTTP, MODELS, face_of, settings_of
 from pawwake.relay.serve import turn_handler
 from pawwake.relay.turn import ChatTurn
-from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)  # the one line per request
 
@@ -24,13 +24,12 @@ chat_completions = turn_handler(ChatTurn, log)
 async def list_models(request: web.Request) -> web.Response:
     """DEFAULT_MODEL first, then the provider's models: fresh when it answers in time, else
     the last list it gave (a failing provider is not waited on again for a while)."""
-    services = services_of(request)
     settings = await settings_of(request)
     default = settings.DEFAULT_MODEL
     data: list[dict[str, Any]] = []
     if default:
         data.append({"id": default, "object": "model", "created": 0, "owned_by": "pawwake"})
-    listed = await services.models.quick_for(services.http, settings)
+    listed = await face_of(request, MODELS).quick_for(face_of(request, HTTP).session, settings)
     if listed is not None:
         for model in listed.models:
             if model["id"] != default:
@@ -40,7 +39,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application) -> None:
-    """Routes of the /v1 sub-app (the chat resources are ``Services.chat``, built with the
-    gateway's services)."""
+    """Routes of the /v1 sub-app (a turn works with its ``RelayParts``, built by the
+    assembly)."""
     app.router.add_post("/chat/completions", chat_completions, name="chat_completions")
     app.router.add_get("/models", list_models, name="models")

@@ -21,11 +21,12 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall import when
 from pawwake.chat.recall.rank import MessageHit, SemanticScale
 from pawwake.chat.recall.vectors import CandidateFacts
+from pawwake.database import require_database
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.text.query import nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,25 +53,25 @@ def conversation_threshold(settings: Settings, provider: str) -> float:
     return DEFAULT_FLOORS[provider] if value is None else float(value)
 
 
-async def add_semantic_evidence(services: Services, settings: Settings, query: str,
+async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, query: str,
                                 hits: dict[int, MessageHit], *, excluded_sessions: list[str],
                                 keep_below: int, pool_size: int, asks_when: bool
                                 ) -> SemanticOutcome:
     """Give candidates their vector evidence (the nearest messages join ``hits``); returns
     whether the semantic part was used, and its scale."""
-    database = services.require_database()
+    database = require_database(recall.database)
     if nothing_to_search(query):  # not worth a model call
         return SemanticOutcome(False)
     try:
-        vector, provenance = await services.embedder.embed_query(settings, query)
+        vector, provenance = await recall.embedder.embed_query(settings, query)
     except EmbeddingError as exc:
         log.warning("query embedding for recall failed: %s", exc)
         return SemanticOutcome(False, f"Query embedding failed ({exc}); keywords only.")
     threshold = conversation_threshold(settings, provenance.provider)
-    pgvector = services.vectors.backend(settings, database, provenance) == "pgvector"
+    pgvector = recall.vectors.backend(settings, database, provenance) == "pgvector"
     if pgvector:
-        conversation_index.request_vector_index(services, settings, provenance)
-    vectors = services.recall_vectors
+        conversation_index.request_vector_index(recall, settings, provenance)
+    vectors = recall.recall_vectors
     background = await vectors.background(database.pool, provenance, pgvector=pgvector)
     direction = background.direction(vector) if background is not None else vector
     neighbours = await vectors.nearest(
@@ -102,12 +103,12 @@ async def add_semantic_evidence(services: Services, settings: Settings, query: s
     return SemanticOutcome(True, None, threshold, SemanticScale.of(centred, threshold))
 
 
-async def add_time_words(services: Services, hits: Mapping[int, MessageHit]) -> None:
+async def add_time_words(recall: ConversationRecall, hits: Mapping[int, MessageHit]) -> None:
     """Keyword mode, for a "when" question: which of the best keyword candidates place
     something in time (hybrid mode learns it with their vector evidence)."""
     best = sorted(hits.values(), key=lambda h: -h.keyword)[:COSINE_LOOKUPS]
-    facts = await services.recall_vectors.facts(
-        services.require_database().pool, None, [h.id for h in best], [], pgvector=False,
+    facts = await recall.recall_vectors.facts(
+        require_database(recall.database).pool, None, [h.id for h in best], [], pgvector=False,
         with_text=True)
     for message_id, found in facts.items():
         _note(hits[message_id], found)

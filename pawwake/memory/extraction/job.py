@@ -35,7 +35,7 @@ from pawwake.text import offload, tokens
 from pawwake.text.rounds import dialogue_text, group_rounds
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryLearning, MemorySearch
 
 log = logging.getLogger(__name__)
 
@@ -75,21 +75,21 @@ async def candidate_memories(cur: Any, query_text: str,
     return list(merged.values())
 
 
-async def similar_memory_ids(services: Services, settings: Settings, query_text: str
+async def similar_memory_ids(search: MemorySearch, settings: Settings, query_text: str
                              ) -> list[int] | None:
     """The related memories by hybrid search (the same admission and fusion as recall), or
     None when vectors are off or could not be used (then keywords decide)."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
-    outcome = await search_memories(services, query_text, limit=CANDIDATES_RELATED,
+    outcome = await search_memories(search, query_text, limit=CANDIDATES_RELATED,
                                     settings=settings, touch=False, priority=BACKGROUND)
     return [r.id for r in outcome.results] if outcome.mode == "hybrid" else None
 
 
-async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
+async def run_extraction(learning: MemoryLearning, job: Job) -> dict[str, Any]:
     """The durable job: read the window, ask the model, apply the answer atomically."""
     database = job.database
-    settings = await services.config.fresh()
+    settings = await learning.config.fresh()
     session_id = job.payload["session_id"]
     upto = int(job.payload["rounds"])
     if not settings.MEMORY_ENABLED or settings.MEMORY_EXTRACT_INTERVAL <= 0:
@@ -105,7 +105,7 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     if not dialogue:
         return {"skipped": "nothing to read"}
     query_text = "\n".join(t for _, t in dialogue)
-    similar = await similar_memory_ids(services, settings, query_text)
+    similar = await similar_memory_ids(learning.search, settings, query_text)
     async with cursor(database.pool) as cur:
         candidates = await candidate_memories(cur, query_text, similar)
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
@@ -113,11 +113,11 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     job.model = model
     prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
     try:
-        answer = await complete(services.http, settings, [{"role": "user", "content": prompt}],
+        answer = await complete(learning.http.session, settings, [{"role": "user", "content": prompt}],
                                 model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                 temperature=0.2, attempts=1,
                                 usage=UsageBooking(database.pool, "extract", session_id,
-                                                   health=services.upstream_health))
+                                                   health=learning.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
             raise RetryLater.rate_limited(f"memory model {model} rate limited (429)",
@@ -133,14 +133,14 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
         log.warning("extraction job %s: memory model %s gave an unusable answer (%s): %r",
                     job.id, model, exc, answer_excerpt(answer.text))
         raise RetryLater(f"memory model {model} answer unusable: {exc}") from None
-    result = await apply_items(services, job, session_id, items, {c["id"] for c in candidates},
+    result = await apply_items(job, session_id, items, {c["id"] for c in candidates},
                                message_ids)
     if result["added"]:
-        services.jobs.wake()
+        learning.writes.jobs.wake()
     return result
 
 
-async def apply_items(services: Services, job: Job, session_id: str, items: list[ExtractedItem],
+async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
                       candidate_ids: set[int], message_ids: list[int]) -> dict[str, Any]:
     """Write every item and the job's completion in one transaction."""
     database = job.database

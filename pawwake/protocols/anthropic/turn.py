@@ -64,13 +64,13 @@ class MessagesTurn(ChatTurn):
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes
                       ) -> PreparedMessages:
-        return await prepare_messages(self.services, settings, self.request.headers, body, raw,
+        return await prepare_messages(self.parts.flow, settings, self.request.headers, body, raw,
                                       datetime.now(UTC))
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         assert isinstance(prepared, PreparedMessages)
-        return forward_messages(self.services.http, settings,
+        return forward_messages(self.parts.http.session, settings,
                                 upstream_url(settings, self.request.query_string),
                                 prepared.payload,
                                 prepared.client_headers)

@@ -33,7 +33,7 @@ class ResponsesTurn(ChatTurn):
         return parse_responses_body(raw)
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
-        return await prepare_responses(self.services, settings, self.request.headers, body, raw,
+        return await prepare_responses(self.parts.flow, settings, self.request.headers, body, raw,
                                        datetime.now(UTC))
 
     def upstream_url(self, settings: Settings) -> str:
