@@ -63,7 +63,7 @@ import memory_search  # noqa: E402
 import overhead  # noqa: E402
 
 from pawwake.app import create_app  # noqa: E402
-from pawwake.chat.extraction_schedule import EXTRACT_KIND  # noqa: E402
+from pawwake.conversations.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
 from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
 from pawwake.db.pool import connection, cursor  # noqa: E402

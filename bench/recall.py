@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_search import TextMaker, pct, vocabulary
 from pawwake.app import create_app
-from pawwake.chat.conversations import list_conversations
 from pawwake.chat.recall import stats as recall_stats
 from pawwake.chat.recall.search import search_fragments
+from pawwake.conversations.manage import list_conversations
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded

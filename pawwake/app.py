@@ -10,9 +10,9 @@ from aiohttp import web
 
 from pawwake.auth import warn_if_open
 from pawwake.chat.recall.vectors import warming_message_vectors
-from pawwake.chat.turn_spool import open_turn_spool
-from pawwake.chat.turns import spooled_turn_writer
 from pawwake.config_problems import configuration_problems
+from pawwake.conversations.turn_spool import open_turn_spool
+from pawwake.conversations.turn_writer import spooled_turn_writer
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import open_database, stop_connecting
 from pawwake.job_kinds import job_handlers
@@ -69,7 +69,7 @@ def _resources(s: Services) -> list[Resource]:
         lambda: warming_message_vectors(s.recall_vectors, s.config, s.database, s.embedder,
                                         s.vectors),
         lambda: running_jobs(s.jobs, s.settings.JOB_WORKERS),
-        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s.turn_store)),
+        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s.turn_writing)),
         lambda: draining(s.tasks, s.jobs),
     ]
 

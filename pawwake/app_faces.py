@@ -14,8 +14,8 @@ from aiohttp import web
 
 from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.resources import ChatResources, RelayParts
-from pawwake.chat.trial import TrialParts
-from pawwake.chat.turn_spool import TurnSpool
+from pawwake.conversations.turn_spool import TurnSpool
+from pawwake.conversations.turn_store import TurnStore
 from pawwake.database import Database, require_database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
@@ -24,6 +24,7 @@ from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
+from pawwake.relay.trial import TrialParts
 from pawwake.settings import Settings
 
 T = TypeVar("T")
@@ -40,6 +41,7 @@ RECALL: web.AppKey[ConversationRecall] = web.AppKey("conversation_recall")
 MCP: web.AppKey[McpTools] = web.AppKey("mcp_tools")
 # Shared parts a page or route shows or administers itself (status, jobs, settings).
 JOBS: web.AppKey[JobRunner] = web.AppKey("jobs")
+TURN_STORE: web.AppKey[TurnStore] = web.AppKey("turn_store")  # sidecar ingest
 TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")
 HTTP: web.AppKey[HttpClient] = web.AppKey("http")
 MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from pawwake.chat import extraction_schedule
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.faces import ConversationRecall
+from pawwake.conversations import extraction_schedule
 from pawwake.jobs import Job
 from pawwake.memory import describe, embedding_jobs, embedding_worker, reindex
 from pawwake.memory.consolidation import drafts as consolidate

@@ -23,15 +23,14 @@ from aiohttp import web
 
 from pawwake import app_faces
 from pawwake.chat.memory_step import MemoryStepParts
-from pawwake.chat.partition_step import PartitionParts
 from pawwake.chat.pipeline import chat_steps
 from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.resources import ChatFlow, ChatResources, RelayParts
-from pawwake.chat.trial import TrialParts
-from pawwake.chat.turn_spool import FOLDER as SPOOL_FOLDER
-from pawwake.chat.turn_spool import TurnSpool
-from pawwake.chat.turns import TurnStore, store_incomplete, turn_writer
+from pawwake.conversations.turn_spool import FOLDER as SPOOL_FOLDER
+from pawwake.conversations.turn_spool import TurnSpool
+from pawwake.conversations.turn_store import TurnStore
+from pawwake.conversations.turn_writer import TurnWriting, store_incomplete, turn_writer
 from pawwake.database import Database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
@@ -43,8 +42,10 @@ from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
 from pawwake.memory.resources import embedding_usage
 from pawwake.memory.vectors import VectorStore
+from pawwake.partition.step import PartitionParts
 from pawwake.protocols.anthropic.pipeline import messages_steps
 from pawwake.protocols.responses.prepare import responses_steps
+from pawwake.relay.trial import TrialParts
 from pawwake.replies_in_flight import RepliesInFlight
 from pawwake.search.background import References
 from pawwake.search.term_stats import TermStats
@@ -82,6 +83,7 @@ class Services:
     recall: ConversationRecall = field(init=False, repr=False)
     mcp: McpTools = field(init=False, repr=False)
     turn_store: TurnStore = field(init=False, repr=False)
+    turn_writing: TurnWriting = field(init=False, repr=False)
     flow: ChatFlow = field(init=False, repr=False)
     relay: RelayParts = field(init=False, repr=False)
     trial: TrialParts = field(init=False, repr=False)
@@ -106,11 +108,11 @@ class Services:
         self.chat.steps = chat_steps(partition, memory, self.recall)
         self.chat.messages_steps = messages_steps(partition, memory, self.recall)
         self.chat.responses_steps = responses_steps(memory)
-        self.turn_store = TurnStore(self.database, self.config, self.recall, self.jobs,
-                                    self.turn_spool, self.chat)
+        self.turn_store = TurnStore(self.database, self.config, self.recall, self.jobs)
+        self.turn_writing = TurnWriting(self.turn_store, self.turn_spool, self.chat.pending)
         self.flow = ChatFlow(self.database, self.tasks, self.chat,
-                             partial(turn_writer, self.turn_store),
-                             partial(store_incomplete, self.turn_store))
+                             partial(turn_writer, self.turn_writing),
+                             partial(store_incomplete, self.turn_writing))
         self.relay = RelayParts(self.flow, self.client, self.upstream_health, self.config,
                                 self.in_flight)
         self.trial = TrialParts(self.flow, self.client, self.upstream_health)
@@ -163,6 +165,7 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.RECALL] = services.recall
     app[app_faces.MCP] = services.mcp
     app[app_faces.JOBS] = services.jobs
+    app[app_faces.TURN_STORE] = services.turn_store
     app[app_faces.TURN_SPOOL] = services.turn_spool
     app[app_faces.HTTP] = services.client
     app[app_faces.MODELS] = services.models

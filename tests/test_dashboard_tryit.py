@@ -11,7 +11,7 @@ from typing import Any
 from bs4 import BeautifulSoup
 
 from pawwake.app_faces import database_of
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from pawwake.chat.turns import store_turn
+from pawwake.conversations.turn_store import store_turn
 from pawwake.db.extraction import session_history, session_skeleton
 from pawwake.db.pool import cursor
 from pawwake.llm.sse import CapturedReply, TokenUsage

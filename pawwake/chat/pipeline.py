@@ -7,7 +7,7 @@
 
 each bound by the assembly (``services.py``) to the parts it works with:
 
-1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
+1. ``partition_context`` (``partition/step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
 2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
 3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
@@ -33,7 +33,6 @@ from typing import Any
 
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import MemoryStepParts, memories
-from pawwake.chat.partition_step import PartitionParts, partition_context
 from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
     BoundStep,
@@ -48,9 +47,10 @@ from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.resources import ChatFlow
 from pawwake.chat.sessions import resolve_session_id
-from pawwake.chat.turns import PENDING_WAIT_SECONDS, wait_pending
+from pawwake.conversations.pending import PENDING_WAIT_SECONDS, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
+from pawwake.partition.step import PartitionParts, partition_context
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 

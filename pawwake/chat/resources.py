@@ -9,7 +9,6 @@ by the assembly (``services.py``) and handed to the pipeline by the turn that re
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.persona import PersonaFile
 from pawwake.chat.prepared import ChatStep, OnSuccess, PreparedChat
+from pawwake.conversations.pending import Pending
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from pawwake.replies_in_flight import RepliesInFlight
     from pawwake.tasks import BackgroundTasks
 
-# Sessions whose finished turn is being stored, each with the event set when the store ended.
-Pending = dict[str, asyncio.Event]
 
 
 def utc_now() -> datetime:
@@ -47,7 +45,7 @@ class ChatResources:
     persona: PersonaFile = field(default_factory=PersonaFile)
     clock: Callable[[], datetime] = utc_now
     # Sessions whose finished turn is being stored, so this process's next request of the
-    # session waits for it (set when the store ends either way).
+    # session waits for it (set when the store ends either way; conversations/pending.py).
     pending: Pending = field(default_factory=dict)
 
 

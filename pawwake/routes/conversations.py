@@ -9,7 +9,7 @@ from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.app_faces import CONFIG, RECALL, database_of, face_of, settings_of
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object

@@ -8,11 +8,11 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.app_faces import RECALL, face_of, settings_of
-from pawwake.chat.ingest import ingest_turn, parse_turn
+from pawwake.app_faces import RECALL, TURN_STORE, face_of, settings_of
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
+from pawwake.conversations.ingest import ingest_turn, parse_turn
 from pawwake.memory.fields import require_object
 from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required
@@ -36,7 +36,7 @@ async def post_turn(request: web.Request) -> web.Response:
     turn = parse_turn(await _read_json(
         request, f"A turn's body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
         "turn_too_large"))
-    result = await ingest_turn(face_of(request, RECALL), turn, settings=await settings_of(request))
+    result = await ingest_turn(face_of(request, TURN_STORE), turn, settings=await settings_of(request))
     body: dict[str, Any] = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":

@@ -10,8 +10,8 @@ from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.app_faces import CONFIG, database_of, face_of, settings_of
-from pawwake.chat import threads as service
-from pawwake.chat.threads import session_id_of
+from pawwake.partition import threads as service
+from pawwake.partition.threads import session_id_of
 from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.app_faces import DATABASE, RECALL, database_of, face_of, settings_of
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render

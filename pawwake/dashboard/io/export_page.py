@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.app_faces import CONFIG, database_of, face_of
-from pawwake.chat import conversations
+from pawwake.conversations import manage as conversations
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound

@@ -14,12 +14,12 @@ from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.app_faces import CONFIG, database_of, face_of, settings_of
-from pawwake.chat import threads as service
-from pawwake.chat.threads import session_id_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
 from pawwake.db.errors import Conflict
+from pawwake.partition import threads as service
+from pawwake.partition.threads import session_id_of
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from pawwake.app_faces import DATABASE, RECALL, TRIAL, face_of, settings_of
-from pawwake.chat import conversations as service
-from pawwake.chat.partition_step import active_thread
 from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.sessions import MAX_SESSION_ID
-from pawwake.chat.trial import trial_chat
+from pawwake.conversations import manage as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
+from pawwake.partition.step import active_thread
+from pawwake.relay.trial import trial_chat
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.app_faces import CONFIG, DATABASE, database_of, face_of
-from pawwake.chat import conversations as service
-from pawwake.chat.usage_report import RANGES, parse_range, usage_csv, usage_report
+from pawwake.conversations import manage as service
 from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.text.numbers import whole_number
+from pawwake.usage_report import RANGES, parse_range, usage_csv, usage_report
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}

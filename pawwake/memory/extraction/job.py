@@ -1,6 +1,6 @@
 """Learning memories from conversations: the durable extraction job.
 
-The turn that closes an interval enqueues the job (``chat/extraction_schedule.py``). The job
+The turn that closes an interval enqueues the job (``conversations/extraction_schedule.py``). The job
 reads the last N complete rounds (user and assistant prose only), shows the model the candidate
 memories, and applies its answer in one transaction together with the job's completion, so a
 crash or a retry never applies an answer twice.

@@ -1,7 +1,7 @@
 """Partition mode for Messages: history from the active thread, replayed in content blocks
 with native ``cache_control`` breakpoints.
 
-The same thread, rotation and zones as chat (``pawwake.chat.partition_step``); only the
+The same thread, rotation and zones as chat (``pawwake.partition.step``); only the
 layout differs. ``system``: the client's system blocks, then the persona (breakpoint 1) and
 the summary parts (breakpoint 2); messages: zone A (breakpoint 3), zone B (breakpoint 4), then
 the current turn, which gets the time note, memories and recalled fragments after
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
-from pawwake.chat.partition_step import PartitionParts, thread_turn
 from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
+from pawwake.partition.layout import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
+from pawwake.partition.step import PartitionParts, thread_turn
 from pawwake.protocols.anthropic.replay import (
     as_messages,
     mark_last,

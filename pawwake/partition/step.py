@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pawwake.chat.partition import Layout, assemble, replay, time_note
 from pawwake.chat.prepared import (
     NOTHING,
     ChatRejected,
@@ -26,20 +25,16 @@ from pawwake.chat.prepared import (
     StepInput,
     StepResult,
 )
-from pawwake.chat.resources import Pending
-from pawwake.chat.rotation import model_folder, model_summariser
-from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
-from pawwake.chat.turns import (
-    PENDING_WAIT_SECONDS,
-    message_text,
-    repeats_stored_reply,
-    wait_pending,
-)
+from pawwake.conversations.pending import PENDING_WAIT_SECONDS, Pending, wait_pending
+from pawwake.conversations.turn_plan import message_text, repeats_stored_reply
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.http import HttpClient
 from pawwake.llm.upstream import UsageBooking
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.local_time import zone_of
+from pawwake.partition.layout import Layout, assemble, replay, time_note
+from pawwake.partition.rotation import model_folder, model_summariser
+from pawwake.partition.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.settings import Settings
 from pawwake.text.rounds import Round, tool_call_id_of
 
@@ -95,7 +90,7 @@ def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
     current = [_without_cache_control(m) for m in tail]
     if last is not None and is_reroll(last, tail, earlier or []):
         # The writer sees only the question: with no stored reply before it, it replaces
-        # the stored reply (turns.plan_turn) instead of storing the question again.
+        # the stored reply (turn_plan.plan_turn) instead of storing the question again.
         return rounds[:-1], current, current
     return rounds, current, stored_last + current
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.conversations import session_id_of
-from pawwake.chat.partition_step import active_thread
+from pawwake.conversations.manage import session_id_of
 from pawwake.db import threads as db
 from pawwake.db.conversation_admin import trash_session
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.partition_state import load_state, lock_thread
 from pawwake.db.pool import cursor, transaction
+from pawwake.partition.step import active_thread
 
 if TYPE_CHECKING:
     from pawwake.database import Database
