@@ -119,7 +119,7 @@ class MessageVectors:
             found = [await self.index.cosines_for(pool, provenance, v, message_ids)
                      for v in vectors]
             dots = {i: [f[i] for f in found] for i in found[0]}
-            adjacent = sorted(dots, key=lambda i: -(dots[i][0] - sum(dots[i][1:2])))[
+            adjacent = sorted(dots, key=lambda i: -_seen_from_background(dots[i]))[
                 :adjacent_best]
         async with cursor(pool) as cur:
             rows = await db.candidate_facts(
@@ -134,6 +134,12 @@ class MessageVectors:
                 row["prev_id"], row["next_id"],
                 tuple(float(v) for v in values) if values else None, row.get("head"))
         return facts
+
+
+def _seen_from_background(dots: Sequence[float]) -> float:
+    """message . query less message . background: how close it is to the question beyond
+    what every message shares (the order ``nearest`` reads in)."""
+    return dots[0] - dots[1] if len(dots) > 1 else dots[0]
 
 
 @dataclass(frozen=True)
