@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pawwake.app import create_app
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
-from pawwake.db.pool import cursor
+from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
 from pawwake.memory.search import search_memories
 from pawwake.memory.vectors import VectorStore
@@ -226,7 +226,7 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
         await plant_near(pool, provenance, query_vectors, rng)
         inserted = time.perf_counter() - started
         started = time.perf_counter()
-        async with cursor(pool) as cur:
+        async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)

@@ -30,6 +30,7 @@ from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import (
     UNAVAILABLE_ERRORS,
+    ConnectionLost,
     create_pool,
     cursor,
     fetch_one,
@@ -47,9 +48,6 @@ log = logging.getLogger(__name__)
 STARTUP_WAIT_SECONDS = 15.0  # start-up waits at most this long for the first attempt, then serves
 RECONNECT_FIRST_SECONDS = 1.0
 RECONNECT_MAX_SECONDS = 30.0
-# a database that cannot be reached (rather than one that refuses what we ask)
-UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
-                                                        TimeoutError)
 PROBE_EVERY_SECONDS = 5.0  # the health state re-checks a connected database at most this often
 WATCH_EVERY_SECONDS = 1.0  # how often the embedded server's postmaster is looked at
 RESTART_RETRY_FIRST_SECONDS = 0.5  # a restart refused (old backends still exiting) retries
@@ -130,7 +128,7 @@ class Database:
         try:
             async with cursor(self.pool) as cur:
                 await fetch_one(cur, "SELECT 1 AS ok")
-        except UNREACHABLE_ERRORS:
+        except UNAVAILABLE_ERRORS:
             self.state = "unavailable"
         else:
             self.state = "ready"
@@ -187,7 +185,7 @@ class _Connector:
             except Exception as exc:  # whatever it was: say so, try again later
                 self.database.state = "unavailable"
                 self.database.last_error = type(exc).__name__
-                if isinstance(exc, UNREACHABLE_ERRORS):
+                if isinstance(exc, UNAVAILABLE_ERRORS):
                     log.warning("database unreachable (%s: %s); retrying in %.0f s",
                                 type(exc).__name__, self._describe(exc), delay)
                 else:
@@ -231,6 +229,8 @@ class _Connector:
     def _describe(self, exc: BaseException) -> str:
         """The error's first line without the DATABASE_URL's password (libpq may echo parts
         of a malformed URL)."""
+        if isinstance(exc, ConnectionLost) and exc.__cause__ is not None:
+            exc = exc.__cause__  # what the socket said
         lines = str(exc).strip().splitlines()
         text = lines[0][:300] if lines else ""
         secret = _password_of(self.settings.DATABASE_URL)

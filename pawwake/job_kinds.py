@@ -14,7 +14,7 @@ from typing import Any
 from pawwake.chat import extraction_schedule
 from pawwake.chat.recall import index as conversation_index
 from pawwake.jobs import Job
-from pawwake.memory import embedding_jobs, embedding_worker, reindex
+from pawwake.memory import describe, embedding_jobs, embedding_worker, reindex
 from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction import job as extract
@@ -25,6 +25,7 @@ HANDLERS: dict[str, Callable[[Services, Job], Awaitable[Any]]] = {
     CONSOLIDATE_KIND: consolidate.run_draft_job,  # group memories into event drafts
     embedding_jobs.EMBED_KIND: embedding_worker.embed_missing_memories,  # memory vectors
     conversation_index.EMBED_KIND: conversation_index.embed_missing_messages,  # message vectors
+    describe.KIND: describe.describe_memories,  # the memory model's keywords and questions
     reindex.KIND: reindex.reindex_job,  # re-tokenise stored rows after a keyword-rule change
 }
 

@@ -18,10 +18,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import psycopg2
-
 from pawwake.db import jobs as jobs_db
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -108,7 +106,7 @@ def rate_limit_wait(waits: int, retry_after: float | None) -> tuple[float, bool]
 def backoff_seconds(attempt: int) -> float:
     """Wait after failed attempt number ``attempt``: 1 min doubling to 6 h (1, 2, 4 ... 256
     min, then 6 h), so 12 attempts span about 20 hours."""
-    return min(LONGEST_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** max(0, attempt - 1))
+    return min(LONGEST_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2.0 ** max(0, attempt - 1))
 
 
 class JobRunner:
@@ -165,7 +163,9 @@ class JobRunner:
                     async with cursor(database.pool) as cur:
                         await jobs_db.release(cur, job.id, job.attempts)
                     log.info("job %s (%s) given back unfinished at shutdown", job.id, job.kind)
-        except (TimeoutError, psycopg2.Error, OSError) as exc:
+        except Exception as exc:
+            if not isinstance(exc, (TimeoutError, *DATABASE_ERRORS)):  # or RELEASE_SECONDS ran out
+                raise
             log.warning("could not give back %s unfinished job(s) at shutdown (%s); they are"
                         " claimed again when their lease expires", len(abandoned),
                         type(exc).__name__)
@@ -249,7 +249,7 @@ class JobRunner:
                 async with cursor(job.database.pool) as cur:
                     kept = await jobs_db.extend_lease(cur, job.id, self.lease_seconds,
                                                       job.attempts)
-            except (psycopg2.Error, OSError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("job %s (%s): lease not renewed (%s)", job.id, job.kind,
                             type(exc).__name__)
                 continue
@@ -262,7 +262,7 @@ class JobRunner:
         while not self._stopping:
             try:
                 ran = await self.run_one()
-            except (psycopg2.Error, OSError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("job runner cannot reach the database: %s", type(exc).__name__)
                 ran = False
             except Exception:  # a bug must not end the worker: its jobs would never run

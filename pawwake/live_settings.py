@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiopg
-import psycopg2
 
 from pawwake.db import gateway_config as config_db
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import cursor, transaction
+from pawwake.db.pool import DATABASE_ERRORS, cursor, transaction
 from pawwake.settings import (
     BY_NAME,
     MASK_MARKERS,
@@ -83,7 +82,7 @@ class RuntimeConfig:
             await asyncio.sleep(REFRESH_SECONDS)
             try:
                 await self.refresh()
-            except (psycopg2.Error, OSError, TimeoutError, DatabaseUnavailable) as exc:
+            except DATABASE_ERRORS as exc:
                 if not failing:
                     log.warning("could not re-read saved settings (%s); the values read "
                                 "before stay in force", type(exc).__name__)

@@ -31,8 +31,10 @@ from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder
 from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
+from pawwake.memory.resources import embedding_usage
 from pawwake.memory.vectors import VectorStore
 from pawwake.replies_in_flight import RepliesInFlight
+from pawwake.search.background import References
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
@@ -52,6 +54,7 @@ class Services:
     embedder: Embedder
     vectors: VectorStore  # memory vector search (pgvector/numpy)
     term_stats: TermStats  # keyword IDF statistics
+    references: References  # the semantic background's vectors per embedding model
     recall_vectors: MessageVectors  # conversation message vectors
     turn_spool: TurnSpool  # turns waiting for the database
     upstream_health: UpstreamHealth  # the provider's last failure
@@ -88,9 +91,10 @@ def build_services(settings: Settings) -> Services:
         database=database,
         jobs=JobRunner(database, workers=settings.JOB_WORKERS),
         tasks=BackgroundTasks(),
-        embedder=Embedder(None),
+        embedder=Embedder(None, usage=embedding_usage(database)),
         vectors=VectorStore(),
         term_stats=TermStats(),
+        references=References(),
         recall_vectors=MessageVectors(),
         turn_spool=TurnSpool(Path(settings.PAWWAKE_DATA_DIR) / SPOOL_FOLDER,
                              settings.TURN_SPOOL_MAX_MB * MEGABYTE),

@@ -20,7 +20,15 @@ from aiohttp.test_utils import TestClient
 from pawwake.db import jobs as jobs_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import UNAVAILABLE_ERRORS, connection, cursor, execute, fetch_all
+from pawwake.db.pool import (
+    UNAVAILABLE_ERRORS,
+    ConnectionLost,
+    connection,
+    create_pool,
+    cursor,
+    execute,
+    fetch_all,
+)
 from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.conftest import PostgresHandle
@@ -249,6 +257,30 @@ async def test_a_pool_that_cannot_hand_out_a_connection_in_time_is_unavailable(
                     await fetch_all(cur, "SELECT 1")
         assert isinstance(caught.value, TimeoutError)  # older handlers still catch it
         assert isinstance(caught.value, UNAVAILABLE_ERRORS)
+        async with cursor(pool) as cur:
+            assert await fetch_all(cur, "SELECT 1 AS one") == [{"one": 1}]
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_a_statement_whose_answer_never_comes_is_the_database_away(
+        database_url: str) -> None:
+    """aiopg gives up waiting for an answer with a plain TimeoutError (and closes the
+    connection): above the pool that is the database away, 503 and spooled like the rest,
+    while a deadline of the caller's own inside the block stays what it was."""
+    pool = await create_pool(database_url, maxsize=2)
+    try:
+        with pytest.raises(ConnectionLost) as caught:
+            async with cursor(pool) as cur:
+                await cur.execute("SELECT pg_sleep(5)", timeout=0.3)
+        assert isinstance(caught.value, UNAVAILABLE_ERRORS)
+        assert isinstance(caught.value.__cause__, TimeoutError)
+        with pytest.raises(TimeoutError) as own:
+            async with cursor(pool) as cur:
+                await fetch_all(cur, "SELECT 1")
+                raise TimeoutError("the caller's own deadline")
+        assert not isinstance(own.value, UNAVAILABLE_ERRORS)
         async with cursor(pool) as cur:
             assert await fetch_all(cur, "SELECT 1 AS one") == [{"one": 1}]
     finally:

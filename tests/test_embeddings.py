@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import numpy as np
 import pytest
 
@@ -21,6 +22,7 @@ from pawwake.llm.embeddings import (
     semantic_threshold,
 )
 from pawwake.llm.local_engine import cpu_quota, local_model_threads
+from pawwake.llm.sse import TokenUsage
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from tests.embedding_server import FakeEmbeddings
@@ -162,6 +164,28 @@ async def test_usage_is_recorded_as_embed(make_client: Any, fake: FakeEmbeddings
         rows = await fetch_all(cur,
                                "SELECT model, prompt_tokens, usage_type FROM token_usage")
     assert rows == [{"model": "fake-embed-1", "prompt_tokens": 7, "usage_type": "embed"}]
+
+
+async def test_the_embedder_hands_each_calls_tokens_to_its_owner(fake: FakeEmbeddings) -> None:
+    """The embedder embeds; what becomes of the tokens is its owner's (the app books them as
+    ``embed`` rows, above): one report per API call, a cached query none."""
+    reported: list[tuple[str, int, int]] = []
+
+    async def record(model: str, usage: TokenUsage) -> None:
+        reported.append((model, usage.prompt, usage.total))
+
+    settings = Settings.from_env({}, EMBEDDING_PROVIDER="api", EMBEDDING_API_KEY=SECRET,
+                                 EMBEDDING_BASE_URL=fake.base_url,
+                                 EMBEDDING_MODEL="fake-embed-1", EMBEDDING_DIM=32)
+    async with aiohttp.ClientSession() as http:
+        embedder = Embedder(http, usage=record)
+        try:
+            await embedder.embed_passages(settings, ["abc", "defg"])
+            await embedder.embed_query(settings, "where")
+            await embedder.embed_query(settings, "where")
+        finally:
+            await embedder.close()
+    assert reported == [("fake-embed-1", 7, 7), ("fake-embed-1", 5, 5)]
 
 
 async def test_query_embeddings_are_cached_per_provenance(make_client: Any,

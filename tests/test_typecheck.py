@@ -1,7 +1,7 @@
 """The type checker runs with the suite, so a type error fails CI like a failed test.
 
-mypy's settings live in pyproject.toml (``[tool.mypy]``: the ``pawwake`` package, strict for
-the lower layers), so ``python -m mypy`` in the project folder gives the same report. The
+mypy's settings live in pyproject.toml (``[tool.mypy]``: the ``pawwake`` package, strict
+everywhere), so ``python -m mypy`` in the project folder gives the same report. The
 launcher ``pawwake.py`` has the package's module name, so mypy checks a copy of it under
 another name. The incremental cache sits in the temp folder, one per checkout: a run after
 the first re-checks only what changed.
@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,13 @@ def test_launcher_type_checks(tmp_path: Path) -> None:
     launcher_errors = [line.replace(str(copy), LAUNCHER) for line in report.splitlines()
                        if line.startswith(str(copy))]
     assert not launcher_errors, "mypy found errors:\n" + "\n".join(launcher_errors)
+
+
+def test_every_package_is_checked_strictly() -> None:
+    """Strict for the whole package, and no override of ours takes any of it back."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert config["strict"] is True and config["files"] == ["pawwake"]
+    for override in config.get("overrides", []):
+        modules = override["module"] if isinstance(override["module"], list) \
+            else [override["module"]]
+        assert not any(m.split(".")[0] == "pawwake" for m in modules), override

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Sequence
 
 import aiopg
-import psycopg2
 
 from pawwake.chat.prepared import (
     NOTHING,
@@ -25,11 +24,9 @@ from pawwake.chat.prepared import (
     StepResult,
 )
 from pawwake.db import memory_seen, reminders
-from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.llm.sse import CapturedReply
 from pawwake.memory.inject import (
-    RECALL_ERRORS,
     claim_due,
     memory_block,
     plain_system_text,
@@ -67,10 +64,10 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
         failure = due if isinstance(due, BaseException) else found
         assert isinstance(failure, BaseException)
         if isinstance(due, list) and due:
-            with contextlib.suppress(psycopg2.Error, OSError, DatabaseUnavailable):
+            with contextlib.suppress(*DATABASE_ERRORS):
                 async with cursor(pool) as cur:
                     await reminders.release_claims(cur, token)
-        if partition or not isinstance(failure, RECALL_ERRORS):
+        if partition or not isinstance(failure, DATABASE_ERRORS):
             raise failure
         log.warning("memory recall skipped: %s", type(failure).__name__)
         return NOTHING

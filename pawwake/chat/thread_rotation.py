@@ -21,7 +21,6 @@ from datetime import datetime
 from typing import Any
 
 import aiopg
-import psycopg2
 
 from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.rotation import (
@@ -33,7 +32,6 @@ from pawwake.chat.rotation import (
     rotation_due,
     rotations_allowed,
 )
-from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.partition_state import (
     PartitionState,
     claim_rotation,
@@ -43,13 +41,12 @@ from pawwake.db.partition_state import (
     renew_rotation,
     save_state_if,
 )
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.settings import Settings
 from pawwake.text.rounds import Round, group_rounds
 
 log = logging.getLogger(__name__)
 
-DB_ERRORS = (psycopg2.Error, OSError, asyncio.TimeoutError, DatabaseUnavailable)
 LEASE_SECONDS = 30.0  # renewed every third of it while the summary model works
 _SAVE_ATTEMPTS = 4  # compare-and-set races lost in a row before answering unrotated
 _POLL_FIRST, _POLL_MAX = 0.05, 1.0  # waiting for another request's rotation
@@ -158,12 +155,12 @@ async def _keep_lease(pool: aiopg.Pool, thread: str, version: int) -> None:
         try:
             async with cursor(pool) as cur:
                 await renew_rotation(cur, thread, version, LEASE_SECONDS)
-        except DB_ERRORS as exc:  # the save will tell whether the lease still held
+        except DATABASE_ERRORS as exc:  # the save will tell whether the lease still held
             log.warning("could not renew the rotation lease: %s", type(exc).__name__)
 
 
 async def _release(pool: aiopg.Pool, thread: str, version: int) -> None:
-    with contextlib.suppress(*DB_ERRORS):
+    with contextlib.suppress(*DATABASE_ERRORS):
         async with cursor(pool) as cur:
             await release_rotation(cur, thread, version)
 
@@ -199,7 +196,7 @@ async def read_thread(pool: aiopg.Pool, thread: str, settings: Settings, split: 
     x = max(1, int(settings.CACHE_PARTITION_X))
     try:
         return await _read_and_rotate(pool, thread, settings, x, split, summarise, fold, now)
-    except DB_ERRORS as exc:
+    except DATABASE_ERRORS as exc:
         log.warning("partition context unavailable: %s", type(exc).__name__)
         raise unavailable() from exc
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.spool_folder import SpoolFolders, sync_folder
+from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.llm.sse import CapturedReply, TokenUsage
 
 if TYPE_CHECKING:
@@ -206,8 +207,6 @@ class TurnSpool:
         """Write spooled turns in order with ``store``; a connection error stops (and
         propagates), the rest stays for the next try. Returns how many were written or found
         written."""
-        from pawwake.chat.turns import CONNECTION_ERRORS
-
         written = 0
         async with self._lock:
             for name in list(self._files):
@@ -222,7 +221,7 @@ class TurnSpool:
                     continue
                 try:
                     await store(turn, reply, incomplete)
-                except CONNECTION_ERRORS:
+                except UNAVAILABLE_ERRORS:
                     raise
                 except Exception:
                     log.exception("a spooled turn could not be written; kept as .failed")
@@ -245,8 +244,6 @@ class TurnSpool:
 
     async def run(self, database: Database | None, store: StoreTurn) -> None:
         """Try the spool at start-up, then every few seconds while anything waits."""
-        from pawwake.chat.turns import CONNECTION_ERRORS
-
         while True:
             try:
                 await self.adopt_orphans()
@@ -255,7 +252,7 @@ class TurnSpool:
             if self.pending and database is not None:
                 try:
                     await self.replay(store)
-                except CONNECTION_ERRORS as exc:
+                except UNAVAILABLE_ERRORS as exc:
                     with contextlib.suppress(Exception):
                         await database.pool.clear()  # stale after a restart
                     log.info("database still unreachable (%s); %d turns wait in the spool",

@@ -40,9 +40,6 @@ PENDING_WAIT_SECONDS = 3.0  # a session's next request waits at most this for th
 STORE_WAIT_SECONDS = 3.0  # the end of a stream waits at most this for its turn's commit
 SPOOL_COPY_AFTER_SECONDS = 2.0  # a store still running then leaves a copy in the spool
 _RETRY_DELAYS = (0.1, 0.5)  # fresh-connection retries before a turn goes to the spool
-# Errors that mean "the database is not reachable now", not "this turn cannot be written".
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, OSError,
-                                                      TimeoutError)  # also: not connected yet
 
 
 class TurnSource(Protocol):
@@ -374,7 +371,7 @@ async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
     if spool.pending:
         try:
             await spool.replay(spooled_turn_writer(services))
-        except CONNECTION_ERRORS as exc:
+        except UNAVAILABLE_ERRORS as exc:
             log.warning("database still unreachable (%s); turn kept in the spool",
                         type(exc).__name__)
             await spool.add(turn, reply, incomplete=incomplete)
@@ -383,7 +380,7 @@ async def write_turn(services: Services, turn: TurnSource, reply: CapturedReply,
         try:
             await store_turn(services, turn, reply, incomplete=incomplete)
             return
-        except CONNECTION_ERRORS as exc:
+        except UNAVAILABLE_ERRORS as exc:
             if delay is None:
                 log.warning("database unreachable (%s); turn kept in the spool",
                             type(exc).__name__)

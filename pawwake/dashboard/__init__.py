@@ -111,9 +111,9 @@ def setup_dashboard(app: web.Application) -> None:
                     ", ".join(PROBLEM_SETTINGS[p] for p in problems))
         middlewares = [headers_middleware, unavailable_middleware]
     else:
-        middlewares = [headers_middleware, plain_bodies_middleware,
-                       session_middleware(DashboardCookieStorage(secret)),
-                       errors_middleware, origin_middleware, login_middleware, form_middleware]
+        middlewares = [headers_middleware, session_middleware(DashboardCookieStorage(secret)),
+                       errors_middleware, plain_bodies_middleware, origin_middleware,
+                       login_middleware, form_middleware]
     dashboard = web.Application(middlewares=middlewares)
     dashboard[dkeys.PROBLEMS] = problems
     dashboard[dkeys.PASSWORD] = password

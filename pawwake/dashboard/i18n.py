@@ -47,9 +47,8 @@ def translator(lang: str) -> Translator:
 
 def request_language(request: web.Request) -> str:
     """The visitor's language: the language cookie when valid, else Simplified Chinese."""
-    cached = request.get(dkeys.LANGUAGE)
-    if cached is not None:
-        return cached
+    if dkeys.LANGUAGE in request:
+        return request[dkeys.LANGUAGE]
     chosen = request.cookies.get(LANGUAGE_COOKIE, DEFAULT_LANGUAGE)
     lang = chosen if chosen in LANGUAGES else DEFAULT_LANGUAGE
     request[dkeys.LANGUAGE] = lang

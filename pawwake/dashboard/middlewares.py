@@ -1,5 +1,5 @@
-"""The dashboard's middlewares: not-configured page, plain bodies, friendly errors, origin
-check, login, forms."""
+"""The dashboard's middlewares: not-configured page, friendly errors (the one place an error
+is answered), plain bodies, origin check, login, forms."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translate, translator
 from pawwake.dashboard.login import is_authenticated
 from pawwake.dashboard.public_form import PublicFormRefused, read_public_form
+from pawwake.dashboard.refusals import PageRefusal, Refused, refusal_of
 from pawwake.dashboard.render import is_htmx, render, render_error
 from pawwake.dashboard.security import SAFE_METHODS, client_view, is_same_origin
 from pawwake.db.pool import UNAVAILABLE_ERRORS
@@ -39,38 +40,51 @@ async def unavailable_middleware(request: web.Request, handler: Handler) -> web.
 @web.middleware
 async def plain_bodies_middleware(request: web.Request, handler: Handler
                                   ) -> web.StreamResponse:
-    """A compressed body is refused unread (see ``request_body``), on every dashboard route."""
+    """A compressed body is refused unread (see ``request_body``), on every dashboard route.
+    The one refusal answered here and not by the error path: anyone may send it in a flood and
+    no browser ever does, so it gets one line of text instead of a rendered page (under 8
+    clients sending gzip bombs back to back, a page each took ``GET /`` p99 from 30 to 170 ms;
+    ``bench/faults.py --mode public-attack``)."""
     if content_encoding(request) is None:
         return await handler(request)
-    response = render_error(request, 415, translate(request_language(request), "error.encoding"))
-    response.headers["Accept-Encoding"] = "identity"
-    return response
+    return web.Response(status=415, text=translate(request_language(request), "error.encoding"),
+                        headers={"Accept-Encoding": "identity"})
 
 
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Errors become a page (or an htmx fragment) in the visitor's language, never a trace."""
+    """The dashboard's one error path: whatever a page or a middleware inside this one raises
+    (a ``PageRefusal``, a service's refusal, the database away, a bug) becomes an error page or
+    htmx fragment in the visitor's language (``refusals.refusal_of``), never a trace."""
     lang = request_language(request)
     try:
         return await handler(request)
     except web.HTTPNotFound:
-        return render_error(request, 404, translate(lang, "error.not_found"))
+        answer = Refused(404, translate(lang, "error.not_found"))
     except web.HTTPMethodNotAllowed:
-        return render_error(request, 405, translate(lang, "error.method"))
+        answer = Refused(405, translate(lang, "error.method"))
     except web.HTTPException:
         raise
     except StatementTimeout:
         log.warning("a statement of dashboard %s %s ran into its time bound", request.method,
                     request.path)
-        return render_error(request, 503, translate(lang, "error.database_slow"))
-    except UNAVAILABLE_ERRORS as exc:
+        answer = Refused(503, translate(lang, "error.database_slow"))
+    except Exception as exc:
+        answer = refusal_of(request, exc) or _failure(request, exc, lang)
+    response = render_error(request, answer.status, answer.message)
+    response.headers.update(answer.headers)
+    return response
+
+
+def _failure(request: web.Request, exc: Exception, lang: str) -> Refused:
+    """The answer to what no page refused: the database away (503), else a bug (500)."""
+    if isinstance(exc, UNAVAILABLE_ERRORS):
         note_unreachable(request.config_dict, exc)
         log.warning("database unavailable on dashboard %s %s (%s)", request.method,
                     request.path, type(exc).__name__)
-        return render_error(request, 503, translate(lang, "error.database"))
-    except Exception:
-        log.exception("dashboard error on %s %s", request.method, request.path)
-        return render_error(request, 500, translate(lang, "error.internal"))
+        return Refused(503, translate(lang, "error.database"))
+    log.error("dashboard error on %s %s", request.method, request.path, exc_info=exc)
+    return Refused(500, translate(lang, "error.internal"))
 
 
 @web.middleware
@@ -78,7 +92,6 @@ async def origin_middleware(request: web.Request, handler: Handler) -> web.Strea
     """Every write must come from a page of this very site (scheme and host, proxy-aware)."""
     if request.method not in SAFE_METHODS and not is_same_origin(request):
         log.warning("refused a cross-origin dashboard %s to %s", request.method, request.path)
-        lang = request_language(request)
         if client_view(request).forwarded_ignored:
             # Behind a proxy nobody said to trust, the browser's https address is unknown
             # here, so every sign-in looks cross-origin: say exactly what to set.
@@ -86,9 +99,8 @@ async def origin_middleware(request: web.Request, handler: Handler) -> web.Strea
             log.warning("forwarded headers from %s were ignored: that address is not in "
                         "TRUSTED_PROXIES (behind a reverse proxy such as Render's, set %s)",
                         request.remote, setting)
-            return render_error(request, 403, translate(lang, "error.origin_proxy",
-                                                        setting=setting))
-        return render_error(request, 403, translate(lang, "error.origin"))
+            raise PageRefusal("error.origin_proxy", 403, setting=setting)
+        raise PageRefusal("error.origin", 403)
     return await handler(request)
 
 
@@ -107,16 +119,14 @@ async def form_middleware(request: web.Request, handler: Handler) -> web.StreamR
             await read_public_form(request)
         except PublicFormRefused as refused:
             log.warning("refused a public form on %s (%d)", request.path, refused.status)
-            return render_error(request, refused.status,
-                                translate(request_language(request), refused.message_key))
+            raise PageRefusal(refused.message_key, refused.status) from None
     elif request.method == "POST":
         try:
             await request.post()
         except MALFORMED_FORM as exc:
             log.warning("refused an unreadable form on %s (%s)", request.path,
                         type(exc).__name__)
-            return render_error(request, 400,
-                                translate(request_language(request), "error.bad_form"))
+            raise PageRefusal("error.bad_form") from None
     return await handler(request)
 
 
@@ -129,10 +139,8 @@ async def login_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     login = request.app.router["login"].url_for()
     if is_htmx(request):
-        response = render_error(request, 401,
-                                translate(request_language(request), "login.required"))
-        response.headers["HX-Redirect"] = str(login.with_query(reason="expired"))
-        return response
+        raise PageRefusal("login.required", 401,
+                          headers={"HX-Redirect": str(login.with_query(reason="expired"))})
     if request.method in SAFE_METHODS:
         raise web.HTTPSeeOther(str(login.with_query(next=request.path_qs)))
     raise web.HTTPSeeOther(str(login.with_query(reason="expired")))

@@ -8,7 +8,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import aiopg
 import psycopg2
@@ -32,16 +32,30 @@ class TextRow(TypedDict):
 
     id: int
     content: str
+    written: NotRequired[list[str]]  # memories: what the memory model wrote to find it
 
 
 class PoolTimeout(DatabaseUnavailable, TimeoutError):
     """No connection within the pool's timeout (still a TimeoutError for older handlers)."""
 
 
-# Errors that mean "the database is not reachable", not "this request is wrong": callers
-# answer 503 for these. QueryCanceled and friends subclass OperationalError and count too.
+class ConnectionLost(DatabaseUnavailable):
+    """The connection died under a statement or while it was opened. aiopg says so with a
+    plain ``OSError``, or a ``TimeoutError`` when the server stopped answering; turned into
+    this here, so "the database is away" is one set of errors everywhere above."""
+
+    def __init__(self) -> None:
+        super().__init__("The connection to the database was lost; try again shortly.")
+
+
+# The database is away: not reachable, the connection broke, a statement was stopped, or it
+# is turned off; not "this request is wrong". Callers answer 503 (or spool, or degrade) for
+# these, and only for these. QueryCanceled and friends subclass OperationalError and count.
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     psycopg2.OperationalError, psycopg2.InterfaceError, DatabaseUnavailable)
+# Away, or refusing a statement (a constraint, a bug): what best-effort work (usage rows, lease
+# renewals, seen marks, warm-ups) logs and carries on after, rather than failing its caller.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (psycopg2.Error, *UNAVAILABLE_ERRORS)
 
 psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=True)
 
@@ -49,8 +63,11 @@ psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=
 async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> aiopg.Pool:
     """Open a pool; ``sslmode`` and other libpq options pass through inside the DSN."""
     bounds.report_stopped_statements_ourselves(asyncio.get_running_loop())
-    return await aiopg.create_pool(dsn, minsize=minsize, maxsize=maxsize, timeout=30,
-                                   pool_recycle=300)
+    try:
+        return await aiopg.create_pool(dsn, minsize=minsize, maxsize=maxsize, timeout=30,
+                                       pool_recycle=300)
+    except OSError as exc:  # TimeoutError included: the server did not answer in time
+        raise ConnectionLost() from exc
 
 
 async def server_connection_limit(cur: Cursor) -> int:
@@ -70,6 +87,8 @@ async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
         conn = await pool.acquire()
     except TimeoutError:
         raise PoolTimeout("No database connection within the pool timeout.") from None
+    except OSError as exc:
+        raise ConnectionLost() from exc
     try:
         with bounds.stopped_statements_raised():
             yield conn
@@ -77,6 +96,14 @@ async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
         if conn.closed:
             _discard_idle(pool)
         raise
+    except OSError as exc:
+        # aiopg's wait for an answer ran out (TimeoutError) or its socket failed: it closed
+        # the connection. Anything else (a deadline of the caller's, the connection intact)
+        # is the caller's own error and passes unchanged.
+        if isinstance(exc, DatabaseUnavailable) or not conn.closed:
+            raise
+        _discard_idle(pool)
+        raise ConnectionLost() from exc
     finally:
         await pool.release(conn)
 

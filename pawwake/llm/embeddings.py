@@ -29,17 +29,14 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 import aiohttp
 import numpy as np
-import psycopg2
 
-from pawwake.db.pool import cursor
-from pawwake.db.usage import insert_usage
 from pawwake.llm.engine_memory import IdleRelease, release_regions, sparse_regions, trim_heap
 from pawwake.llm.local_engine import (
     BACKGROUND_LANE_NICE,
@@ -51,6 +48,7 @@ from pawwake.llm.local_engine import (
     query_lanes,
 )
 from pawwake.llm.query_batch import QueryBatcher, QueryRequest, QueryTiming
+from pawwake.llm.sse import TokenUsage
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 from pawwake.settings import Settings
 from pawwake.text.tokens import bounded
@@ -174,12 +172,18 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     return rows
 
 
+# What the embedder's owner does with the tokens an embedding API call reports (the model
+# and the counts): the embedder embeds, its owner books (``memory/resources.py``).
+UsageRecorder = Callable[[str, TokenUsage], Awaitable[None]]
+
+
 class Embedder:
     """One per process: the lazily loaded local model, API quirks learned, a query cache."""
 
-    def __init__(self, http: aiohttp.ClientSession | None, pool: Any = None) -> None:
+    def __init__(self, http: aiohttp.ClientSession | None,
+                 usage: UsageRecorder | None = None) -> None:
         self._http = http
-        self._pool = pool
+        self._usage = usage
         # background passages (one call at a time), below the query lanes' priority
         self.worker = PriorityWorker("embed", nice=BACKGROUND_LANE_NICE)
         lanes, self._lane_threads = query_lanes()
@@ -476,7 +480,9 @@ class Embedder:
             raise _api_failure(status, payload, settings.EMBEDDING_API_KEY)
         matrix = _vectors_from(payload, len(texts))
         self._learned_dim[(base, model, dim)] = int(matrix.shape[1])
-        await self._record_usage(model, payload)
+        usage = TokenUsage.from_openai(payload.get("usage") if isinstance(payload, dict) else None)
+        if usage is not None and self._usage is not None:
+            await self._usage(model, usage)
         return normalise_rows(matrix)
 
     async def _post(self, settings: Settings, body: dict[str, Any], deadline: float
@@ -503,24 +509,6 @@ class Embedder:
             raise EmbeddingError("embedding API rate limit (HTTP 429)", status=429,
                                  retry_after=_seconds(retry_after))
         return status, payload
-
-    def attach(self, pool: Any) -> None:
-        """Record usage in the database from now on (it may arrive after start-up)."""
-        self._pool = pool
-
-    async def _record_usage(self, model: str, payload: Any) -> None:
-        usage = payload.get("usage") if isinstance(payload, dict) else None
-        if self._pool is None or not isinstance(usage, dict):
-            return
-        prompt = int(usage.get("prompt_tokens") or 0)
-        try:
-            async with cursor(self._pool) as cur:
-                await insert_usage(cur, session_id=None, model=model, prompt_tokens=prompt,
-                                   completion_tokens=0,
-                                   total_tokens=int(usage.get("total_tokens") or prompt),
-                                   usage_type="embed")
-        except (psycopg2.Error, OSError) as exc:
-            log.warning("could not record embedding usage: %s", type(exc).__name__)
 
 
 def _forget(pending: dict[Any, Any], key: Any, task: asyncio.Task[Any]) -> None:

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import psycopg2
 from multidict import CIMultiDict
 from yarl import URL
 
 from pawwake import SOURCE_URL
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.db.usage import insert_usage
 from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
@@ -211,7 +210,10 @@ class UsageBooking:
 UNBOOKED = UsageBooking(None, "own")  # a call that books nothing and reports no health
 
 
-async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: str) -> None:
+async def book_usage(booking: UsageBooking | None, usage: TokenUsage | None, model: str
+                     ) -> None:
+    """One call's tokens as a ``token_usage`` row; a database that fails is logged, since the
+    call itself succeeded and its answer is kept."""
     if booking is None or booking.pool is None or usage is None:
         return
     try:
@@ -220,7 +222,7 @@ async def _book(booking: UsageBooking | None, usage: TokenUsage | None, model: s
                                prompt_tokens=usage.prompt, completion_tokens=usage.completion,
                                total_tokens=usage.total, cached_tokens=usage.cached,
                                usage_type=booking.usage_type, cost=usage.cost)
-    except (psycopg2.Error, OSError) as exc:  # the call itself succeeded: keep its answer
+    except DATABASE_ERRORS as exc:  # the call itself succeeded: keep its answer
         log.warning("could not record %s token usage: %s", booking.usage_type,
                     type(exc).__name__)
 
@@ -272,7 +274,7 @@ async def complete(http: aiohttp.ClientSession, settings: Settings, messages: li
         except ValueError:
             raw = {}
         answered_by = raw.get("model") if isinstance(raw, dict) else None
-        await _book(usage, reply.usage, str(answered_by or body["model"]))
+        await book_usage(usage, reply.usage, str(answered_by or body["model"]))
         if reply.error is not None:
             booking.provider_failed(status, body["model"], "upstream_error")
             raise UpstreamStatusError(status, data)

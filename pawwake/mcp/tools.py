@@ -89,7 +89,7 @@ def _memory_line(memory: dict[str, Any]) -> str:
         parts.append(f"({_day(memory['event_date'])})")
     if memory.get("title"):
         parts.append(f"{memory['title']}:")
-    return " ".join(parts) + " " + memory["content"]
+    return " ".join([*parts, str(memory["content"])])
 
 
 async def _search_memories(services: Services, settings: Settings, args: dict[str, Any]

@@ -21,6 +21,7 @@ from pawwake.memory.backup_format import (
     export_document,
     validate_backup,
 )
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.store import MemoryConflict
 from pawwake.search.terms import terms_for
@@ -97,6 +98,7 @@ async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict
             report = await _apply(cur, items, terms, version)
             if report["imported"]:
                 await enqueue_embedding(cur)
+                await enqueue_describing(cur, services.config.current())
             if dry_run:
                 raise _RollBack
     except _RollBack:

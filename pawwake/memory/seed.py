@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.db import memories as db
 from pawwake.db.pool import transaction
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
 from pawwake.memory.text_import import split_lines
@@ -110,6 +111,7 @@ async def import_seed(services: Services) -> dict[str, Any]:
         inserted = await db.insert_memories(cur, rows)
         if inserted:
             await enqueue_embedding(cur)
+            await enqueue_describing(cur, services.config.current())
     if inserted:
         services.jobs.wake()
     log.info("seed import from %s: %s imported, %s skipped, %s past reminder(s) not set",

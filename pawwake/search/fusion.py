@@ -15,9 +15,8 @@ Fusion is a calibrated weighted sum (``scoring.combine``): keyword share and nei
 score carry the relevance, importance and recency only break ties. On the dev set
 (``bench/retrieval_quality.py``) it beat reciprocal-rank fusion, kept here for that comparison:
 RRF ignores how far ahead a match is and so lets keyword near-misses tie with the clear
-semantic answer. ``relevance`` (the weighted share of keyword and semantic parts, without the
-tie-breakers) is what the injection floor compares, so the floor means the same in keyword-only
-and hybrid mode.
+semantic answer. The fused score ranks; what the injection floor compares is the relevance of
+``search.relevance``, worked out from evidence that does not depend on the store's size.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 NEIGHBOURHOOD = 40  # nearest neighbours fetched per query: the spread is measured on them
 ADMIT_TOP_K = 20  # a semantic candidate must be among the query's nearest this many
@@ -34,8 +34,19 @@ FLAT_RANK = 5  # the top is flat when the best is barely above this neighbour (1
 FLAT_SD = 1.5  # ... "barely": within this many standard deviations of the spread
 RRF_K = 2  # reciprocal-rank constant, used only when comparing fusions
 
-METHOD = "sum"  # "sum" (calibrated) or "rrf"; the benchmark switches it to compare
-LITERAL_FIRST = True  # the benchmark can switch the literal rule off to compare
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How a memory's keyword and semantic parts become its rank: the calibrated sum with the
+    flat-top literal rule is the product's (``CALIBRATED``); the benchmark passes others
+    (reciprocal ranks, no literal rule) down the search to compare, changing nothing global."""
+
+    method: Literal["sum", "rrf"] = "sum"
+    literal_first: bool = True
+
+
+CALIBRATED = Fusion()
 
 
 @dataclass(frozen=True)
@@ -112,15 +123,6 @@ def literal_first(keyword: Mapping[int, float], semantic: Mapping[int, float],
         for i in alone:
             parts[i] *= cap / top
     return parts
-
-
-def relevance(keyword: float, semantic: float, keyword_weight: float,
-              semantic_weight: float) -> float:
-    """The relevance share of a fused score (0..1), without importance and recency."""
-    total = keyword_weight + semantic_weight
-    if total <= 0:
-        return 0.0
-    return (keyword_weight * keyword + semantic_weight * semantic) / total
 
 
 def reciprocal_ranks(keyword: Mapping[int, float], semantic: Mapping[int, float]

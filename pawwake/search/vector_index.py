@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiopg
 import numpy as np
-import psycopg2
 
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
-from pawwake.db.pool import cursor
+from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.db.vector_rows import VectorTable
 
 if TYPE_CHECKING:
@@ -286,5 +285,5 @@ async def warm_if_numpy(index: VectorIndex, choice: BackendChoice, settings: Set
         return
     try:
         await index.warm(database.pool, provenance)
-    except (psycopg2.Error, OSError) as exc:
+    except DATABASE_ERRORS as exc:
         log.warning("could not preload the %s vector index: %s", what, type(exc).__name__)

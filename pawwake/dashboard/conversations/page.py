@@ -16,8 +16,8 @@ from aiohttp import web
 from pawwake.api_error import ApiError
 from pawwake.chat import conversations as service
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.refusals import refusals_as_pages
-from pawwake.dashboard.render import render, render_error
+from pawwake.dashboard.refusals import PageRefusal
+from pawwake.dashboard.render import render
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
@@ -72,14 +72,12 @@ async def _render_list(request: web.Request, *, query: str, trash: bool, page: i
         "pages": pages, "notice": _notice(lang, values)}, status=status)
 
 
-@refusals_as_pages("conv")
 async def conversations(request: web.Request) -> web.Response:
     """The newest sessions, or the trash with ``trash=1``; ``page=N`` pages."""
     return await _render_list(request, query="", trash=request.query.get("trash") == "1",
                               page=_int(request.query.get("page"), 1), values=request.query)
 
 
-@refusals_as_pages("conv")
 async def search(request: web.Request) -> web.Response:
     form = await request.post()
     query = str(form.get("q", "")).strip()[:500]
@@ -87,7 +85,6 @@ async def search(request: web.Request) -> web.Response:
                               page=_int(form.get("page"), 1), values=form)
 
 
-@refusals_as_pages("conv")
 async def view_session(request: web.Request) -> web.Response:
     """One session's messages, deleted ones included (they can be restored here)."""
     lang = request_language(request)
@@ -112,7 +109,6 @@ def _view_url(request: web.Request, session_id: str, **extra: str) -> str:
         {"session": session_id, **extra}))
 
 
-@refusals_as_pages("conv")
 async def message_action(request: web.Request) -> web.StreamResponse:
     """Save, delete or restore one message, then show the session again."""
     form = await request.post()
@@ -126,8 +122,7 @@ async def message_action(request: web.Request) -> web.StreamResponse:
     if action == "save":
         content = form.get("content")
         if not isinstance(content, str) or not content.strip():
-            return render_error(request, 400, translate(request_language(request),
-                                                        "conv.error_empty"))
+            raise PageRefusal("conv.error_empty")
         await service.edit_message(services, message_id, service.content_of(content),
                                    settings=await settings_of(request))
         done = "edited"
@@ -139,7 +134,6 @@ async def message_action(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(_view_url(request, session_id, done=done, n=number))
 
 
-@refusals_as_pages("conv")
 async def session_action(request: web.Request) -> web.StreamResponse:
     """Move one session to the trash (back to the list) or restore it (back to the session)."""
     form = await request.post()
@@ -156,21 +150,19 @@ async def session_action(request: web.Request) -> web.StreamResponse:
     raise ApiError("invalid_action", "Unknown action.")
 
 
-@refusals_as_pages("conv")
 async def bulk_action(request: web.Request) -> web.StreamResponse:
     """Trash, restore, purge or merge the sessions ticked in the list."""
     form = await request.post()
     services = services_of(request)
-    lang = request_language(request)
     trash = form.get("trash") == "1"
     selected = [service.session_id_of(v, "session") for v in form.getall("session", [])]
     if not selected:
-        return render_error(request, 400, translate(lang, "conv.error_select"))
+        raise PageRefusal("conv.error_select")
     action = form.get("action")
     if action == "merge":
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
-            return render_error(request, 400, translate(lang, "conv.error_merge"))
+            raise PageRefusal("conv.error_merge")
         merged = await service.merge_sessions(services.require_database(), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),

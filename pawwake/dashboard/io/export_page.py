@@ -26,7 +26,6 @@ PAGE = "dashboard/export.html"
 PANEL = "partials/_memory_export.html"
 MAX_BROKEN_SHOWN = 50
 CONTENT_CHARS = 80
-_UNREADABLE: tuple[type[BaseException], ...] = (DatabaseUnavailable, *UNAVAILABLE_ERRORS)
 
 
 def _panel(**values: Any) -> dict[str, Any]:
@@ -46,7 +45,7 @@ async def _conversation_counts(request: web.Request) -> dict[str, Any] | None:
     try:
         async with cursor(database_of(request).pool) as cur:
             counts = await dashboard_counts(cur)
-    except _UNREADABLE:  # the page still offers the memories' backup
+    except UNAVAILABLE_ERRORS:  # the page still offers the memories' backup
         return None
     return {"sessions": counts["sessions"], "messages": counts["messages"]}
 

@@ -10,8 +10,8 @@ from aiohttp import web
 
 from pawwake import job_admin
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.refusals import refusals_as_pages
-from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.dashboard.refusals import PageRefusal
+from pawwake.dashboard.render import is_htmx, render
 from pawwake.services import services_of
 from pawwake.text.numbers import whole_number
 
@@ -47,7 +47,6 @@ async def jobs_page(request: web.Request) -> web.Response:
     return render(request, TEMPLATE, await _region(request, status, notice), fragment=REGION)
 
 
-@refusals_as_pages("jobs")
 async def job_action(request: web.Request) -> web.StreamResponse:
     """Retry or discard one job, then show the list again (refusals: 404, 409)."""
     lang = request_language(request)
@@ -58,9 +57,9 @@ async def job_action(request: web.Request) -> web.StreamResponse:
         raise web.HTTPNotFound()
     job_id = whole_number(raw_id)
     if job_id is None:
-        return render_error(request, 400, translate(lang, "jobs.error_invalid"))
+        raise PageRefusal("jobs.error_invalid")
     if services_of(request).database is None:
-        return render_error(request, 503, translate(lang, "jobs.no_database"))
+        raise PageRefusal("jobs.no_database", 503)
     act, outcome = ACTIONS[action]
     job = await act(services_of(request).jobs, job_id)
     if form.get("back") == "status":  # from the status page's jobs card: back to that card

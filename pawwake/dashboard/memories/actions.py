@@ -18,7 +18,6 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.listing import (
     PAGE,
     ROW,
-    memory_errors,
     memory_id_from,
     message,
     render_region,
@@ -26,7 +25,8 @@ from pawwake.dashboard.memories.listing import (
     selected_ids,
 )
 from pawwake.dashboard.memories.view import View, parse_view, row_view, zone_of
-from pawwake.dashboard.render import is_htmx, render, render_error
+from pawwake.dashboard.refusals import PageRefusal
+from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import MemoryConflict
@@ -88,7 +88,6 @@ async def _refused(request: web.Request, view: View, memory_id: int, number: int
                   headers={"HX-Retarget": f"#memory-row-{number}", "HX-Reswap": "outerHTML"})
 
 
-@memory_errors
 async def row_action(request: web.Request) -> web.Response:
     """Archive, restore or permanently delete one row."""
     lang = request_language(request)
@@ -96,7 +95,7 @@ async def row_action(request: web.Request) -> web.Response:
     view = parse_view(form)
     op = form.get("op")
     if op not in ROW_OPS:
-        return render_error(request, 400, translate(lang, "memories.bad_action"))
+        raise PageRefusal("memories.bad_action")
     memory_id, number = memory_id_from(form), row_number_from(form)
     if op == "delete" and not confirmed(form):
         memory = await store.get_memory(database_of(request), memory_id)
@@ -132,7 +131,6 @@ def report_text(lang: str, action: str, report: Mapping[str, Any]) -> str:
     return text
 
 
-@memory_errors
 async def bulk(request: web.Request) -> web.Response:
     """One action on every selected row; the answer states what really happened."""
     lang = request_language(request)
@@ -140,11 +138,11 @@ async def bulk(request: web.Request) -> web.Response:
     view = parse_view(form)
     action = form.get("action")
     if action not in BULK_ACTIONS:
-        return render_error(request, 400, translate(lang, "memories.bad_action"))
+        raise PageRefusal("memories.bad_action")
     try:
         ids = selected_ids(form)
     except FieldError:
-        return render_error(request, 400, translate(lang, "bulk.bad_selection"))
+        raise PageRefusal("bulk.bad_selection") from None
     if not ids:
         return await render_region(request, view, status=400,
                                    notice=message("alert", translate(lang, "bulk.none")))
@@ -182,7 +180,6 @@ async def bulk(request: web.Request) -> web.Response:
         "notice", report_text(lang, action, report)))
 
 
-@memory_errors
 async def undo_supersede(request: web.Request) -> web.Response:
     lang = request_language(request)
     form = await request.post()
@@ -204,7 +201,6 @@ def _days(value: Any) -> float | None:
     return days if 0 <= days <= MAX_CLEANUP_DAYS else None
 
 
-@memory_errors
 async def cleanup(request: web.Request) -> web.Response:
     """Delete archived fragments older than N days (after a confirmation), with the report."""
     lang = request_language(request)

@@ -16,7 +16,6 @@ from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.consolidation_context import consolidation_context, latest_drafts
 from pawwake.dashboard.memories.listing import (
     CONSOLIDATION,
-    memory_errors,
     message,
     respond,
     selected_ids,
@@ -62,7 +61,6 @@ async def _panel(request: web.Request, view: View, *, status: int = 200,
                          oob=oob, status=status)
 
 
-@memory_errors
 async def show(request: web.Request) -> web.Response:
     """The panel; htmx polls it every second while drafts are being made."""
     if not is_htmx(request):
@@ -76,7 +74,6 @@ def start_refusal(lang: str, code: str) -> str:
     return translate(lang, "organise.refused_other")
 
 
-@memory_errors
 async def start(request: web.Request) -> web.Response:
     """Queue drafts for the ticked rows, or for a range of local days."""
     lang = request_language(request)
@@ -127,7 +124,6 @@ async def _bar_result(request: web.Request, view: View, status: int,
                          bulk_result=result)
 
 
-@memory_errors
 async def cancel(request: web.Request) -> web.Response:
     lang = request_language(request)
     form = await request.post()
@@ -186,7 +182,6 @@ async def _confirm_one(request: web.Request, form: Mapping[str, Any], number: in
     return {"ok": True, "message": message("notice", translate(lang, "drafts.confirmed"))}
 
 
-@memory_errors
 async def confirm(request: web.Request) -> web.Response:
     """Confirm one draft (``confirm=N``) or every ready draft without a core source."""
     lang = request_language(request)

@@ -28,7 +28,6 @@ from pawwake.dashboard.memories.view import (
     row_view,
     zone_of,
 )
-from pawwake.dashboard.refusals import refusals_as_pages
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.db.errors import NotFound
 from pawwake.memory import store
@@ -53,7 +52,6 @@ MAX_ID = 2 ** 63 - 1
 
 # Refusals on the memory pages: a view parameter (400), a missing row (404), the database off
 # (503), each worded in the reader's language from the ``memories.`` catalog.
-memory_errors = refusals_as_pages("memories")
 
 
 def memory_id_from(values: Mapping[str, Any]) -> int:

@@ -17,7 +17,6 @@ from pawwake.dashboard.memories.listing import (
     CANDIDATES,
     MERGE_FORM,
     REGION,
-    memory_errors,
     memory_id_from,
     message,
     respond,
@@ -77,7 +76,6 @@ async def _dialog(request: web.Request, view: View, form: dict[str, Any], status
                          headers={"HX-Retarget": "#merge-slot", "HX-Reswap": "outerHTML"})
 
 
-@memory_errors
 async def merge_dialog(request: web.Request) -> web.Response:
     """Open the merge dialog for the ticked rows."""
     lang = request_language(request)
@@ -101,7 +99,6 @@ def _typed(form: Any) -> dict[str, str]:
             for name, field in names.items()}
 
 
-@memory_errors
 async def merge_submit(request: web.Request) -> web.Response:
     """Merge the sources into one memory with the edited text (one transaction)."""
     lang = request_language(request)
@@ -144,7 +141,6 @@ async def merge_submit(request: web.Request) -> web.Response:
                          headers={"HX-Retarget": "#memories-main", "HX-Reswap": "outerHTML"})
 
 
-@memory_errors
 async def revert(request: web.Request) -> web.Response:
     """Restore every source of a merged memory and archive it (or change nothing)."""
     lang = request_language(request)
@@ -161,7 +157,6 @@ async def revert(request: web.Request) -> web.Response:
     return await respond(request, view, oob=("candidates",), notice=message("notice", text))
 
 
-@memory_errors
 async def promote(request: web.Request) -> web.Response:
     """Make a candidate event a core memory (never done without this click)."""
     lang = request_language(request)

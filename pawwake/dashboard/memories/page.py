@@ -16,7 +16,6 @@ from pawwake.dashboard.memories.listing import (
     ROW,
     edit_state,
     field_message,
-    memory_errors,
     memory_id_from,
     message,
     page_context,
@@ -63,14 +62,12 @@ def _opened(values: Any) -> Opened:
             "sources_number": _number(values.get("sources"))}
 
 
-@memory_errors
 async def memories(request: web.Request) -> web.Response:
     """The list; ``edit=N`` / ``versions=N`` / ``sources=N`` open row N's editor or panel."""
     view = parse_view(request.query)
     return await render_region(request, view.listing(), **_opened(request.query))
 
 
-@memory_errors
 async def search(request: web.Request) -> web.Response:
     """Search by POST so private text stays out of URLs and access logs."""
     form = await request.post()
@@ -97,7 +94,6 @@ def _to_list(request: web.Request, view: View, **opened: str) -> web.HTTPSeeOthe
     return web.HTTPSeeOther(str(url))
 
 
-@memory_errors
 async def edit_form(request: web.Request) -> web.Response:
     """The inline editor of one row."""
     view = parse_view(request.query)
@@ -110,7 +106,6 @@ async def edit_form(request: web.Request) -> web.Response:
     return await _row_response(request, view, memory, number, edit=edit_state(row))
 
 
-@memory_errors
 async def show_row(request: web.Request) -> web.Response:
     """One row as the list shows it (cancelling an edit, closing a panel)."""
     view = parse_view(request.query)
@@ -120,7 +115,6 @@ async def show_row(request: web.Request) -> web.Response:
     return await _row_response(request, view, memory, row_number_from(request.query))
 
 
-@memory_errors
 async def save_edit(request: web.Request) -> web.Response:
     """Validate with the API's rules; errors go back into the editor, next to the field."""
     lang = request_language(request)
@@ -174,13 +168,11 @@ async def _panel(request: web.Request, kind: str) -> web.Response:
     return render(request, PANEL, {"row": row, "view": view})
 
 
-@memory_errors
 async def versions(request: web.Request) -> web.Response:
     """The version chain of a row, shown under it."""
     return await _panel(request, "versions")
 
 
-@memory_errors
 async def sources(request: web.Request) -> web.Response:
     """The sources of a merged memory, shown under it, with the revert."""
     return await _panel(request, "sources")

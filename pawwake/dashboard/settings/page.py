@@ -8,8 +8,8 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.render import is_htmx, render, render_error
-from pawwake.dashboard.settings.errors import setting_error_text
+from pawwake.dashboard.refusals import PageRefusal, setting_error_text
+from pawwake.dashboard.render import is_htmx, render
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.dashboard.settings.probe import test_connection
 from pawwake.llm.models import ModelsUnavailable
@@ -51,8 +51,7 @@ async def save_settings(request: web.Request) -> web.Response:
     form = await request.post()
     group_id = form.get("_group")
     if group_id not in GROUPS:
-        return render_error(request, 400, translate(lang, "settings.error",
-                                                    message=translate(lang, "settings.bad_group")))
+        raise PageRefusal("settings.error", message=translate(lang, "settings.bad_group"))
     config = services_of(request).config
     current = await settings_of(request)
     submitted = submitted_values(form)

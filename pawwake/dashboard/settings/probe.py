@@ -11,8 +11,8 @@ from aiohttp import web
 from yarl import URL
 
 from pawwake.dashboard.i18n import request_language, translate
+from pawwake.dashboard.refusals import setting_error_text
 from pawwake.dashboard.render import render
-from pawwake.dashboard.settings.errors import setting_error_text
 from pawwake.dashboard.settings.form import submitted_values
 from pawwake.llm.models import ModelsUnavailable, fetch_models
 from pawwake.services import services_of, settings_of

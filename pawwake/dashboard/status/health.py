@@ -7,12 +7,9 @@ import logging
 from datetime import timezone
 from typing import Any
 
-import psycopg2
-
 from pawwake.config_problems import configuration_problems
 from pawwake.dashboard.job_errors import explain_job_error
-from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.db.pool import DATABASE_ERRORS, UNAVAILABLE_ERRORS
 from pawwake.llm.upstream_health import CHAT, STATES
 from pawwake.local_time import zone_of, zoned_minute
 from pawwake.memory.backfill import backfill_status
@@ -21,8 +18,6 @@ from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_UNREADABLE: tuple[type[BaseException], ...] = (DatabaseUnavailable, psycopg2.Error,
-                                                 *UNAVAILABLE_ERRORS)
 
 
 def database_line(database: Any, state: str) -> dict[str, Any]:
@@ -77,7 +72,7 @@ async def embedding_line(services: Services, settings: Settings) -> dict[str, An
         return {"name": "embedding", "state": "off"}
     try:
         status = await backfill_status(services, settings=settings)
-    except _UNREADABLE as exc:
+    except DATABASE_ERRORS as exc:
         # The page still renders; the line says the state could not be read.
         log.warning("embedding state unreadable on the status page (%s)", type(exc).__name__)
         return {"name": "embedding", "state": "warning", "unavailable": True}

@@ -16,8 +16,8 @@ from pawwake.api_error import ApiError
 from pawwake.chat import threads as service
 from pawwake.chat.threads import session_id_of
 from pawwake.dashboard.i18n import request_language, translate
-from pawwake.dashboard.refusals import refusals_as_pages
-from pawwake.dashboard.render import render, render_error
+from pawwake.dashboard.refusals import PageRefusal
+from pawwake.dashboard.render import render
 from pawwake.db.errors import Conflict
 from pawwake.services import services_of, settings_of
 
@@ -33,7 +33,6 @@ def _page_url(request: web.Request, **query: str) -> str:
     return str(request.app.router["threads"].url_for().with_query(query))
 
 
-@refusals_as_pages("threads")
 async def threads_page(request: web.Request) -> web.Response:
     """Status, thread list and the summary of the thread named by ``summary`` (default: the
     active one)."""
@@ -88,19 +87,15 @@ async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
     raise ApiError("invalid_action", "Unknown action.")
 
 
-def _refusal(request: web.Request, action: str, form: Mapping[str, Any]) -> web.Response:
-    """The service's refusal in the page's language: deleting the active thread (another tab
+def _refusal(action: str, form: Mapping[str, Any]) -> PageRefusal:
+    """The service's refusal in the page's words: deleting the active thread (another tab
     may have switched to it), or a create/rename onto a thread id that is taken."""
-    lang = request_language(request)
     if action == "delete":
-        message = translate(lang, "threads.error_active")
-    else:
-        taken = form.get("new_id") if action == "rename" else form.get("thread")
-        message = translate(lang, "threads.error_exists", thread=str(taken))
-    return render_error(request, 409, message)
+        return PageRefusal("threads.error_active", 409)
+    taken = form.get("new_id") if action == "rename" else form.get("thread")
+    return PageRefusal("threads.error_exists", 409, thread=str(taken))
 
 
-@refusals_as_pages("threads")
 async def thread_action(request: web.Request) -> web.StreamResponse:
     """One form action, then back to the page with a notice."""
     form = await request.post()
@@ -108,7 +103,7 @@ async def thread_action(request: web.Request) -> web.StreamResponse:
     try:
         query = await _apply(request, action, form)
     except Conflict:
-        return _refusal(request, action, form)
+        raise _refusal(action, form) from None
     raise web.HTTPSeeOther(_page_url(request, **query))
 
 

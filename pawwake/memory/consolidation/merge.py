@@ -20,6 +20,7 @@ from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
@@ -130,6 +131,7 @@ async def merge_memories(services: Services, request: MergeRequest, *, settings:
             merged_from=source_ids, search_terms=terms)
         archived = await memories_db.archive_memories(cur, source_ids)
         await enqueue_embedding(cur)
+        await enqueue_describing(cur, services.config.current())
     services.jobs.wake()
     log.info("merged %s memories into %s (layer %s)", len(archived), merged["id"], layer)
     return {"memory": memory_json(merged), "archived_ids": archived,

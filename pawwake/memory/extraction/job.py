@@ -20,6 +20,7 @@ from pawwake.jobs import Job, RetryLater
 from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.local_time import zone_of
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import (
     ExtractedItem,
@@ -28,6 +29,7 @@ from pawwake.memory.extraction.parse import (
     parse_answer,
 )
 from pawwake.memory.extraction.window import bounded_dialogue
+from pawwake.memory.model_terms import searchable_text
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
@@ -148,7 +150,9 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
               "reminders_moved": 0}
     # Cut before the transaction opens: one trip to the tokenizer thread, no row locks held
     # while it serves other work.
-    item_terms = await offload.index_terms([item.content for item in items])
+    item_terms = await offload.index_terms([
+        searchable_text(item.content, item.terms.keywords, item.terms.questions)
+        for item in items])
     async with transaction(database.pool) as cur:
         # The session's write lock orders this with a purge (which takes it too): a
         # conversation deleted while the model was thinking teaches nothing.
@@ -163,6 +167,9 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if counts["added"]:
             await enqueue_embedding(cur)
+            # An item the model wrote no keywords or questions for is described later.
+            if not all(item.terms.keywords or item.terms.questions for item in items):
+                await enqueue_describing(cur, services.config.current())
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)
@@ -186,7 +193,8 @@ async def _apply_item(cur: Any, item: ExtractedItem, terms: list[str], session_i
     new_id = await db.insert_extracted(
         cur, content=item.content, importance=item.importance,
         terms=terms, session_id=session_id,
-        message_ids=message_ids, remind_at=item.remind_at)
+        message_ids=message_ids, remind_at=item.remind_at, keywords=item.terms.keywords,
+        questions=item.terms.questions)
     counts["added"] += 1
     if item.action != "supersede":
         return
