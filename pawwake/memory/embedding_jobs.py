@@ -9,7 +9,7 @@ from pawwake.db.jobs import enqueue
 from pawwake.db.pool import Cursor, cursor
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
 
 EMBED_KIND = "memory_embed"
 
@@ -20,15 +20,15 @@ async def enqueue_embedding(cur: Cursor) -> None:
     await enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
-async def request_embedding(services: Services) -> None:
+async def request_embedding(writes: MemoryWrites) -> None:
     """Call after memories were added or their content changed (rows without a vector).
 
     At most one unfinished embedding job exists; it embeds every row that lacks a current
     vector, so calling this often is cheap.
     """
-    database = connected_database(services.database)
+    database = connected_database(writes.database)
     if database is None:
         return
     async with cursor(database.pool) as cur:
         await enqueue_embedding(cur)
-    services.jobs.wake()
+    writes.jobs.wake()

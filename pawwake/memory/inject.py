@@ -13,15 +13,17 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories, touch_results
+from pawwake.search import fusion
 from pawwake.settings import Settings
 from pawwake.text.query import users_words
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +70,16 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
     return f"{guidance}\n{block}"
 
 
-async def recall_for_request(services: Services, settings: Settings, session_id: str,
+async def recall_for_request(search: MemorySearch, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
-                             timings: dict[str, float] | None = None
+                             timings: dict[str, float] | None = None,
+                             fusing: fusion.Fusion = fusion.CALIBRATED
                              ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
     (excluded before the limit, so the next candidates move up). Only results whose relevance
     reaches the floor (``MEMORY_INJECT_MIN_RELEVANCE``, ``SearchOutcome.floor``) are injected,
     in hybrid and keyword-only mode alike (``search.relevance`` gives both one scale)."""
-    database = services.require_database()
+    database = require_database(search.database)
     limit = settings.MAX_MEMORIES_INJECT
     query = users_words(query)
     if limit <= 0 or not query.strip():
@@ -88,13 +91,14 @@ async def recall_for_request(services: Services, settings: Settings, session_id:
                                                       settings.MEMORY_SEEN_TTL_HOURS)
     # Searched wider than the limit: a memory relevant enough can rank below others that are
     # not (a Chinese question's English memory, found through the lexicon, ranks low).
-    outcome = await search_memories(services, query, limit=max(limit, CANDIDATES),
-                                    exclude_ids=exclude, settings=settings, touch=False)
+    outcome = await search_memories(search, query, limit=max(limit, CANDIDATES),
+                                    exclude_ids=exclude, settings=settings, touch=False,
+                                    fusing=fusing)
     if timings is not None:
         timings.update(outcome.timings)
     injected = [r for r in outcome.results if r.relevance >= outcome.floor][:limit]
     if touch:
-        await touch_results(services, injected)
+        await touch_results(search, injected)
     return injected, outcome.mode
 
 

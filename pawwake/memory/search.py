@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from pawwake.database import Database, connected_database
+from pawwake.database import Database, connected_database, require_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import DATABASE_ERRORS, cursor
@@ -60,7 +60,7 @@ from pawwake.text.language import language_of
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -109,29 +109,32 @@ class _Semantic:
     language: str  # the query's
 
 
-async def search_memories(services: Services, query: str, *, limit: int = 10,
+async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
                           settings: Settings,
-                          touch: bool = True, priority: int = CHAT) -> SearchOutcome:
-    """Search active memories for ``query``; see the module docstring for the scoring.
+                          touch: bool = True, priority: int = CHAT,
+                          fusing: fusion.Fusion = fusion.CALIBRATED) -> SearchOutcome:
+    """Search active memories for ``query``; see the module docstring for the scoring
+    (``fusing``: how keyword and semantic parts are fused, the calibrated sum unless a
+    benchmark compares another).
 
     The query embedding (the slow part with a local model) runs while the keyword candidates
     are fetched. ``touch=False`` leaves ``last_accessed`` to the caller (see ``touch_results``),
     so a chat request does not wait for that write. ``priority=BACKGROUND`` (a job's search)
     cuts and embeds the query behind every chat's.
     """
-    database = services.database
+    database = search.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
     limit = max(1, min(MAX_LIMIT, int(limit)))
     exclude = sorted({int(i) for i in exclude_ids})
-    await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
+    await ensure_tokenizer(search.data_dir)
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
     early: asyncio.Future[tuple[_Semantic | None, str | None]] | None = None
     if not needs_keywords(query):
-        started, coming = _start_vector(services, settings, query, clock.laps, priority)
+        started, coming = _start_vector(search, settings, query, clock.laps, priority)
         early = asyncio.ensure_future(started)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
@@ -144,13 +147,13 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
         if early is None:
-            started, coming = _start_vector(services, settings,
+            started, coming = _start_vector(search, settings,
                                                embedding_text(query, keywords), clock.laps,
                                                priority)
-        read = vectors_to_read(services, settings, database) if coming else None
+        read = vectors_to_read(search, settings, database) if coming else None
         (semantic, warning), found_by_keywords = await asyncio.gather(
             early or started, clock.timed("keyword_fetch", keyword_candidates(
-                services, database, keywords, alternatives, exclude, max(100, 4 * limit),
+                search, database, keywords, alternatives, exclude, max(100, 4 * limit),
                 expected, now, today, read)))
     except BaseException:
         if early is not None and not early.done():
@@ -171,7 +174,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         # memory it is about ranks below every Chinese one by raw cosine.
         across = (semantic.reference.across(semantic.query) if semantic.language == "zh"
                   else None)
-        found = await services.vectors.neighbourhood(
+        found = await search.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
             exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
             cosines_of=[] if read else known, across=across, across_k=ACROSS_K)
@@ -190,14 +193,15 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     relevant_enough = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    size = await services.term_stats.active(database.pool) if rows else 0
+    size = await search.term_stats.active(database.pool) if rows else 0
     results = _within_limit(_score(rows, found_by_keywords.fixed, concepts, normalised, cosines,
                                    weights, now, today, hood, semantic, size,
                                    floor=float(settings.MIN_SCORE_THRESHOLD),
-                                   relevant_enough=relevant_enough), limit, relevant_enough)
+                                   relevant_enough=relevant_enough, fusing=fusing), limit,
+                            relevant_enough)
     clock.lap("scoring")
     if touch:
-        await touch_results(services, results)
+        await touch_results(search, results)
         clock.lap("touch")
     log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
@@ -232,9 +236,9 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                   for row in rows if row["id"] in cosines}, hood
 
 
-async def touch_results(services: Services, results: Sequence[SearchResult]) -> None:
+async def touch_results(search: MemorySearch, results: Sequence[SearchResult]) -> None:
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
-    database = connected_database(services.database)
+    database = connected_database(search.database)
     if database is not None and results:
         async with cursor(database.pool) as cur:
             await search_db.touch_accessed(cur, [r.id for r in results],
@@ -246,7 +250,7 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
            weights: scoring.Weights, now: datetime, today: date,
            hood: fusion.Neighbourhood | None, semantic: _Semantic | None,
-           store_size: int, *, floor: float, relevant_enough: float = 1.0
+           store_size: int, *, floor: float, relevant_enough: float, fusing: fusion.Fusion
            ) -> list[SearchResult]:
     """Final scores, best first, each with its relevance (``search.relevance``); rows below
     ``floor`` are left out unless their relevance reaches ``relevant_enough`` (a Chinese
@@ -256,11 +260,11 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
     fixed = {**fixed, **fixed_parts([row for row in rows if row["id"] not in fixed],
                                     concepts, now, today)}
     keyword = {row["id"]: fixed[row["id"]].keyword for row in rows}
-    if fusion.LITERAL_FIRST:
+    if fusing.literal_first:
         normalised = fusion.literal_first(keyword, normalised, hood, weights.keyword,
                                           weights.semantic)
     fused = {i: (keyword[i], normalised.get(i, 0.0)) for i in keyword}
-    if fusion.METHOD == "rrf":
+    if fusing.method == "rrf":
         fused = fusion.reciprocal_ranks(keyword, normalised)
     results = []
     for row in rows:
@@ -307,7 +311,7 @@ def _evidence(row: Mapping[str, Any], cosine: float | None, keyword: float,
                     language != semantic.language, store_size)
 
 
-def _start_vector(services: Services, settings: Settings, query: str,
+def _start_vector(search: MemorySearch, settings: Settings, query: str,
                   timings: dict[str, float] | None = None, priority: int = CHAT
                   ) -> tuple[Coroutine[Any, Any, tuple[_Semantic | None, str | None]], bool]:
     """Start the query's embedding now (a local model's lane takes it before the caller's next
@@ -319,29 +323,29 @@ def _start_vector(services: Services, settings: Settings, query: str,
                              " only.")), False
     if nothing_to_search(query):
         return _given((None, None)), False
-    database = services.require_database()
+    database = require_database(search.database)
     try:
-        embedding = services.embedder.start_query(settings, query, timings=timings,
+        embedding = search.embedder.start_query(settings, query, timings=timings,
                                                   priority=priority)
     except QueryEmbeddingShed as exc:  # counted and logged by the embedder
         return _given((None, f"The embedding model is busy: {exc}; keywords only.")), False
-    return _semantic_query(services, settings, database, embedding, query), True
+    return _semantic_query(search, settings, database, embedding, query), True
 
 
 async def _given(value: T) -> T:
     return value
 
 
-async def _semantic_query(services: Services, settings: Settings, database: Database,
+async def _semantic_query(search: MemorySearch, settings: Settings, database: Database,
                           embedding: Awaitable[tuple[np.ndarray, Provenance]], query_text: str
                           ) -> tuple[_Semantic | None, str | None]:
     """The started embedding's vector, checked against the stored vectors' provenance."""
-    embedder = services.embedder
+    embedder = search.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
     referencing = asyncio.ensure_future(
-        reference_for(services.references, embedder, settings, expected))
+        reference_for(search.references, embedder, settings, expected))
     try:
         vector, provenance = await embedding
     except EmbeddingError as exc:
@@ -374,14 +378,14 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
     if provenance != expected:
         await _dropped(referencing)
         referencing = asyncio.ensure_future(
-            reference_for(services.references, embedder, settings, provenance))
+            reference_for(search.references, embedder, settings, provenance))
     try:
         reference = await referencing
     except EmbeddingError as exc:
         log.warning("the semantic background could not be embedded: %s", exc)
         return None, f"The semantic background could not be embedded ({exc}); keywords only."
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     services.vectors.backend(settings, database, provenance),
+                     search.vectors.backend(settings, database, provenance),
                      reference, reference.background(vector), language_of(query_text)), None
 
 
