@@ -63,7 +63,7 @@ import memory_search  # noqa: E402
 import overhead  # noqa: E402
 
 from pawwake.app import create_app  # noqa: E402
-from pawwake.chat.extraction_schedule import EXTRACT_KIND  # noqa: E402
+from pawwake.conversations.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
 from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
 from pawwake.db.pool import connection, cursor  # noqa: E402
@@ -143,7 +143,7 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256)
-        outcome = await search_memories(services_of(app), maker.query(), limit=10,
+        outcome = await search_memories(services_of(app).memory_search, maker.query(), limit=10,
                                         settings=settings)
         if outcome.mode != "hybrid":
             raise RuntimeError(f"search is not hybrid: {outcome.warning}")
@@ -352,13 +352,13 @@ async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
         maker = memory_search.TextMaker(memory_search.vocabulary(), seed=41)
         limit = settings["MAX_MEMORIES_INJECT"]
         for number in range(10):  # load the tokenizer and the model
-            await search_memories(services_of(app), f"{maker.text()} {number}", limit=limit,
+            await search_memories(services_of(app).memory_search, f"{maker.text()} {number}", limit=limit,
                                   settings=settings)
         laps: dict[str, list[float]] = {}
         totals = []
         for number in range(runs):
             started = time.perf_counter()
-            outcome = await search_memories(services_of(app), f"{maker.text()}？{number}",
+            outcome = await search_memories(services_of(app).memory_search, f"{maker.text()}？{number}",
                                             limit=limit,
                                             settings=settings)
             totals.append((time.perf_counter() - started) * 1000)

@@ -34,7 +34,7 @@ from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
 from pawwake.memory.search import search_memories
-from pawwake.memory.vectors import VectorStore
+from pawwake.search.vector_index import VectorIndex
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
@@ -144,13 +144,13 @@ def pct(values: list[float], p: float) -> float:
 async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[float, float, int]:
     settings = services_of(app).config.current().with_values(overrides)
     for q in queries:  # warm: query vector cached, numpy index loaded
-        await search_memories(services_of(app), q, limit=10, settings=settings)
+        await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
     times, found = [], 0
     steps: dict[str, list[float]] = {}
     for i in range(runs):
         q = queries[i % len(queries)]
         started = time.perf_counter()
-        outcome = await search_memories(services_of(app), q, limit=10, settings=settings)
+        outcome = await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
         times.append((time.perf_counter() - started) * 1000)
         found += len(outcome.results)
         for step, ms in outcome.timings.items():
@@ -232,7 +232,7 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)
         indexed = time.perf_counter() - started
         await explain_knn(pool, provenance, query_vectors[0])
-        services_of(app).vectors = VectorStore()
+        services_of(app).vectors.index = VectorIndex()  # cold: the next search loads it
         started = time.perf_counter()
         await services_of(app).vectors.index.search(pool, provenance, query_vectors[0], 10)
         loaded = time.perf_counter() - started

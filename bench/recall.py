@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_search import TextMaker, pct, vocabulary
 from pawwake.app import create_app
-from pawwake.chat.conversations import list_conversations
 from pawwake.chat.recall import stats as recall_stats
 from pawwake.chat.recall.search import search_fragments
+from pawwake.conversations.manage import list_conversations
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
@@ -102,11 +102,11 @@ async def time_search(app: web.Application, queries: list[str], runs: int, mode:
                       ) -> tuple[float, float, float]:
     settings = await services_of(app).config.fresh()
     for q in queries:  # warm: query vectors cached
-        await search_fragments(services_of(app), q, mode=mode, settings=settings)
+        await search_fragments(services_of(app).recall, q, mode=mode, settings=settings)
     times, found = [], 0
     for i in range(runs):
         started = time.perf_counter()
-        outcome = await search_fragments(services_of(app), queries[i % len(queries)], mode=mode,
+        outcome = await search_fragments(services_of(app).recall, queries[i % len(queries)], mode=mode,
                                          settings=settings)
         times.append((time.perf_counter() - started) * 1000)
         found += len(outcome.fragments)
@@ -164,7 +164,7 @@ async def time_listing(app: web.Application, queries: list[str], runs: int, phra
     for i in range(runs):
         query = queries[i % len(queries)].split()[0] if phrase else ""
         started = time.perf_counter()
-        await list_conversations(services_of(app), query=query, limit=20,
+        await list_conversations(services_of(app).recall, query=query, limit=20,
                                  settings=services_of(app).config.current())
         times.append((time.perf_counter() - started) * 1000)
     return pct(times, 50), pct(times, 95)

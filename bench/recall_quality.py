@@ -207,10 +207,10 @@ async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally:
     now = max(m.at for d in dialogues for _, m in d.messages()) + timedelta(days=1)
     for dialogue in dialogues:
         for question in dialogue.questions:
-            outcome = await search_fragments(services, question.text, max_sessions=FRAGMENTS,
+            outcome = await search_fragments(services.recall, question.text, max_sessions=FRAGMENTS,
                                              context=1, mode=mode, settings=settings, now=now)
             started = time.perf_counter()  # again, timed: every vector it needs is cached
-            await search_fragments(services, question.text, max_sessions=FRAGMENTS,
+            await search_fragments(services.recall, question.text, max_sessions=FRAGMENTS,
                                    context=1, mode=mode, settings=settings, now=now)
             tally.latency.append((time.perf_counter() - started) * 1000.0)
             if outcome.mode != mode:

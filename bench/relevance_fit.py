@@ -52,7 +52,7 @@ async def samples(app: object, devset: devset_mod.DevSet, ids: list[int],
     rows, labels = [], []
     queries = [(q.text, ids[q.target]) for q in devset.queries] + [(t, -1) for t in devset.none]
     for text, target in queries:
-        outcome = await search_memories(services_of(app), text, limit=100, settings=settings,
+        outcome = await search_memories(services_of(app).memory_search, text, limit=100, settings=settings,
                                         touch=False)
         for result in outcome.results:
             evidence = result.evidence

@@ -8,23 +8,23 @@ from contextlib import AbstractAsyncContextManager
 
 from aiohttp import web
 
-from pawwake import keys
 from pawwake.auth import warn_if_open
 from pawwake.chat.recall.vectors import warming_message_vectors
-from pawwake.chat.turn_spool import open_turn_spool
-from pawwake.chat.turns import spooled_turn_writer
 from pawwake.config_problems import configuration_problems
+from pawwake.conversations.turn_spool import open_turn_spool
+from pawwake.conversations.turn_writer import spooled_turn_writer
 from pawwake.dashboard import setup_dashboard
 from pawwake.database import open_database, stop_connecting
-from pawwake.job_kinds import register_job_handlers
+from pawwake.job_kinds import job_handlers
 from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
 from pawwake.memory.resources import open_embedder
 from pawwake.request_statements import bounded_statements_middleware
 from pawwake.routes import setup_routes
-from pawwake.services import MEGABYTE, Services, build_services
+from pawwake.services import MEGABYTE, Services, build_services, install_faces
 from pawwake.settings import Settings
 from pawwake.tasks import draining
+from pawwake.upgrade.adopt import finish_adoption
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def create_app(settings: Settings) -> web.Application:
     app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
                           middlewares=[bounded_statements_middleware])
     services = build_services(settings)
-    app[keys.SERVICES] = services
+    install_faces(app, services)
     # Opened in this order, closed in reverse: background work drains before its resources go.
     for resource in _resources(services):
         app.cleanup_ctx.append(_while_app_runs(resource))
@@ -51,7 +51,11 @@ def create_app(settings: Settings) -> web.Application:
     for problem in configuration_problems(settings):
         log.warning("configuration: %s", problem.english())
     setup_routes(app)
-    register_job_handlers(services)
+    for kind, handler in job_handlers(learning=services.memory_learning,
+                                      writes=services.memory_writes,
+                                      embedding=services.memory_embedding,
+                                      recall=services.recall).items():
+        services.jobs.register(kind, handler)
     setup_dashboard(app)
     return app
 
@@ -59,13 +63,13 @@ def create_app(settings: Settings) -> web.Application:
 def _resources(s: Services) -> list[Resource]:
     """What opens at start-up and closes at shutdown, in opening order."""
     return [
-        lambda: open_database(s.database, s.settings, s.config),
+        lambda: open_database(s.database, s.settings, s.config, finish_adoption),
         lambda: open_http_client(s.settings, s.open_http),
         lambda: open_embedder(s.settings, s.config, s.database, s.embedder, s.vectors),
         lambda: warming_message_vectors(s.recall_vectors, s.config, s.database, s.embedder,
                                         s.vectors),
         lambda: running_jobs(s.jobs, s.settings.JOB_WORKERS),
-        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s)),
+        lambda: open_turn_spool(s.turn_spool, s.database, spooled_turn_writer(s.turn_writing)),
         lambda: draining(s.tasks, s.jobs),
     ]
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.services import services_of
+from pawwake.app_faces import STARTUP_SETTINGS, face_of
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ async def api_auth_middleware(request: web.Request, handler: Handler) -> web.Str
     """Guards every program sub-app (/v1, /api, /import, /mcp) it is installed on. Cookies never
     count here: only the header key does. A refusal is rendered by the sub-app's error
     middleware, in its envelope."""
-    secret = services_of(request).settings.GATEWAY_SECRET
+    secret = face_of(request, STARTUP_SETTINGS).GATEWAY_SECRET
     if secret and not key_matches(presented_key(request), secret):
         raise ApiError("invalid_api_key", "Missing or wrong gateway key: send X-Gateway-Key or "
                        "Authorization: Bearer with GATEWAY_SECRET.", status=401)

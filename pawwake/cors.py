@@ -19,8 +19,8 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from pawwake import keys
+from pawwake.app_faces import STARTUP_SETTINGS, face_of, settings_of
 from pawwake.errors import openai_error
-from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ async def current_policy(request: web.Request) -> CorsPolicy:
     sub-app sets ``keys.CORS_NAMED_ORIGINS_ONLY``; DNS rebinding)."""
     settings = await settings_of(request)
     policy = parse_policy(settings.CORS_ALLOW_ORIGINS,
-                          gateway_secret_set=bool(services_of(request).settings.GATEWAY_SECRET))
+                          gateway_secret_set=bool(face_of(request, STARTUP_SETTINGS).GATEWAY_SECRET))
     if request.config_dict.get(keys.CORS_NAMED_ORIGINS_ONLY, False) and policy.any_origin:
         return CorsPolicy(False, policy.origins)
     return policy

@@ -5,7 +5,7 @@ forwards chat with the file persona meanwhile, ``/api`` answers 503, and a backg
 keeps connecting (backoff capped at ``RECONNECT_MAX_SECONDS``); once connected and migrated,
 the app switches to full mode by itself. An embedded server that dies later (killed, out of
 memory) is restarted within seconds (``_Connector.supervise``); meanwhile the state is
-``unavailable`` and finished turns wait in the turn spool. The ``Database`` object in ``Services.database``
+``unavailable`` and finished turns wait in the turn spool. The ``Database`` object (one per app, in the faces)
 (``None`` only with DATABASE_ENABLED=false) is therefore a holder whose pool appears later:
 ask ``connected_database(database)`` or ``database.ready`` before reading, or wait with
 ``database.wait_ready()`` in background work.
@@ -18,7 +18,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Copies in a 4.x database moved aside by ``migrate``, on the new pool (``upgrade/adopt.py``).
+Adopt = Callable[[aiopg.Pool, "Settings"], Awaitable[object]]
 
 STARTUP_WAIT_SECONDS = 15.0  # start-up waits at most this long for the first attempt, then serves
 RECONNECT_FIRST_SECONDS = 1.0
@@ -167,10 +170,12 @@ class _Connector:
     """Connects (starting the embedded server when no URL is set), migrates and attaches the
     runtime config, retrying with backoff until it succeeds or is stopped."""
 
-    def __init__(self, database: Database, settings: Settings, config: RuntimeConfig) -> None:
+    def __init__(self, database: Database, settings: Settings, config: RuntimeConfig,
+                 adopt: Adopt) -> None:
         self.database = database
         self.settings = settings
         self.config = config
+        self.adopt = adopt
         self.server: Any = None
         self.task: asyncio.Task[None] | None = None
         self._starting: asyncio.Future[Any] | None = None  # the embedded server's start
@@ -254,9 +259,7 @@ class _Connector:
                     features = await migrate(cur)
                     server_connections = await server_connection_limit(cur)
                 if features["legacy"]:  # a 4.x database, moved aside by migrate: copy it in
-                    from pawwake.upgrade.adopt import finish_adoption  # only ever needed here
-
-                    await finish_adoption(pool, settings)
+                    await self.adopt(pool, settings)
             await self.config.attach(pool)
         except BaseException:
             pool.close()
@@ -297,14 +300,15 @@ async def stop_connecting(database: Database | None) -> None:
 
 @asynccontextmanager
 async def open_database(database: Database | None, settings: Settings,
-                        config: RuntimeConfig) -> AsyncIterator[None]:
+                        config: RuntimeConfig, adopt: Adopt) -> AsyncIterator[None]:
     """Connect before the app serves (waiting a bounded time; after that the connection is
-    made in the background), close after."""
+    made in the background), close after. ``adopt`` copies in a 4.x database that
+    ``migrate`` moved aside (``upgrade/adopt.py`` ``finish_adoption``)."""
     if database is None:
         log.info("DATABASE_ENABLED=false: pure forwarding, no database connection")
         yield
         return
-    connector = _Connector(database, settings, config)
+    connector = _Connector(database, settings, config, adopt)
     database.connector = connector
     config.expect_database()
     connector.task = asyncio.create_task(connector.run(), name="database-connect")

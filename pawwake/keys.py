@@ -1,4 +1,4 @@
-"""Typed application keys: every piece of shared state on the app has one here."""
+"""Typed application keys of the program sub-apps (the faces' keys are in ``app_faces.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from pawwake.api_error import ApiError
-    from pawwake.services import Services
 
-SERVICES: web.AppKey[Services] = web.AppKey("services")  # database, http, jobs ... (services.py)
 # Per program sub-app (/api, /v1, /v1/messages, /mcp): how its error middleware renders a
 # refusal, and whether CORS admits only origins listed by name (MCP's rule).
 ERROR_ENVELOPE: web.AppKey[Callable[[ApiError], web.Response]] = web.AppKey("error_envelope")

@@ -11,10 +11,10 @@ from aiohttp import web
 
 from pawwake import keys
 from pawwake.api_error import ApiError
+from pawwake.app_faces import DATABASE, STARTUP_SETTINGS, face_of
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.statement_bounds import StatementTimeout
-from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except ApiError as exc:
         refusal = exc
     except web.HTTPRequestEntityTooLarge:
-        limit = services_of(request).settings.MAX_REQUEST_MB
+        limit = face_of(request, STARTUP_SETTINGS).MAX_REQUEST_MB
         refusal = ApiError("request_too_large",
                            f"Request body is larger than {limit} MB (MAX_REQUEST_MB).", status=413)
     except web.HTTPException as exc:
@@ -68,8 +68,7 @@ def database_unavailable(request: web.Request, exc: BaseException) -> ApiError:
 
 def note_unreachable(app: Mapping[Any, Any], exc: BaseException) -> None:
     """A lost connection shows at once on GET / and the status page."""
-    services = app.get(keys.SERVICES)
-    database = services.database if services is not None else None
+    database = app.get(DATABASE)
     if database is not None and not isinstance(exc, DatabaseUnavailable):
         database.mark_unreachable()
 

@@ -25,8 +25,8 @@ from yarl import URL
 
 from pawwake import keys
 from pawwake.api_error import ApiError
+from pawwake.app_faces import STARTUP_SETTINGS, face_of
 from pawwake.cors import current_policy
-from pawwake.services import services_of
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -94,7 +94,7 @@ async def _origin_refusal(request: web.Request, origin: str) -> ApiError | None:
 async def open_gateway_middleware(request: web.Request, handler: Handler
                                   ) -> web.StreamResponse:
     """No effect with a gateway secret: the key in a header is the guard then."""
-    settings = services_of(request).settings
+    settings = face_of(request, STARTUP_SETTINGS)
     if settings.GATEWAY_SECRET:
         return await handler(request)
     host = _host_of(request.host)

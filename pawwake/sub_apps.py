@@ -4,7 +4,7 @@ gateway key, or without one the guard of an open gateway (``open_gateway.py``).
 
 Nothing tells them apart by path any more: a request's sub-app decides how it is guarded and how
 its errors read. Handlers read shared state with ``request.config_dict[...]`` (``request.app`` is
-the sub-app) and reach the gateway's services through ``services_of(request)``. Request bodies are
+the sub-app) and reach their feature's face with ``app_faces.face_of(request, KEY)``. Request bodies are
 bounded by the root app's ``client_max_size`` (MAX_REQUEST_MB); over it, a sub-app's error
 middleware answers 413 in its envelope.
 """

@@ -170,7 +170,7 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     reached = 0
     for query in devset.queries:
         started = time.perf_counter()
-        outcome = await search_memories(services_of(app), query.text, limit=10, settings=settings,
+        outcome = await search_memories(services_of(app).memory_search, query.text, limit=10, settings=settings,
                                         touch=False, fusing=fusing)
         latency.append((time.perf_counter() - started) * 1000.0)
         modes.add(outcome.mode)
@@ -193,10 +193,10 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     by_floor = dict.fromkeys(FLOORS, 0)
     unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
     for text in devset.none:
-        results, _ = await recall_for_request(services_of(app), settings, "devset", text,
+        results, _ = await recall_for_request(services_of(app).memory_search, settings, "devset", text,
                                               partition=False, touch=False, fusing=fusing)
         injected += len(results)
-        results, _ = await recall_for_request(services_of(app), unfloored, "devset", text,
+        results, _ = await recall_for_request(services_of(app).memory_search, unfloored, "devset", text,
                                               partition=False, touch=False, fusing=fusing)
         for floor in FLOORS:
             by_floor[floor] += sum(r.relevance >= floor for r in results)

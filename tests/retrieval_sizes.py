@@ -257,7 +257,7 @@ class SizeReport:
 async def _candidates(app: Any, settings: Any, text: str, fusing: fusion.Fusion
                       ) -> list[SearchResult]:
     """What ``recall_for_request`` looks at (plain mode), relevant or not."""
-    outcome = await search_memories(services_of(app), text, limit=inject.CANDIDATES,
+    outcome = await search_memories(services_of(app).memory_search, text, limit=inject.CANDIDATES,
                                     settings=settings, touch=False, fusing=fusing)
     return outcome.results
 

@@ -4,17 +4,17 @@ what a step returns into changes of the request."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pawwake.chat.memory_step import memories
-from pawwake.chat.partition_step import partition_context
-from pawwake.chat.pipeline import CHAT_STEPS
 from pawwake.chat.prepared import PartitionThread, PreparedChat, ReplyHook, StepResult
 from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
+from pawwake.partition.step import partition_context
 from pawwake.protocols.anthropic.partition import messages_partition_context
-from pawwake.protocols.anthropic.pipeline import MESSAGES_STEPS
-from pawwake.protocols.responses.prepare import RESPONSES_STEPS
+from pawwake.services import build_services
+from pawwake.settings import Settings
 
 CLIENT = [{"role": "user", "content": "hi"}]
 
@@ -29,10 +29,22 @@ async def _nothing(_reply: CapturedReply) -> None:
     return None
 
 
-def test_the_steps_run_in_the_declared_order() -> None:
-    assert CHAT_STEPS == (partition_context, memories, recalled_fragments)
-    assert MESSAGES_STEPS == (messages_partition_context, memories, recalled_fragments)
-    assert RESPONSES_STEPS == (memories,)
+def test_the_steps_run_in_the_declared_order_each_bound_to_its_own_parts(tmp_path: Path
+                                                                           ) -> None:
+    services = build_services(Settings.from_env({"PAWWAKE_DATA_DIR": str(tmp_path)},
+                                                DATABASE_ENABLED=True))
+    chat = services.chat
+    assert [step.run for step in chat.steps] == [partition_context, memories, recalled_fragments]
+    assert [step.run for step in chat.messages_steps] == [messages_partition_context, memories,
+                                                          recalled_fragments]
+    assert [step.run for step in chat.responses_steps] == [memories]
+    partition, memory, recall = (step.face for step in chat.steps)
+    assert (memory.search, memory.tasks) == (services.memory_search, services.tasks)
+    assert recall is services.recall
+    assert partition.pending is chat.pending and partition.http is services.client
+    assert partition.database_configured
+    assert chat.messages_steps[0].face is partition
+    assert chat.responses_steps[0].face is memory
 
 
 def test_a_thread_moves_the_stored_session_and_messages_without_touching_the_clients() -> None:

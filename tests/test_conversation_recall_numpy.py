@@ -53,9 +53,9 @@ async def test_numpy_and_pgvector_recall_the_same_fragments(client: Any) -> None
     compared = 0
     for query in QUERIES:
         for context in (0, 1):
-            pg = await search_fragments(services_of(app), query, max_sessions=6, context=context,
+            pg = await search_fragments(services_of(app).recall, query, max_sessions=6, context=context,
                                         settings=on_pg)
-            np_ = await search_fragments(services_of(app), query, max_sessions=6, context=context,
+            np_ = await search_fragments(services_of(app).recall, query, max_sessions=6, context=context,
                                          settings=on_np)
             assert pg.mode == np_.mode == "hybrid", (pg.warning, np_.warning)
             assert [f["fragment_id"] for f in pg.fragments] == [

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg2
 
-from pawwake.dashboard.security import SESSION_COOKIE
+from pawwake.dashboard.security import SESSION_COOKIE, SESSION_MAX_AGE
 from pawwake.dashboard.session_revocations import SessionRevocations
 from pawwake.db.pool import create_pool
 from tests.dashboard_support import (
@@ -99,7 +99,7 @@ async def test_a_new_session_secret_ends_every_session(make_client: Any) -> None
 async def test_revocations_answer_from_memory_when_the_database_is_away(
         database_url: str, caplog: Any) -> None:
     pool = await create_pool(database_url, maxsize=1)
-    revocations = SessionRevocations()
+    revocations = SessionRevocations(SESSION_MAX_AGE)
     await revocations.revoke(pool, "sid-before-the-outage", int(time.time()))
     pool.close()
     await pool.wait_closed()

@@ -10,9 +10,10 @@ from typing import Any
 
 from bs4 import BeautifulSoup
 
-from pawwake.chat import conversations as service
+from pawwake.app_faces import database_of
+from pawwake.conversations import manage as service
 from pawwake.db.pool import cursor, fetch_all
-from pawwake.services import database_of, services_of
+from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
 from tests.fake_upstream import Reply, text_stream
 from tests.gateway_support import chat_body, settle, stored_messages

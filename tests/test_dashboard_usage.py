@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake.chat.usage_report import build_report
 from pawwake.dashboard.usage.chart import compact, nice_step
 from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.llm.sse import TokenUsage
 from pawwake.services import services_of
+from pawwake.usage_report import build_report
 from tests.dashboard_support import dashboard_client, login
 from tests.fake_upstream import Reply, completion_body, text_stream
 from tests.gateway_support import chat_body, settle

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from pawwake.chat.sessions import derived_session_id, resolve_session_id
-from pawwake.chat.turns import plan_turn, reply_message
+from pawwake.conversations.turn_plan import plan_turn, reply_message
 from pawwake.llm.sse import CapturedReply
 from tests.fake_upstream import FakeUpstream, Reply, completion_body, text_stream
 from tests.gateway_support import GatewayStarter, settle, stored_messages, usage_rows

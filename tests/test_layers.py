@@ -16,9 +16,10 @@ import pawwake
 ROOT = Path(pawwake.__file__).resolve().parent
 PACKAGE = "pawwake"
 
-FEATURES = ("chat", "memory")
+FEATURES = ("chat", "memory", "partition", "conversations")
 LOWER = ("search", "llm", "text")
-SERVICES = ("chat", "memory", "search", "jobs", "job_kinds", "job_admin")
+SERVICES = ("chat", "memory", "partition", "conversations", "search", "jobs", "job_kinds",
+            "job_admin", "usage_report")
 HTTP = ("routes", "dashboard", "mcp")
 
 
@@ -117,6 +118,43 @@ def test_chat_and_memory_do_not_import_each_other() -> None:
     assert breaks(in_areas("memory"), in_areas("chat")) == []
 
 
+# The chat flow's contract with its steps: what a step of another package may name of chat.
+STEP_CONTRACT = {"pawwake.chat.prepared"}
+
+
+def test_the_partition_cache_sits_under_the_chat_flow() -> None:
+    """``partition/`` is a feature the chat flow uses (its step is in ``CHAT_STEPS``): of
+    ``chat/`` it names only the steps' contract, and memory does not know it."""
+    assert breaks(in_areas("partition"),
+                  lambda imported: area(imported) == "chat" and imported not in STEP_CONTRACT
+                  ) == []
+    assert breaks(in_areas("memory"), in_areas("partition")) == []
+
+
+# Conversation recall still lives in chat/recall/ (its move beside memory comes later); the
+# turn store keeps its index current, so storage may name it.
+RECALL = "pawwake.chat.recall"
+
+
+def test_conversation_storage_sits_under_the_chat_flow_and_the_partition_cache() -> None:
+    """``conversations/`` stores what the chat flow, the partition cache and sidecar ingest
+    hand it; it names none of them (of ``chat/`` only recall's index), nor memory."""
+    assert breaks(in_areas("conversations"),
+                  lambda imported: area(imported) in ("partition", "memory", "protocols")
+                  or (area(imported) == "chat" and not imported.startswith(RECALL + "."))) == []
+    assert breaks(in_areas("memory"), in_areas("conversations")) == []
+
+
+def test_the_relay_sits_between_the_routes_and_the_chat_flow() -> None:
+    """``relay/`` is the turn engine: the routes and each protocol's turn are built on it, it
+    names no route and no protocol, and nothing under the HTTP layer names it."""
+    assert breaks(in_areas("relay"), in_areas(*HTTP, "protocols")) == []
+    assert breaks(in_areas("protocols"), in_areas(*HTTP)) == []
+    assert breaks(in_areas(*SERVICES, "llm", "text", "db"), in_areas("relay")) == []
+    assert breaks(lambda module: area(module) == "protocols" and not module.endswith(".turn"),
+                  in_areas("relay")) == []
+
+
 def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
     assert breaks(in_areas(*LOWER), in_areas(*FEATURES, *HTTP)) == []
 
@@ -166,9 +204,8 @@ def test_route_modules_import_each_other_without_cycles() -> None:
 
 # The layers below the HTTP one take the parts they use (``Services`` or fewer), never the
 # aiohttp app or a request, and read no app key; the chat flow included (docs/ARCHITECTURE.md).
-WITHOUT_APP = ("chat", "memory", "search", "llm", "text", "db", "protocols")
-# HTTP code kept beside its protocol: it registers the route on the /v1 sub-app.
-PROTOCOL_ROUTES = {"pawwake.protocols.responses.route"}
+WITHOUT_APP = ("chat", "memory", "partition", "conversations", "search", "llm", "text", "db",
+               "protocols")
 WEB_OBJECTS = {"Application", "Request"}
 
 
@@ -222,7 +259,196 @@ def test_the_app_reader_sees_parameters_quoted_annotations_and_app_keys() -> Non
 def test_the_chat_flow_and_the_services_take_no_app() -> None:
     found = []
     for module, path in our_modules(ROOT).items():
-        if area(module) in WITHOUT_APP and module not in PROTOCOL_ROUTES:
+        if area(module) in WITHOUT_APP:
             found += [f"{module}:{line} {what}"
                       for what, line in app_uses(path.read_text(encoding="utf-8"))]
     assert found == []
+
+
+# The floors of the house, top first (docs/ARCHITECTURE.md, "Layers"). A module belongs to the
+# floor of its longest listed prefix; an import may point along its floor or down, never up.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("assembly", ("app", "services", "job_kinds")),
+    ("http", ("routes", "dashboard", "mcp", "sub_apps", "middlewares", "cors", "auth",
+              "open_gateway", "request_body", "request_statements", "errors", "app_faces",
+              "relay", "protocols.anthropic.turn", "protocols.responses.turn")),
+    ("protocols", ("protocols",)),
+    ("chat pipeline", ("chat", "upgrade")),
+    ("chat steps", ("partition", "chat.memory_step", "chat.recall.inject")),
+    ("conversation storage", ("conversations",)),
+    ("memory and recall", ("memory", "chat.recall", "usage_report", "job_admin",
+                           "config_problems")),
+    ("the steps' contract", ("chat.prepared", "chat.cache_control", "chat.persona")),
+    ("search", ("search",)),
+    ("resources", ("database", "jobs", "tasks", "live_settings", "replies_in_flight")),
+    ("llm", ("llm",)),
+    ("db", ("db",)),
+    ("text", ("text", "priority_worker")),
+    ("base", ("settings", "keys", "local_time", "api_error", "removed_settings",
+              "data_folder", "proxies", "logs", "c_heap", "")),
+)
+# The one module allowed to name ``Services`` (and the app's own factory beside it).
+ASSEMBLY = {"pawwake.app", "pawwake.services"}
+
+
+def floor_of(module: str) -> int:
+    """The index in ``LAYERS`` of the floor ``module`` stands on (0 is the top)."""
+    relative = module.removeprefix(PACKAGE).removeprefix(".")
+    best, best_length = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (relative == prefix or relative.startswith(prefix + ".")
+                    or (prefix == "" and relative == "")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    return best
+
+
+def upward_arrows(found: list[tuple[str, str, int]]) -> list[str]:
+    return sorted(f"{module}:{line} imports {imported} ({LAYERS[floor_of(imported)][0]})"
+                  for module, imported, line in found
+                  if floor_of(imported) < floor_of(module))
+
+
+def circles(found: list[tuple[str, str, int]]) -> list[list[str]]:
+    """Every set of files that import each other round a circle (strongly connected, more than
+    one file), each sorted, found by Tarjan's algorithm on the import graph."""
+    graph: dict[str, set[str]] = {}
+    for module, imported, _ in found:
+        if module != imported:
+            graph.setdefault(module, set()).add(imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    result: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                result.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(result)
+
+
+def test_every_module_stands_on_a_floor() -> None:
+    assert [module for module in our_modules(ROOT) if floor_of(module) < 0] == []
+
+
+def test_the_floor_and_circle_readers_see_what_they_should() -> None:
+    found = [("pawwake.db.jobs", "pawwake.memory.store", 3),
+             ("pawwake.memory.store", "pawwake.db.jobs", 4),
+             ("pawwake.routes.chat", "pawwake.chat.pipeline", 5),
+             ("pawwake.chat.a", "pawwake.chat.b", 6), ("pawwake.chat.b", "pawwake.chat.c", 7),
+             ("pawwake.chat.c", "pawwake.chat.a", 8)]
+    assert floor_of("pawwake.protocols.responses.turn") < floor_of("pawwake.protocols.x")
+    assert floor_of("pawwake") == floor_of("pawwake.settings") == len(LAYERS) - 1
+    assert upward_arrows(found) == [
+        "pawwake.db.jobs:3 imports pawwake.memory.store (memory and recall)"]
+    assert circles(found) == [["pawwake.chat.a", "pawwake.chat.b", "pawwake.chat.c"],
+                              ["pawwake.db.jobs", "pawwake.memory.store"]]
+
+
+def test_no_import_points_up_a_floor() -> None:
+    assert upward_arrows(edges()) == []
+
+
+def test_no_circle_between_files() -> None:
+    """Type-only imports count: a reader follows them as Python does not."""
+    assert circles(edges()) == []
+
+
+def services_named(source: str) -> Iterator[int]:
+    """The line of each place ``source`` names the ``Services`` type in code: a name, an
+    attribute, an import, or a word inside a quoted annotation."""
+    tree = ast.parse(source)
+    quoted: set[int] = set()
+    for node in ast.walk(tree):
+        annotations: list[ast.expr] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            annotations += [argument.annotation for argument in
+                            (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                             arguments.vararg, arguments.kwarg)
+                            if argument is not None and argument.annotation is not None]
+            annotations += [node.returns] if node.returns is not None else []
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        elif isinstance(node, ast.Subscript):
+            annotations.append(node.slice)
+        for annotation in annotations:
+            for part in ast.walk(annotation):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str) \
+                        and "Services" in re.findall(r"\w+", part.value):
+                    quoted.add(part.lineno)
+    yield from sorted(quoted)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and node.id == "Services") \
+                or (isinstance(node, ast.Attribute) and node.attr == "Services"):
+            yield node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            yield from (node.lineno for alias in node.names if alias.name == "Services")
+
+
+def test_the_services_reader_sees_names_imports_and_quoted_annotations() -> None:
+    source = (
+        "from pawwake.services import Services\n"
+        "def run(services: 'Services', other: MemoryWrites) -> None: ...\n"
+        "Tool = Callable[['Services', int], None]\n"
+        "class StepContext:\n"
+        "    services: services.Services\n"
+        "'''Services in a docstring is only a word.'''\n"
+    )
+    assert sorted(services_named(source)) == [1, 2, 3, 5]
+
+
+def test_services_whole_are_named_only_in_the_assembly() -> None:
+    """Steps, jobs and routes declare the face they use; only the assembly sees them all."""
+    found = [f"{module}:{line}" for module, path in our_modules(ROOT).items()
+             if module not in ASSEMBLY
+             for line in services_named(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+# How a turn ends is decided in one place (docs/ARCHITECTURE.md, One chat request): the relay's
+# ending starts the after-reply hooks; the pipeline only for a request it never forwarded.
+TURN_ENDS = {"pawwake.relay.ending", "pawwake.chat.pipeline"}
+AFTER_HOOKS = {"after_reply", "after_failure", "after_incomplete"}
+
+
+def hook_calls(source: str) -> set[str]:
+    """The after-reply hook runners ``source`` calls (by name or as an attribute)."""
+    called = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            function = node.func
+            name = function.attr if isinstance(function, ast.Attribute) else \
+                function.id if isinstance(function, ast.Name) else ""
+            called |= {name} & AFTER_HOOKS
+    return called
+
+
+def test_a_turn_ends_in_one_place() -> None:
+    assert hook_calls("after_reply(tasks, p, r)\npipeline.after_failure(t, p, 'x')\n") == {
+        "after_reply", "after_failure"}
+    callers = {module for module, path in our_modules(ROOT).items()
+               if hook_calls(path.read_text(encoding="utf-8"))}
+    assert callers == TURN_ENDS

@@ -64,7 +64,7 @@ async def small_store(gateway: Any, upstream: Any, **settings: Any) -> Any:
     client = await gateway(**{**LOCAL, **settings})
     for text in MEMORIES:
         assert (await create(client, text))["id"]
-    await request_embedding(services_of(client.server.app))
+    await request_embedding(services_of(client.server.app).memory_writes)
     await services_of(client.server.app).jobs.run_until_idle()
     return client
 

@@ -25,7 +25,7 @@ async def start(make_client: Any, **overrides: Any) -> tuple[Any, Any, dict[str,
 
 
 async def backfill(app: Any) -> None:
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     assert await services_of(app).jobs.run_until_idle() == 1
 
 
@@ -109,7 +109,7 @@ async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> N
     settings = services_of(app).config.current()
     counts = []
     for query in UNRELATED:
-        injected, mode = await recall_for_request(services_of(app), settings, "s", query,
+        injected, mode = await recall_for_request(services_of(app).memory_search, settings, "s", query,
                                                   partition=False,
                                                   touch=False)
         assert mode == "hybrid"
@@ -117,7 +117,7 @@ async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> N
     assert max(counts) <= 1 and sum(counts) * 3 <= len(counts), counts  # mostly none at all
     # The check has teeth: without the injection floor the nearest neighbours would come in.
     unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
-    flooded = [len((await recall_for_request(services_of(app), unfloored, "s", q, partition=False,
+    flooded = [len((await recall_for_request(services_of(app).memory_search, unfloored, "s", q, partition=False,
                                              touch=False))[0]) for q in UNRELATED]
     assert sum(flooded) >= 2 * len(UNRELATED)
 
@@ -125,18 +125,18 @@ async def test_unrelated_queries_inject_little_or_nothing(make_client: Any) -> N
 async def test_excluded_ids_make_room_for_the_next_candidates(make_client: Any) -> None:
     _client, app, ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
     parents = {"spring_festival", "moving", "insurance"}
-    first = await search_memories(services_of(app), "爸妈", limit=1,
+    first = await search_memories(services_of(app).memory_search, "爸妈", limit=1,
                                   settings=services_of(app).config.current())
     assert len(first.results) == 1
     first_key = keys_of([first.results[0].id], ids)[0]
     assert first_key in parents
-    second = await search_memories(services_of(app), "爸妈", limit=1,
+    second = await search_memories(services_of(app).memory_search, "爸妈", limit=1,
                                    exclude_ids=[first.results[0].id],
                                    settings=services_of(app).config.current())
     assert len(second.results) == 1
     second_key = keys_of([second.results[0].id], ids)[0]
     assert second_key in parents and second_key != first_key
-    everything = await search_memories(services_of(app), "爸妈", limit=10,
+    everything = await search_memories(services_of(app).memory_search, "爸妈", limit=10,
                                        exclude_ids=[ids[k] for k in parents],
                                        settings=services_of(app).config.current())
     assert not {keys_of([r.id], ids)[0] for r in everything.results} & parents
@@ -149,7 +149,7 @@ async def test_archived_memories_are_never_returned(make_client: Any) -> None:
                                    is_active=False)
     await backfill(app)
     for vectors_on in (True, False):
-        outcome = await search_memories(services_of(app), "小橘的玩具", limit=20,
+        outcome = await search_memories(services_of(app).memory_search, "小橘的玩具", limit=20,
             settings=services_of(app).config.current().with_values(
                 {"MEMORY_VECTOR_ENABLED": vectors_on}))
         assert archived not in [r.id for r in outcome.results]
@@ -167,22 +167,22 @@ async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> 
 
 async def test_the_score_floor_applies_before_the_limit(make_client: Any) -> None:
     _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    loose = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3,
+    loose = await search_memories(services_of(app).memory_search, "爸妈 吉他 咖啡 marathon", limit=3,
                                   settings=services_of(app).config.current())
     assert len(loose.results) == 3
     strict_settings = services_of(app).config.current().with_values({"MIN_SCORE_THRESHOLD": 0.4})
-    strict = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=3,
+    strict = await search_memories(services_of(app).memory_search, "爸妈 吉他 咖啡 marathon", limit=3,
                                    settings=strict_settings)
     assert all(r.score >= 0.4 for r in strict.results)
     assert len(strict.results) < 3
-    everything = await search_memories(services_of(app), "爸妈 吉他 咖啡 marathon", limit=50,
+    everything = await search_memories(services_of(app).memory_search, "爸妈 吉他 咖啡 marathon", limit=50,
                                        settings=strict_settings)
     assert [r.id for r in everything.results] == [r.id for r in strict.results]
 
 
 async def test_scores_follow_the_keyword_only_formula(make_client: Any) -> None:
     _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
-    outcome = await search_memories(services_of(app), "小橘", limit=1,
+    outcome = await search_memories(services_of(app).memory_search, "小橘", limit=1,
                                     settings=services_of(app).config.current())
     top = outcome.results[0]
     expected = (0.5 * top.parts["keyword"] + 0.3 * top.parts["importance"]
@@ -198,7 +198,7 @@ async def test_recency_counts_from_the_event_date_when_set(make_client: Any) -> 
     old_event = await insert_memory(pool, "去青岛看海", event_date="2020-07-01")
     fresh = await insert_memory(pool, "去青岛吃海鲜", created_days_ago=1)
     old_row = await insert_memory(pool, "去青岛出差", created_days_ago=90)
-    outcome = await search_memories(services_of(app), "青岛", limit=5,
+    outcome = await search_memories(services_of(app).memory_search, "青岛", limit=5,
                                     settings=services_of(app).config.current())
     order = [r.id for r in outcome.results]
     assert order == [fresh, old_row, old_event]
@@ -211,7 +211,7 @@ async def test_hybrid_scores_use_the_configured_weights(make_client: Any) -> Non
     _client, app, ids = await start(make_client, MEMORY_HW_KEYWORD=0.1, MEMORY_HW_SEMANTIC=0.6,
                                    MEMORY_HW_IMPORTANCE=0.2, MEMORY_HW_RECENCY=0.1)
     await backfill(app)
-    outcome = await search_memories(services_of(app), "小橘爱吃什么", limit=3,
+    outcome = await search_memories(services_of(app).memory_search, "小橘爱吃什么", limit=3,
                                     settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     for r in outcome.results:
@@ -257,7 +257,8 @@ async def test_a_search_fuses_as_it_is_told_and_leaves_nothing_switched(make_cli
     settings = services.config.current()
 
     async def scores(**fused: Any) -> list[tuple[int, float]]:
-        outcome = await search_memories(services, "Kyoto marathon sister manager", limit=5,
+        outcome = await search_memories(services.memory_search, "Kyoto marathon sister manager",
+                                        limit=5,
                                         settings=settings, touch=False, **fused)
         return [(r.id, round(r.score, 6)) for r in outcome.results]  # recency moves on
 

@@ -113,7 +113,7 @@ async def test_an_interrupted_backfill_resumes_where_it_stopped(make_client: Any
 
 async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmbeddings) -> None:
     client, app, ids = await start(make_client, fake, memories=4)
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     pool = services_of(app).database.pool
     # The storage layer deletes the vector of an edited memory...
@@ -126,7 +126,7 @@ async def test_changed_content_is_embedded_again(make_client: Any, fake: FakeEmb
         await execute(cur, "UPDATE memories SET content = '新的内容：小橘爱吃冻干', updated_at = now()"
                            " WHERE id = %s", (ids[2],))
     assert (await status_of(client))["done"] == 2
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     assert sorted(embedded_texts(fake)[-2:]) == sorted(["新的内容：小橘爱吃冻干", "小橘换了新的猫砂"])
     assert len(embedded_texts(fake)) == 6
@@ -181,7 +181,7 @@ async def test_a_provenance_change_needs_a_confirmed_rebuild(make_client: Any,
     assert "fake-a" in error["message"] and "confirm_rebuild" in error["message"]
 
     # A write-triggered job must not quietly mix models either.
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     assert {r["model"] for r in await vector_rows(app)} == {"fake-a"}
 

@@ -24,7 +24,7 @@ async def started(make_client: Any, **overrides: Any) -> tuple[Any, dict[str, in
     client = await make_client(**{**LOCAL, **overrides})
     app = client.server.app
     ids = await insert_fixture(services_of(app).database.pool)
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     assert await services_of(app).jobs.run_until_idle() == 1
     return app, ids
 
@@ -98,7 +98,7 @@ async def test_semantic_hits_keep_their_rows_and_keyword_hits_their_cosine(
     app, ids = await started(make_client, VECTOR_BACKEND=backend)
     services = services_of(app)
     settings = services.config.current()
-    semantic = await search_memories(services, "过年", limit=5, settings=settings, touch=False)
+    semantic = await search_memories(services.memory_search, "过年", limit=5, settings=settings, touch=False)
     assert semantic.mode == "hybrid" and semantic.backend == backend
     top = semantic.results[0]
     assert top.id == ids["spring_festival"]
@@ -109,7 +109,7 @@ async def test_semantic_hits_keep_their_rows_and_keyword_hits_their_cosine(
     monkeypatch.setattr(fusion, "NEIGHBOURHOOD", 3)
     monkeypatch.setattr(fusion, "ADMIT_TOP_K", 3)
     current = settings.with_values({"MIN_SCORE_THRESHOLD": 0.0})
-    literal = await search_memories(services, "小橘 海底捞 sourdough 降压药", limit=10,
+    literal = await search_memories(services.memory_search, "小橘 海底捞 sourdough 降压药", limit=10,
                                     settings=current, touch=False)
     assert literal.mode == "hybrid"
     vector, provenance = await services.embedder.embed_query(current, "小橘 海底捞 sourdough 降压药")

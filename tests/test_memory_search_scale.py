@@ -54,7 +54,7 @@ async def test_frequent_terms_are_windowed_and_rare_ones_gathered(app: Any) -> N
     assert abs(plan.estimates["工作"] - COMMON_ROWS) < COMMON_ROWS * 0.1
     assert GATHER_BUDGET < COMMON_ROWS
 
-    outcome = await search_memories(services_of(app), "羊绒围巾 工作", limit=5,
+    outcome = await search_memories(services_of(app).memory_search, "羊绒围巾 工作", limit=5,
                                     settings=services_of(app).config.current())
     assert outcome.results[0].id == scarf  # the only row with the rare, heavy terms
     top = outcome.results[0]
@@ -68,7 +68,7 @@ async def test_frequent_terms_are_windowed_and_rare_ones_gathered(app: Any) -> N
 async def test_a_frequent_term_alone_returns_the_newest_matches(app: Any) -> None:
     pool = services_of(app).database.pool
     await bulk_common_rows(pool)
-    outcome = await search_memories(services_of(app), "工作", limit=10,
+    outcome = await search_memories(services_of(app).memory_search, "工作", limit=10,
                                     settings=services_of(app).config.current())
     assert len(outcome.results) == 10
     async with cursor(pool) as cur:

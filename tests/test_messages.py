@@ -12,7 +12,7 @@ import pytest
 from anthropic import AsyncAnthropic
 from bs4 import BeautifulSoup
 
-from pawwake.chat.turn_spool import SpooledTurn, decode, encode
+from pawwake.conversations.turn_spool import SpooledTurn, decode, encode
 from pawwake.db.pool import cursor, fetch_one
 from pawwake.llm.sse import CapturedReply
 from pawwake.protocols.anthropic.upstream import messages_headers, messages_url

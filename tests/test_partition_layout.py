@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from pawwake.chat.cache_control import strip_cache_control
-from pawwake.chat.partition import assemble
+from pawwake.partition.layout import assemble
 from pawwake.text.rounds import group_rounds
 
 CC = {"type": "ephemeral"}

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pawwake.chat.partition import zone_split
 from pawwake.db.partition_state import thread_messages
 from pawwake.db.pool import cursor, execute, fetch_all, fetch_one
+from pawwake.partition.layout import zone_split
 from pawwake.services import services_of
 from pawwake.text.rounds import group_rounds
 from tests.fake_upstream import Reply, completion_body

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.chat.partition import time_note
+from pawwake.partition.layout import time_note
 from pawwake.services import services_of
 from tests.fake_upstream import Reply, completion_body
 from tests.partition_support import CC, PARTITION, a, now_turn, say, state_row, system, u

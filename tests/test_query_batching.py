@@ -184,11 +184,11 @@ async def test_trivial_messages_skip_the_embedding(make_client: Any) -> None:
     embedder = services_of(app).embedder
     settings = services_of(app).config.current()
     for text in ("嗯", "ok", "👍👍", "。。。"):
-        outcome = await search_memories(services_of(app), text, settings=settings)
+        outcome = await search_memories(services_of(app).memory_search, text, settings=settings)
         assert outcome.mode == "keyword" and outcome.warning is None
     assert not embedder._queries and not embedder.batcher.lanes[0].pending
     assert "embed_compute" not in outcome.timings
-    outcome = await search_memories(services_of(app), "小橘喜欢什么", settings=settings)
+    outcome = await search_memories(services_of(app).memory_search, "小橘喜欢什么", settings=settings)
     assert len(embedder._queries) == 1  # a real question is embedded
     assert outcome.timings["embed_compute"] > 0 and outcome.timings["embed_batch"] == 1
     assert {"tokenise", "keyword_fetch", "embed_wait", "retrieve", "scoring"} <= set(

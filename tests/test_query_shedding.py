@@ -189,7 +189,7 @@ async def test_a_shed_search_returns_keyword_results_with_the_warning(
     stuck = [batcher.submit(f"stuck {n}") for n in range(3 * len(batcher.lanes))]
     batcher.ms_per_text = 1_000_000.0
     try:
-        outcome = await search_memories(services, "小橘喜欢吃什么", settings=settings)
+        outcome = await search_memories(services.memory_search, "小橘喜欢吃什么", settings=settings)
         assert outcome.mode == "keyword"
         assert outcome.warning is not None and "busy" in outcome.warning
         assert "QUERY_EMBEDDING_MAX_WAIT" in outcome.warning
@@ -206,7 +206,7 @@ async def test_a_shed_search_returns_keyword_results_with_the_warning(
         if batcher.running == 0:
             break
         await asyncio.sleep(0.01)
-    outcome = await search_memories(services, "小橘喜欢吃什么", settings=settings)
+    outcome = await search_memories(services.memory_search, "小橘喜欢吃什么", settings=settings)
     assert outcome.mode == "hybrid" or "busy" not in (outcome.warning or "")
     assert "embed_shed" not in outcome.timings
 

@@ -9,7 +9,7 @@ import asyncio
 import json
 from typing import Any
 
-from pawwake.chat.extraction_schedule import EXTRACT_KIND, schedule_extraction
+from pawwake.conversations.extraction_schedule import EXTRACT_KIND, schedule_extraction
 from pawwake.db import jobs as jobs_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, transaction

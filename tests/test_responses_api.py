@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from openai import APIStatusError, AsyncOpenAI
 
-from pawwake.chat.turn_spool import decode, encode
+from pawwake.conversations.turn_spool import decode, encode
 from pawwake.db.pool import cursor, fetch_one
 from pawwake.protocols.responses.capture import (
     CUT_EVENT,

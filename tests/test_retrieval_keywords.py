@@ -52,7 +52,7 @@ def test_one_character_words_are_index_terms() -> None:
 
 async def keyword_ids(app: Any, query: str) -> list[int]:
     settings = (await services_of(app).config.fresh()).with_values({"MEMORY_VECTOR_ENABLED": False})
-    outcome = await search_memories(services_of(app), query, limit=5, settings=settings)
+    outcome = await search_memories(services_of(app).memory_search, query, limit=5, settings=settings)
     assert outcome.mode == "keyword"
     return [r.id for r in outcome.results]
 

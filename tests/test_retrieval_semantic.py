@@ -34,7 +34,7 @@ async def filled(make_client: Any) -> tuple[Any, dict[str, int]]:
     client = await make_client(**LOCAL)
     app = client.server.app
     ids = {text: (await create(client, text))["id"] for text in MEMORIES}
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     return app, ids
 
@@ -47,7 +47,7 @@ async def filled(make_client: Any) -> tuple[Any, dict[str, int]]:
 async def test_the_nearest_neighbour_enters_the_pool_and_wins(make_client: Any, query: str,
                                                              expected: str) -> None:
     app, ids = await filled(make_client)
-    outcome = await search_memories(services_of(app), query, limit=5,
+    outcome = await search_memories(services_of(app).memory_search, query, limit=5,
                                     settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     assert outcome.threshold is not None and outcome.threshold < 0.87  # a noise floor now
@@ -69,7 +69,7 @@ async def test_cross_language_queries_find_the_memory(make_client: Any, query: s
     of these twelve for "花生过敏"), so the figure is "found", not "first"; the dev set reports
     both directions."""
     app, ids = await filled(make_client)
-    outcome = await search_memories(services_of(app), query, limit=5,
+    outcome = await search_memories(services_of(app).memory_search, query, limit=5,
                                     settings=services_of(app).config.current())
     assert outcome.mode == "hybrid"
     assert ids[expected] in [r.id for r in outcome.results]
@@ -77,7 +77,7 @@ async def test_cross_language_queries_find_the_memory(make_client: Any, query: s
 
 async def test_a_literal_match_still_wins_over_a_semantic_neighbour(make_client: Any) -> None:
     app, ids = await filled(make_client)
-    outcome = await search_memories(services_of(app), "sourdough starter", limit=5,
+    outcome = await search_memories(services_of(app).memory_search, "sourdough starter", limit=5,
                                     settings=services_of(app).config.current())
     assert outcome.results[0].id == ids["The user named their sourdough starter Gerald"]
     assert outcome.results[0].parts["keyword"] == 1.0
@@ -87,7 +87,7 @@ async def test_the_api_response_keeps_mode_parts_and_threshold(make_client: Any)
     client = await make_client(**LOCAL)
     for text in MEMORIES:
         await create(client, text)
-    await request_embedding(services_of(client.server.app))
+    await request_embedding(services_of(client.server.app).memory_writes)
     await services_of(client.server.app).jobs.run_until_idle()
     response = await client.post("/api/memories/search", json={"q": "musical instrument"})
     assert response.status == 200
@@ -107,17 +107,17 @@ async def test_extraction_candidates_come_from_vectors_when_they_are_on(
     for text in MEMORIES:  # newer rows, so the cello is not among the latest ten
         if "cello" not in text:
             await create(client, text)
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     dialogue = "User: what music do I make?"
     settings = await services_of(app).config.fresh()
     database = services_of(app).database
     async with database.pool.acquire() as conn, conn.cursor() as cur:
         by_keywords = await candidate_memories(cur, dialogue, None)
-        similar = await similar_memory_ids(services_of(app), settings, dialogue)
+        similar = await similar_memory_ids(services_of(app).memory_search, settings, dialogue)
         by_vectors = await candidate_memories(cur, dialogue, similar)
     assert cello not in {row["id"] for row in by_keywords}  # no shared word
     assert similar is not None and similar[0] == cello
     assert cello in {row["id"] for row in by_vectors}
     off = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
-    assert await similar_memory_ids(services_of(app), off, dialogue) is None
+    assert await similar_memory_ids(services_of(app).memory_search, off, dialogue) is None

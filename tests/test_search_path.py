@@ -24,7 +24,7 @@ async def memory_app(make_client: Any) -> Any:
     client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, EMBEDDING_PROVIDER="local")
     app = client.server.app
     await insert_fixture(services_of(app).database.pool)
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     return app
 
@@ -34,11 +34,11 @@ async def test_a_short_message_is_embedded_while_its_keywords_are_cut(make_clien
     app = await memory_app(make_client)
     settings = services_of(app).config.current()
     embedder = services_of(app).embedder
-    await search_memories(services_of(app), "warm up the tokenizer", settings=settings)
+    await search_memories(services_of(app).memory_search, "warm up the tokenizer", settings=settings)
     gate = threading.Event()
     held = offload._worker.submit(CHAT, gate.wait)  # the tokenizer thread is busy
     try:
-        search = asyncio.create_task(search_memories(services_of(app), "小橘爱吃什么", settings=settings))
+        search = asyncio.create_task(search_memories(services_of(app).memory_search, "小橘爱吃什么", settings=settings))
         provenance = embedder.configured_provenance(settings)
         await until(lambda: (provenance, "小橘爱吃什么") in embedder._queries)
         assert not search.done()  # its vector is there, its keywords are not
@@ -55,12 +55,12 @@ async def test_a_long_message_waits_for_its_keywords_before_embedding(make_clien
     app = await memory_app(make_client)
     settings = services_of(app).config.current()
     embedder = services_of(app).embedder
-    await search_memories(services_of(app), "warm up the tokenizer", settings=settings)
+    await search_memories(services_of(app).memory_search, "warm up the tokenizer", settings=settings)
     long_text = "我家的猫小橘最近胃口不太好，" * 10 + "它平时最爱吃什么？"
     gate = threading.Event()
     held = offload._worker.submit(CHAT, gate.wait)
     try:
-        search = asyncio.create_task(search_memories(services_of(app), long_text,
+        search = asyncio.create_task(search_memories(services_of(app).memory_search, long_text,
                                                      settings=settings))
         await asyncio.sleep(0.2)
         assert not embedder._pending and not search.done()
@@ -79,13 +79,13 @@ async def test_a_search_cancelled_while_cutting_leaves_its_vector_for_a_retry(
     app = await memory_app(make_client)
     settings = services_of(app).config.current()
     embedder = services_of(app).embedder
-    await search_memories(services_of(app), "warm up the tokenizer", settings=settings)
+    await search_memories(services_of(app).memory_search, "warm up the tokenizer", settings=settings)
     gate = threading.Event()
     held = offload._worker.submit(CHAT, gate.wait)
     lane_gate = threading.Event()
     lane_held = embedder.batcher.lanes[0].submit(CHAT, lane_gate.wait)  # the model is busy
     try:
-        search = asyncio.create_task(search_memories(services_of(app), "看牙医的日子", settings=settings))
+        search = asyncio.create_task(search_memories(services_of(app).memory_search, "看牙医的日子", settings=settings))
         await until(lambda: bool(embedder._pending))
         search.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -96,7 +96,7 @@ async def test_a_search_cancelled_while_cutting_leaves_its_vector_for_a_retry(
         await asyncio.wrap_future(held)
         await asyncio.wrap_future(lane_held)
     await until(lambda: not embedder._pending)
-    retry = await search_memories(services_of(app), "看牙医的日子", settings=settings)
+    retry = await search_memories(services_of(app).memory_search, "看牙医的日子", settings=settings)
     assert retry.timings["embed_cached"] == 1
 
 
@@ -108,11 +108,11 @@ async def test_a_jobs_search_embeds_on_the_background_lane(make_client: Any) -> 
     gate = threading.Event()
     held = chat_lane.submit(CHAT, gate.wait)  # chats are busy: a job must not need this lane
     try:
-        ids = await similar_memory_ids(services_of(app), settings, "小橘最近吃得怎么样")
+        ids = await similar_memory_ids(services_of(app).memory_search, settings, "小橘最近吃得怎么样")
         assert ids  # hybrid search ran, its vector computed on the background lane
-        await search_memories(services_of(app), "周末去哪里爬山", settings=settings, touch=False,
+        await search_memories(services_of(app).memory_search, "周末去哪里爬山", settings=settings, touch=False,
                               priority=BACKGROUND)
-        outcome = await search_memories(services_of(app), "周末去哪里爬山", settings=settings, touch=False)
+        outcome = await search_memories(services_of(app).memory_search, "周末去哪里爬山", settings=settings, touch=False)
         assert outcome.timings["embed_cached"] == 1  # a chat reuses the job's vector
         assert not held.done()
     finally:

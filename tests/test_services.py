@@ -8,11 +8,14 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake import keys
+from pawwake.app_faces import settings_of
+from pawwake.chat.memory_step import memories
 from pawwake.chat.persona import DEFAULT_PERSONA_PATH
-from pawwake.chat.pipeline import CHAT_STEPS
+from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.database import require_database
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.services import Services, build_services, services_of, settings_of
+from pawwake.partition.step import partition_context
+from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
 
 
@@ -24,7 +27,7 @@ async def test_a_sub_app_handler_reaches_the_root_apps_services(aiohttp_client: 
                                                                 tmp_path: Path) -> None:
     services = _services(tmp_path, DATABASE_ENABLED=False)
     root = web.Application()
-    root[keys.SERVICES] = services
+    install_faces(root, services)
     api = web.Application()
 
     async def who(request: web.Request) -> web.Response:
@@ -43,7 +46,7 @@ async def test_a_request_keeps_the_settings_it_read_first(aiohttp_client: Any,
     """A save in the middle of a request applies from the next request on, never half-way."""
     services = _services(tmp_path, DATABASE_ENABLED=False, MEMORY_ENABLED=True)
     app = web.Application()
-    app[keys.SERVICES] = services
+    install_faces(app, services)
 
     async def read_twice(request: web.Request) -> web.Response:
         before = await settings_of(request)
@@ -62,14 +65,14 @@ def test_without_a_database_the_guard_is_the_503_error(tmp_path: Path) -> None:
     services = _services(tmp_path, DATABASE_ENABLED=False)
     assert services.database is None
     try:
-        services.require_database()
+        require_database(services.database)
     except DatabaseUnavailable as exc:
         assert exc.code == "database_disabled"
         assert "DATABASE_ENABLED=false" in str(exc)
     else:
         raise AssertionError("require_database let a missing database through")
     try:
-        services.require_database("database_unavailable")
+        require_database(services.database, "database_unavailable")
     except DatabaseUnavailable as exc:
         assert exc.code == "database_unavailable"
 
@@ -77,7 +80,7 @@ def test_without_a_database_the_guard_is_the_503_error(tmp_path: Path) -> None:
 def test_the_http_client_is_asked_for_only_once_it_is_open(tmp_path: Path) -> None:
     services = _services(tmp_path, DATABASE_ENABLED=False)
     try:
-        services.http  # noqa: B018
+        services.client.session  # noqa: B018
     except RuntimeError as exc:
         assert "not open" in str(exc)
     else:
@@ -89,6 +92,9 @@ def test_each_app_gets_its_own_chat_resources_with_the_declared_steps(tmp_path: 
     two apps in one process never wait on each other's stores."""
     services = _services(tmp_path, DATABASE_ENABLED=False)
     other = _services(tmp_path, DATABASE_ENABLED=False)
-    assert services.chat.steps == CHAT_STEPS
+    assert [step.run for step in services.chat.steps] == [partition_context, memories,
+                                                          recalled_fragments]
+    assert services.chat.steps[1].face.search is services.memory_search
+    assert other.chat.steps[1].face.search is other.memory_search
     assert services.chat.persona.path == DEFAULT_PERSONA_PATH
     assert services.chat.pending == {} and services.chat.pending is not other.chat.pending

@@ -78,9 +78,9 @@ async def test_hanging_up_right_after_done_keeps_every_turn(
 async def test_a_finished_reply_whose_usage_never_comes_is_stored_after_the_drain_bound(
         gateway: GatewayStarter, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
         ) -> None:
-    from pawwake.routes import chat
+    from pawwake.relay.turn import ChatTurn
 
-    monkeypatch.setattr(chat, "DRAIN_SECONDS", 0.2)
+    monkeypatch.setattr(ChatTurn, "drain_seconds", 0.2)
     never = asyncio.Event()
     upstream.queue(Reply(chunks=text_stream("whole answer"), gate=never, gate_after=USAGE_CHUNK))
     try:

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from pawwake.chat.turns import store_turn
+from pawwake.conversations.turn_store import store_turn
 from pawwake.db.extraction import session_history, session_skeleton
 from pawwake.db.pool import cursor
 from pawwake.llm.sse import CapturedReply, TokenUsage
@@ -135,8 +135,8 @@ async def test_a_turn_offered_twice_is_written_once(gateway: GatewayStarter) -> 
     app = client.server.app
     reply = CapturedReply(content="hi", finish_reason="stop", done=True,
                           usage=TokenUsage(prompt=3, completion=1, total=4))
-    assert await store_turn(services_of(app), _Turn(), reply) is True
-    assert await store_turn(services_of(app), _Turn(), reply) is False
+    assert await store_turn(services_of(app).turn_store, _Turn(), reply) is True
+    assert await store_turn(services_of(app).turn_store, _Turn(), reply) is False
     rows = await turn_rows(app, "s-key")
     assert [(r["role"], r["turn_id"]) for r in rows] == [("user", None),
                                                          ("assistant", "k-0001")]

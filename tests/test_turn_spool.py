@@ -14,8 +14,8 @@ from typing import Any
 import psycopg2
 import pytest
 
-from pawwake.chat import turn_spool, turns
-from pawwake.chat.turn_spool import TurnSpool, decode, encode
+from pawwake.conversations import turn_spool, turn_writer
+from pawwake.conversations.turn_spool import TurnSpool, decode, encode
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.llm.sse import CapturedReply
 from pawwake.services import services_of
@@ -50,7 +50,7 @@ async def test_turns_survive_a_database_stop_and_start_exactly_once_in_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The store retries and the replay loop run as in production; only their pauses are
     # shorter here (each chat while the database is down waited 0.6 s, the replay up to 5 s).
-    monkeypatch.setattr(turns, "_RETRY_DELAYS", (0.01, 0.05))
+    monkeypatch.setattr(turn_writer, "_RETRY_DELAYS", (0.01, 0.05))
     monkeypatch.setattr(turn_spool, "REPLAY_EVERY_SECONDS", 0.2)
     server = await asyncio.to_thread(start_embedded, own_postgres)
     try:
@@ -181,7 +181,7 @@ async def test_a_stream_ends_only_once_its_turn_is_safe_when_the_store_is_slow(
     """The database answers, but slowly (here: the session's write lock is held elsewhere):
     the end of the stream came with the turn only in memory, and a process killed then lost
     a turn its user had seen finish. Now a copy is on disk first; it adds nothing later."""
-    monkeypatch.setattr(turns, "SPOOL_COPY_AFTER_SECONDS", 0.3)
+    monkeypatch.setattr(turn_writer, "SPOOL_COPY_AFTER_SECONDS", 0.3)
     app = gateway.build()
     client = await gateway.start(app)
     blocker = psycopg2.connect(database_url)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake.chat.extraction_schedule import schedule_extraction
+from pawwake.conversations.extraction_schedule import schedule_extraction
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import cursor, fetch_all, transaction
 from pawwake.services import services_of

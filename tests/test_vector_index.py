@@ -170,7 +170,7 @@ async def test_numpy_and_pgvector_rank_the_same(make_client: Any) -> None:
     database = services_of(app).database
     assert database.pgvector
     await insert_fixture(database.pool)
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     # A lower threshold and no floor put many semantic candidates through the comparison.
     current = services_of(app).config.current().with_values({"MEMORY_SEMANTIC_THRESHOLD": 0.8,
@@ -180,8 +180,8 @@ async def test_numpy_and_pgvector_rank_the_same(make_client: Any) -> None:
     store = services_of(app).vectors
     compared = 0
     for query in QUERIES:
-        on_pg = await search_memories(services_of(app), query, limit=10, settings=pg_settings)
-        on_np = await search_memories(services_of(app), query, limit=10, settings=np_settings)
+        on_pg = await search_memories(services_of(app).memory_search, query, limit=10, settings=pg_settings)
+        on_np = await search_memories(services_of(app).memory_search, query, limit=10, settings=np_settings)
         assert on_pg.mode == on_np.mode == "hybrid"
         assert (on_pg.backend, on_np.backend) == ("pgvector", "numpy")
         assert [r.id for r in on_pg.results] == [r.id for r in on_np.results], query
@@ -202,7 +202,7 @@ async def test_the_knn_query_uses_the_hnsw_index(make_client: Any) -> None:
     app = client.server.app
     database = services_of(app).database
     await insert_fixture(database.pool, ["cat", "dental", "coffee"])
-    await request_embedding(services_of(app))
+    await request_embedding(services_of(app).memory_writes)
     await services_of(app).jobs.run_until_idle()
     current = services_of(app).config.current()
     vector, provenance = await services_of(app).embedder.embed_query(current, "猫")

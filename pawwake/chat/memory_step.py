@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiopg
@@ -27,6 +28,7 @@ from pawwake.chat.prepared import (
 from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.llm.sse import CapturedReply
+from pawwake.memory.faces import MemorySearch
 from pawwake.memory.inject import (
     claim_due,
     memory_block,
@@ -42,9 +44,20 @@ from pawwake.text.rounds import last_user_text
 log = logging.getLogger(__name__)
 
 
-async def memories(context: StepContext, request: StepInput) -> StepResult:
+@dataclass(frozen=True)
+class MemoryStepParts:
+    """What the memories step works with: memory search, and the background tasks that keep
+    a reminder claim alive while the reply streams."""
+
+    search: MemorySearch
+    tasks: BackgroundTasks
+
+
+async def memories(parts: MemoryStepParts, context: StepContext, request: StepInput
+                   ) -> StepResult:
     """Claim due reminders and search memories side by side (both are on the
     time-to-first-token path); inject both as one ``<retrieved_memories>`` block."""
+    search, tasks = parts.search, parts.tasks
     settings = context.settings
     database = context.database
     if database is None or not settings.MEMORY_ENABLED:
@@ -56,7 +69,7 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     timings: dict[str, float] = {}
     # The search goes first: its query embedding starts before the claim's statement is sent.
     found, due = await asyncio.gather(
-        recall_with_reasons(context.services, settings, request.session_id,
+        recall_with_reasons(search, settings, request.session_id,
                             last_user_text(list(request.turn_messages)),
                             partition=partition, touch=False, timings=timings),
         claim_due(pool, token),
@@ -78,12 +91,12 @@ async def memories(context: StepContext, request: StepInput) -> StepResult:
     explained = record_entries(found)  # the search, what it injects and the near misses
     hooks: list[ReplyHook] = []
     if due:
-        hooks.append(held_reminders(context.services.tasks, pool, token))
+        hooks.append(held_reminders(tasks, pool, token))
     if not results and not due:
         _log_steps(timings, started, searched)
         return StepResult(injected=tuple(explained), hooks=tuple(hooks))
     if results:
-        hooks.append(touched(context, results))
+        hooks.append(touched(search, results))
     if partition and results:
         hooks.append(seen_memories(pool, request.session_id, [int(r.memory["id"]) for r in results]))
     block = memory_block([r.memory for r in results], due, settings)
@@ -117,12 +130,11 @@ def held_reminders(tasks: BackgroundTasks, pool: aiopg.Pool, token: str) -> Repl
                      before_store=True)
 
 
-def touched(context: StepContext, results: Sequence[SearchResult]) -> ReplyHook:
+def touched(search: MemorySearch, results: Sequence[SearchResult]) -> ReplyHook:
     """Injected memories count as used (their last-used time) once the reply succeeded."""
-    services = context.services
 
     async def touch(_reply: CapturedReply) -> None:
-        await touch_results(services, results)
+        await touch_results(search, results)
 
     return ReplyHook("touch injected memories", on_success=touch)
 

@@ -3,9 +3,11 @@
 ``prepare_chat`` classifies a request, picks its session, applies the body rewrites, then
 ``run_steps`` adds the persona and the turn writer and runs the steps in order:
 
-    CHAT_STEPS = (partition_context, memories, recalled_fragments)
+    chat_steps(...) = (partition_context, memories, recalled_fragments)
 
-1. ``partition_context`` (``chat/partition_step.py``): partition mode rebuilds the history from
+each bound by the assembly (``services.py``) to the parts it works with:
+
+1. ``partition_context`` (``partition/step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
 2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
 3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
@@ -17,8 +19,9 @@ their own sequences through the same ``run_steps`` (``protocols/anthropic/pipeli
 as tracked background tasks: success hooks only after a natural end with status 200, failure
 hooks (releasing claims) otherwise.
 
-Everything here takes the gateway's ``Services``, never the app: its ``chat`` field
-(``chat/resources.py``) holds the persona file, the steps, the clock and the stores in flight.
+Everything here takes the pipeline's face, ``ChatFlow`` (``chat/resources.py``): the database
+as configured, the background tasks, the chat resources (persona file, steps, clock, stores in
+flight) and the turn store's hooks.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.memory_step import memories
-from pawwake.chat.partition_step import partition_context
+from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
+    BoundStep,
     ChatRejected,
     ChatStep,
     PreparedChat,
@@ -40,20 +43,24 @@ from pawwake.chat.prepared import (
     StepContext,
     StepResult,
 )
+from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.chat.resources import ChatFlow
 from pawwake.chat.sessions import resolve_session_id
-from pawwake.chat.turns import PENDING_WAIT_SECONDS, store_incomplete, turn_writer, wait_pending
+from pawwake.conversations.pending import PENDING_WAIT_SECONDS, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
+from pawwake.partition.step import PartitionParts, partition_context
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 
-if TYPE_CHECKING:
-    from pawwake.services import Services
-
 log = logging.getLogger(__name__)
 
-CHAT_STEPS: tuple[ChatStep, ...] = (partition_context, memories, recalled_fragments)
+def chat_steps(partition: PartitionParts, memory: MemoryStepParts, recall: ConversationRecall
+               ) -> tuple[ChatStep, ...]:
+    """A chat request's steps in order, each bound to its face (by the assembly)."""
+    return (BoundStep(partition_context, partition), BoundStep(memories, memory),
+            BoundStep(recalled_fragments, recall))
 
 
 def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
@@ -77,7 +84,7 @@ def drop_gateway_fields(body: dict[str, Any]) -> None:
             del body["metadata"]
 
 
-async def prepare_chat(services: Services, settings: Settings, headers: Mapping[str, str],
+async def prepare_chat(flow: ChatFlow, settings: Settings, headers: Mapping[str, str],
                        body: dict[str, Any], raw: bytes, received_at: datetime) -> PreparedChat:
     """Turn a validated client body into what goes upstream and what happens afterwards."""
     model = body.get("model") or settings.DEFAULT_MODEL
@@ -90,7 +97,7 @@ async def prepare_chat(services: Services, settings: Settings, headers: Mapping[
         body=upstream, client_messages=body["messages"],
         client_session_id=resolve_session_id(headers, body), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services.database is not None and not auxiliary, received_at=received_at)
+        persist=flow.database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         # The client's own housekeeping: forwarded as sent (a missing model filled in).
         prepared.finalize(untouched=raw if body.get("model") else None)
@@ -98,18 +105,18 @@ async def prepare_chat(services: Services, settings: Settings, headers: Mapping[
     apply_rewrites(upstream, settings)
     drop_gateway_fields(upstream)
     prepared.stream = bool(upstream.get("stream"))
-    await run_steps(services, settings, prepared, services.chat.steps)
+    await run_steps(flow, settings, prepared, flow.chat.steps)
     prepared.finalize()
     return prepared
 
 
-async def run_steps(services: Services, settings: Settings, prepared: PreparedChat,
+async def run_steps(flow: ChatFlow, settings: Settings, prepared: PreparedChat,
                     steps: Sequence[ChatStep], *, step_settings: Settings | None = None
                     ) -> None:
     """What every protocol adds before forwarding: the persona, the turn writer (once the
     session's previous store ended), then its steps in order, each result applied before the
     next step runs (with ``step_settings`` if given)."""
-    chat = services.chat
+    chat = flow.chat
     persona = resolve_persona(settings, chat.persona)
     if persona:
         prepared.apply(StepResult(
@@ -119,16 +126,16 @@ async def run_steps(services: Services, settings: Settings, prepared: PreparedCh
                        and settings.SYSTEM_PROMPT.strip() else "file"},)))
     if prepared.persist:
         prepared.apply(StepResult(hooks=(ReplyHook("store the turn",
-                                                   on_success=turn_writer(services, prepared)),)))
-        await wait_pending(chat, prepared.session_id, PENDING_WAIT_SECONDS)
-    context = StepContext(services=services, settings=step_settings or settings,
-                          database=connected_database(services.database))
+                                                   on_success=flow.turn_writer(prepared)),)))
+        await wait_pending(chat.pending, prepared.session_id, PENDING_WAIT_SECONDS)
+    context = StepContext(settings=step_settings or settings,
+                          database=connected_database(flow.database), clock=chat.clock)
     try:
         for step in steps:
             prepared.apply(await step(context, prepared))
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
-        after_failure(services.tasks, prepared, "not_forwarded")
+        after_failure(flow.tasks, prepared, "not_forwarded")
         raise
 
 
@@ -141,15 +148,15 @@ def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedR
         tasks.spawn(_run_success(hooks, reply), name="chat-after-success")
 
 
-def after_incomplete(services: Services, prepared: PreparedChat, partial: CapturedReply,
+def after_incomplete(flow: ChatFlow, prepared: PreparedChat, partial: CapturedReply,
                      reason: str) -> None:
     """The client left mid-reply: release claims like any failure, and keep the user message
     with the partial reply, flagged incomplete."""
-    tasks = services.tasks
+    tasks = flow.tasks
     after_failure(tasks, prepared, reason)
     if prepared.persist:
         prepared.store_scheduled = True
-        tasks.spawn(store_incomplete(services, prepared, partial), name="chat-store-incomplete")
+        tasks.spawn(flow.store_incomplete(prepared, partial), name="chat-store-incomplete")
 
 
 def after_failure(tasks: BackgroundTasks, prepared: PreparedChat, reason: str) -> None:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pawwake.api_error import ApiError
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
@@ -24,7 +24,6 @@ from pawwake.settings import Settings
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -101,16 +100,29 @@ class StepInput(Protocol):
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a step may use: one settings snapshot, the database as connected now, and the
-    gateway's services (HTTP client, background tasks, the chat clock: ``services.chat.clock``
-    decides time-window rotations and the time note)."""
+    """What every step is given for one request: the settings snapshot, the database as
+    connected now, and the chat clock (it decides time-window rotations and the time note).
+    What else a step works with is its own face, bound to it by the assembly (``BoundStep``)."""
 
-    services: Services
     settings: Settings
     database: Database | None  # connected now; None when away or turned off
+    clock: Callable[[], datetime]
 
 
 ChatStep = Callable[[StepContext, StepInput], Awaitable[StepResult]]
+Face = TypeVar("Face")
+
+
+@dataclass(frozen=True)
+class BoundStep(Generic[Face]):
+    """A step bound by the assembly to its face: ``run(face, context, request)``, so the step's
+    own signature says what it works with (``memories(parts: MemoryStepParts, ...)``)."""
+
+    run: Callable[[Face, StepContext, StepInput], Awaitable[StepResult]]
+    face: Face
+
+    async def __call__(self, context: StepContext, request: StepInput) -> StepResult:
+        return await self.run(self.face, context, request)
 
 
 @dataclass

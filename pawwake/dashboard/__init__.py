@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from aiohttp_session import session_middleware
 
+from pawwake.app_faces import STARTUP_SETTINGS, face_of
 from pawwake.dashboard import (
     conversations,
     jobs,
@@ -41,7 +42,6 @@ from pawwake.dashboard.security import (
     headers_middleware,
 )
 from pawwake.proxies import parse_trusted_proxies
-from pawwake.services import services_of
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ _TEMPLATE_CODE = _TemplateCode()
 
 def setup_dashboard(app: web.Application) -> None:
     """Mount the dashboard under /dashboard and serve /static for it."""
-    settings = services_of(app).settings
+    settings = face_of(app, STARTUP_SETTINGS)
     password, secret = settings.DASHBOARD_PASSWORD, settings.SESSION_SECRET
     problems = missing_settings(password, secret)
     middlewares: list[Middleware]

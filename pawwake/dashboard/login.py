@@ -19,6 +19,7 @@ from pawwake.dashboard.public_form import public_form
 from pawwake.dashboard.render import render
 from pawwake.dashboard.security import (
     PREFIX,
+    SESSION_MAX_AGE,
     client_view,
     password_fingerprint,
     request_scheme,
@@ -150,7 +151,7 @@ async def logout(request: web.Request) -> web.Response:
 
 def setup(dashboard: web.Application) -> None:
     dashboard[dkeys.LOGIN_THROTTLE] = LoginThrottle()
-    dashboard[dkeys.REVOCATIONS] = SessionRevocations()
+    dashboard[dkeys.REVOCATIONS] = SessionRevocations(SESSION_MAX_AGE)
     dashboard.router.add_get("/login", login_form, name="login")
     dashboard.router.add_post("/login", login_submit, name="login_submit")
     dashboard.router.add_post("/logout", logout, name="logout")

@@ -9,7 +9,8 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake import SOURCE_URL, __version__, keys
+from pawwake import SOURCE_URL, __version__
+from pawwake.app_faces import CONFIG
 from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.i18n import LANGUAGES, request_language, translator
 from pawwake.dashboard.job_errors import explain_job_error
@@ -40,8 +41,8 @@ def base_context(request: web.Request) -> dict[str, Any]:
     """What every template may use: language, strings, navigation, login state."""
     lang = request_language(request)
     authenticated = request.get(dkeys.AUTHENTICATED, False)
-    services = request.config_dict.get(keys.SERVICES)
-    zone = zone_of(services.config.current()) if services is not None else zone_at(0)
+    config = request.config_dict.get(CONFIG)
+    zone = zone_of(config.current()) if config is not None else zone_at(0)
     return {
         "lang": lang,
         "html_lang": "zh-CN" if lang == "zh" else "en",

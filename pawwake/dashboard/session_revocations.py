@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 import aiopg
 from aiohttp import web
 
-from pawwake import keys
-from pawwake.dashboard.security import SESSION_MAX_AGE
+from pawwake.app_faces import DATABASE
 from pawwake.db import dashboard_sessions as db
 from pawwake.db.pool import cursor, transaction
 
@@ -36,22 +35,22 @@ def sid_hash(sid: str) -> str:
 
 
 def database_pool(request: web.Request) -> aiopg.Pool | None:
-    services = request.config_dict.get(keys.SERVICES)
-    database = services.database if services is not None else None
+    database = request.config_dict.get(DATABASE)
     return database.pool if database is not None and database.ready else None
 
 
 class SessionRevocations:
     """Revoked session ids (hashed) with the time their cookie would have expired anyway."""
 
-    def __init__(self) -> None:
+    def __init__(self, session_lifetime: int) -> None:
+        self.session_lifetime = session_lifetime  # seconds a session cookie holds at most
         self._local: dict[str, float] = {}
         self._db_quiet_until = 0.0  # monotonic time before which the database is not asked
 
     async def revoke(self, pool: aiopg.Pool | None, sid: str, login_at: object) -> None:
         key = sid_hash(sid)
         started = login_at if isinstance(login_at, int) else int(time.time())
-        expires = started + SESSION_MAX_AGE
+        expires = started + self.session_lifetime
         self._remember(key, expires)
         if pool is None:
             return
@@ -77,7 +76,7 @@ class SessionRevocations:
                         "process's logouts count until it answers", type(exc).__name__)
             return False
         if revoked:
-            self._remember(key, time.time() + SESSION_MAX_AGE)
+            self._remember(key, time.time() + self.session_lifetime)
         return revoked
 
     def _remember(self, key: str, expires: float) -> None:

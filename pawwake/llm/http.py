@@ -10,6 +10,24 @@ import aiohttp
 from pawwake.settings import Settings
 
 
+class HttpClient:
+    """The one shared client, reachable before it exists: aiohttp can only create it inside
+    the running loop, so what is built with the app holds this and asks for ``session`` once
+    ``open_http_client`` has opened it."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("the HTTP client opens with the app; it is not open now")
+        return self._session
+
+    def open(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+
 def upstream_timeout(settings: Settings) -> aiohttp.ClientTimeout:
     """No total limit (long generations must finish); a dead peer is noticed by the socket read
     timeout instead."""

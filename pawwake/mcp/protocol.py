@@ -15,7 +15,7 @@ from pawwake import __version__
 from pawwake.mcp import schemas, tools
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.mcp.tools import McpTools
     from pawwake.settings import Settings
 
 # Handshake-era revisions that define the Streamable HTTP transport, newest first.
@@ -123,7 +123,7 @@ def initialize(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def handle(services: Services, settings: Settings, message: Message) -> dict[str, Any]:
+async def handle(parts: McpTools, settings: Settings, message: Message) -> dict[str, Any]:
     """The result of one request, or RpcError."""
     method, params = message.method, message.params
     if method == "initialize":
@@ -142,5 +142,5 @@ async def handle(services: Services, settings: Settings, message: Message) -> di
                            "object.")
         if not tools.exists(name):
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name[:100]}.")
-        return await tools.call(services, settings, name, arguments)
+        return await tools.call(parts, settings, name, arguments)
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {str(method)[:100]}.")

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
+from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
+from pawwake.database import Database, require_database
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import store
+from pawwake.memory.faces import MemorySearch, MemoryWrites
 from pawwake.memory.fields import (
     CREATE_FIELDS,
     EDIT_FIELDS,
@@ -35,10 +39,21 @@ from pawwake.memory.search_params import check_limit, check_query
 from pawwake.memory.store import memory_json
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
     from pawwake.settings import Settings
 
-Tool = Callable[["Services", "Settings", dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
+
+@dataclass(frozen=True)
+class McpTools:
+    """What the tools work with: memory search and writes, conversation recall, and the
+    database itself (archiving, claiming due reminders)."""
+
+    search: MemorySearch
+    writes: MemoryWrites
+    recall: ConversationRecall
+    database: Database | None
+
+
+Tool = Callable[[McpTools, "Settings", dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]
 MAX_ID = 2 ** 63 - 1
 ADD_FIELDS = tuple(name for name in CREATE_FIELDS if name != "layer")
 UPDATE_FIELDS = ("id", *EDIT_FIELDS)
@@ -48,11 +63,11 @@ def exists(name: str) -> bool:
     return name in _TOOLS
 
 
-async def call(services: Services, settings: Settings, name: str, arguments: dict[str, Any]
+async def call(tools: McpTools, settings: Settings, name: str, arguments: dict[str, Any]
                ) -> dict[str, Any]:
     """Run one tool; refusals become ``isError`` results, other failures propagate."""
     try:
-        text, structured = await _TOOLS[name](services, settings, arguments)
+        text, structured = await _TOOLS[name](tools, settings, arguments)
     except ApiError as exc:  # a bad argument or a refused change
         return _error(exc.message, exc.code, field=exc.field)
     except NotFound as exc:
@@ -92,12 +107,12 @@ def _memory_line(memory: dict[str, Any]) -> str:
     return " ".join([*parts, str(memory["content"])])
 
 
-async def _search_memories(services: Services, settings: Settings, args: dict[str, Any]
+async def _search_memories(tools: McpTools, settings: Settings, args: dict[str, Any]
                            ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "limit"))
     query = check_query(args.get("query"), "query")
     limit = check_limit(args.get("limit"), from_text=False)
-    outcome = await search_memories(services, query, limit=limit, settings=settings)
+    outcome = await search_memories(tools.search, query, limit=limit, settings=settings)
     found = [{
         "id": r.id, "content": r.memory["content"], "title": r.memory["title"],
         "importance": r.memory["importance"], "layer": r.memory["layer"],
@@ -110,47 +125,47 @@ async def _search_memories(services: Services, settings: Settings, args: dict[st
     return "\n".join(lines), {"query": query, "mode": outcome.mode, "memories": found}
 
 
-async def _add_memory(services: Services, settings: Settings, args: dict[str, Any]
+async def _add_memory(tools: McpTools, settings: Settings, args: dict[str, Any]
                       ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ADD_FIELDS)
     if "importance" not in args:
         raise FieldError("importance", "'importance' is required (1-10).", "missing_field")
-    row, inserted = await store.create_memory(services, parse_create(args), settings=settings)
+    row, inserted = await store.create_memory(tools.writes, parse_create(args))
     verb = "Added" if inserted else "Already stored (same external_id)"
     return f"{verb}: {_memory_line(row)}", {"inserted": inserted, "memory": memory_json(row)}
 
 
-async def _update_memory(services: Services, settings: Settings, args: dict[str, Any]
+async def _update_memory(tools: McpTools, settings: Settings, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, UPDATE_FIELDS)
     number = _memory_id(args.get("id"))
     changes = parse_edit({k: v for k, v in args.items() if k != "id"})
-    row, changed = await store.edit_memory(services, number, changes, settings=settings)
+    row, changed = await store.edit_memory(tools.writes, number, changes)
     summary = ", ".join(changed) if changed else "nothing (same values)"
     return (f"Updated {summary}: {_memory_line(row)}",
             {"changed": changed, "memory": memory_json(row)})
 
 
-async def _archive_memory(services: Services, settings: Settings, args: dict[str, Any]
+async def _archive_memory(tools: McpTools, settings: Settings, args: dict[str, Any]
                           ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("id",))
-    row = await store.archive_memory(services.require_database(), _memory_id(args.get("id")))
+    row = await store.archive_memory(require_database(tools.database), _memory_id(args.get("id")))
     return f"Archived #{row['id']}.", {"archived": True, "memory": memory_json(row)}
 
 
-async def _search_conversations(services: Services, settings: Settings, args: dict[str, Any]
+async def _search_conversations(tools: McpTools, settings: Settings, args: dict[str, Any]
                                 ) -> tuple[str, dict[str, Any]]:
     reject_unknown(args, ("query", "exclude_fragment_ids", "exclude_session_ids",
                           "max_sessions"))
     params = {("q" if k == "query" else k): v for k, v in args.items()}
     options = parse_search(params, text=False, query_name="query")
-    if services.database is None:
+    if tools.database is None:
         raise DatabaseUnavailable("Conversations need the database (DATABASE_ENABLED=false).")
     if not settings.CONVERSATION_RECALL_ENABLED:
         raise ApiError("conversation_recall_disabled",
                           "Conversation recall is off (CONVERSATION_RECALL_ENABLED=false).")
     query = options.pop("query")
-    outcome = await search_fragments(services, query, settings=settings, **options)
+    outcome = await search_fragments(tools.recall, query, settings=settings, **options)
     lines = []
     for fragment in outcome.fragments:
         lines.append(f"--- fragment {fragment['fragment_id']} "
@@ -162,11 +177,11 @@ async def _search_conversations(services: Services, settings: Settings, args: di
                   "fragment_ids": [f["fragment_id"] for f in outcome.fragments]}
 
 
-async def _due_reminders(services: Services, settings: Settings, args: dict[str, Any]
+async def _due_reminders(tools: McpTools, settings: Settings, args: dict[str, Any]
                          ) -> tuple[str, dict[str, Any]]:
     """Claim the due reminders and mark them delivered: this answer is their delivery."""
     reject_unknown(args, ())
-    pool = services.require_database().pool
+    pool = require_database(tools.database).pool
     token = uuid.uuid4().hex
     async with cursor(pool) as cur:
         due = await reminders.claim_due(cur, token, REMINDERS_PER_REQUEST)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.errors import DatabaseUnavailable
@@ -14,7 +15,7 @@ from pawwake.memory import vectors
 from pawwake.memory.embedding_jobs import EMBED_KIND, enqueue_embedding
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryEmbedding
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,14 +42,14 @@ class VectorsDisabled(Exception):
     """MEMORY_VECTOR_ENABLED is off: there is nothing to backfill."""
 
 
-async def start_backfill(services: Services, *, settings: Settings,
+async def start_backfill(embedding: MemoryEmbedding, *, settings: Settings,
                          confirm_rebuild: bool = False
                          ) -> dict[str, Any]:
     """Queue the embedding job (at most one unfinished); switch provenance when confirmed."""
-    database = services.require_database("database_unavailable")
+    database = require_database(embedding.database, "database_unavailable")
     if not settings.MEMORY_VECTOR_ENABLED:
         raise VectorsDisabled("Vector search is off (MEMORY_VECTOR_ENABLED=false).")
-    provenance = await services.embedder.provenance(settings)  # may raise EmbeddingError
+    provenance = await embedding.embedder.provenance(settings)  # may raise EmbeddingError
     state = await vectors.provenance_state(database, provenance)
     rebuilding = False
     if state.needs_rebuild:
@@ -62,14 +63,14 @@ async def start_backfill(services: Services, *, settings: Settings,
         if job_id is None:
             existing = await jobs_db.unfinished_of_kind(cur, EMBED_KIND)
             job_id = existing["id"] if existing else None
-    services.jobs.wake()
+    embedding.jobs.wake()
     return {"job_id": job_id, "rebuild": rebuilding, "provenance": provenance.as_dict()}
 
 
-async def backfill_status(services: Services, *, settings: Settings) -> dict[str, Any]:
+async def backfill_status(embedding: MemoryEmbedding, *, settings: Settings) -> dict[str, Any]:
     """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
-    database = services.require_database("database_unavailable")
-    embedder = services.embedder
+    database = require_database(embedding.database, "database_unavailable")
+    embedder = embedding.embedder
     error = None
     try:
         provenance: Provenance = await embedder.provenance(settings)
@@ -98,8 +99,8 @@ async def backfill_status(services: Services, *, settings: Settings) -> dict[str
     }
 
 
-def _database(services: Services) -> Any:
-    database = services.database
+def _database(embedding: MemoryEmbedding) -> Any:
+    database = embedding.database
     if database is None:
         raise DatabaseUnavailable("The database is disabled (DATABASE_ENABLED=false).")
     return database

@@ -13,6 +13,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.backup_format import (
@@ -28,7 +29,7 @@ from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -86,19 +87,19 @@ async def repair_links(database: Database) -> dict[str, Any]:
             "cleared_successors": successors, "memory_ids": [row["id"] for row in broken]}
 
 
-async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict[str, Any]:
+async def import_backup(writes: MemoryWrites, data: Any, *, dry_run: bool) -> dict[str, Any]:
     """Validate, then import in one transaction; report ``{imported, skipped, conflicts}``."""
     version, items, header = validate_backup(data)
-    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [item.content for item in items])
-    identity = await database_identity(services.require_database())
+    terms = await terms_for(writes.data_dir, [item.content for item in items])
+    identity = await database_identity(require_database(writes.database))
     report: dict[str, Any] = {}
     try:
-        async with transaction(services.require_database().pool) as cur:
+        async with transaction(require_database(writes.database).pool) as cur:
             await db.lock_memory_imports(cur)
             report = await _apply(cur, items, terms, version)
             if report["imported"]:
                 await enqueue_embedding(cur)
-                await enqueue_describing(cur, services.config.current())
+                await enqueue_describing(cur, writes.config.current())
             if dry_run:
                 raise _RollBack
     except _RollBack:
@@ -106,7 +107,7 @@ async def import_backup(services: Services, data: Any, *, dry_run: bool) -> dict
     report.update(schema_version=version, dry_run=dry_run,
                   same_database=header["source_database_id"] == identity)
     if report["imported"] and not dry_run:
-        services.jobs.wake()
+        writes.jobs.wake()
         log.info("backup import: %s imported, %s skipped, %s conflicts", report["imported"],
                  report["skipped"], report["conflicts"])
     return report

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pawwake.database import connected_database
+from pawwake.database import connected_database, require_database
 from pawwake.db import describe as db
 from pawwake.db.jobs import enqueue
 from pawwake.db.pool import Cursor, cursor, transaction
@@ -30,7 +30,7 @@ from pawwake.settings import Settings
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryLearning, MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +50,15 @@ async def enqueue_describing(cur: Cursor, settings: Settings) -> None:
         await enqueue(cur, KIND, {}, dedupe_key="pending")
 
 
-async def request_describing(services: Services, settings: Settings) -> None:
+async def request_describing(writes: MemoryWrites, settings: Settings) -> None:
     """Call after memories without the model's terms were added or their text changed. At
     most one unfinished job exists and it describes every such memory."""
-    database = connected_database(services.database)
+    database = connected_database(writes.database)
     if database is None or not describing(settings):
         return
     async with cursor(database.pool) as cur:
         await enqueue_describing(cur, settings)
-    services.jobs.wake()
+    writes.jobs.wake()
 
 
 def described_now(written: ModelTerms) -> datetime | None:
@@ -86,9 +86,9 @@ def parse_descriptions(answer: str, count: int) -> list[ModelTerms] | None:
     return [ModelTerms.of(item) for item in values]
 
 
-async def describe_memories(services: Services, job: Job) -> dict[str, Any]:
+async def describe_memories(learning: MemoryLearning, job: Job) -> dict[str, Any]:
     """Job handler: describe every active memory the model has not described yet."""
-    settings = await services.config.fresh()
+    settings = await learning.config.fresh()
     if not describing(settings):
         return {"skipped": "memory descriptions are off (MEMORY_DESCRIBE or MEMORY_ENABLED)"}
     pool = job.database.pool
@@ -102,11 +102,11 @@ async def describe_memories(services: Services, job: Job) -> dict[str, Any]:
             return counts
         after = rows[-1]["id"]
         contents = [str(row["content"]) for row in rows]
-        written = await _ask(services, settings, model, contents)
+        written = await _ask(learning, settings, model, contents)
         if written is None:
             counts["unusable"] += len(rows)
             written = [ModelTerms()] * len(rows)
-        terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [
+        terms = await terms_for(learning.writes.data_dir, [
             searchable_text(text, made.keywords, made.questions)
             for text, made in zip(contents, written, strict=True)])
         async with transaction(pool) as cur:
@@ -115,15 +115,15 @@ async def describe_memories(services: Services, job: Job) -> dict[str, Any]:
                 for row, text, made, cut in zip(rows, contents, written, terms, strict=True)])
 
 
-async def _ask(services: Services, settings: Settings, model: str, lines: list[str]
+async def _ask(learning: MemoryLearning, settings: Settings, model: str, lines: list[str]
                ) -> list[ModelTerms] | None:
     """The model's terms per line, or None when its answer is unusable (logged)."""
     try:
-        answer = await complete(services.http, settings, describe_messages(lines), model=model,
+        answer = await complete(learning.http.session, settings, describe_messages(lines), model=model,
                                 max_tokens=settings.MEMORY_MAX_TOKENS, temperature=0,
                                 attempts=1,
-                                usage=UsageBooking(services.require_database().pool,
-                                                   "extract", health=services.upstream_health))
+                                usage=UsageBooking(require_database(learning.writes.database).pool,
+                                                   "extract", health=learning.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
             raise RetryLater("memory model rate limited (429)", delay=30,

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
 
 DEFAULT_THRESHOLD = 0.7
 CANDIDATE_CAP = 2000
@@ -62,11 +63,11 @@ def _answer(duplicate: bool, reason: str | None, matched: int | None, similarity
             "similarity": round(similarity, 4)}
 
 
-async def check_duplicate(services: Services, content: str,
+async def check_duplicate(search: MemorySearch, content: str,
                           threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """``{is_duplicate, reason: exact|containment|jaccard|null, matched_id, similarity}``."""
-    [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [content])
-    async with cursor(services.require_database().pool) as cur:
+    [terms] = await terms_for(search.data_dir, [content])
+    async with cursor(require_database(search.database).pool) as cur:
         [(_key, exact)] = await db.content_key_matches(cur, [content])
         if exact is not None:
             return _answer(True, "exact", exact, 1.0)

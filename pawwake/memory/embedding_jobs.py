@@ -9,7 +9,7 @@ from pawwake.db.jobs import enqueue, hasten
 from pawwake.db.pool import Cursor, cursor
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
 
 EMBED_KIND = "memory_embed"
 DEDUPE_KEY = "pending"
@@ -30,14 +30,14 @@ async def enqueue_embedding(cur: Cursor, *, delay_seconds: float = 0.0) -> int |
     return job_id
 
 
-async def request_embedding(services: Services) -> None:
+async def request_embedding(writes: MemoryWrites) -> None:
     """Call after memories were added or their content changed (rows without a vector).
 
     It embeds every row that lacks a current vector, so calling this often is cheap.
     """
-    database = connected_database(services.database)
+    database = connected_database(writes.database)
     if database is None:
         return
     async with cursor(database.pool) as cur:
         await enqueue_embedding(cur)
-    services.jobs.wake()
+    writes.jobs.wake()

@@ -18,18 +18,18 @@ from pawwake.memory import vectors
 from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_pool, retry_for
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryEmbedding
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 32
 
 
-async def embed_missing_memories(services: Services, job: Job) -> dict[str, Any]:
+async def embed_missing_memories(embedding: MemoryEmbedding, job: Job) -> dict[str, Any]:
     """Job handler: embed rows lacking a current vector; returns the final coverage."""
     database = job.database
-    embedder, store = services.embedder, services.vectors
-    settings = await services.config.fresh()
+    embedder, store = embedding.embedder, embedding.vectors
+    settings = await embedding.config.fresh()
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"skipped": "vector search is off (MEMORY_VECTOR_ENABLED=false)"}
     batch = max(1, int(job.payload.get("batch_size") or DEFAULT_BATCH))
@@ -47,5 +47,6 @@ async def embed_missing_memories(services: Services, job: Job) -> dict[str, Any]
                              coverage=on_pool(database.pool, vectors_db.coverage),
                              store=partial(store.store, database),
                              switch="MEMORY_VECTOR_ENABLED")
-    return await embed_missing(services, job, provenance, target, batch)
+    return await embed_missing(embedding.config, embedding.embedder, job, provenance, target,
+                               batch)
 

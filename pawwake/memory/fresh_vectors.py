@@ -26,7 +26,7 @@ from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,21 +41,21 @@ def job_delay(settings: Settings, count: int) -> float:
     return FALLBACK_DELAY_SECONDS if _embeds_on_write(settings, count) else 0.0
 
 
-async def embed_written(services: Services, settings: Settings,
-                        rows: Sequence[Mapping[str, Any]]) -> None:
+async def embed_written(writes: MemoryWrites, rows: Sequence[Mapping[str, Any]]) -> None:
     """After the commit of a write that queued the job with ``job_delay``: embed and store
     the rows' vectors (``id`` and ``content``), waiting at most ``WAIT_SECONDS``; or, for a
     write the job embeds alone, wake the job."""
     if not rows:
         return
-    database = connected_database(services.database)
+    database = connected_database(writes.database)
     if database is None:
         return
+    settings = writes.config.current()
     if not _embeds_on_write(settings, len(rows)):
-        services.jobs.wake()
+        writes.jobs.wake()
         return
     texts = [(int(row["id"]), str(row["content"])) for row in rows]
-    task = services.tasks.spawn(_embed_and_store(services, settings, database, texts),
+    task = writes.tasks.spawn(_embed_and_store(writes, settings, database, texts),
                                 name="memory-vectors-on-write")
     # Not cancelled when the wait ends or the request goes: the vectors still arrive.
     await asyncio.wait([task], timeout=WAIT_SECONDS)
@@ -65,10 +65,10 @@ def _embeds_on_write(settings: Settings, count: int) -> bool:
     return bool(settings.MEMORY_VECTOR_ENABLED) and 0 < count <= MAX_ROWS
 
 
-async def _embed_and_store(services: Services, settings: Settings, database: Database,
+async def _embed_and_store(writes: MemoryWrites, settings: Settings, database: Database,
                            texts: Sequence[tuple[int, str]]) -> None:
     """What the job would do for these rows: never mixing vectors of two models."""
-    embedder = services.embedder
+    embedder = writes.embedder
     try:
         expected = embedder.configured_provenance(settings)
         if not await vectors.adopt_provenance(database, expected):
@@ -76,7 +76,7 @@ async def _embed_and_store(services: Services, settings: Settings, database: Dat
         matrix, made_by = await embedder.embed_passages(settings, [text for _, text in texts])
         if made_by != expected and not await vectors.adopt_provenance(database, made_by):
             return
-        await services.vectors.store(database, made_by, [
+        await writes.vectors.store(database, made_by, [
             (memory_id, content_sha(text), matrix[n]) for n, (memory_id, text) in
             enumerate(texts)])
     except EmbeddingError as exc:

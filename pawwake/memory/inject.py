@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
@@ -23,7 +24,7 @@ from pawwake.settings import Settings
 from pawwake.text.query import users_words
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
 
 log = logging.getLogger(__name__)
 
@@ -70,20 +71,20 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
     return f"{guidance}\n{block}"
 
 
-async def recall_for_request(services: Services, settings: Settings, session_id: str,
+async def recall_for_request(search: MemorySearch, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None,
                              fusing: fusion.Fusion = fusion.CALIBRATED
                              ) -> tuple[list[SearchResult], str]:
     """The memories to inject for this turn and the search mode (``recall_with_reasons``
     without the near misses)."""
-    recall = await recall_with_reasons(services, settings, session_id, query,
+    recall = await recall_with_reasons(search, settings, session_id, query,
                                        partition=partition, touch=touch, timings=timings,
                                        fusing=fusing)
     return recall.injected, recall.mode
 
 
-async def recall_with_reasons(services: Services, settings: Settings, session_id: str,
+async def recall_with_reasons(search: MemorySearch, settings: Settings, session_id: str,
                               query: str, *, partition: bool, touch: bool = True,
                               timings: dict[str, float] | None = None,
                               fusing: fusion.Fusion = fusion.CALIBRATED) -> Recall:
@@ -93,7 +94,7 @@ async def recall_with_reasons(services: Services, settings: Settings, session_id
     (``MEMORY_INJECT_MIN_RELEVANCE``, ``SearchOutcome.floor``) are injected, in hybrid and
     keyword-only mode alike (``search.relevance`` gives both one scale). The best candidates
     left out come with their reasons (``near_misses``)."""
-    database = services.require_database()
+    database = require_database(search.database)
     limit = settings.MAX_MEMORIES_INJECT
     query = users_words(query)
     if limit <= 0 or not query.strip():
@@ -105,14 +106,14 @@ async def recall_with_reasons(services: Services, settings: Settings, session_id
                                                    settings.MEMORY_SEEN_TTL_HOURS)
     # Searched wider than the limit: a memory relevant enough can rank below others that are
     # not (a Chinese question's English memory, found through the lexicon, ranks low).
-    outcome = await search_memories(services, query, limit=max(limit, CANDIDATES),
+    outcome = await search_memories(search, query, limit=max(limit, CANDIDATES),
                                     held_back=seen, settings=settings, touch=False,
                                     fusing=fusing)
     if timings is not None:
         timings.update(outcome.timings)
     recall = sort_out(outcome, limit)
     if touch:
-        await touch_results(services, recall.injected)
+        await touch_results(search, recall.injected)
     return recall
 
 

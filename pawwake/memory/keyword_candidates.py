@@ -30,7 +30,7 @@ from pawwake.settings import Settings
 from pawwake.text import tokens
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
 
 
 @dataclass(frozen=True)
@@ -80,20 +80,20 @@ class KeywordCandidates:
     vectors_of: Provenance | None  # their provenance (None: not read)
 
 
-def vectors_to_read(services: Services, settings: Settings, database: Database
+def vectors_to_read(search: MemorySearch, settings: Settings, database: Database
                     ) -> Provenance | None:
     """The provenance whose stored vectors the keyword fetch reads along (pgvector only: the
     numpy index has them in process), so the keyword rows' cosines need no statement once
     the query's vector is there."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
-    provenance = services.embedder.configured_provenance(settings)
-    if services.vectors.backend(settings, database, provenance) != "pgvector":
+    provenance = search.embedder.configured_provenance(settings)
+    if search.vectors.backend(settings, database, provenance) != "pgvector":
         return None
     return provenance
 
 
-async def keyword_candidates(services: Services, database: Database, keywords: list[str],
+async def keyword_candidates(search: MemorySearch, database: Database, keywords: list[str],
                              alternatives: Mapping[str, list[str]],
                              exclude: list[int], pool_size: int, weights: scoring.Weights,
                              now: datetime, today: date, vectors_of: Provenance | None = None
@@ -106,7 +106,7 @@ async def keyword_candidates(services: Services, database: Database, keywords: l
         return KeywordCandidates([], [], {}, vectors.ReadVectors.of({}), vectors_of)
     every = list(dict.fromkeys([*keywords, *(t for k in keywords
                                              for t in alternatives.get(k, ()))]))
-    plan = await services.term_stats.plan(database.pool, every)
+    plan = await search.term_stats.plan(database.pool, every)
     async with cursor(database.pool) as cur:
         rows = await search_db.ranked_candidates(
             cur, collection=None if plan.exact_size else plan.collection,

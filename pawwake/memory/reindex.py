@@ -21,7 +21,7 @@ from pawwake.memory.model_terms import searchable_text
 from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ BATCH = 500
 TABLES = ("memories", "conversations")
 
 
-async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
+async def reindex_job(writes: MemoryWrites, job: Job) -> dict[str, Any]:
     """Job handler: see the module docstring."""
     database = job.database
     async with cursor(database.pool) as cur:
@@ -43,7 +43,7 @@ async def reindex_job(services: Services, job: Job) -> dict[str, Any]:
                 rows = await reindex_db.rows_after(cur, table, after, BATCH)
             if not rows:
                 break
-            terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [
+            terms = await terms_for(writes.data_dir, [
                 searchable_text(row["content"], row.get("written") or ())
                 for row in rows])
             async with cursor(database.pool) as cur:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from pawwake.database import Database, connected_database
+from pawwake.database import Database, connected_database, require_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import DATABASE_ERRORS, cursor
@@ -60,7 +60,7 @@ from pawwake.text.language import language_of
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemorySearch
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class _Semantic:
     language: str  # the query's
 
 
-async def search_memories(services: Services, query: str, *, limit: int = 10,
+async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (), held_back: Iterable[int] = (),
                           settings: Settings,
                           touch: bool = True, priority: int = CHAT,
@@ -138,19 +138,19 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
     ``exclude_ids`` but scored as the other candidates are (``SearchOutcome.held_back``), so a
     caller can say what they would have scored.
     """
-    database = services.database
+    database = search.database
     if database is None:
         raise DatabaseUnavailable("memory search needs the database")
     limit = max(1, min(MAX_LIMIT, int(limit)))
     held = sorted({int(i) for i in held_back})
     exclude = sorted({int(i) for i in exclude_ids} | set(held))
-    await ensure_tokenizer(services.settings.PAWWAKE_DATA_DIR)
+    await ensure_tokenizer(search.data_dir)
     clock = _Clock()
     # A message short enough to be embedded as sent starts its embedding now, while its
     # keywords are cut: the cutting then adds nothing to the time before the reply.
     early: asyncio.Future[tuple[_Semantic | None, Fallback | None]] | None = None
     if not needs_keywords(query):
-        started, coming = _start_vector(services, settings, query, clock.laps, priority)
+        started, coming = _start_vector(search, settings, query, clock.laps, priority)
         early = asyncio.ensure_future(started)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
@@ -163,13 +163,13 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         expected = (scoring.hybrid_weights(settings) if settings.MEMORY_VECTOR_ENABLED
                     else scoring.KEYWORD_ONLY)
         if early is None:
-            started, coming = _start_vector(services, settings,
+            started, coming = _start_vector(search, settings,
                                                embedding_text(query, keywords), clock.laps,
                                                priority)
-        read = vectors_to_read(services, settings, database) if coming else None
+        read = vectors_to_read(search, settings, database) if coming else None
         (semantic, warning), found_by_keywords, held_rows = await asyncio.gather(
             early or started, clock.timed("keyword_fetch", keyword_candidates(
-                services, database, keywords, alternatives, exclude, max(100, 4 * limit),
+                search, database, keywords, alternatives, exclude, max(100, 4 * limit),
                 expected, now, today, read)), _held_rows(database, held))
     except BaseException:
         if early is not None and not early.done():
@@ -190,7 +190,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
         # memory it is about ranks below every Chinese one by raw cosine.
         across = (semantic.reference.across(semantic.query) if semantic.language == "zh"
                   else None)
-        found = await services.vectors.neighbourhood(
+        found = await search.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
             exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
             cosines_of=[*([] if read else known), *held], across=across, across_k=ACROSS_K)
@@ -210,7 +210,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     relevant_enough = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    size = await services.term_stats.active(database.pool) if rows or held_rows else 0
+    size = await search.term_stats.active(database.pool) if rows or held_rows else 0
     results = _within_limit(_score(rows, found_by_keywords.fixed, concepts, normalised, cosines,
                                    weights, now, today, hood, semantic, size,
                                    floor=float(settings.MIN_SCORE_THRESHOLD),
@@ -224,7 +224,7 @@ async def search_memories(services: Services, query: str, *, limit: int = 10,
                           relevant_enough=relevant_enough, fusing=fusing) if held_rows else []
     clock.lap("scoring")
     if touch:
-        await touch_results(services, results)
+        await touch_results(search, results)
         clock.lap("touch")
     log.debug("memory search steps (ms): %s", clock)
     return SearchOutcome(
@@ -269,9 +269,9 @@ async def _held_rows(database: Database, held: Sequence[int]) -> list[dict[str, 
         return await search_db.fetch_rows(cur, held, [])
 
 
-async def touch_results(services: Services, results: Sequence[SearchResult]) -> None:
+async def touch_results(search: MemorySearch, results: Sequence[SearchResult]) -> None:
     """Record that these memories were just returned (``last_accessed``, to ten minutes)."""
-    database = connected_database(services.database)
+    database = connected_database(search.database)
     if database is not None and results:
         async with cursor(database.pool) as cur:
             await search_db.touch_accessed(cur, [r.id for r in results],
@@ -344,7 +344,7 @@ def _evidence(row: Mapping[str, Any], cosine: float | None, keyword: float,
                     language != semantic.language, store_size)
 
 
-def _start_vector(services: Services, settings: Settings, query: str,
+def _start_vector(search: MemorySearch, settings: Settings, query: str,
                   timings: dict[str, float] | None = None, priority: int = CHAT
                   ) -> tuple[Coroutine[Any, Any, tuple[_Semantic | None, Fallback | None]], bool]:
     """Start the query's embedding now (a local model's lane takes it before the caller's next
@@ -356,30 +356,30 @@ def _start_vector(services: Services, settings: Settings, query: str,
                                      " (MEMORY_VECTOR_ENABLED=false); keywords only."))), False
     if nothing_to_search(query):
         return _given((None, None)), False
-    database = services.require_database()
+    database = require_database(search.database)
     try:
-        embedding = services.embedder.start_query(settings, query, timings=timings,
+        embedding = search.embedder.start_query(settings, query, timings=timings,
                                                   priority=priority)
     except QueryEmbeddingShed as exc:  # counted and logged by the embedder
         return _given((None, Fallback("busy", f"The embedding model is busy: {exc}; keywords"
                                               " only."))), False
-    return _semantic_query(services, settings, database, embedding, query), True
+    return _semantic_query(search, settings, database, embedding, query), True
 
 
 async def _given(value: T) -> T:
     return value
 
 
-async def _semantic_query(services: Services, settings: Settings, database: Database,
+async def _semantic_query(search: MemorySearch, settings: Settings, database: Database,
                           embedding: Awaitable[tuple[np.ndarray, Provenance]], query_text: str
                           ) -> tuple[_Semantic | None, Fallback | None]:
     """The started embedding's vector, checked against the stored vectors' provenance."""
-    embedder = services.embedder
+    embedder = search.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
     referencing = asyncio.ensure_future(
-        reference_for(services.references, embedder, settings, expected))
+        reference_for(search.references, embedder, settings, expected))
     try:
         vector, provenance = await embedding
     except EmbeddingError as exc:
@@ -412,7 +412,7 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
     if provenance != expected:
         await _dropped(referencing)
         referencing = asyncio.ensure_future(
-            reference_for(services.references, embedder, settings, provenance))
+            reference_for(search.references, embedder, settings, provenance))
     try:
         reference = await referencing
     except EmbeddingError as exc:
@@ -420,7 +420,7 @@ async def _semantic_query(services: Services, settings: Settings, database: Data
         return None, Fallback("failed", f"The semantic background could not be embedded ({exc});"
                                         " keywords only.")
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     services.vectors.backend(settings, database, provenance),
+                     search.vectors.backend(settings, database, provenance),
                      reference, reference.background(vector), language_of(query_text)), None
 
 

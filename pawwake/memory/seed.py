@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.pool import transaction
 from pawwake.memory.describe import enqueue_describing
@@ -25,7 +26,7 @@ from pawwake.search.terms import terms_for
 from pawwake.settings import PROGRAM_DIR
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,9 @@ def parse_seed_file(path: Path) -> list[dict[str, Any]]:
     return parsed
 
 
-async def import_seed(services: Services) -> dict[str, Any]:
+async def import_seed(writes: MemoryWrites) -> dict[str, Any]:
     """Import the operator's seed file; items already imported are skipped."""
-    data_dir = services.settings.PAWWAKE_DATA_DIR
+    data_dir = writes.data_dir
     loop = asyncio.get_running_loop()
     path = await loop.run_in_executor(None, find_seed_file, data_dir)
     if path is None:
@@ -103,17 +104,17 @@ async def import_seed(services: Services) -> dict[str, Any]:
     past = [item for item in unique if item.get("remind_at") and item["remind_at"] <= now]
     for item in past:
         item["remind_at"] = None
-    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR,
+    terms = await terms_for(writes.data_dir,
                             [item["content"] for item in unique])
     rows = [{**item, "search_terms": t} for item, t in zip(unique, terms, strict=True)]
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(require_database(writes.database).pool) as cur:
         await db.lock_memory_imports(cur)
         inserted = await db.insert_memories(cur, rows)
         if inserted:
             await enqueue_embedding(cur)
-            await enqueue_describing(cur, services.config.current())
+            await enqueue_describing(cur, writes.config.current())
     if inserted:
-        services.jobs.wake()
+        writes.jobs.wake()
     log.info("seed import from %s: %s imported, %s skipped, %s past reminder(s) not set",
              path.name, len(inserted), len(items) - len(inserted), len(past))
     return {"status": "done", "file": path.name, "imported": len(inserted),

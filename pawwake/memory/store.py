@@ -12,6 +12,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
+from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
@@ -22,8 +23,7 @@ from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
-    from pawwake.settings import Settings
+    from pawwake.memory.faces import MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ async def get_memory(database: Database, memory_id: int) -> dict[str, Any]:
     return row
 
 
-async def create_memory(services: Services, fields: dict[str, Any], *, settings: Settings
+async def create_memory(writes: MemoryWrites, fields: dict[str, Any]
                         ) -> tuple[dict[str, Any], bool]:
     """Insert one memory; with an ``external_id`` seen before, return that row instead.
 
@@ -69,31 +69,32 @@ async def create_memory(services: Services, fields: dict[str, Any], *, settings:
     number of simultaneous retries produce exactly one row. The new row and its embedding job
     commit together; the row is then embedded on the write (``fresh_vectors``).
     """
-    [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [fields["content"]])
+    [terms] = await terms_for(writes.data_dir, [fields["content"]])
     row = {**fields, "search_terms": terms}
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(require_database(writes.database).pool) as cur:
         for _attempt in range(3):
             inserted = await db.insert_memories(cur, [row])
             if inserted:
-                await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(settings, 1))
+                await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(
+                    writes.config.current(), 1))
                 break
             existing = await db.get_by_external_id(cur, fields["external_id"])
             if existing is not None:
                 return existing, False
         else:  # the clashing row vanished between our statements three times
             raise MemoryConflict("external_id_busy", "That external_id is being changed; retry.")
-    await fresh_vectors.embed_written(services, settings, inserted)
-    await request_describing(services, services.config.current())
+    await fresh_vectors.embed_written(writes, inserted)
+    await request_describing(writes, writes.config.current())
     return inserted[0], True
 
 
-async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any], *,
-                      settings: Settings) -> tuple[dict[str, Any], list[str]]:
+async def edit_memory(writes: MemoryWrites, memory_id: int, changes: dict[str, Any]
+                      ) -> tuple[dict[str, Any], list[str]]:
     """Apply content/importance/layer/title; new content gets new terms and loses its vector
     (the new one is made on the write, ``fresh_vectors``)."""
-    terms = (await terms_for(services.settings.PAWWAKE_DATA_DIR,
+    terms = (await terms_for(writes.data_dir,
                              [changes["content"]]))[0] if "content" in changes else None
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(require_database(writes.database).pool) as cur:
         row = await db.get_memory(cur, memory_id, for_update=True)
         if row is None:
             raise NotFound(f"No memory with id {memory_id}.")
@@ -103,13 +104,14 @@ async def edit_memory(services: Services, memory_id: int, changes: dict[str, Any
             updates.update(search_terms=terms, model_keywords=[], model_questions=[],
                            described_at=None)
             await db.delete_embedding(cur, memory_id)
-            await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(settings, 1))
-            await enqueue_describing(cur, services.config.current())
+            await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(
+                writes.config.current(), 1))
+            await enqueue_describing(cur, writes.config.current())
         if updates:
             row = _present(await db.update_memory(cur, memory_id, updates), memory_id)
     if "content" in updates:
-        await fresh_vectors.embed_written(services, settings, [row])
-        services.jobs.wake()  # the description asked for above
+        await fresh_vectors.embed_written(writes, [row])
+        writes.jobs.wake()  # the description asked for above
     return row, sorted(name for name in updates
                        if name not in {"search_terms", "model_keywords", "model_questions",
                                         "described_at"})

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
@@ -27,7 +28,7 @@ from pawwake.settings import Settings
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryLearning
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ SCORING_PROBLEMS = {
 }
 
 
-async def score_lines(services: Services, settings: Settings, lines: list[str]
+async def score_lines(learning: MemoryLearning, settings: Settings, lines: list[str]
                       ) -> tuple[list[tuple[int, ModelTerms]], list[bool], list[dict[str, Any]]]:
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
@@ -104,7 +105,7 @@ async def score_lines(services: Services, settings: Settings, lines: list[str]
     notices: list[dict[str, Any]] = []
     for start in range(0, len(lines), SCORE_BATCH):
         batch = lines[start:start + SCORE_BATCH]
-        result, problem = await _score_batch(services, settings, model, batch)
+        result, problem = await _score_batch(learning, settings, model, batch)
         if result is None:
             notice = {**problem, "first": start + 1, "last": start + len(batch),
                       "importance": DEFAULT_IMPORTANCE}
@@ -124,15 +125,15 @@ def english_warning(notice: dict[str, Any]) -> str:
             f" importance {notice['importance']} used.")
 
 
-async def _score_batch(services: Services, settings: Settings, model: str, batch: list[str]
+async def _score_batch(learning: MemoryLearning, settings: Settings, model: str, batch: list[str]
                        ) -> tuple[list[tuple[int, ModelTerms]] | None, dict[str, Any]]:
     try:
-        reply = await upstream.complete(services.http, settings, scoring_messages(batch),
+        reply = await upstream.complete(learning.http.session, settings, scoring_messages(batch),
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                         temperature=0,
                                         usage=upstream.UsageBooking(
-                                            services.require_database().pool, "extract",
-                                            health=services.upstream_health))
+                                            require_database(learning.writes.database).pool, "extract",
+                                            health=learning.upstream_health))
     except upstream.UpstreamFailure as exc:
         return None, {"code": "scoring_unavailable", "error": exc.code, "status": exc.status}
     if reply.truncated:
@@ -145,7 +146,7 @@ async def _score_batch(services: Services, settings: Settings, model: str, batch
     return result, {}
 
 
-async def import_text(services: Services, text: str, *, skip_scoring: bool,
+async def import_text(learning: MemoryLearning, text: str, *, skip_scoring: bool,
                       settings: Settings) -> dict[str, Any]:
     """Import each new line as a fragment; report ``{imported, skipped, scored, warnings,
     notices}``: ``warnings`` in English, ``notices`` the same as codes with their values."""
@@ -156,7 +157,7 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool,
     for number, line in enumerate(lines, 1):
         if len(line) > MAX_CONTENT_CHARS:
             raise LineTooLong(number)
-    pool = services.require_database().pool
+    pool = require_database(learning.writes.database).pool
     async with cursor(pool) as cur:
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
     notices: list[dict[str, Any]]
@@ -164,8 +165,8 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool,
         scores = [(DEFAULT_IMPORTANCE, ModelTerms())] * len(fresh)
         by_model, notices = [False] * len(fresh), []
     else:
-        scores, by_model, notices = await score_lines(services, settings, fresh)
-    terms = await terms_for(services.settings.PAWWAKE_DATA_DIR, [
+        scores, by_model, notices = await score_lines(learning, settings, fresh)
+    terms = await terms_for(learning.writes.data_dir, [
         searchable_text(line, written.keywords, written.questions)
         for line, (_, written) in zip(fresh, scores, strict=True)])
     async with transaction(pool) as cur:
@@ -188,9 +189,9 @@ async def import_text(services: Services, text: str, *, skip_scoring: bool,
                 cur, delay_seconds=fresh_vectors.job_delay(settings, len(inserted)))
         if any(row["described_at"] is None for row in rows):
             await enqueue_describing(cur, settings)
-    await fresh_vectors.embed_written(services, settings, inserted)
+    await fresh_vectors.embed_written(learning.writes, inserted)
     if inserted:
-        services.jobs.wake()  # the descriptions asked for above
+        learning.writes.jobs.wake()
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))
     return {"imported": len(inserted), "skipped": len(lines) - len(inserted),
             "scored": scored, "warnings": [english_warning(n) for n in notices],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from pawwake.protocols.responses import route as responses
 from pawwake.routes import (
     chat,
     consolidation,
@@ -21,6 +20,7 @@ from pawwake.routes import (
     memory_search,
     messages,
     recall,
+    responses,
     settings,
     threads,
 )

@@ -1,7 +1,7 @@
 """How an /api route reads its request body: bounded, JSON, an object with known fields.
 
 The schema layer of the API is ``read_fields``: a mapping of field name to parser (the
-validators in ``memory/fields.py``, ``chat/conversations.py``...), each returning a clean value
+validators in ``memory/fields.py``, ``conversations/manage.py``...), each returning a clean value
 or raising ``ApiError`` naming its field. A refusal is rendered by the /api sub-app's error
 middleware. See docs/ARCHITECTURE.md, "Errors and validation", for why this is hand-written
 rather than msgspec.

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_WRITES, database_of, face_of, settings_of
 from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.memory.consolidation import merge
 from pawwake.memory.consolidation.merge import MergeRequest
@@ -31,7 +32,6 @@ from pawwake.memory.fields import (
     require_object,
 )
 from pawwake.routes.memories import memory_id, read_json
-from pawwake.services import database_of, services_of, settings_of
 
 MERGE_FIELDS = ("source_ids", "content", "title", "importance", "layer", "draft_id",
                 "expected", "confirm_core")
@@ -50,7 +50,7 @@ async def start(request: web.Request) -> web.Response:
         if len(ids) < 2:
             raise FieldError("ids", "Select at least 2 memories to consolidate.",
                              "too_few_memories")
-        started = await consolidate.start_selection(services_of(request), ids,
+        started = await consolidate.start_selection(face_of(request, MEMORY_WRITES), ids,
                                                     settings=await settings_of(request))
     elif "date_from" in body or "date_to" in body:
         reject_unknown(body, ("date_from", "date_to"))
@@ -60,7 +60,7 @@ async def start(request: web.Request) -> web.Response:
         date_from = parse_event_date(body["date_from"], "date_from")
         date_to = parse_event_date(body["date_to"], "date_to")
         assert date_from is not None and date_to is not None  # both present: checked above
-        started = await consolidate.start_range(services_of(request), date_from, date_to,
+        started = await consolidate.start_range(face_of(request, MEMORY_WRITES), date_from, date_to,
                                                 settings=await settings_of(request))
     else:
         reject_unknown(body, ("ids", "date_from", "date_to"))
@@ -114,13 +114,13 @@ async def merge_memories(request: web.Request) -> web.Response:
     """Confirm a draft (``draft_id``, fields optional: the draft's are used) or merge chosen
     memories (``source_ids`` and ``content`` required). 201 with the new memory."""
     wanted = parse_merge(await read_json(request))
-    merged = await merge.merge_memories(services_of(request), wanted,
+    merged = await merge.merge_memories(face_of(request, MEMORY_WRITES), wanted,
                                         settings=await settings_of(request))
     return web.json_response(merged, status=201)
 
 
 async def revert(request: web.Request) -> web.Response:
-    return web.json_response(await merge.revert_merge(services_of(request), memory_id(request),
+    return web.json_response(await merge.revert_merge(face_of(request, MEMORY_WRITES), memory_id(request),
                                                       settings=await settings_of(request)))
 
 

@@ -8,13 +8,13 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import conversations as service
+from pawwake.app_faces import CONFIG, RECALL, database_of, face_of, settings_of
+from pawwake.conversations import manage as service
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.numbers import whole_number
 
 
@@ -78,7 +78,7 @@ async def list_conversations(request: web.Request) -> web.StreamResponse:
     query = request.query.get("q", "").strip()
     if len(query) > 500:
         raise ApiError("query_too_long", "q is limited to 500 characters.")
-    page = await service.list_conversations(services_of(request), query=query, trash=_flag(request,
+    page = await service.list_conversations(face_of(request, RECALL), query=query, trash=_flag(request,
                                                                                            "trash"),
         limit=_int(request, "limit", 20, 1, service.MAX_PAGE),
         offset=_int(request, "offset", 0, 0, 10_000_000), settings=await settings_of(request))
@@ -99,7 +99,7 @@ async def edit_message(request: web.Request) -> web.StreamResponse:
     body = await read_object(request, max_bytes=None)
     if set(body) != {"content"}:
         raise ApiError("invalid_body", "Send {\"content\": \"...\"}.")
-    row = await service.edit_message(services_of(request), message_id,
+    row = await service.edit_message(face_of(request, RECALL), message_id,
                                      service.content_of(body["content"]),
                                      settings=await settings_of(request))
     return json_body(_message(row))
@@ -151,7 +151,7 @@ async def merge_sessions(request: web.Request) -> web.StreamResponse:
 @database_required("Conversations")
 async def import_conversations(request: web.Request) -> web.StreamResponse:
     body = await read_json(request, max_bytes=None)
-    result = await service.import_conversations(services_of(request), body,
+    result = await service.import_conversations(face_of(request, RECALL), body,
                                                 settings=await settings_of(request))
     return json_body(result, status=201 if result["imported"] else 200)
 
@@ -159,7 +159,7 @@ async def import_conversations(request: web.Request) -> web.StreamResponse:
 @database_required("Conversations")
 async def export_conversations(request: web.Request) -> web.StreamResponse:
     sessions = await service.export_conversations(database_of(request))
-    stamp = file_stamp(zone_of(services_of(request).config.current()))
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     response = json_body(sessions)
     response.headers["Content-Disposition"] = (
         f'attachment; filename="pawwake-conversations-{stamp}.json"')

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from pawwake.app_faces import DATABASE, face_of
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.services import services_of
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -20,7 +20,7 @@ def database_required(feature: str) -> Callable[[Handler], Handler]:
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def wrapper(request: web.Request) -> web.StreamResponse:
-            if services_of(request).database is None:
+            if face_of(request, DATABASE) is None:
                 raise DatabaseUnavailable(
                     f"{feature} need the database (DATABASE_ENABLED=false).")
             return await handler(request)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from pawwake import __version__
+from pawwake.app_faces import DATABASE, TURN_SPOOL, face_of, settings_of
 from pawwake.database import connected_database, database_state
-from pawwake.services import services_of, settings_of
 
 
 async def health(request: web.Request) -> web.Response:
     settings = await settings_of(request)
-    state = database_state(services_of(request).database)
-    configured = services_of(request).database
+    state = database_state(face_of(request, DATABASE))
+    configured = face_of(request, DATABASE)
     database = connected_database(configured)
     return web.json_response({
         # Still 200 while the database is away: the gateway forwards chat and heals itself,
@@ -26,7 +26,7 @@ async def health(request: web.Request) -> web.Response:
         "memory": bool(database and settings.MEMORY_ENABLED),
         "partition": bool(database and settings.CACHE_PARTITION_ENABLED),
         "recall": bool(database and settings.CONVERSATION_RECALL_ENABLED),
-        "turn_spool": services_of(request).turn_spool.status(),
+        "turn_spool": face_of(request, TURN_SPOOL).status(),
     })
 
 

@@ -10,6 +10,14 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 
 from pawwake.api_error import ApiError
+from pawwake.app_faces import (
+    CONFIG,
+    MEMORY_LEARNING,
+    MEMORY_WRITES,
+    database_of,
+    face_of,
+    settings_of,
+)
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, seed, text_import
 from pawwake.memory.fields import (
@@ -18,7 +26,6 @@ from pawwake.memory.fields import (
     parse_query_bool,
 )
 from pawwake.routes.api_body import Parser, read_fields, read_json
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 log = logging.getLogger(__name__)
@@ -70,14 +77,14 @@ async def import_text(request: web.Request) -> web.Response:
         text, skip = body["text"], body["skip_scoring"]
     if not isinstance(text, str):
         raise FieldError("text", "Send the lines as 'text' (JSON) or a 'file' (form upload).")
-    report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
+    report = await text_import.import_text(face_of(request, MEMORY_LEARNING), text, skip_scoring=skip,
                                            settings=await settings_of(request))
     return web.json_response(report)
 
 
 async def export(request: web.Request) -> web.Response:
     document = await backup.export_backup(database_of(request))
-    stamp = file_stamp(zone_of(services_of(request).config.current()))
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     return web.json_response(document, dumps=_dumps, headers={
         "Content-Disposition": f'attachment; filename="pawwake-memories-{stamp}.json"'})
 
@@ -105,13 +112,13 @@ async def import_backup(request: web.Request) -> web.Response:
             raise FieldError("file", "The file is not valid JSON.", "invalid_json") from None
     else:
         data = await read_json(request, max_bytes=None)
-    report = await backup.import_backup(services_of(request), data, dry_run=dry_run)
+    report = await backup.import_backup(face_of(request, MEMORY_WRITES), data, dry_run=dry_run)
     return web.json_response(report)
 
 
 async def seed_memories(request: web.Request) -> web.Response:
     try:
-        report = await seed.import_seed(services_of(request))
+        report = await seed.import_seed(face_of(request, MEMORY_WRITES))
     except seed.NoSeedFile as exc:
         raise ApiError("seed_file_not_found", str(exc), status=404) from exc
     return web.json_response(report)

@@ -13,9 +13,9 @@ from aiohttp import web
 
 from pawwake import job_admin
 from pawwake.api_error import ApiError
+from pawwake.app_faces import JOBS, database_of, face_of
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.services import database_of, services_of
 from pawwake.text.numbers import whole_number
 
 FEATURE = "Background jobs"
@@ -55,12 +55,12 @@ async def get_job(request: web.Request) -> web.StreamResponse:
 
 @database_required(FEATURE)
 async def retry(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.retry(services_of(request).jobs, _job_id(request)))
+    return json_body(await job_admin.retry(face_of(request, JOBS), _job_id(request)))
 
 
 @database_required(FEATURE)
 async def discard(request: web.Request) -> web.StreamResponse:
-    return json_body(await job_admin.discard(services_of(request).jobs, _job_id(request)))
+    return json_body(await job_admin.discard(face_of(request, JOBS), _job_id(request)))
 
 
 def setup(app: web.Application) -> None:

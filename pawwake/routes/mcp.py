@@ -12,11 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MCP, face_of, settings_of
 from pawwake.cors import current_policy
 from pawwake.mcp import protocol
 from pawwake.mcp.protocol import INVALID_REQUEST, PARSE_ERROR, RpcError
 from pawwake.request_body import BodyTooLarge, read_bounded
-from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import JsonTooDeep, parse_json
 
 MAX_BODY_BYTES = 1024 * 1024  # a memory holds at most 20,000 characters
@@ -85,7 +85,7 @@ async def post(request: web.Request) -> web.StreamResponse:
     if not message.is_request:  # notifications and replies: accepted, nothing to answer
         return web.Response(status=202)
     try:
-        result = await protocol.handle(services_of(request), await settings_of(request), message)
+        result = await protocol.handle(face_of(request, MCP), await settings_of(request), message)
     except RpcError as exc:
         return _reply(exc.body(message.id), exc.status)
     return _reply({"jsonrpc": "2.0", "id": message.id, "result": result})

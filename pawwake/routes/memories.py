@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_SEARCH, MEMORY_WRITES, database_of, face_of
 from pawwake.db.errors import NotFound
 from pawwake.memory import duplicates, store
 from pawwake.memory.fields import (
@@ -24,7 +25,6 @@ from pawwake.memory.fields import (
 from pawwake.memory.store import memory_json
 from pawwake.routes import api_body
 from pawwake.routes.api_body import MAX_BODY_BYTES, Parser, read_fields
-from pawwake.services import database_of, services_of, settings_of
 
 MAX_ID = 2 ** 63 - 1
 DEFAULT_PAGE = 50
@@ -48,8 +48,7 @@ def memory_id(request: web.Request) -> int:
 
 async def create(request: web.Request) -> web.Response:
     fields = parse_create(await read_json(request))
-    row, inserted = await store.create_memory(services_of(request), fields,
-                                              settings=await settings_of(request))
+    row, inserted = await store.create_memory(face_of(request, MEMORY_WRITES), fields)
     return web.json_response({**memory_json(row), "inserted": inserted},
                              status=201 if inserted else 200)
 
@@ -79,8 +78,7 @@ async def get_one(request: web.Request) -> web.Response:
 async def edit(request: web.Request) -> web.Response:
     number = memory_id(request)
     changes = parse_edit(await read_json(request))
-    row, changed = await store.edit_memory(services_of(request), number, changes,
-                                           settings=await settings_of(request))
+    row, changed = await store.edit_memory(face_of(request, MEMORY_WRITES), number, changes)
     return web.json_response({**memory_json(row), "changed": changed})
 
 
@@ -165,7 +163,7 @@ DUPLICATE_CHECK: dict[str, Parser] = {"content": parse_content, "threshold": par
 async def check_duplicate(request: web.Request) -> web.Response:
     check = await read_fields(request, DUPLICATE_CHECK,
                               {"threshold": duplicates.DEFAULT_THRESHOLD}, too_large=TOO_LARGE)
-    return web.json_response(await duplicates.check_duplicate(services_of(request),
+    return web.json_response(await duplicates.check_duplicate(face_of(request, MEMORY_SEARCH),
                                                               check["content"], check["threshold"]))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
+from pawwake.app_faces import CONFIG, MEMORY_EMBEDDING, MEMORY_SEARCH, face_of, settings_of
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory.backfill import (
     RebuildNeedsConfirmation,
@@ -17,7 +18,6 @@ from pawwake.memory.backfill import (
 from pawwake.memory.search import SearchOutcome, search_memories
 from pawwake.memory.search_params import check_limit, check_query
 from pawwake.routes.api_body import Parser, read_fields
-from pawwake.services import services_of, settings_of
 
 
 def _confirm(value: Any) -> bool:
@@ -58,10 +58,10 @@ def _result_json(outcome: SearchOutcome, query: str, timezone_hours: float | Non
 
 
 async def _search(request: web.Request, query: str, limit: int) -> web.Response:
-    outcome = await search_memories(services_of(request), query, limit=limit,
+    outcome = await search_memories(face_of(request, MEMORY_SEARCH), query, limit=limit,
                                     settings=await settings_of(request))
     return web.json_response(_result_json(
-        outcome, query, services_of(request).config.current().TIMEZONE_HOURS))
+        outcome, query, face_of(request, CONFIG).current().TIMEZONE_HOURS))
 
 
 async def search_get(request: web.Request) -> web.Response:
@@ -84,7 +84,7 @@ async def search_post(request: web.Request) -> web.Response:
 async def backfill_start(request: web.Request) -> web.Response:
     body = await read_fields(request, BACKFILL, {"confirm_rebuild": False}, empty={})
     try:
-        started = await start_backfill(services_of(request),
+        started = await start_backfill(face_of(request, MEMORY_EMBEDDING),
                                        confirm_rebuild=body["confirm_rebuild"],
                                        settings=await settings_of(request))
     except RebuildNeedsConfirmation as exc:
@@ -98,7 +98,7 @@ async def backfill_start(request: web.Request) -> web.Response:
 
 
 async def backfill_state(request: web.Request) -> web.Response:
-    return web.json_response(await backfill_status(services_of(request),
+    return web.json_response(await backfill_status(face_of(request, MEMORY_EMBEDDING),
                                                    settings=await settings_of(request)))
 
 

@@ -7,26 +7,29 @@ status and body unchanged.
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
 
+from pawwake.app_faces import HTTP, face_of, settings_of
 from pawwake.errors import anthropic_error
 from pawwake.llm.upstream import UpstreamFailure, read_body, relay_headers
-from pawwake.protocols.anthropic.upstream import forward_messages
-from pawwake.routes.chat import turn_handler
-from pawwake.routes.messages_relay import MessagesTurn, upstream_url
-from pawwake.services import services_of, settings_of
+from pawwake.protocols.anthropic.turn import MessagesTurn
+from pawwake.protocols.anthropic.upstream import forward_messages, upstream_url
+from pawwake.relay.serve import turn_handler
 
-messages = turn_handler(MessagesTurn)  # POST /v1/messages
+log = logging.getLogger(__name__)  # the one line per request
+
+messages = turn_handler(MessagesTurn, log)  # POST /v1/messages
 
 
 async def count_tokens(request: web.Request) -> web.Response:
     """Passed through as sent: the provider counts the client's own request."""
-    services = services_of(request)
     settings = await settings_of(request)
     raw = await request.read()
-    url = upstream_url(settings, request, "/count_tokens")
+    url = upstream_url(settings, request.query_string, "/count_tokens")
     try:
-        async with forward_messages(services.http, settings, url, raw,
+        async with forward_messages(face_of(request, HTTP).session, settings, url, raw,
                                     request.headers) as upstream:
             data = await read_body(upstream)
             return web.Response(status=upstream.status, body=data,

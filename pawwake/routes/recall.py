@@ -8,14 +8,14 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat.ingest import ingest_turn, parse_turn
+from pawwake.app_faces import RECALL, TURN_STORE, face_of, settings_of
 from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.params import parse_search
 from pawwake.chat.recall.search import search_fragments
+from pawwake.conversations.ingest import ingest_turn, parse_turn
 from pawwake.memory.fields import require_object
 from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required
-from pawwake.services import services_of, settings_of
 from pawwake.settings import Settings
 
 FEATURE = "Conversations"
@@ -33,11 +33,10 @@ async def _read_json(request: web.Request, too_large: str, too_large_code: str) 
 
 @database_required(FEATURE)
 async def post_turn(request: web.Request) -> web.Response:
-    services = services_of(request)
     turn = parse_turn(await _read_json(
         request, f"A turn's body is limited to {MAX_TURN_BODY_BYTES // (1024 * 1024)} MB.",
         "turn_too_large"))
-    result = await ingest_turn(services, turn, settings=await settings_of(request))
+    result = await ingest_turn(face_of(request, TURN_STORE), turn, settings=await settings_of(request))
     body: dict[str, Any] = {"status": result.status, "turn_id": turn.turn_id, "session_id": turn.session_id,
             "source": turn.source}
     if result.status == "duplicate":
@@ -58,7 +57,6 @@ def _check_recall_on(settings: Settings) -> None:
 
 @database_required(FEATURE)
 async def search(request: web.Request) -> web.Response:
-    services = services_of(request)
     settings = await settings_of(request)
     _check_recall_on(settings)
     if request.method == "POST":
@@ -69,7 +67,7 @@ async def search(request: web.Request) -> web.Response:
     else:
         options = parse_search(dict(request.query), text=True)
     query = options.pop("query")
-    outcome = await search_fragments(services, query, settings=settings, **options)
+    outcome = await search_fragments(face_of(request, RECALL), query, settings=settings, **options)
     return web.json_response({
         "query": query,
         "mode": outcome.mode,
@@ -83,7 +81,7 @@ async def search(request: web.Request) -> web.Response:
 
 @database_required(FEATURE)
 async def embedding_status(request: web.Request) -> web.Response:
-    status = await conversation_index.index_status(services_of(request),
+    status = await conversation_index.index_status(face_of(request, RECALL),
                                                    settings=await settings_of(request))
     return web.json_response(status)
 
@@ -91,11 +89,10 @@ async def embedding_status(request: web.Request) -> web.Response:
 @database_required(FEATURE)
 async def rebuild_search(request: web.Request) -> web.Response:
     """Index every message that lacks terms, then wake the vector job."""
-    services = services_of(request)
     _check_recall_on(await settings_of(request))
-    indexed = await conversation_index.index_pending(services)
-    await conversation_index.request_embedding(services)
-    status = await conversation_index.index_status(services,
+    indexed = await conversation_index.index_pending(face_of(request, RECALL))
+    await conversation_index.request_embedding(face_of(request, RECALL))
+    status = await conversation_index.index_status(face_of(request, RECALL),
                                                    settings=await settings_of(request))
     return web.json_response({"indexed": indexed, **status}, status=202)
 

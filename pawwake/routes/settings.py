@@ -7,11 +7,11 @@ import logging
 from aiohttp import web
 
 from pawwake.api_error import ApiError
+from pawwake.app_faces import CONFIG, HTTP, MODELS, STARTUP_SETTINGS, face_of, settings_of
 from pawwake.auth import key_matches
 from pawwake.live_settings import AdminOnly
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.routes.api_body import read_json
-from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 async def get_settings(request: web.Request) -> web.Response:
     """Every setting with its value in force now; secrets masked."""
-    config = services_of(request).config
+    config = face_of(request, CONFIG)
     await settings_of(request)  # starts a re-read of saved values when due
     return web.json_response({"settings": config.public_view(), "groups": list(GROUPS)})
 
@@ -29,7 +29,7 @@ async def put_settings(request: web.Request) -> web.Response:
     changes = await read_json(request, max_bytes=None)
     if not isinstance(changes, dict):
         raise ApiError("invalid_body", "Send a JSON object of setting names to new values.")
-    config = services_of(request).config
+    config = face_of(request, CONFIG)
     await settings_of(request)  # starts a re-read of saved values when due
     admin = is_admin(request)
     try:
@@ -37,7 +37,7 @@ async def put_settings(request: web.Request) -> web.Response:
         await config.update(changes, admin=admin)
     except AdminOnly as exc:
         how = ("send X-Admin-Key with ADMIN_SECRET, or change it in the dashboard"
-               if services_of(request).settings.ADMIN_SECRET else
+               if face_of(request, STARTUP_SETTINGS).ADMIN_SECRET else
                "change it in the dashboard (or set ADMIN_SECRET and send it as X-Admin-Key)")
         raise ApiError("admin_only", f"{exc.name} decides where the provider keys are sent; "
                        f"the gateway key alone cannot change it: {how}.", status=403,
@@ -51,7 +51,7 @@ async def put_settings(request: web.Request) -> web.Response:
 
 def is_admin(request: web.Request) -> bool:
     """X-Admin-Key matches ADMIN_SECRET (in constant time); never when that is unset."""
-    secret = services_of(request).settings.ADMIN_SECRET
+    secret = face_of(request, STARTUP_SETTINGS).ADMIN_SECRET
     return bool(secret) and key_matches(request.headers.get("X-Admin-Key"), secret)
 
 
@@ -59,7 +59,7 @@ async def get_models(request: web.Request) -> web.Response:
     """The models the configured provider offers (cached for a few minutes)."""
     settings = await settings_of(request)
     try:
-        models = await services_of(request).models.list_for(services_of(request).http, settings)
+        models = await face_of(request, MODELS).list_for(face_of(request, HTTP).session, settings)
     except ModelsUnavailable as exc:
         raise ApiError("models_unavailable", f"Could not list models: {exc}",
                        status=502) from exc

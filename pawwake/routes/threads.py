@@ -9,12 +9,12 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import threads as service
-from pawwake.chat.threads import session_id_of
+from pawwake.app_faces import CONFIG, database_of, face_of, settings_of
+from pawwake.partition import threads as service
+from pawwake.partition.threads import session_id_of
 from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.settings import SettingError
 
 
@@ -49,7 +49,7 @@ async def list_threads(request: web.Request) -> web.StreamResponse:
 async def switch(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, SWITCH, max_bytes=None)
     try:
-        thread_id = await service.switch(services_of(request).config, body["thread_id"])
+        thread_id = await service.switch(face_of(request, CONFIG), body["thread_id"])
     except SettingError as exc:  # the active thread is the setting PARTITION_SESSION_ID
         raise ApiError("invalid_thread_id", str(exc)) from exc
     return json_body({"active_thread": thread_id})
@@ -65,7 +65,7 @@ async def create(request: web.Request) -> web.StreamResponse:
 @database_required("Partition threads")
 async def rename(request: web.Request) -> web.StreamResponse:
     body = await read_fields(request, RENAME, max_bytes=None)
-    return json_body(await service.rename(services_of(request), body["old_id"], body["new_id"],
+    return json_body(await service.rename(database_of(request), face_of(request, CONFIG), body["old_id"], body["new_id"],
                                           settings=await settings_of(request)))
 
 

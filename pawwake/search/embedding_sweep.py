@@ -22,7 +22,8 @@ from pawwake.jobs import Job, RetryLater, backoff_seconds
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.live_settings import RuntimeConfig
+    from pawwake.llm.embeddings import Embedder
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,14 +56,13 @@ def on_pool(pool: aiopg.Pool, query: Callable[..., Awaitable[T]]) -> Callable[..
     return call
 
 
-async def embed_missing(services: Services, job: Job, provenance: Provenance,
-                        target: EmbeddingTarget,
+async def embed_missing(config: RuntimeConfig, embedder: Embedder, job: Job,
+                        provenance: Provenance, target: EmbeddingTarget,
                         batch: int) -> dict[str, Any]:
     """Embed every row ``target`` lists as lacking a current vector; returns the coverage.
 
     Stops for a retry when the configured provenance changes under it (vectors of two models
     must never mix), and ends when its setting is switched off."""
-    config, embedder = services.config, services.embedder
     if not await target.needing(provenance, 0, 1):
         return {"embedded": 0, "provenance": provenance.as_dict()}  # the common case: no count
     done, total = await target.coverage(provenance)

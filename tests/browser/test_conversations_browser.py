@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.chat import conversations as service
+from pawwake.conversations import manage as service
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET
@@ -37,7 +37,7 @@ async def test_find_open_edit_trash_and_restore(browser: Any, aiohttp_server: An
     settings = make_settings(DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET, JOB_WORKERS=0,
                              CONVERSATION_RECALL_ENABLED=True)
     server = await aiohttp_server(create_app(settings))
-    await service.import_conversations(services_of(server.app), SEED,
+    await service.import_conversations(services_of(server.app).recall, SEED,
                                          settings=services_of(server.app).config.current())
     pool = services_of(server.app).database.pool
     base = str(server.make_url("/")).rstrip("/")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from pawwake.database import connected_database
+from pawwake.database import connected_database, require_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
@@ -27,7 +27,7 @@ from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_po
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,12 @@ TURN_INDEX_CHARS = 200_000  # about 2 s of cutting
 _requested: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
-async def terms_for(services: Services, texts: Sequence[str]) -> list[list[str]]:
+async def terms_for(recall: ConversationRecall, texts: Sequence[str]) -> list[list[str]]:
     """Index terms of one turn's messages (or one search's phrases), cut while the request
     waits: together they are indexed from at most ``TURN_INDEX_CHARS`` characters (a 200-message
     turn of long texts took 30 s to cut in full; each long message now keeps its share of its
     head and tail). Catch-up indexing of stored rows keeps the full per-text bound."""
-    return await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR, texts,
+    return await search_terms.terms_for(recall.data_dir, texts,
                                    budget=TURN_INDEX_CHARS)
 
 
@@ -55,18 +55,18 @@ async def enqueue_embedding(cur: Any) -> None:
     await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
 
 
-async def request_embedding(services: Services) -> None:
-    database = connected_database(services.database)
+async def request_embedding(recall: ConversationRecall) -> None:
+    database = connected_database(recall.database)
     if database is None:
         return
     async with cursor(database.pool) as cur:
         await jobs_db.enqueue(cur, EMBED_KIND, {}, dedupe_key="pending")
-    services.jobs.wake()
+    recall.jobs.wake()
 
 
-async def index_pending(services: Services, *, limit: int | None = None) -> int:
+async def index_pending(recall: ConversationRecall, *, limit: int | None = None) -> int:
     """Give terms to messages that have none; returns how many were indexed."""
-    database = services.require_database()
+    database = require_database(recall.database)
     done, after = 0, 0
     while limit is None or done < limit:
         batch = INDEX_BATCH if limit is None else min(INDEX_BATCH, limit - done)
@@ -74,7 +74,7 @@ async def index_pending(services: Services, *, limit: int | None = None) -> int:
             rows = await db.unindexed_messages(cur, after, batch)
         if not rows:
             break
-        terms = await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR,
+        terms = await search_terms.terms_for(recall.data_dir,
                                         [row["content"] for row in rows])
         async with transaction(database.pool) as cur:
             await turns_db.set_search_terms(
@@ -84,66 +84,67 @@ async def index_pending(services: Services, *, limit: int | None = None) -> int:
     return done
 
 
-async def reindex_messages(services: Services, cur: Any, ids_and_texts: Sequence[
+async def reindex_messages(recall: ConversationRecall, cur: Any, ids_and_texts: Sequence[
         tuple[int, str]], *, settings: Settings) -> None:
     """After an edit or import inside ``cur``'s transaction: new terms, and a vector job."""
     if not settings.CONVERSATION_RECALL_ENABLED:
         await db.clear_terms(cur, [i for i, _ in ids_and_texts])
         return
-    terms = await search_terms.terms_for(services.settings.PAWWAKE_DATA_DIR, [text for _,
+    terms = await search_terms.terms_for(recall.data_dir, [text for _,
                                                                          text in ids_and_texts])
     await turns_db.set_search_terms(
         cur, [(i, t) for (i, _), t in zip(ids_and_texts, terms, strict=True)])
     await enqueue_embedding(cur)
 
 
-async def embed_missing_messages(services: Services, job: Job) -> dict[str, Any]:
+async def embed_missing_messages(recall: ConversationRecall, job: Job) -> dict[str, Any]:
     """Job handler: embed searchable messages lacking a current vector, batch by batch."""
     database = job.database
-    settings = await services.config.fresh()
+    settings = await recall.config.fresh()
     if not settings.CONVERSATION_RECALL_ENABLED:
         return {"skipped": "conversation recall is off"}
     try:
-        provenance = await services.embedder.provenance(settings)
+        provenance = await recall.embedder.provenance(settings)
     except EmbeddingError as exc:
         raise retry_for(exc, job) from None
-    await ensure_vector_index(services, settings, provenance)
+    await ensure_vector_index(recall, settings, provenance)
     target = EmbeddingTarget(
         "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
         coverage=on_pool(database.pool, db.vector_coverage),
-        store=partial(services.recall_vectors.store, database.pool),
+        store=partial(recall.recall_vectors.store, database.pool),
         switch="CONVERSATION_RECALL_ENABLED")
-    return await embed_missing(services, job, provenance, target, EMBED_BATCH)
+    return await embed_missing(recall.config, recall.embedder, job, provenance, target,
+                               EMBED_BATCH)
 
 
-async def ensure_vector_index(services: Services, settings: Settings,
+async def ensure_vector_index(recall: ConversationRecall, settings: Settings,
                               provenance: Provenance) -> bool:
     """The provenance's HNSW index on message vectors (pgvector only; built once, concurrently,
     so ingest goes on). True when searches can use it."""
-    database = services.require_database()
-    return await services.vectors.ensure_hnsw_index(database, settings, provenance,
+    database = require_database(recall.database)
+    return await recall.vectors.ensure_hnsw_index(database, settings, provenance,
                                                      table=VECTOR_TABLE)
 
 
-def request_vector_index(services: Services, settings: Settings,
+def request_vector_index(recall: ConversationRecall, settings: Settings,
                          provenance: Provenance) -> None:
     """From the search path: build a missing index in the background, at most once per
     provenance and process (vectors stored before the index existed, or by another writer)."""
     name = vectors_db.hnsw_index_name(provenance, VECTOR_TABLE)
-    requested = _requested.setdefault(services.vectors, set())
+    requested = _requested.setdefault(recall.vectors, set())
     if name in requested:
         return
     requested.add(name)
-    services.tasks.spawn(ensure_vector_index(services, settings, provenance),
+    recall.tasks.spawn(ensure_vector_index(recall, settings, provenance),
                           name="conversation-vector-index")
 
 
-async def index_status(services: Services, *, settings: Settings) -> dict[str, Any]:
+async def index_status(recall: ConversationRecall, *, settings: Settings) -> dict[str, Any]:
     """Keyword index coverage, vector coverage and the embedding job's state."""
-    database = services.require_database()
+    database = require_database(recall.database)
     async with cursor(database.pool) as cur:
         counts = await db.index_counts(cur)
-    provenance = services.embedder.configured_provenance(settings)
+    provenance = recall.embedder.configured_provenance(settings)
     async with cursor(database.pool) as cur:
         done, total = await db.vector_coverage(cur, provenance)
         job = await jobs_db.latest_of_kind(cur, EMBED_KIND)

@@ -13,6 +13,7 @@ from typing import Any
 import aiopg
 
 from pawwake.chat.prepared import NOTHING, ReplyHook, StepContext, StepInput, StepResult
+from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.search import search_fragments
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor, transaction
@@ -63,7 +64,8 @@ async def mark_fragments_seen(pool: aiopg.Pool, session_id: str,
         await db.mark_seen(cur, session_id, list(dict.fromkeys(fragment_ids)))
 
 
-async def recalled_fragments(context: StepContext, request: StepInput) -> StepResult:
+async def recalled_fragments(recall: ConversationRecall, context: StepContext,
+                             request: StepInput) -> StepResult:
     """Past conversation fragments into the current turn.
 
     Partition mode only (the gateway owns the history there); the current thread is left out
@@ -85,9 +87,9 @@ async def recalled_fragments(context: StepContext, request: StepInput) -> StepRe
     seen = await fragments_to_exclude(pool, thread.thread_id, ttl)
     # Messages before the zone start row in the thread's (created_at, id) order slid out of
     # zones A/B (imported ids need not follow dates); without a zone start, none did.
-    outcome = await search_fragments(context.services, query, max_sessions=limit,
+    outcome = await search_fragments(recall, query, max_sessions=limit,
                                      exclude_session_ids=[thread.thread_id],
-        exclude_fragment_ids=seen, settings=settings, now=context.services.chat.clock(),
+        exclude_fragment_ids=seen, settings=settings, now=context.clock(),
         keep_excluded_below=thread.state.zone_start_message_id or 0)
     block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)
     if not block:

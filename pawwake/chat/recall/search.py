@@ -35,6 +35,7 @@ from pawwake.chat.recall.rank import (
     trim,
 )
 from pawwake.chat.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
+from pawwake.database import require_database
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
@@ -44,7 +45,7 @@ from pawwake.text import english, offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class RecallOutcome:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-async def search_fragments(services: Services, query: str, *, max_sessions: int = 3,
+async def search_fragments(recall: ConversationRecall, query: str, *, max_sessions: int = 3,
                            context: int = 1, mode: str = "hybrid",
                            exclude_session_ids: Iterable[str] = (),
                            exclude_fragment_ids: Iterable[str] = (),
@@ -78,11 +79,11 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     ``keep_excluded_below``: messages of excluded sessions before this message (in
     (created_at, id) order) stay searchable: the current thread's history that slid out of
     the live zones. ``now``: the moment recency and dates without a year are measured from."""
-    database = services.require_database()
+    database = require_database(recall.database)
     now = now or datetime.now(UTC)
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
-    await conversation_index.index_pending(services, limit=CATCH_UP_LIMIT)
+    await conversation_index.index_pending(recall, limit=CATCH_UP_LIMIT)
     window = when.find_window(query, zone_of(settings), now)
     asked = when.without(query, window)
     question = Question(window, when.asks_when(query))
@@ -111,11 +112,11 @@ async def search_fragments(services: Services, query: str, *, max_sessions: int 
     semantic = SemanticOutcome(False)
     if mode == "hybrid":
         semantic = await add_semantic_evidence(
-            services, settings, embedding_text(without_terms(asked, common), keywords), hits,
+            recall, settings, embedding_text(without_terms(asked, common), keywords), hits,
             excluded_sessions=excluded_sessions, keep_below=keep_excluded_below,
             pool_size=max(20, 3 * max_sessions), asks_when=question.asks_when)
     if question.asks_when and not semantic.used and hits:
-        await add_time_words(services, hits)
+        await add_time_words(recall, hits)
     weights_of = Weights(float(settings.CONVERSATION_HW_KEYWORD),
                          float(settings.CONVERSATION_HW_SEMANTIC) if semantic.used else 0.0,
                          float(settings.CONVERSATION_HW_RECENCY))

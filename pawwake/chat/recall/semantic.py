@@ -21,17 +21,19 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall import when
 from pawwake.chat.recall.rank import MessageHit, SemanticScale
 from pawwake.chat.recall.vectors import CandidateFacts
+from pawwake.database import require_database
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.text.query import nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
 NEAREST = 100  # nearest messages read per query (at least): each is a candidate
-COSINE_LOOKUPS = 300  # keyword candidates (best shares first) whose vector evidence is read
+COSINE_LOOKUPS = 150  # keyword candidates (best shares first) whose vector evidence is read
+ADJACENT = 60  # the candidates closest to the question whose session neighbours are looked up
 # The raw-cosine floor when CONVERSATION_MIN_SCORE_THRESHOLD is empty. Chat lines are short:
 # with the local e5 model a quarter of the English answers on the long-dialogue dev set sit
 # below memory search's 0.78 (their 1st percentile is 0.74), Chinese ones above 0.8.
@@ -52,25 +54,25 @@ def conversation_threshold(settings: Settings, provider: str) -> float:
     return DEFAULT_FLOORS[provider] if value is None else float(value)
 
 
-async def add_semantic_evidence(services: Services, settings: Settings, query: str,
+async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, query: str,
                                 hits: dict[int, MessageHit], *, excluded_sessions: list[str],
                                 keep_below: int, pool_size: int, asks_when: bool
                                 ) -> SemanticOutcome:
     """Give candidates their vector evidence (the nearest messages join ``hits``); returns
     whether the semantic part was used, and its scale."""
-    database = services.require_database()
+    database = require_database(recall.database)
     if nothing_to_search(query):  # not worth a model call
         return SemanticOutcome(False)
     try:
-        vector, provenance = await services.embedder.embed_query(settings, query)
+        vector, provenance = await recall.embedder.embed_query(settings, query)
     except EmbeddingError as exc:
         log.warning("query embedding for recall failed: %s", exc)
         return SemanticOutcome(False, f"Query embedding failed ({exc}); keywords only.")
     threshold = conversation_threshold(settings, provenance.provider)
-    pgvector = services.vectors.backend(settings, database, provenance) == "pgvector"
+    pgvector = recall.vectors.backend(settings, database, provenance) == "pgvector"
     if pgvector:
-        conversation_index.request_vector_index(services, settings, provenance)
-    vectors = services.recall_vectors
+        conversation_index.request_vector_index(recall, settings, provenance)
+    vectors = recall.recall_vectors
     background = await vectors.background(database.pool, provenance, pgvector=pgvector)
     direction = background.direction(vector) if background is not None else vector
     neighbours = await vectors.nearest(
@@ -89,7 +91,7 @@ async def add_semantic_evidence(services: Services, settings: Settings, query: s
     )[:COSINE_LOOKUPS]]
     against = [vector] if background is None else [vector, background.vector]
     facts = await vectors.facts(database.pool, provenance, looked_up, against,
-                                pgvector=pgvector, with_text=asks_when)
+                                pgvector=pgvector, with_text=asks_when, adjacent_best=ADJACENT)
     seen_from = background.from_query(vector) if background is not None else None
     for message_id, found in facts.items():
         hit = hits[message_id]
@@ -98,16 +100,23 @@ async def add_semantic_evidence(services: Services, settings: Settings, query: s
             hit.cosine = found.dots[0]
             hit.centred = (seen_from.centred(found.dots[0], found.dots[1])
                            if seen_from is not None else found.dots[0])
+    for hit in hits.values():  # the neighbours of the best candidates know them back
+        before = hits.get(hit.prev_id) if hit.prev_id is not None else None
+        if before is not None and before.next_id is None:
+            before.next_id = hit.id
+        after = hits.get(hit.next_id) if hit.next_id is not None else None
+        if after is not None and after.prev_id is None:
+            after.prev_id = hit.id
     centred = [c for i in nearest if (c := hits[i].centred) is not None]
     return SemanticOutcome(True, None, threshold, SemanticScale.of(centred, threshold))
 
 
-async def add_time_words(services: Services, hits: Mapping[int, MessageHit]) -> None:
+async def add_time_words(recall: ConversationRecall, hits: Mapping[int, MessageHit]) -> None:
     """Keyword mode, for a "when" question: which of the best keyword candidates place
     something in time (hybrid mode learns it with their vector evidence)."""
     best = sorted(hits.values(), key=lambda h: -h.keyword)[:COSINE_LOOKUPS]
-    facts = await services.recall_vectors.facts(
-        services.require_database().pool, None, [h.id for h in best], [], pgvector=False,
+    facts = await recall.recall_vectors.facts(
+        require_database(recall.database).pool, None, [h.id for h in best], [], pgvector=False,
         with_text=True)
     for message_id, found in facts.items():
         _note(hits[message_id], found)

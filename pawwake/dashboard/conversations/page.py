@@ -14,14 +14,14 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import conversations as service
+from pawwake.app_faces import DATABASE, RECALL, database_of, face_of, settings_of
+from pawwake.conversations import manage as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import injections_of
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.numbers import whole_number
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def _list_url(request: web.Request, *, trash: bool, **extra: str) -> str:
 async def _render_list(request: web.Request, *, query: str, trash: bool, page: int,
                        values: Mapping[str, object], status: int = 200) -> web.Response:
     lang = request_language(request)
-    result = await service.list_conversations(services_of(request), query=query, trash=trash,
+    result = await service.list_conversations(face_of(request, RECALL), query=query, trash=trash,
                                               limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE,
                                               settings=await settings_of(request))
     pages = max(1, -(-result["total"] // PAGE_SIZE))
@@ -90,7 +90,7 @@ async def view_session(request: web.Request) -> web.Response:
     lang = request_language(request)
     session_id = service.session_id_of(request.query.get("session"), "session")
     rows = await service.session_messages(database_of(request), session_id, include_deleted=True)
-    database = services_of(request).database
+    database = face_of(request, DATABASE)
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
     injected: dict[int, list[dict[str, Any]]] = {}
     if database is not None:
@@ -112,7 +112,6 @@ def _view_url(request: web.Request, session_id: str, **extra: str) -> str:
 async def message_action(request: web.Request) -> web.StreamResponse:
     """Save, delete or restore one message, then show the session again."""
     form = await request.post()
-    services = services_of(request)
     session_id = service.session_id_of(form.get("session"), "session")
     message_id = _int(form.get("message"), 0)
     number = str(_int(form.get("number"), 0, 0))
@@ -123,11 +122,12 @@ async def message_action(request: web.Request) -> web.StreamResponse:
         content = form.get("content")
         if not isinstance(content, str) or not content.strip():
             raise PageRefusal("conv.error_empty")
-        await service.edit_message(services, message_id, service.content_of(content),
+        await service.edit_message(face_of(request, RECALL), message_id,
+                                   service.content_of(content),
                                    settings=await settings_of(request))
         done = "edited"
     elif action in ("delete", "restore"):
-        await service.set_message_deleted(services.require_database(), message_id, action == "delete")
+        await service.set_message_deleted(database_of(request), message_id, action == "delete")
         done = "deleted" if action == "delete" else "restored"
     else:
         raise ApiError("invalid_action", "Unknown action.")
@@ -137,14 +137,13 @@ async def message_action(request: web.Request) -> web.StreamResponse:
 async def session_action(request: web.Request) -> web.StreamResponse:
     """Move one session to the trash (back to the list) or restore it (back to the session)."""
     form = await request.post()
-    services = services_of(request)
     session_id = service.session_id_of(form.get("session"), "session")
     action = form.get("action")
     if action == "trash":
-        count = await service.trash_session(services.require_database(), session_id)
+        count = await service.trash_session(database_of(request), session_id)
         raise web.HTTPSeeOther(_list_url(request, trash=False, done="trashed", count=str(count)))
     if action == "restore":
-        count = await service.restore_session(services.require_database(), session_id)
+        count = await service.restore_session(database_of(request), session_id)
         raise web.HTTPSeeOther(_view_url(request, session_id, done="session_restored",
                                          count=str(count)))
     raise ApiError("invalid_action", "Unknown action.")
@@ -153,7 +152,6 @@ async def session_action(request: web.Request) -> web.StreamResponse:
 async def bulk_action(request: web.Request) -> web.StreamResponse:
     """Trash, restore, purge or merge the sessions ticked in the list."""
     form = await request.post()
-    services = services_of(request)
     trash = form.get("trash") == "1"
     selected = [service.session_id_of(v, "session") for v in form.getall("session", [])]
     if not selected:
@@ -163,16 +161,16 @@ async def bulk_action(request: web.Request) -> web.StreamResponse:
         target = form.get("target")
         if len(set(selected)) < 2 or target not in selected:
             raise PageRefusal("conv.error_merge")
-        merged = await service.merge_sessions(services.require_database(), selected, str(target))
+        merged = await service.merge_sessions(database_of(request), selected, str(target))
         raise web.HTTPSeeOther(_list_url(
             request, trash=False, done="merged", sessions=str(len(merged["source_ids"]) + 1),
             count=str(merged["moved"]["messages"])))
     if action == "restore":
-        count = await service.restore_sessions(services.require_database(), selected)
+        count = await service.restore_sessions(database_of(request), selected)
         raise web.HTTPSeeOther(_list_url(request, trash=trash, done="session_restored",
                                          count=str(count)))
     if action in ("trash", "purge"):
-        result = await service.batch_delete(services.require_database(), selected, permanent=action == "purge")
+        result = await service.batch_delete(database_of(request), selected, permanent=action == "purge")
         extra = ({"done": "purged", "sessions": str(result["sessions"])} if action == "purge"
                  else {"done": "trashed", "count": str(result["messages"])})
         raise web.HTTPSeeOther(_list_url(request, trash=trash, **extra))

@@ -10,7 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.chat import conversations
+from pawwake.app_faces import CONFIG, database_of, face_of
+from pawwake.conversations import manage as conversations
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -18,7 +19,6 @@ from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.memory import backup, store
-from pawwake.services import database_of, services_of
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ async def download_conversations(request: web.Request) -> web.StreamResponse:
     except DatabaseUnavailable:
         return render(request, PAGE, {"export": _panel(error=translate(
             request_language(request), "memories.no_database"))}, status=503)
-    stamp = file_stamp(zone_of(services_of(request).config.current()))
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     log.info("conversations exported from the dashboard: %s sessions", len(sessions))
     return web.Response(text=json.dumps(sessions, ensure_ascii=False, indent=1),
                         content_type="application/json", charset="utf-8",
@@ -103,7 +103,7 @@ async def download(request: web.Request) -> web.StreamResponse:
     except DatabaseUnavailable:
         return render(request, PAGE, {"export": _panel(error=translate(
             lang, "memories.no_database"))}, fragment=PANEL, status=503)
-    stamp = file_stamp(zone_of(services_of(request).config.current()))
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     body = json.dumps(document, ensure_ascii=False, indent=1)
     log.info("backup exported from the dashboard: %s memories", len(document["memories"]))
     return web.Response(text=body, content_type="application/json", charset="utf-8",

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDictProxy
 
+from pawwake.app_faces import MEMORY_LEARNING, MEMORY_WRITES, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
@@ -17,7 +18,6 @@ from pawwake.memory import backup, text_import
 from pawwake.memory.backup_format import BackupInvalid
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.store import MemoryConflict
-from pawwake.services import services_of, settings_of
 from pawwake.text.json_input import parse_json
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ async def import_text(request: web.Request) -> web.Response:
     if not text.strip():
         return refused("import.text_empty")
     try:
-        report = await text_import.import_text(services_of(request), text, skip_scoring=skip,
+        report = await text_import.import_text(face_of(request, MEMORY_LEARNING), text, skip_scoring=skip,
                                                settings=await settings_of(request))
     except text_import.LineTooLong as exc:
         return refused("import.line_too_long", line=exc.line, most=MAX_CONTENT_CHARS)
@@ -140,7 +140,7 @@ async def backup_step(request: web.Request) -> web.Response:
     try:
         raw = _uploaded_text(form, "file", "backup")
         data = _parse_backup(raw)
-        report = await backup.import_backup(services_of(request), data, dry_run=step == "preview")
+        report = await backup.import_backup(face_of(request, MEMORY_WRITES), data, dry_run=step == "preview")
     except PageRefusal as exc:
         return _answer(request, backup_card=_card(error=translate(lang, exc.key)), status=400)
     except BackupInvalid as exc:

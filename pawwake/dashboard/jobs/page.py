@@ -9,10 +9,10 @@ from typing import Any
 from aiohttp import web
 
 from pawwake import job_admin
+from pawwake.app_faces import DATABASE, JOBS, database_of, face_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import is_htmx, render
-from pawwake.services import services_of
 from pawwake.text.numbers import whole_number
 
 TEMPLATE = "dashboard/jobs.html"
@@ -28,9 +28,8 @@ def _filter(value: Any) -> str:
 
 
 async def _region(request: web.Request, status: str, notice: str | None) -> dict[str, Any]:
-    services = services_of(request)
-    on = services.database is not None
-    jobs = (await job_admin.list_jobs(services.require_database(), None if status == "all" else status,
+    on = face_of(request, DATABASE) is not None
+    jobs = (await job_admin.list_jobs(database_of(request), None if status == "all" else status,
                                       limit=PAGE_SIZE) if on else [])
     return {"jobs": jobs, "status": status, "filters": job_admin.STATUS_FILTERS,
             "notice": notice, "database_on": on}
@@ -58,10 +57,10 @@ async def job_action(request: web.Request) -> web.StreamResponse:
     job_id = whole_number(raw_id)
     if job_id is None:
         raise PageRefusal("jobs.error_invalid")
-    if services_of(request).database is None:
+    if face_of(request, DATABASE) is None:
         raise PageRefusal("jobs.no_database", 503)
     act, outcome = ACTIONS[action]
-    job = await act(services_of(request).jobs, job_id)
+    job = await act(face_of(request, JOBS), job_id)
     if form.get("back") == "status":  # from the status page's jobs card: back to that card
         query = {"job_done": outcome, "job": str(job["id"])}
         raise web.HTTPSeeOther(str(request.app.router["status"].url_for().with_query(query))

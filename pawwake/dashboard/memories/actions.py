@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import database_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.listing import (
     PAGE,
@@ -30,7 +31,6 @@ from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import MemoryConflict
-from pawwake.services import database_of, settings_of
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_EMBEDDING, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.db.errors import DatabaseUnavailable
@@ -18,7 +19,6 @@ from pawwake.memory.backfill import (
     backfill_status,
     start_backfill,
 )
-from pawwake.services import services_of, settings_of
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ async def backfill_context(request: web.Request, *, problem: str | None = None
                            ) -> dict[str, Any]:
     """What the panel shows now; ``problem`` is a message about the last start attempt."""
     try:
-        status = await backfill_status(services_of(request), settings=await settings_of(request))
+        status = await backfill_status(face_of(request, MEMORY_EMBEDDING), settings=await settings_of(request))
     except DatabaseUnavailable:
         return {"available": False, "problem": problem}
     done, total = int(status["done"]), int(status["total"])
@@ -72,7 +72,7 @@ async def start(request: web.Request) -> web.Response:
     confirm = form.get("confirm_rebuild") == "1"
     problem, status = None, 200
     try:
-        await start_backfill(services_of(request), confirm_rebuild=confirm,
+        await start_backfill(face_of(request, MEMORY_EMBEDDING), confirm_rebuild=confirm,
                              settings=await settings_of(request))
     except RebuildNeedsConfirmation:
         problem, status = translate(lang, "backfill.confirm_needed"), 409

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_WRITES, database_of, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.consolidation_context import consolidation_context, latest_drafts
 from pawwake.dashboard.memories.listing import (
@@ -34,7 +35,6 @@ from pawwake.memory.fields import (
     parse_int,
     parse_title,
 )
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.numbers import number_or_text, whole_number
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,6 @@ def start_refusal(lang: str, code: str) -> str:
 async def start(request: web.Request) -> web.Response:
     """Queue drafts for the ticked rows, or for a range of local days."""
     lang = request_language(request)
-    services = services_of(request)
     form = await request.post()
     view = parse_view(form)
     # From the selection bar (htmx): the answer goes next to the bar, the panel updates too.
@@ -88,14 +87,14 @@ async def start(request: web.Request) -> web.Response:
         if ids:
             if len(ids) < 2:
                 raise FieldError("ids", "too few", "too_few_memories")
-            await consolidate.start_selection(services, ids,
+            await consolidate.start_selection(face_of(request, MEMORY_WRITES), ids,
                                               settings=await settings_of(request))
         else:
             date_from = parse_event_date(_text(form, "date_from") or None, "date_from")
             date_to = parse_event_date(_text(form, "date_to") or None, "date_to")
             if date_from is None or date_to is None:
                 raise FieldError("date_from", "dates needed", "missing_dates")
-            await consolidate.start_range(services, date_from, date_to,
+            await consolidate.start_range(face_of(request, MEMORY_WRITES), date_from, date_to,
                                           settings=await settings_of(request))
     except DetailedConflict as exc:
         if from_bar:
@@ -164,7 +163,7 @@ async def _confirm_one(request: web.Request, form: Mapping[str, Any], number: in
         return {"ok": False, "message": message("alert", translate(lang, "drafts.core_needs_ok"))}
     try:
         wanted = draft_request(form, number, draft)
-        await merge.merge_memories(services_of(request), wanted,
+        await merge.merge_memories(face_of(request, MEMORY_WRITES), wanted,
                                    settings=await settings_of(request))
     except DetailedConflict as exc:
         key = f"drafts.refused_{exc.code}" if exc.code in CONFIRM_REFUSALS else "drafts.refused"
@@ -187,7 +186,7 @@ async def confirm(request: web.Request) -> web.Response:
     lang = request_language(request)
     form = await request.post()
     view = parse_view(form)
-    drafts = await latest_drafts(services_of(request))
+    drafts = await latest_drafts(database_of(request))
     by_number = dict(enumerate(drafts, 1))
     sent = {n: form.get(f"draft-{n}") for n in by_number}
     if not drafts or any(value is not None and value != by_number[n]["draft_id"]

@@ -13,11 +13,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp_session import get_session
 
+from pawwake.app_faces import database_of, settings_of
 from pawwake.dashboard.memories.view import LAYER_KEYS, zone_of
+from pawwake.database import Database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.local_time import local_today
 from pawwake.memory.consolidation import drafts as consolidate
-from pawwake.services import Services, services_of, settings_of
 
 RUNNING = ("queued", "running", "retrying")
 # Error codes of a failed run that the page explains in the visitor's language.
@@ -91,9 +92,8 @@ async def consolidation_context(request: web.Request, *,
                                 problem: str | None = None,
                                 notice: dict[str, str] | None = None) -> dict[str, Any]:
     """The panel: a form to start a run, the run's progress, or its drafts."""
-    services = services_of(request)
     try:
-        state = await consolidate.status(services.require_database())
+        state = await consolidate.status(database_of(request))
     except DatabaseUnavailable:
         return {"available": False, "problem": problem, "notice": notice}
     settings = await settings_of(request)
@@ -132,7 +132,7 @@ async def consolidation_context(request: web.Request, *,
     }
 
 
-async def latest_drafts(services: Services) -> list[dict[str, Any]]:
+async def latest_drafts(database: Database) -> list[dict[str, Any]]:
     """The drafts of the latest finished run, with their current state."""
-    state = await consolidate.status(services.require_database())
+    state = await consolidate.status(database)
     return list(state.get("drafts") or []) if state["status"] == "done" else []

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from pawwake.app_faces import DATABASE, face_of, settings_of
 from pawwake.dashboard.memories.view import LAYER_KEYS
 from pawwake.dashboard.render import render
 from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_near_misses, memory_usage
 from pawwake.local_time import zone_of, zoned_minute
-from pawwake.services import services_of, settings_of
 
 TEMPLATE = "dashboard/memory.html"
 
 
 async def memory_detail(request: web.Request) -> web.Response:
-    services = services_of(request)
-    database = services.database
+    database = face_of(request, DATABASE)
     if database is None:
         raise web.HTTPNotFound()
     memory_id = int(request.match_info["memory_id"])

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_SEARCH, database_of, face_of, settings_of
 from pawwake.dashboard.i18n import translate
 from pawwake.dashboard.memories.backfill import backfill_context
 from pawwake.dashboard.memories.consolidation_context import consolidation_context
@@ -29,11 +30,12 @@ from pawwake.dashboard.memories.view import (
     zone_of,
 )
 from pawwake.dashboard.render import is_htmx, render
+from pawwake.database import Database
 from pawwake.db.errors import NotFound
 from pawwake.memory import store
+from pawwake.memory.faces import MemorySearch
 from pawwake.memory.fields import FieldError, parse_ids
 from pawwake.memory.search import FALLBACK_CODES, MAX_LIMIT, search_memories
-from pawwake.services import Services, services_of, settings_of
 from pawwake.settings import Settings
 from pawwake.text.numbers import whole_number
 
@@ -85,12 +87,12 @@ def message(kind: str, text: str) -> dict[str, str]:
     return {"kind": kind, "text": text}
 
 
-async def _search_rows(services: Services, settings: Settings, view: View, zone: Any
+async def _search_rows(search: MemorySearch, settings: Settings, view: View, zone: Any
                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if view.mode == "keyword":
         settings = settings.with_values({"MEMORY_VECTOR_ENABLED": False})
     limit = SEARCH_LIMIT if view.layer is None else MAX_LIMIT
-    outcome = await search_memories(services, view.q, limit=limit, settings=settings)
+    outcome = await search_memories(search, view.q, limit=limit, settings=settings)
     results = [r for r in outcome.results
                if view.layer is None or int(r.memory["layer"]) == view.layer][:SEARCH_LIMIT]
     rows = [row_view(r.memory, number, zone, score=r.score, parts=r.parts,
@@ -115,14 +117,13 @@ async def region_context(request: web.Request, view: View, *,
                          sources_number: int | None = None,
                          report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the list region needs for ``view``: tabs with counts, rows, pager, search."""
-    services = services_of(request)
     settings = await settings_of(request)
     zone = zone_of(settings)
-    stats = await store.layer_stats(services.require_database())
+    stats = await store.layer_stats(database_of(request))
     counts = layer_counts(stats, view.status)
     search = None
     if view.searching:
-        rows, search = await _search_rows(services, settings, view, zone)
+        rows, search = await _search_rows(face_of(request, MEMORY_SEARCH), settings, view, zone)
         total = len(rows)
     else:
         view = view.listing()
@@ -130,7 +131,7 @@ async def region_context(request: web.Request, view: View, *,
         pages = page_count(total)
         if view.page > pages:
             view = replace(view, page=pages)
-        memories, total = await store.list_memories(services.require_database(), active=view.active,
+        memories, total = await store.list_memories(database_of(request), active=view.active,
                                                     layer=view.layer, limit=PAGE_SIZE,
             offset=(view.page - 1) * PAGE_SIZE)
         first = (view.page - 1) * PAGE_SIZE + 1
@@ -140,9 +141,9 @@ async def region_context(request: web.Request, view: View, *,
         if row["n"] == edit_number:
             row["edit"] = edit_state(row)
         if row["n"] == versions_number:
-            row["panel"] = await versions_view(services, row["id"], zone)
+            row["panel"] = await versions_view(database_of(request), row["id"], zone)
         elif row["n"] == sources_number and row["merged_count"]:
-            row["panel"] = await sources_view(services.require_database(), row["id"], zone,
+            row["panel"] = await sources_view(database_of(request), row["id"], zone,
                                                   settings=settings)
     return {"view": view, "tabs": tabs(request, view, stats, counts), "rows": rows,
             "total": total, "pager": pager(request, view, total), "search": search,
@@ -190,9 +191,9 @@ def edit_state(row: Mapping[str, Any], values: Mapping[str, Any] | None = None,
     return {"fields": shown, "errors": dict(errors or {})}
 
 
-async def versions_view(services: Services, memory_id: int, zone: Any) -> dict[str, Any]:
+async def versions_view(database: Database, memory_id: int, zone: Any) -> dict[str, Any]:
     """The version chain of a row, oldest first, and which member an undo would act on."""
-    chain = await store.versions(services.require_database(), memory_id)
+    chain = await store.versions(database, memory_id)
     current = [m for m in chain if m["superseded_by"] is None and m["is_active"]]
     current_id = current[-1]["id"] if current else None
     replaced_ids = {m["superseded_by"] for m in chain if m["superseded_by"] is not None}

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_WRITES, database_of, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.listing import (
     CANDIDATES,
@@ -36,7 +37,6 @@ from pawwake.memory.fields import (
     parse_title,
 )
 from pawwake.memory.store import MemoryConflict
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.numbers import number_or_text
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ async def merge_submit(request: web.Request) -> web.Response:
         if any(int(s["layer"]) == 3 for s in sources) and not wanted.confirm_core:
             return await _dialog(request, view, merge_form_view(
                 sources, fields=typed, problem=translate(lang, "drafts.core_needs_ok")), 409)
-        result = await merge.merge_memories(services_of(request), wanted,
+        result = await merge.merge_memories(face_of(request, MEMORY_WRITES), wanted,
                                             settings=await settings_of(request))
     except FieldError as exc:
         field = exc.field if exc.field in ("content", "title", "importance", "layer") \
@@ -147,7 +147,7 @@ async def revert(request: web.Request) -> web.Response:
     form = await request.post()
     view = parse_view(form)
     try:
-        result = await merge.revert_merge(services_of(request), memory_id_from(form),
+        result = await merge.revert_merge(face_of(request, MEMORY_WRITES), memory_id_from(form),
                                           settings=await settings_of(request))
     except DetailedConflict as exc:
         return await respond(request, view, status=409, oob=("candidates",),

@@ -7,11 +7,11 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import database_of, settings_of
 from pawwake.dashboard.memories.view import row_view, zone_of
 from pawwake.database import Database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.memory.consolidation import merge
-from pawwake.services import services_of, settings_of
 from pawwake.settings import Settings
 
 # Why a revert cannot run now; each has a message in the catalog ("revert.<code>").
@@ -53,9 +53,8 @@ def reason_view(reason: dict[str, Any]) -> dict[str, Any]:
 async def candidates_context(request: web.Request, *, notice: dict[str, str] | None = None
                              ) -> dict[str, Any]:
     """Events that look like core memories (never promoted by themselves), with reasons."""
-    services = services_of(request)
     try:
-        found = await merge.core_candidates(services.require_database())
+        found = await merge.core_candidates(database_of(request))
     except DatabaseUnavailable:
         return {"available": False, "entries": [], "notice": notice}
     zone = zone_of(await settings_of(request))

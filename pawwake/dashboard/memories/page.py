@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 
 from aiohttp import web
 
+from pawwake.app_faces import MEMORY_WRITES, database_of, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.memories.listing import (
     PAGE,
@@ -34,7 +35,6 @@ from pawwake.dashboard.memories.view import (
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.memory import store
 from pawwake.memory.fields import FieldError, parse_edit
-from pawwake.services import database_of, services_of, settings_of
 from pawwake.text.numbers import whole_number
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,7 @@ async def edit_form(request: web.Request) -> web.Response:
     number = row_number_from(request.query)
     if not is_htmx(request):
         raise _to_list(request, view, edit=str(number))
-    services = services_of(request)
-    memory = await store.get_memory(services.require_database(), memory_id_from(request.query))
+    memory = await store.get_memory(database_of(request), memory_id_from(request.query))
     row = row_view(memory, number, zone_of(await settings_of(request)))
     return await _row_response(request, view, memory, number, edit=edit_state(row))
 
@@ -118,7 +117,6 @@ async def show_row(request: web.Request) -> web.Response:
 async def save_edit(request: web.Request) -> web.Response:
     """Validate with the API's rules; errors go back into the editor, next to the field."""
     lang = request_language(request)
-    services = services_of(request)
     form = await request.post()
     view = parse_view(form)
     memory_id, number = memory_id_from(form), row_number_from(form)
@@ -127,7 +125,7 @@ async def save_edit(request: web.Request) -> web.Response:
     try:
         changes = parse_edit(values)
     except FieldError as exc:
-        memory = await store.get_memory(services.require_database(), memory_id)
+        memory = await store.get_memory(database_of(request), memory_id)
         errors = {exc.field or "content": field_message(lang, exc)}
         edit = edit_state(row_view(memory, number, zone), values, errors)
         if is_htmx(request):
@@ -135,8 +133,7 @@ async def save_edit(request: web.Request) -> web.Response:
         context = await page_context(request, view)
         _open_editor(context, row_view(memory, number, zone), edit)
         return render(request, PAGE, context, status=400)
-    memory, changed = await store.edit_memory(services, memory_id, changes,
-                                              settings=await settings_of(request))
+    memory, changed = await store.edit_memory(face_of(request, MEMORY_WRITES), memory_id, changes)
     text = translate(lang, "memories.saved" if changed else "memories.unchanged", n=number)
     if is_htmx(request):
         return await _row_response(request, view, memory, number,
@@ -158,13 +155,12 @@ async def _panel(request: web.Request, kind: str) -> web.Response:
     number = row_number_from(request.query)
     if not is_htmx(request):
         raise _to_list(request, view, **{kind: str(number)})
-    services = services_of(request)
     memory_id = memory_id_from(request.query)
     settings = await settings_of(request)
     zone = zone_of(settings)
-    panel = (await versions_view(services, memory_id, zone) if kind == "versions"
-             else await sources_view(services.require_database(), memory_id, zone, settings=settings))
-    row = {**row_view(await store.get_memory(services.require_database(), memory_id), number, zone),
+    panel = (await versions_view(database_of(request), memory_id, zone) if kind == "versions"
+             else await sources_view(database_of(request), memory_id, zone, settings=settings))
+    row = {**row_view(await store.get_memory(database_of(request), memory_id), number, zone),
            "panel": panel}
     return render(request, PANEL, {"row": row, "view": view})
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
+from pawwake.app_faces import CHAT, CONFIG, HTTP, MODELS, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal, setting_error_text
 from pawwake.dashboard.render import is_htmx, render
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.dashboard.settings.probe import test_connection
 from pawwake.llm.models import ModelsUnavailable
-from pawwake.services import services_of, settings_of
 from pawwake.settings import GROUPS, SettingError
 
 log = logging.getLogger(__name__)
@@ -29,11 +29,11 @@ def with_persona_placeholder(groups: list[dict[str, Any]], persona: str | None) 
 
 
 def _persona_file(request: web.Request) -> str | None:
-    return services_of(request).chat.persona.read()
+    return face_of(request, CHAT).persona.read()
 
 
 async def settings_page(request: web.Request) -> web.Response:
-    config = services_of(request).config
+    config = face_of(request, CONFIG)
     await settings_of(request)  # starts a re-read of saved values when due
     lang = request_language(request)
     groups = groups_view(config.public_view(), lang)
@@ -52,7 +52,7 @@ async def save_settings(request: web.Request) -> web.Response:
     group_id = form.get("_group")
     if group_id not in GROUPS:
         raise PageRefusal("settings.error", message=translate(lang, "settings.bad_group"))
-    config = services_of(request).config
+    config = face_of(request, CONFIG)
     current = await settings_of(request)
     submitted = submitted_values(form)
     changes = form_changes(current, submitted)
@@ -89,11 +89,11 @@ async def save_settings(request: web.Request) -> web.Response:
 async def models(request: web.Request) -> web.Response:
     """The provider's models: datalist options for htmx, a table as a page."""
     settings = await settings_of(request)
-    catalog = services_of(request).models
+    catalog = face_of(request, MODELS)
     context: dict[str, Any] = {"models": [], "source": None, "error": None}
     status = 200
     try:
-        found = await catalog.list_for(services_of(request).http, settings)
+        found = await catalog.list_for(face_of(request, HTTP).session, settings)
     except ModelsUnavailable as exc:
         context["error"] = translate(request_language(request), f"models_error.{exc.code}",
                                      **exc.values)

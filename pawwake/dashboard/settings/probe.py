@@ -10,12 +10,12 @@ from typing import Any
 from aiohttp import web
 from yarl import URL
 
+from pawwake.app_faces import CONFIG, HTTP, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import setting_error_text
 from pawwake.dashboard.render import render
 from pawwake.dashboard.settings.form import submitted_values
 from pawwake.llm.models import ModelsUnavailable, fetch_models
-from pawwake.services import services_of, settings_of
 from pawwake.settings import SettingError, Settings
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ async def test_connection(request: web.Request) -> web.Response:
     url_setting, key_setting, model_setting = TARGETS[group]
     submitted = submitted_values(form)
     current = await settings_of(request)
-    config = services_of(request).config
+    config = face_of(request, CONFIG)
     asked = {name: submitted[name] for name in (url_setting, key_setting, model_setting)
              if name in submitted}
     try:
@@ -54,7 +54,7 @@ async def test_connection(request: web.Request) -> web.Response:
     base = _api_base(current, url_setting, values[url_setting])
     host = URL(base).host or base
     try:
-        models = await fetch_models(services_of(request).http, base, values[key_setting])
+        models = await fetch_models(face_of(request, HTTP).session, base, values[key_setting])
     except ModelsUnavailable as exc:
         log.info("connection test: %s failed (%s)", host, exc.code)
         return _result(request, {"error": translate(lang, f"models_error.{exc.code}",

@@ -9,11 +9,12 @@ from typing import Any
 
 from pawwake.config_problems import configuration_problems
 from pawwake.dashboard.job_errors import explain_job_error
+from pawwake.database import Database
 from pawwake.db.pool import DATABASE_ERRORS, UNAVAILABLE_ERRORS
-from pawwake.llm.upstream_health import CHAT, STATES
+from pawwake.llm.upstream_health import CHAT, STATES, UpstreamHealth
 from pawwake.local_time import zone_of, zoned_minute
 from pawwake.memory.backfill import backfill_status
-from pawwake.services import Services
+from pawwake.memory.faces import MemoryEmbedding
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,12 @@ PROVIDER_FAILURES = {"rate_limited": "rate_limited", "unreachable": "upstream_un
                      "upstream_status": "upstream_status"}
 
 
-def upstream_line(services: Services, zone: timezone,
+def upstream_line(health: UpstreamHealth, zone: timezone,
                   jobs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The provider's health: chats and the gateway's own calls (memory extraction, summaries,
     consolidation), each with its last failure. Besides this process's calls it reads the
     jobs that need attention, so a memory model failing in another process, or before a
     restart, shows here too and agrees with the memory switch."""
-    health = services.upstream_health
     calls: dict[str, dict[str, Any]] = {call.work: {"work": call.work, "state": call.state(), "when": last.at,
                          "status": last.status, "model": last.model, "code": last.code}
              for call in health.calls() if (last := call.last_error) is not None}
@@ -66,12 +66,12 @@ def upstream_line(services: Services, zone: timezone,
             "calls": [{**c, "at": zoned_minute(c["when"], zone)} for c in shown]}
 
 
-async def embedding_line(services: Services, settings: Settings) -> dict[str, Any]:
+async def embedding_line(embedding: MemoryEmbedding, settings: Settings) -> dict[str, Any]:
     """Provider, model, dimension and backfill progress; a provider that fails is an error."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return {"name": "embedding", "state": "off"}
     try:
-        status = await backfill_status(services, settings=settings)
+        status = await backfill_status(embedding, settings=settings)
     except DATABASE_ERRORS as exc:
         # The page still renders; the line says the state could not be read.
         log.warning("embedding state unreadable on the status page (%s)", type(exc).__name__)
@@ -102,15 +102,15 @@ def jobs_line(jobs: dict[str, Any] | None) -> dict[str, Any]:
     return {"name": "jobs", "state": level, "total": jobs["total"]}
 
 
-async def health_lines(services: Services, settings: Settings, state: str,
+async def health_lines(database: Database | None, health: UpstreamHealth,
+                       embedding: MemoryEmbedding, settings: Settings, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card."""
-    database = services.database
     lines = [configuration_line(settings), database_line(database, state),
-             upstream_line(services, zone_of(settings), jobs)]
+             upstream_line(health, zone_of(settings), jobs)]
     if database is not None and state == "ready":
         try:
-            lines.append(await embedding_line(services, settings))
+            lines.append(await embedding_line(embedding, settings))
         except UNAVAILABLE_ERRORS:
             database.mark_unreachable()
         lines.append(jobs_line(jobs))

@@ -8,6 +8,14 @@ from aiohttp import web
 from yarl import URL
 
 from pawwake import __version__, job_admin
+from pawwake.app_faces import (
+    DATABASE,
+    MEMORY_EMBEDDING,
+    TURN_SPOOL,
+    UPSTREAM_HEALTH,
+    face_of,
+    settings_of,
+)
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.dashboard.status.health import health_lines
@@ -15,17 +23,15 @@ from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import local_minute, zone_of
-from pawwake.services import services_of, settings_of
 from pawwake.text.numbers import whole_number
 from pawwake.upgrade.status import adoption_summary
 
 
 async def status(request: web.Request) -> web.Response:
     settings = await settings_of(request)
-    services = services_of(request)
-    database = services.database
-    state = database_state(services_of(request).database)
-    connected = connected_database(services_of(request).database)
+    database = face_of(request, DATABASE)
+    state = database_state(database)
+    connected = connected_database(database)
     on = connected is not None
     context: dict[str, Any] = {
         "version": __version__,
@@ -45,7 +51,7 @@ async def status(request: web.Request) -> web.Response:
         "gateway_key_set": bool(settings.GATEWAY_SECRET),
         "counts": None,
         "adoption": None,
-        "turn_spool": services_of(request).turn_spool.status(),
+        "turn_spool": face_of(request, TURN_SPOOL).status(),
     }
     context["jobs"] = None
     if connected is not None and state == "ready":
@@ -58,12 +64,13 @@ async def status(request: web.Request) -> web.Response:
                 context["adoption"] = adoption
             # Background jobs that need attention (their own card; memory is not "fine"
             # meanwhile).
-            context["jobs"] = await job_admin.health(services.require_database())
+            context["jobs"] = await job_admin.health(connected)
         except UNAVAILABLE_ERRORS:
             connected.mark_unreachable()  # the page still renders, saying so
             context["database_state"] = "unavailable"
-    context["health"] = await health_lines(services, settings, context["database_state"],
-                                           context["jobs"])
+    context["health"] = await health_lines(database, face_of(request, UPSTREAM_HEALTH),
+                                           face_of(request, MEMORY_EMBEDDING), settings,
+                                           context["database_state"], context["jobs"])
     context["jobs_notice"] = _jobs_notice(request)
     return render(request, "dashboard/status.html", context)
 

@@ -13,13 +13,13 @@ from typing import Any
 from aiohttp import web
 
 from pawwake.api_error import ApiError
-from pawwake.chat import threads as service
-from pawwake.chat.threads import session_id_of
+from pawwake.app_faces import CONFIG, database_of, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
 from pawwake.db.errors import Conflict
-from pawwake.services import services_of, settings_of
+from pawwake.partition import threads as service
+from pawwake.partition.threads import session_id_of
 
 log = logging.getLogger(__name__)
 
@@ -36,17 +36,16 @@ def _page_url(request: web.Request, **query: str) -> str:
 async def threads_page(request: web.Request) -> web.Response:
     """Status, thread list and the summary of the thread named by ``summary`` (default: the
     active one)."""
-    services = services_of(request)
     lang = request_language(request)
-    status = await service.status(services.require_database(), settings=await settings_of(request))
+    status = await service.status(database_of(request), settings=await settings_of(request))
     if not status["enabled"]:
         # Off: no thread is continued, so there is nothing to switch, delete or edit; every
         # stored session would show up as a "thread". The page explains instead.
         return render(request, TEMPLATE, {"status": status, "threads": [], "summary": None,
                                           "progress": 0, "progress_max": 0, "notice": None})
-    threads = await service.list_threads(services.require_database(), settings=await settings_of(request))
+    threads = await service.list_threads(database_of(request), settings=await settings_of(request))
     wanted = request.query.get("summary") or status["active_thread"]
-    summary = await service.get_summary(services.require_database(), session_id_of(wanted, "summary"))
+    summary = await service.get_summary(database_of(request), session_id_of(wanted, "summary"))
     x2 = 2 * status["x"]
     key = NOTICES.get(request.query.get("done", ""))
     return render(request, TEMPLATE, {
@@ -58,31 +57,30 @@ async def threads_page(request: web.Request) -> web.Response:
 async def _apply(request: web.Request, action: str, form: Mapping[str, Any]
                  ) -> dict[str, str]:
     """Run one form action; returns the query of the page to come back to."""
-    services = services_of(request)
     if action == "switch":
-        await service.switch(services.config, session_id_of(form.get("thread"), "thread"))
+        await service.switch(face_of(request, CONFIG), session_id_of(form.get("thread"), "thread"))
         return {"done": "switched"}
     if action == "delete":
-        await service.delete(services.require_database(), session_id_of(form.get("thread"), "thread"),
+        await service.delete(database_of(request), session_id_of(form.get("thread"), "thread"),
                              settings=await settings_of(request))
         return {"done": "deleted"}
     if action == "create":
         source = form.get("inherit") or None
-        await service.create(services.require_database(), session_id_of(form.get("thread"), "thread"),
+        await service.create(database_of(request), session_id_of(form.get("thread"), "thread"),
                              session_id_of(source, "inherit") if source else None)
         return {"done": "created"}
     if action == "rename":
-        await service.rename(services, session_id_of(form.get("thread"), "thread"),
+        await service.rename(database_of(request), face_of(request, CONFIG), session_id_of(form.get("thread"), "thread"),
                              session_id_of(form.get("new_id"),
                                            "new_id"), settings=await settings_of(request))
         return {"done": "renamed"}
     if action in ("summary_save", "summary_clear"):
         thread = session_id_of(form.get("thread"), "thread")
         if action == "summary_save":
-            await service.put_summary(services.require_database(), thread,
+            await service.put_summary(database_of(request), thread,
                                       service.summary_text(form.get("summary")))
             return {"done": "summary_saved", "summary": thread}
-        await service.clear_summary(services.require_database(), thread)
+        await service.clear_summary(database_of(request), thread)
         return {"done": "summary_cleared", "summary": thread}
     raise ApiError("invalid_action", "Unknown action.")
 

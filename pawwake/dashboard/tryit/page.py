@@ -16,15 +16,15 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from pawwake.chat import conversations as service
-from pawwake.chat.partition_step import active_thread
+from pawwake.app_faces import DATABASE, RECALL, TRIAL, face_of, settings_of
 from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.sessions import MAX_SESSION_ID
-from pawwake.chat.trial import trial_chat
+from pawwake.conversations import manage as service
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
-from pawwake.services import services_of, settings_of
+from pawwake.partition.step import active_thread
+from pawwake.relay.trial import trial_chat
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +74,10 @@ def panel_context(prepared: Any) -> dict[str, Any]:
 
 
 async def _page_context(request: web.Request) -> dict[str, Any]:
-    services = services_of(request)
     settings = await settings_of(request)
     sessions: list[str] = []
-    if services.database is not None:
-        listed = await service.list_conversations(services, limit=RECENT_SESSIONS,
+    if face_of(request, DATABASE) is not None:
+        listed = await service.list_conversations(face_of(request, RECALL), limit=RECENT_SESSIONS,
                                                   settings=await settings_of(request))
         sessions = [row["session_id"] for row in listed["items"]]
     partition = bool(settings.CACHE_PARTITION_ENABLED)
@@ -146,7 +145,7 @@ async def send(request: web.Request) -> web.StreamResponse:
         context.update(error=message, session=str(form.get("session") or ""),
                        model=str(form.get("model") or ""))
         return render(request, TEMPLATE, context, status=400)
-    events = trial_chat(services_of(request), session_id, model, messages,
+    events = trial_chat(face_of(request, TRIAL), session_id, model, messages,
                         settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)

@@ -8,14 +8,14 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.chat import conversations as service
-from pawwake.chat.usage_report import RANGES, parse_range, usage_csv, usage_report
+from pawwake.app_faces import CONFIG, DATABASE, database_of, face_of
+from pawwake.conversations import manage as service
 from pawwake.dashboard.render import render
 from pawwake.dashboard.usage.chart import chart
 from pawwake.db.usage import USAGE_TYPES
 from pawwake.local_time import file_stamp, zone_of
-from pawwake.services import services_of
 from pawwake.text.numbers import whole_number
+from pawwake.usage_report import RANGES, parse_range, usage_csv, usage_report
 
 SESSION_PAGE = 20
 TYPE_KEYS = {kind: f"usage.type_{kind}" for kind in USAGE_TYPES}
@@ -35,7 +35,6 @@ def _page_number(text: str) -> int:
 
 
 async def usage(request: web.Request) -> web.Response:
-    services = services_of(request)
     days = parse_range(request.query.get("days"))
     page_number = _page_number(request.query.get("page", "1"))
     context: dict[str, Any] = {
@@ -43,9 +42,9 @@ async def usage(request: web.Request) -> web.Response:
         "session_types": SESSION_TYPES,
         "money": money, "page": page_number, "pages": 1, "sessions": [], "report": None,
         "has_usage": False}
-    if services.database is not None:
-        report = await usage_report(services, days)
-        total_sessions, sessions = await service.usage_by_session(services.require_database(), SESSION_PAGE,
+    if face_of(request, DATABASE) is not None:
+        report = await usage_report(database_of(request), face_of(request, CONFIG), days)
+        total_sessions, sessions = await service.usage_by_session(database_of(request), SESSION_PAGE,
                                                                   (page_number - 1) * SESSION_PAGE)
         context.update(
             report=report, sessions=sessions,
@@ -58,12 +57,11 @@ async def usage(request: web.Request) -> web.Response:
 
 async def usage_csv_download(request: web.Request) -> web.Response:
     """The shown range as CSV, one line per local day, model and kind of call."""
-    services = services_of(request)
     days = parse_range(request.query.get("days"))
-    if services.database is None:
+    if face_of(request, DATABASE) is None:
         raise web.HTTPNotFound()
-    report = await usage_report(services, days)
-    stamp = file_stamp(zone_of(services.config.current()))
+    report = await usage_report(database_of(request), face_of(request, CONFIG), days)
+    stamp = file_stamp(zone_of(face_of(request, CONFIG).current()))
     return web.Response(text=usage_csv(report), content_type="text/csv", charset="utf-8",
                         headers={"Content-Disposition":
                                  f'attachment; filename="pawwake-usage-{days}d-{stamp}.csv"'})

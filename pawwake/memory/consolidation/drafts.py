@@ -14,6 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import consolidation as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db.errors import NotFound
@@ -35,7 +36,7 @@ from pawwake.memory.fields import FieldError
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryLearning, MemoryWrites
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,12 @@ class _ProviderDown(Exception):
 
 # --- starting, watching, cancelling --------------------------------------------------------
 
-async def start_selection(services: Services, ids: list[int], *, settings: Settings
+async def start_selection(writes: MemoryWrites, ids: list[int], *, settings: Settings
                           ) -> dict[str, Any]:
     """Queue drafts for chosen memories (any layer): all must exist, be active and have no
     reminder waiting."""
     tz_hours = settings.TIMEZONE_HOURS
-    async with cursor(services.require_database().pool) as cur:
+    async with cursor(require_database(writes.database).pool) as cur:
         rows = await db.rows_by_ids(cur, ids, tz_hours)
     missing = sorted(set(ids) - {r["id"] for r in rows})
     if missing:
@@ -90,10 +91,10 @@ async def start_selection(services: Services, ids: list[int], *, settings: Setti
                                f"cannot be merged: {_id_list(waiting)}.",
                                "memory_has_reminder", ids=waiting)
     payload = {"mode": "selection", "ids": ids, "timezone_hours": tz_hours}
-    return await _enqueue(services, payload, len(ids))
+    return await _enqueue(writes, payload, len(ids))
 
 
-async def start_range(services: Services, date_from: date, date_to: date, *,
+async def start_range(writes: MemoryWrites, date_from: date, date_to: date, *,
                       settings: Settings) -> dict[str, Any]:
     """Queue drafts for active fragments and events whose local date is in the range."""
     if date_to < date_from:
@@ -102,7 +103,7 @@ async def start_range(services: Services, date_from: date, date_to: date, *,
         raise FieldError("date_to", f"A range may span at most {MAX_RANGE_DAYS} days.",
                                "range_too_long")
     tz_hours = settings.TIMEZONE_HOURS
-    async with cursor(services.require_database().pool) as cur:
+    async with cursor(require_database(writes.database).pool) as cur:
         count = await db.count_range(cur, date_from, date_to, tz_hours)
     if count == 0:
         raise FieldError(None, "No active fragment or event without a pending reminder "
@@ -113,11 +114,11 @@ async def start_range(services: Services, date_from: date, date_to: date, *,
                                "too_many_memories", count=count)
     payload = {"mode": "range", "date_from": date_from.isoformat(),
                "date_to": date_to.isoformat(), "timezone_hours": tz_hours}
-    return await _enqueue(services, payload, count)
+    return await _enqueue(writes, payload, count)
 
 
-async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> dict[str, Any]:
-    pool = services.require_database().pool
+async def _enqueue(writes: MemoryWrites, payload: dict[str, Any], items: int) -> dict[str, Any]:
+    pool = require_database(writes.database).pool
     async with cursor(pool) as cur:
         job_id = await jobs_db.enqueue(cur, CONSOLIDATE_KIND, payload, dedupe_key="single",
                                        max_attempts=JOB_ATTEMPTS)
@@ -127,7 +128,7 @@ async def _enqueue(services: Services, payload: dict[str, Any], items: int) -> d
         raise DetailedConflict("consolidation_running", "Drafts are already being made; wait "
                                "for them or cancel that run first.",
                                job_id=running["id"] if running else None)
-    services.jobs.wake()
+    writes.jobs.wake()
     log.info("consolidation job %s queued (%s, %s memories)", job_id, payload["mode"], items)
     return {"job_id": job_id, "status": "queued", "mode": payload["mode"], "items": items}
 
@@ -196,10 +197,10 @@ def _id_list(ids: list[int]) -> str:
 class DraftRun:
     """One run of the draft job: a queue of batches worked front to back."""
 
-    def __init__(self, services: Services, job: Job, settings: Settings) -> None:
+    def __init__(self, learning: MemoryLearning, job: Job, settings: Settings) -> None:
         self.job = job
-        self.services = services
-        self.pool = services.require_database().pool
+        self.learning = learning
+        self.pool = require_database(learning.writes.database).pool
         self.settings = settings
         self.tz_hours = float(job.payload["timezone_hours"])
         self.model = memory_model(settings)
@@ -329,12 +330,12 @@ class DraftRun:
 
     async def _ask(self, prompt: str) -> Completion:
         try:
-            answer = await complete(self.services.http, self.settings,
+            answer = await complete(self.learning.http.session, self.settings,
                                     [{"role": "user", "content": prompt}], model=self.model,
                                     max_tokens=self.max_tokens, temperature=TEMPERATURE,
                                     attempts=1,
                                     usage=UsageBooking(self.pool, "consolidate",
-                                                       health=self.services.upstream_health))
+                                                       health=self.learning.upstream_health))
         except UpstreamStatusError as exc:
             if exc.status == 429:
                 raise _RateLimited() from None
@@ -369,15 +370,15 @@ class DraftRun:
         await self.job.progress(**self._counts(), resume=resume)
 
 
-async def run_draft_job(services: Services, job: Job) -> dict[str, Any] | None:
+async def run_draft_job(learning: MemoryLearning, job: Job) -> dict[str, Any] | None:
     """Job handler for CONSOLIDATE_KIND."""
-    settings = await services.config.fresh()
-    pool = services.require_database().pool
+    settings = await learning.config.fresh()
+    pool = require_database(learning.writes.database).pool
     async with cursor(pool) as cur:
         stored = await jobs_db.get_job(cur, job.id)
     resume = stored["progress"].get("resume") if stored else None
     try:
-        return await DraftRun(services, job, settings).execute(resume)
+        return await DraftRun(learning, job, settings).execute(resume)
     except DraftJobFailed as exc:
         log.warning("consolidation job %s failed: %s", job.id, exc.message)
         async with cursor(pool) as cur:

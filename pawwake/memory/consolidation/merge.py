@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pawwake.database import require_database
 from pawwake.db import consolidation as db
 from pawwake.db import memories as memories_db
 from pawwake.db.errors import NotFound
@@ -28,7 +29,7 @@ from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryWrites
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -103,19 +104,19 @@ def _changed_sources(draft: dict[str, Any], current: dict[int, dict[str, Any]]) 
 
 # --- merge ---------------------------------------------------------------------------------
 
-async def merge_memories(services: Services, request: MergeRequest, *, settings: Settings
+async def merge_memories(writes: MemoryWrites, request: MergeRequest, *, settings: Settings
                          ) -> dict[str, Any]:
     """Confirm a draft (``draft_id``) or merge chosen memories; see the module docstring."""
     tz_hours = settings.TIMEZONE_HOURS
-    draft = await find_draft(services.require_database(),
+    draft = await find_draft(require_database(writes.database),
                              request.draft_id) if request.draft_id else None
     source_ids = _source_ids(request, draft)
     content = request.content or (draft["content"] if draft else None)
     if content is None:
         raise FieldError("content", "'content' is required for a merge.", "missing_field")
     title = request.title if request.title_given or draft is None else draft["title"]
-    [terms] = await terms_for(services.settings.PAWWAKE_DATA_DIR, [content])
-    async with transaction(services.require_database().pool) as cur:
+    [terms] = await terms_for(writes.data_dir, [content])
+    async with transaction(require_database(writes.database).pool) as cur:
         rows = await memories_db.lock_memories(cur, source_ids)
         await _check_sources(cur, request, draft, source_ids, rows)
         floor = parse.target_layer(r["layer"] for r in rows)
@@ -131,8 +132,8 @@ async def merge_memories(services: Services, request: MergeRequest, *, settings:
             merged_from=source_ids, search_terms=terms)
         archived = await memories_db.archive_memories(cur, source_ids)
         await enqueue_embedding(cur)
-        await enqueue_describing(cur, services.config.current())
-    services.jobs.wake()
+        await enqueue_describing(cur, writes.config.current())
+    writes.jobs.wake()
     log.info("merged %s memories into %s (layer %s)", len(archived), merged["id"], layer)
     return {"memory": memory_json(merged), "archived_ids": archived,
             "draft_id": request.draft_id}
@@ -189,10 +190,10 @@ async def _check_sources(cur: Any, request: MergeRequest, draft: dict[str, Any] 
 
 # --- revert and sources --------------------------------------------------------------------
 
-async def revert_merge(services: Services, memory_id: int, *, settings: Settings
+async def revert_merge(writes: MemoryWrites, memory_id: int, *, settings: Settings
                        ) -> dict[str, Any]:
     """Restore every source and archive the merged memory; afterwards it is no longer a merge."""
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(require_database(writes.database).pool) as cur:
         first = await memories_db.get_memory(cur, memory_id)
         if first is None:
             raise NotFound(f"No memory with id {memory_id}.")

@@ -1,6 +1,6 @@
 """Learning memories from conversations: the durable extraction job.
 
-The turn that closes an interval enqueues the job (``chat/extraction_schedule.py``). The job
+The turn that closes an interval enqueues the job (``conversations/extraction_schedule.py``). The job
 reads the last N complete rounds (user and assistant prose only), shows the model the candidate
 memories, and applies its answer in one transaction together with the job's completion, so a
 crash or a retry never applies an answer twice.
@@ -37,7 +37,7 @@ from pawwake.text import offload, tokens
 from pawwake.text.rounds import dialogue_text, group_rounds
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.memory.faces import MemoryLearning, MemorySearch, MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -77,21 +77,21 @@ async def candidate_memories(cur: Any, query_text: str,
     return list(merged.values())
 
 
-async def similar_memory_ids(services: Services, settings: Settings, query_text: str
+async def similar_memory_ids(search: MemorySearch, settings: Settings, query_text: str
                              ) -> list[int] | None:
     """The related memories by hybrid search (the same admission and fusion as recall), or
     None when vectors are off or could not be used (then keywords decide)."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
-    outcome = await search_memories(services, query_text, limit=CANDIDATES_RELATED,
+    outcome = await search_memories(search, query_text, limit=CANDIDATES_RELATED,
                                     settings=settings, touch=False, priority=BACKGROUND)
     return [r.id for r in outcome.results] if outcome.mode == "hybrid" else None
 
 
-async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
+async def run_extraction(learning: MemoryLearning, job: Job) -> dict[str, Any]:
     """The durable job: read the window, ask the model, apply the answer atomically."""
     database = job.database
-    settings = await services.config.fresh()
+    settings = await learning.config.fresh()
     session_id = job.payload["session_id"]
     upto = int(job.payload["rounds"])
     if not settings.MEMORY_ENABLED or settings.MEMORY_EXTRACT_INTERVAL <= 0:
@@ -107,7 +107,7 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     if not dialogue:
         return {"skipped": "nothing to read"}
     query_text = "\n".join(t for _, t in dialogue)
-    similar = await similar_memory_ids(services, settings, query_text)
+    similar = await similar_memory_ids(learning.search, settings, query_text)
     async with cursor(database.pool) as cur:
         candidates = await candidate_memories(cur, query_text, similar)
     message_ids = [m["id"] for r in window for m in r.messages if "id" in m]
@@ -115,11 +115,11 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
     job.model = model
     prompt = render_prompt(settings, candidates, dialogue, datetime.now(UTC))
     try:
-        answer = await complete(services.http, settings, [{"role": "user", "content": prompt}],
+        answer = await complete(learning.http.session, settings, [{"role": "user", "content": prompt}],
                                 model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
                                 temperature=0.2, attempts=1,
                                 usage=UsageBooking(database.pool, "extract", session_id,
-                                                   health=services.upstream_health))
+                                                   health=learning.upstream_health))
     except UpstreamStatusError as exc:
         if exc.status == 429:
             raise RetryLater.rate_limited(f"memory model {model} rate limited (429)",
@@ -135,14 +135,15 @@ async def run_extraction(services: Services, job: Job) -> dict[str, Any]:
         log.warning("extraction job %s: memory model %s gave an unusable answer (%s): %r",
                     job.id, model, exc, answer_excerpt(answer.text))
         raise RetryLater(f"memory model {model} answer unusable: {exc}") from None
-    result = await apply_items(services, job, session_id, items, {c["id"] for c in candidates},
+    result = await apply_items(learning.writes, job, session_id, items,
+                               {c["id"] for c in candidates},
                                message_ids)
     if result["added"]:
-        services.jobs.wake()
+        learning.writes.jobs.wake()
     return result
 
 
-async def apply_items(services: Services, job: Job, session_id: str, items: list[ExtractedItem],
+async def apply_items(writes: MemoryWrites, job: Job, session_id: str, items: list[ExtractedItem],
                       candidate_ids: set[int], message_ids: list[int]) -> dict[str, Any]:
     """Write every item and the job's completion in one transaction."""
     database = job.database
@@ -169,7 +170,7 @@ async def apply_items(services: Services, job: Job, session_id: str, items: list
             await enqueue_embedding(cur)
             # An item the model wrote no keywords or questions for is described later.
             if not all(item.terms.keywords or item.terms.questions for item in items):
-                await enqueue_describing(cur, services.config.current())
+                await enqueue_describing(cur, writes.config.current())
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)

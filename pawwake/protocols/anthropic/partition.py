@@ -1,7 +1,7 @@
 """Partition mode for Messages: history from the active thread, replayed in content blocks
 with native ``cache_control`` breakpoints.
 
-The same thread, rotation and zones as chat (``pawwake.chat.partition_step``); only the
+The same thread, rotation and zones as chat (``pawwake.partition.step``); only the
 layout differs. ``system``: the client's system blocks, then the persona (breakpoint 1) and
 the summary parts (breakpoint 2); messages: zone A (breakpoint 3), zone B (breakpoint 4), then
 the current turn, which gets the time note, memories and recalled fragments after
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.chat.partition import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
-from pawwake.chat.partition_step import thread_turn
 from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
+from pawwake.partition.layout import SUMMARY_HEADING, breakpoint_marker, time_note, zone_split
+from pawwake.partition.step import PartitionParts, thread_turn
 from pawwake.protocols.anthropic.replay import (
     as_messages,
     mark_last,
@@ -73,10 +73,11 @@ def assemble_messages(history: list[Round], current: list[dict[str, Any]], x: in
     return merge_turns([*a_messages, *b_messages, *current])
 
 
-async def messages_partition_context(context: StepContext, request: StepInput) -> StepResult:
+async def messages_partition_context(parts: PartitionParts, context: StepContext,
+                                     request: StepInput) -> StepResult:
     """Partition mode for Messages: ``system`` and ``messages`` laid out from the active
     thread; the time note opens the current turn. Runs first, like chat's."""
-    turn = await thread_turn(context, request)
+    turn = await thread_turn(parts, context, request)
     if turn is None:
         return NOTHING
     read = turn.read

@@ -1,7 +1,7 @@
 """A Messages request through the chat pipeline: the same persona, memory steps, turn writer
 and after-reply work, with the gateway's text placed the Messages way. Its steps, in order:
 
-    MESSAGES_STEPS = (messages_partition_context, memories, recalled_fragments)
+    messages_steps(...) = (messages_partition_context, memories, recalled_fragments)
 
 The steps read the request's chat view (``chat_view``) for the question and session; the
 turn writer stores that view, whose messages carry their original content blocks. In
@@ -18,20 +18,25 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_auxiliary
-from pawwake.chat.memory_step import memories
+from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
-from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.recall.inject import recalled_fragments
+from pawwake.partition.step import PartitionParts
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.resources import ChatFlow
 
-MESSAGES_STEPS: tuple[ChatStep, ...] = (messages_partition_context, memories,
-                                        recalled_fragments)
+def messages_steps(partition: PartitionParts, memory: MemoryStepParts,
+                   recall: ConversationRecall) -> tuple[ChatStep, ...]:
+    """A Messages request's steps in order, each bound to its face (by the assembly)."""
+    return (BoundStep(messages_partition_context, partition), BoundStep(memories, memory),
+            BoundStep(recalled_fragments, recall))
 
 
 @dataclass
@@ -55,7 +60,7 @@ class PreparedMessages(PreparedChat):
                                   separators=(",", ":")).encode("utf-8")
 
 
-async def prepare_messages(services: Services, settings: Settings, headers: Mapping[str, str],
+async def prepare_messages(flow: ChatFlow, settings: Settings, headers: Mapping[str, str],
                            body: dict[str, Any], raw: bytes, received_at: datetime
                            ) -> PreparedMessages:
     """Turn a validated Messages body into what goes upstream and what happens afterwards."""
@@ -73,13 +78,13 @@ async def prepare_messages(services: Services, settings: Settings, headers: Mapp
         body=upstream, client_messages=view,
         client_session_id=messages_session_id(headers, body, view), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services.database is not None and not auxiliary, received_at=received_at,
+        persist=flow.database is not None and not auxiliary, received_at=received_at,
         client_headers=headers)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
     drop_gateway_fields(upstream)
-    await run_steps(services, settings, prepared, MESSAGES_STEPS)
+    await run_steps(flow, settings, prepared, flow.chat.messages_steps)
     if not prepared.system_parts and not prepared.turn_blocks \
             and prepared.body.keys() == body.keys():
         prepared.finalize(untouched=raw)  # nothing to add: the client's own bytes go on

@@ -22,7 +22,7 @@ from pawwake.chat.sessions import (
     derived_session_id,
     metadata_session_id,
 )
-from pawwake.chat.turns import GATEWAY_METADATA
+from pawwake.conversations.turn_plan import GATEWAY_METADATA
 
 PROTOCOL = "messages"
 CLAUDE_CODE_SESSION_HEADER = "X-Claude-Code-Session-Id"

@@ -40,6 +40,15 @@ def messages_url(settings: Settings) -> str:
     return _KNOWN.get(host) or settings.api_base.rstrip("/") + "/messages"
 
 
+def upstream_url(settings: Settings, query_string: str, suffix: str = "") -> str:
+    """The provider's endpoint (plus ``suffix``) with the client's query string (Claude Code
+    adds one)."""
+    url = messages_url(settings) + suffix
+    if query_string:
+        url += ("&" if "?" in url else "?") + query_string
+    return url
+
+
 def uses_x_api_key(settings: Settings, url: str) -> bool:
     choice = settings.MESSAGES_AUTH_HEADER
     if choice == "auto":

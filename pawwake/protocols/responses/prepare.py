@@ -7,7 +7,7 @@ tool calls of its own kinds) or lets the provider keep the history (``previous_r
 Neither can be replaced by stored chat rows, so memory is injected the plain way, with partition
 mode off for the step; recall of past conversations, a partition feature, does not run:
 
-    RESPONSES_STEPS = (memories,)
+    responses_steps(...) = (memories,)
 """
 
 from __future__ import annotations
@@ -19,18 +19,20 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.auxiliary import is_title_request, skip_requested
-from pawwake.chat.memory_step import memories
+from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
-from pawwake.chat.prepared import ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.chat.resources import ChatFlow
 
 PROTOCOL = "responses"
-RESPONSES_STEPS: tuple[ChatStep, ...] = (memories,)
+def responses_steps(memory: MemoryStepParts) -> tuple[ChatStep, ...]:
+    """A Responses request's steps: memories only, placed plainly (bound by the assembly)."""
+    return (BoundStep(memories, memory),)
 
 
 @dataclass
@@ -60,7 +62,7 @@ def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
                              "effort": settings.REASONING_EFFORT}
 
 
-async def prepare_responses(services: Services, settings: Settings, headers: Mapping[str, str],
+async def prepare_responses(flow: ChatFlow, settings: Settings, headers: Mapping[str, str],
                             body: dict[str, Any], raw: bytes, received_at: datetime
                             ) -> PreparedResponses:
     """Turn a validated Responses body into what goes upstream and what happens afterwards."""
@@ -74,7 +76,7 @@ async def prepare_responses(services: Services, settings: Settings, headers: Map
         body={**body, "model": model}, client_messages=messages,
         client_session_id=responses_session_id(headers, body, messages), model=model,
         stream=bool(body.get("stream")), auxiliary=auxiliary,
-        persist=services.database is not None and not auxiliary, received_at=received_at)
+        persist=flow.database is not None and not auxiliary, received_at=received_at)
     if auxiliary:
         prepared.finalize(untouched=raw if body.get("model") else None)
         return prepared
@@ -82,6 +84,7 @@ async def prepare_responses(services: Services, settings: Settings, headers: Map
     drop_gateway_fields(prepared.body)
     plain = settings.with_values({"CACHE_PARTITION_ENABLED": False}) \
         if settings.CACHE_PARTITION_ENABLED else settings
-    await run_steps(services, settings, prepared, RESPONSES_STEPS, step_settings=plain)
+    await run_steps(flow, settings, prepared, flow.chat.responses_steps,
+                    step_settings=plain)
     prepared.finalize()
     return prepared

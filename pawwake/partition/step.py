@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pawwake.chat.partition import Layout, assemble, replay, time_note
 from pawwake.chat.prepared import (
     NOTHING,
     ChatRejected,
@@ -26,17 +25,16 @@ from pawwake.chat.prepared import (
     StepInput,
     StepResult,
 )
-from pawwake.chat.rotation import model_folder, model_summariser
-from pawwake.chat.thread_rotation import ThreadRead, read_thread, unavailable
-from pawwake.chat.turns import (
-    PENDING_WAIT_SECONDS,
-    message_text,
-    repeats_stored_reply,
-    wait_pending,
-)
+from pawwake.conversations.pending import PENDING_WAIT_SECONDS, Pending, wait_pending
+from pawwake.conversations.turn_plan import message_text, repeats_stored_reply
 from pawwake.db.partition_state import PartitionState
+from pawwake.llm.http import HttpClient
 from pawwake.llm.upstream import UsageBooking
+from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.local_time import zone_of
+from pawwake.partition.layout import Layout, assemble, replay, time_note
+from pawwake.partition.rotation import model_folder, model_summariser
+from pawwake.partition.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.settings import Settings
 from pawwake.text.rounds import Round, tool_call_id_of
 
@@ -92,7 +90,7 @@ def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
     current = [_without_cache_control(m) for m in tail]
     if last is not None and is_reroll(last, tail, earlier or []):
         # The writer sees only the question: with no stored reply before it, it replaces
-        # the stored reply (turns.plan_turn) instead of storing the question again.
+        # the stored reply (turn_plan.plan_turn) instead of storing the question again.
         return rounds[:-1], current, current
     return rounds, current, stored_last + current
 
@@ -174,7 +172,20 @@ class ThreadTurn:
         return PartitionThread(self.thread, self.read.state, self.read.compared)
 
 
-async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | None:
+@dataclass(frozen=True)
+class PartitionParts:
+    """What the partition steps work with besides the request: whether a database is
+    configured (one not connected yet is a 503, not plain forwarding), the HTTP client and the
+    provider's health for the summary model, and the sessions whose turn is being stored."""
+
+    database_configured: bool
+    http: HttpClient
+    upstream_health: UpstreamHealth
+    pending: Pending
+
+
+async def thread_turn(parts: PartitionParts, context: StepContext, request: StepInput
+                      ) -> ThreadTurn | None:
     """Read (and rotate when due) the active thread for this request; None when partition
     mode does not apply to it. The state is read once per request: the result's ``thread``
     carries it to the later steps."""
@@ -183,7 +194,7 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     if not settings.CACHE_PARTITION_ENABLED or request.auxiliary:
         return None
     if context.database is None:
-        if context.services.database is not None:  # configured, not connected yet
+        if parts.database_configured:  # configured, not connected yet
             raise unavailable()
         return None
     thread = active_thread(settings)
@@ -191,23 +202,24 @@ async def thread_turn(context: StepContext, request: StepInput) -> ThreadTurn | 
     role, tail = client_tail(messages)
     earlier = messages[:len(messages) - len(tail)]
     booking = UsageBooking(context.database.pool, "summary", thread,
-                           health=context.services.upstream_health)
-    now = context.services.chat.clock().astimezone(zone_of(settings))
+                           health=parts.upstream_health)
+    now = context.clock().astimezone(zone_of(settings))
     # This process's last turn of the thread is stored first (read your writes).
-    await wait_pending(context.services.chat, thread, PENDING_WAIT_SECONDS)
+    await wait_pending(parts.pending, thread, PENDING_WAIT_SECONDS)
     read = await read_thread(
         context.database.pool, thread, settings,
         lambda rounds: current_turn(rounds, role, tail, earlier),
-        model_summariser(context.services.http, settings, booking),
-        model_folder(context.services.http, settings, booking), now)
+        model_summariser(parts.http.session, settings, booking),
+        model_folder(parts.http.session, settings, booking), now)
     return ThreadTurn(thread, role, now, max(1, int(settings.CACHE_PARTITION_X)), read)
 
 
-async def partition_context(context: StepContext, request: StepInput) -> StepResult:
+async def partition_context(parts: PartitionParts, context: StepContext, request: StepInput
+                            ) -> StepResult:
     """Partition mode: the upstream messages are laid out from the active thread (the persona
     and summary parts first, zones A and B, then the current turn with the time note); the
     turn is stored in that thread. Runs first, so later turn blocks land in the current turn."""
-    turn = await thread_turn(context, request)
+    turn = await thread_turn(parts, context, request)
     if turn is None:
         return NOTHING
     settings, read = context.settings, turn.read

@@ -1,4 +1,4 @@
-"""``POST /v1/responses``: OpenAI's Responses API relayed byte for byte, with memory.
+"""A Responses turn: chat's relay (``relay/``) with OpenAI's Responses API hooks.
 
 The relay, the read-on after a client left, holding back the terminal event until the turn
 is stored, incomplete turns and the spool are chat's (``ChatTurn``); this module only says
@@ -11,15 +11,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import web
-
 from pawwake.chat.prepared import PreparedChat
 from pawwake.llm.sse import CapturedReply, JsonCapture, SseCapture
 from pawwake.protocols.responses import capture
 from pawwake.protocols.responses.prepare import prepare_responses
 from pawwake.protocols.responses.request import parse_responses_body
+from pawwake.relay.turn import ChatTurn
 from pawwake.replies_in_flight import SHUTDOWN_CODE, SHUTDOWN_MESSAGE
-from pawwake.routes.chat import ChatTurn, turn_handler
 from pawwake.settings import Settings
 
 
@@ -35,7 +33,7 @@ class ResponsesTurn(ChatTurn):
         return parse_responses_body(raw)
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes) -> PreparedChat:
-        return await prepare_responses(self.services, settings, self.request.headers, body, raw,
+        return await prepare_responses(self.parts.flow, settings, self.request.headers, body, raw,
                                        datetime.now(UTC))
 
     def upstream_url(self, settings: Settings) -> str:
@@ -50,9 +48,3 @@ class ResponsesTurn(ChatTurn):
     def capture_body(self, data: bytes) -> CapturedReply:
         return capture.capture_response_body(data)
 
-
-create_response = turn_handler(ResponsesTurn)
-
-
-def setup(app: web.Application) -> None:
-    app.router.add_post("/responses", create_response, name="responses")

@@ -1,6 +1,6 @@
-"""The Messages relay: the provider's bytes reach the client as they arrive, unchanged.
+"""A Messages turn: chat's relay (``relay/``) with the Messages protocol's hooks.
 
-Same behaviour as chat (``pawwake.routes.chat``): the ``message_stop`` event is held back
+Same behaviour as chat: the ``message_stop`` event is held back
 until the turn is stored (so a follow-up sees it); a client leaving mid-reply keeps the turn
 as incomplete; a client leaving after the stop reason is read on (bounded) for the usage; a
 stream the provider cuts ends with an ``error`` event in Anthropic's shape. The provider's
@@ -27,9 +27,9 @@ from pawwake.protocols.anthropic.capture import (
 )
 from pawwake.protocols.anthropic.pipeline import PreparedMessages, prepare_messages
 from pawwake.protocols.anthropic.request import parse_messages_body
-from pawwake.protocols.anthropic.upstream import forward_messages, messages_url
+from pawwake.protocols.anthropic.upstream import forward_messages, upstream_url
+from pawwake.relay.turn import ChatTurn
 from pawwake.replies_in_flight import SHUTDOWN_MESSAGE
-from pawwake.routes.chat import ChatTurn
 from pawwake.settings import Settings
 
 CUT_EVENT = (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
@@ -64,14 +64,15 @@ class MessagesTurn(ChatTurn):
 
     async def prepare(self, settings: Settings, body: dict[str, Any], raw: bytes
                       ) -> PreparedMessages:
-        return await prepare_messages(self.services, settings, self.request.headers, body, raw,
+        return await prepare_messages(self.parts.flow, settings, self.request.headers, body, raw,
                                       datetime.now(UTC))
 
     def forward(self, settings: Settings, prepared: PreparedChat
                 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         assert isinstance(prepared, PreparedMessages)
-        return forward_messages(self.services.http, settings,
-                                upstream_url(settings, self.request), prepared.payload,
+        return forward_messages(self.parts.http.session, settings,
+                                upstream_url(settings, self.request.query_string),
+                                prepared.payload,
                                 prepared.client_headers)
 
     def is_stream(self, prepared: PreparedChat, content_type: str) -> bool:
@@ -86,10 +87,3 @@ class MessagesTurn(ChatTurn):
     def capture_body(self, data: bytes) -> CapturedReply:
         return capture_message(data)
 
-
-def upstream_url(settings: Settings, request: web.Request, suffix: str = "") -> str:
-    """The provider's endpoint plus the client's query string (Claude Code adds one)."""
-    url = messages_url(settings) + suffix
-    if request.query_string:
-        url += ("&" if "?" in url else "?") + request.query_string
-    return url

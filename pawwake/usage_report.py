@@ -14,7 +14,8 @@ from pawwake.db.usage import USAGE_TYPES, usage_by_local_day
 from pawwake.local_time import day_start_utc, local_today, zone_of
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
+    from pawwake.database import Database
+    from pawwake.live_settings import RuntimeConfig
 
 RANGES = (7, 30, 90)
 DEFAULT_RANGE = 30
@@ -83,10 +84,10 @@ def build_report(rows: list[dict[str, Any]], today: date, days: int) -> UsageRep
     return UsageReport(first, today, list(by_day.items()), models, total, kept)
 
 
-async def usage_report(services: Services, days: int) -> UsageReport:
-    """The report for the last ``days`` local days, today included."""
-    database = services.require_database()
-    settings = services.config.current()
+async def usage_report(database: Database, config: RuntimeConfig, days: int) -> UsageReport:
+    """The report for the last ``days`` local days, today included (days as the settings in
+    force count them)."""
+    settings = config.current()
     zone = zone_of(settings)
     today = local_today(zone)
     since = day_start_utc(today - timedelta(days=days - 1), zone)

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.spool_folder import SpoolFolders, sync_folder
+from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.llm.sse import CapturedReply, TokenUsage
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
 from pawwake.chat.recall import index as conversation_index
+from pawwake.database import require_database
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import cursor, transaction
@@ -20,8 +21,8 @@ from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.database import Database
-    from pawwake.services import Services
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,16 +55,16 @@ def content_of(value: Any) -> str:
     return value
 
 
-async def _search_terms(services: Services, settings: Settings, phrases: list[str]
+async def _search_terms(recall: ConversationRecall, settings: Settings, phrases: list[str]
                         ) -> list[str] | None:
     """Index terms of the search phrases when recall keeps an index, else None (scan)."""
     if not settings.CONVERSATION_RECALL_ENABLED:
         return None
-    terms = await conversation_index.terms_for(services, phrases)
+    terms = await conversation_index.terms_for(recall, phrases)
     return sorted({t for group in terms for t in group}) or None
 
 
-async def list_conversations(services: Services, *, settings: Settings, query: str = "",
+async def list_conversations(recall: ConversationRecall, *, settings: Settings, query: str = "",
                              trash: bool = False, limit: int = 20, offset: int = 0
                              ) -> dict[str, Any]:
     """One page of sessions, newest activity first, optionally only those containing a phrase.
@@ -71,9 +72,9 @@ async def list_conversations(services: Services, *, settings: Settings, query: s
     Every whitespace-separated part of ``query`` must appear in one message. The keyword index
     narrows the candidates; when it finds nothing (a partial word, say) the text is scanned.
     """
-    pool = services.require_database().pool
+    pool = require_database(recall.database).pool
     phrases = [p for p in query.split() if p]
-    terms = await _search_terms(services, settings, phrases) if phrases and not trash else None
+    terms = await _search_terms(recall, settings, phrases) if phrases and not trash else None
     async with cursor(pool) as cur:
         total, rows = await db.list_sessions(cur, trash=trash, limit=limit, offset=offset,
                                              phrases=phrases, terms=terms)
@@ -96,12 +97,12 @@ async def session_messages(database: Database, session_id: str, *,
     return [row for row in rows if row["deleted_at"] is None]
 
 
-async def edit_message(services: Services, message_id: int, content: str, *,
+async def edit_message(recall: ConversationRecall, message_id: int, content: str, *,
                        settings: Settings) -> dict[str, Any]:
     """Change a message's text and re-index it in the same transaction."""
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(require_database(recall.database).pool) as cur:
         row = await db.edit_message(cur, message_id, content)
-        await conversation_index.reindex_messages(services, cur, [(message_id, content)],
+        await conversation_index.reindex_messages(recall, cur, [(message_id, content)],
                                                   settings=settings)
     return row
 
@@ -248,17 +249,17 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     return dict(by_session)
 
 
-async def import_conversations(services: Services, body: Any, *, settings: Settings) -> dict[str,
+async def import_conversations(recall: ConversationRecall, body: Any, *, settings: Settings) -> dict[str,
                                                                                              Any]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(require_database(recall.database).pool) as cur:
         inserted: list[tuple[int, str]] = []
         for session_id, rows in sessions.items():
             inserted += await db.insert_imported(cur, session_id, rows)
         if inserted:
-            await conversation_index.reindex_messages(services, cur, inserted, settings=settings)
+            await conversation_index.reindex_messages(recall, cur, inserted, settings=settings)
     return {"sessions": len(sessions), "received": total, "imported": len(inserted),
             "skipped": total - len(inserted)}
 

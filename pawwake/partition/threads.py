@@ -11,19 +11,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.conversations import session_id_of
-from pawwake.chat.partition_step import active_thread
+from pawwake.conversations.manage import session_id_of
 from pawwake.db import threads as db
 from pawwake.db.conversation_admin import trash_session
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.partition_state import load_state, lock_thread
 from pawwake.db.pool import cursor, transaction
+from pawwake.partition.step import active_thread
 
 if TYPE_CHECKING:
     from pawwake.database import Database
     from pawwake.live_settings import RuntimeConfig
-    from pawwake.services import Services
     from pawwake.settings import Settings
 
 MAX_SUMMARY = 200_000
@@ -106,12 +105,12 @@ async def create(database: Database, thread_id: str, inherit_from: str | None
             "inherited_from": inherit_from}
 
 
-async def rename(services: Services, old_id: str, new_id: str, *, settings: Settings
-                 ) -> dict[str, Any]:
+async def rename(database: Database, config: RuntimeConfig, old_id: str, new_id: str, *,
+                 settings: Settings) -> dict[str, Any]:
     """Move messages, token usage and state in one transaction; follow an active rename."""
     if old_id == new_id:
         raise ApiError("same_thread_id", "new_id must differ from old_id.")
-    async with transaction(services.require_database().pool) as cur:
+    async with transaction(database.pool) as cur:
         await _lock(cur, old_id, new_id)
         if await db.state_exists(cur, new_id) or await db.any_message_count(cur, new_id):
             raise Conflict(f"thread {new_id} already exists", "thread_exists", thread=new_id)
@@ -120,7 +119,7 @@ async def rename(services: Services, old_id: str, new_id: str, *, settings: Sett
             raise NotFound(f"No such thread {old_id}.")
     switched = active_thread(settings) == old_id
     if switched:
-        await switch(services.config, new_id)
+        await switch(config, new_id)
     return {"old_id": old_id, "new_id": new_id, "switched": switched, **counts}
 
 

@@ -2,8 +2,9 @@
 
 A turn is written in one transaction under the session's write lock. Its first message carries
 ``turn_id`` (unique within ``source + session_id``), so a retry - even several at once - finds
-the stored turn and writes, embeds and extracts nothing again. Extraction is scheduled in the
-same transaction from the stored history, so it exists exactly when the turn does.
+the stored turn and writes, embeds and extracts nothing again. The recall index and the
+extraction job are the turn store's (``turn_store.index_and_schedule``, as for proxied turns),
+in the same transaction, so they exist exactly when the turn does.
 
 ``replace_reply``: a turn that went on after its first Stop (another hook asked the model to
 continue) is sent again under the same ``turn_id`` with the final reply; the stored turn keeps
@@ -19,16 +20,16 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.extraction_schedule import schedule_extraction
-from pawwake.chat.ingest_replace import replace_final_reply
 from pawwake.chat.recall import index as conversation_index
+from pawwake.conversations.ingest_replace import replace_final_reply
+from pawwake.conversations.turn_store import TurnStore, index_and_schedule
+from pawwake.database import require_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
 
 if TYPE_CHECKING:
-    from pawwake.services import Services
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -227,29 +228,29 @@ def rows_for(turn: Turn) -> list[NewMessage]:
     return rows
 
 
-async def ingest_turn(services: Services, turn: Turn, *, settings: Settings) -> IngestResult:
+async def ingest_turn(store: TurnStore, turn: Turn, *, settings: Settings) -> IngestResult:
     """Store ``turn`` once; see the module docstring."""
-    database = services.require_database()
-    recall = bool(settings.CONVERSATION_RECALL_ENABLED)
-    terms = await conversation_index.terms_for(services, [m.text for m in turn.messages]) \
-        if recall else None
+    database = require_database(store.database)
+    indexed = bool(settings.CONVERSATION_RECALL_ENABLED)
+    terms = await conversation_index.terms_for(store.recall, [m.text for m in turn.messages]) \
+        if indexed else None
     async with transaction(database.pool) as cur:
         await turns_db.lock_session_writes(cur, turn.session_id)
         found = await turns_db.find_turn(cur, turn.source, turn.session_id, turn.turn_id)
         if found is not None:
-            replaced = (await replace_final_reply(services, settings, cur, found, turn)
+            replaced = (await replace_final_reply(store.recall, settings, cur, found,
+                                                  turn.messages[-1].text)
                         if turn.replace_reply else None)
             if replaced is None:
                 return IngestResult(status="duplicate")
             return IngestResult(status="replaced", message_ids=[replaced])
         ids = await insert_messages(cur, turn.session_id, rows_for(turn), source=turn.source)
         await turns_db.tag_turn(cur, ids[0], turn.turn_id)
-        if terms is not None:
-            await turns_db.set_search_terms(cur, list(zip(ids, terms, strict=True)))
-            await conversation_index.enqueue_embedding(cur)
-        job = (await schedule_extraction(cur, settings, turn.session_id)
-               if turn.extract_memories else None)
-    if job is not None or terms is not None:
-        services.jobs.wake()
+        queued = await index_and_schedule(
+            store.recall, cur, settings, turn.session_id,
+            [(message_id, message.text) for message_id, message in zip(
+                ids, turn.messages, strict=True)], terms=terms, extract=turn.extract_memories)
+    if queued.any:
+        store.jobs.wake()
     log.debug("stored a %d-message turn from %s", len(ids), turn.source)
-    return IngestResult(status="stored", message_ids=ids, extraction_job=job)
+    return IngestResult(status="stored", message_ids=ids, extraction_job=queued.extraction_job)

@@ -16,25 +16,23 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
 
 if TYPE_CHECKING:
-    from pawwake.chat.ingest import Turn
-    from pawwake.services import Services
+    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 
-async def replace_final_reply(services: Services, settings: Settings, cur: Any, first_id: int,
-                              turn: Turn
-                              ) -> int | None:
-    """Put ``turn``'s final reply into the stored turn that starts at ``first_id``; return the
-    message id changed, or None when there is nothing to change (same text, a turn stored
-    before turns recorded their length, or one whose reply is gone or edited away)."""
+async def replace_final_reply(recall: ConversationRecall, settings: Settings, cur: Any,
+                              first_id: int, reply: str) -> int | None:
+    """Put the continued turn's final ``reply`` into the stored turn that starts at
+    ``first_id``; return the message id changed, or None when there is nothing to change (same
+    text, a turn stored before turns recorded their length, or one whose reply is gone or
+    edited away)."""
     rows = await turns_db.turn_rows(cur, first_id)
     if not rows:
         return None
     last = rows[-1]
-    reply = turn.messages[-1].text
     if last["role"] != "assistant" or last["deleted_at"] is not None or last["content"] == reply:
         return None
     await turns_db.set_content(cur, last["id"], reply)
-    await conversation_index.reindex_messages(services, cur, [(last["id"], reply)],
+    await conversation_index.reindex_messages(recall, cur, [(last["id"], reply)],
                                               settings=settings)
     return int(last["id"])

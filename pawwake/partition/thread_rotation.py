@@ -23,15 +23,6 @@ from typing import Any
 import aiopg
 
 from pawwake.chat.prepared import ChatRejected
-from pawwake.chat.rotation import (
-    Folder,
-    Summariser,
-    catch_up,
-    live_round_limit,
-    rotate,
-    rotation_due,
-    rotations_allowed,
-)
 from pawwake.db.partition_state import (
     PartitionState,
     claim_rotation,
@@ -42,6 +33,15 @@ from pawwake.db.partition_state import (
     save_state_if,
 )
 from pawwake.db.pool import DATABASE_ERRORS, cursor
+from pawwake.partition.rotation import (
+    Folder,
+    Summariser,
+    catch_up,
+    live_round_limit,
+    rotate,
+    rotation_due,
+    rotations_allowed,
+)
 from pawwake.settings import Settings
 from pawwake.text.rounds import Round, group_rounds
 
