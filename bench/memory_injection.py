@@ -66,7 +66,7 @@ from pawwake.app import create_app  # noqa: E402
 from pawwake.conversations.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
 from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
-from pawwake.db.pool import cursor  # noqa: E402
+from pawwake.db.pool import connection, cursor  # noqa: E402
 from pawwake.memory.embedding_jobs import EMBED_KIND  # noqa: E402
 from pawwake.memory.search import search_memories  # noqa: E402
 from pawwake.services import services_of  # noqa: E402
@@ -139,7 +139,7 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
                 (rid, vectors_db.content_sha(content), matrix[i])
                 for i, (rid, content) in enumerate(rows)])
         embedded = time.perf_counter() - started
-        async with cursor(pool) as cur:
+        async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256)

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pawwake.app import create_app
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
-from pawwake.db.pool import cursor
+from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
 from pawwake.memory.search import search_memories
-from pawwake.memory.vectors import VectorStore
+from pawwake.search.vector_index import VectorIndex
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
@@ -226,13 +226,13 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
         await plant_near(pool, provenance, query_vectors, rng)
         inserted = time.perf_counter() - started
         started = time.perf_counter()
-        async with cursor(pool) as cur:
+        async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
             await cur.execute("VACUUM ANALYZE memories", timeout=600)
             await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)
         indexed = time.perf_counter() - started
         await explain_knn(pool, provenance, query_vectors[0])
-        services_of(app).vectors = VectorStore()
+        services_of(app).vectors.index = VectorIndex()  # cold: the next search loads it
         started = time.perf_counter()
         await services_of(app).vectors.index.search(pool, provenance, query_vectors[0], 10)
         loaded = time.perf_counter() - started

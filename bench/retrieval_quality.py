@@ -4,8 +4,12 @@ Recall@1, recall@5 and MRR per query category for keyword-only, hybrid on pgvect
 the numpy index and the local model alone (every memory ranked by cosine); the mean number of
 memories injected for queries with no related memory (default settings); search latency
 p50/p95 at the dev set's size (query embedding excluded: vectors are computed beforehand).
+Then what is injected with default settings, per store size (5, 20, 100, 1,000, 10,000
+memories with near-miss distractors) and language pair, for the natural questions
+(``tests/data/retrieval/natural.json``), and the frontier as the injection floor moves
+(``tests/retrieval_sizes.py``).
 
-    python bench/retrieval_quality.py [--fusion sum|rrf] [--set NAME=VALUE ...]
+    python bench/retrieval_quality.py [--fusion sum|rrf] [--set NAME=VALUE ...] [--sizes 5,20]
 """
 
 from __future__ import annotations
@@ -23,19 +27,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_search import memory_app
 
-from pawwake.search import fusion
+from pawwake.search import fusion, relevance
 from pawwake.services import services_of
 from tests import retrieval_devset as devset_mod
+from tests import retrieval_sizes as sizes_mod
 
 log = logging.getLogger("bench")
 
 
-async def main(overrides: dict[str, object]) -> None:
+async def main(overrides: dict[str, object], sizes: list[int], quality: bool) -> None:
     devset = devset_mod.load()
     log.info("dev set: %d memories, %d queries, %d none-queries", len(devset.memories),
              len(devset.queries), len(devset.none))
     async with memory_app() as app:
-        await run(app, devset, overrides)
+        if quality:
+            await run(app, devset, overrides)
+        if sizes:
+            await by_size(app, overrides, sizes)
+
+
+async def by_size(app: web.Application, overrides: dict[str, object], sizes: list[int]) -> None:
+    import tempfile
+
+    data = sizes_mod.corpus(Path(tempfile.gettempdir()), max(sizes))
+    settings = services_of(app).config.current().with_values(overrides)
+    floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
+    log.info("natural questions: %d about %d memories, %d unrelated chats",
+             len(data.natural.questions), len(data.natural.memories), len(data.natural.none))
+    reports = {size: await sizes_mod.evaluate_size(app, data, size, settings) for size in sizes}
+    log.info("%s", sizes_mod.size_table("without a memory model", reports, floor))
+    log.info("%s", sizes_mod.frontier("without a memory model", reports))
+    helped = {size: await sizes_mod.evaluate_size(app, data, size, settings,
+                                                  sizes_mod.model_described)
+              for size in sizes}
+    label = "with a memory model (deterministic stand-in, tests/memory_model_fake.py)"
+    log.info("%s", sizes_mod.size_table(label, helped, floor))
+    log.info("%s", sizes_mod.frontier(label, helped))
 
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
@@ -65,14 +92,24 @@ if __name__ == "__main__":
                         help="switch off the flat-top literal rule (fusion.literal_first)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every mode, e.g. MIN_SCORE_THRESHOLD=0.2")
+    parser.add_argument("--sizes", default=",".join(map(str, sizes_mod.SIZES)),
+                        help="store sizes for the injection report (empty: none)")
+    parser.add_argument("--no-quality", action="store_true",
+                        help="skip the dev-set recall figures")
+    parser.add_argument("--relevance", metavar="STANDING,KEYWORD,CROSS,OFFSET",
+                        help="try other coefficients of search/relevance.py")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     fusion.METHOD = args.fusion
+    if args.relevance:
+        (relevance.STANDING, relevance.KEYWORD, relevance.CROSS_KEYWORD,
+         relevance.OFFSET) = (float(v) for v in args.relevance.split(","))
     fusion.LITERAL_FIRST = not args.no_literal_first
     values = {}
     for item in args.set:
         name, _, raw = item.partition("=")
         values[name] = json.loads(raw) if raw[:1] in "-0123456789tfn" else raw
-    asyncio.run(main(values))
+    asyncio.run(main(values, [int(n) for n in args.sizes.split(",") if n],
+                     not args.no_quality))

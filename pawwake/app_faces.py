@@ -12,9 +12,8 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from pawwake.chat.persona import PersonaFile
 from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.resources import RelayParts
+from pawwake.chat.resources import ChatResources, RelayParts
 from pawwake.conversations.turn_spool import TurnSpool
 from pawwake.conversations.turn_store import TurnStore
 from pawwake.database import Database, require_database
@@ -47,7 +46,8 @@ TURN_SPOOL: web.AppKey[TurnSpool] = web.AppKey("turn_spool")
 HTTP: web.AppKey[HttpClient] = web.AppKey("http")
 MODELS: web.AppKey[ModelCatalog] = web.AppKey("models")  # provider model lists, cached
 UPSTREAM_HEALTH: web.AppKey[UpstreamHealth] = web.AppKey("upstream_health")
-PERSONA: web.AppKey[PersonaFile] = web.AppKey("persona")  # the persona file (settings page)
+# The chat resources (the settings page reads the persona file in force from them).
+CHAT: web.AppKey[ChatResources] = web.AppKey("chat")
 TRIAL: web.AppKey[TrialParts] = web.AppKey("trial")  # the try-it page's turn
 RELAY: web.AppKey[RelayParts] = web.AppKey("relay")  # a chat, Messages or Responses turn
 

@@ -16,7 +16,7 @@ from pawwake.chat.recall import index as conversation_index
 from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.conversations import extraction_schedule
 from pawwake.jobs import Job
-from pawwake.memory import embedding_jobs, embedding_worker, reindex
+from pawwake.memory import describe, embedding_jobs, embedding_worker, reindex
 from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction import job as extract
@@ -37,6 +37,8 @@ def job_handlers(*, learning: MemoryLearning, writes: MemoryWrites, embedding: M
         embedding_jobs.EMBED_KIND: partial(embedding_worker.embed_missing_memories, embedding),
         # message vectors
         conversation_index.EMBED_KIND: partial(conversation_index.embed_missing_messages, recall),
+        # the memory model's keywords and questions
+        describe.KIND: partial(describe.describe_memories, learning),
         # re-tokenise stored rows after a keyword-rule change
         reindex.KIND: partial(reindex.reindex_job, writes),
     }

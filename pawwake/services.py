@@ -47,6 +47,7 @@ from pawwake.protocols.anthropic.pipeline import messages_steps
 from pawwake.protocols.responses.prepare import responses_steps
 from pawwake.relay.trial import TrialParts
 from pawwake.replies_in_flight import RepliesInFlight
+from pawwake.search.background import References
 from pawwake.search.term_stats import TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
@@ -66,6 +67,7 @@ class Services:
     embedder: Embedder
     vectors: VectorStore  # memory vector search (pgvector/numpy)
     term_stats: TermStats  # keyword IDF statistics
+    references: References  # the semantic background's vectors per embedding model
     recall_vectors: MessageVectors  # conversation message vectors
     turn_spool: TurnSpool  # turns waiting for the database
     upstream_health: UpstreamHealth  # the provider's last failure
@@ -88,9 +90,9 @@ class Services:
 
     def __post_init__(self) -> None:
         data_dir = self.settings.PAWWAKE_DATA_DIR
-        self.memory_writes = MemoryWrites(self.database, self.jobs, data_dir)
+        self.memory_writes = MemoryWrites(self.database, self.jobs, self.config, data_dir)
         self.memory_search = MemorySearch(self.database, self.embedder, self.vectors,
-                                          self.term_stats, data_dir)
+                                          self.term_stats, self.references, data_dir)
         self.memory_learning = MemoryLearning(self.memory_writes, self.memory_search,
                                               self.config, self.client, self.upstream_health)
         self.memory_embedding = MemoryEmbedding(self.database, self.jobs, self.config,
@@ -139,6 +141,7 @@ def build_services(settings: Settings) -> Services:
         embedder=Embedder(None, usage=embedding_usage(database)),
         vectors=VectorStore(),
         term_stats=TermStats(),
+        references=References(),
         recall_vectors=MessageVectors(),
         turn_spool=TurnSpool(Path(settings.PAWWAKE_DATA_DIR) / SPOOL_FOLDER,
                              settings.TURN_SPOOL_MAX_MB * MEGABYTE),
@@ -167,7 +170,7 @@ def install_faces(app: web.Application, services: Services) -> None:
     app[app_faces.HTTP] = services.client
     app[app_faces.MODELS] = services.models
     app[app_faces.UPSTREAM_HEALTH] = services.upstream_health
-    app[app_faces.PERSONA] = services.chat.persona
+    app[app_faces.CHAT] = services.chat
     app[app_faces.TRIAL] = services.trial
     app[app_faces.RELAY] = services.relay
 

@@ -130,9 +130,15 @@ SETTINGS: tuple[Setting, ...] = (
     _s("MIN_SCORE_THRESHOLD", "float", 0.15, "memory", "记忆搜索最低分数阈值（0=不过滤）",
        "Lowest memory score that is injected (0 = no filter)", minimum=0, maximum=1),
     _s("MEMORY_INJECT_MIN_RELEVANCE", "float", 0.5, "memory",
-       "混合搜索的注入下限：关键词与语义部分的加权相关度（0..1）低于它的记忆不注入（0=不过滤）",
-       "Hybrid-search injection floor: memories whose keyword+semantic relevance (0..1) is below it are not injected (0 = no filter)",
+       "注入下限：相关度（0..1，与库的大小无关，关键词模式和混合模式同一尺度）低于它的记忆不注入；调高更严（0=不过滤）",
+       "Injection floor: memories whose relevance (0..1, the same at any store size, one scale for keyword-only and hybrid search) is below it are not injected; higher is stricter (0 = no filter)",
        minimum=0, maximum=1),
+    _s("MEMORY_DESCRIBE", "bool", True, "memory",
+       "让记忆模型为没有经它写过的记忆（API、Dashboard 添加、未评分导入）补写中英双语关键词和问题，"
+       "中文问题才找得到英文记忆；每 20 条一次模型调用",
+       "Let the memory model write keywords and questions in Chinese and English for memories "
+       "added without it (API, dashboard, imports without scoring), so a question in one "
+       "language finds a memory in the other; one model call per 20 memories"),
     _s("MEMORY_EXTRACT_INTERVAL", "int", 1, "memory",
        "记忆提取间隔（0=禁用/1=每轮/N=每 N 轮）",
        "Extraction cadence (0 off, 1 every round, N every N rounds)", minimum=0, maximum=1000),
@@ -458,6 +464,7 @@ class Settings(Mapping[str, Any]):
     MEMORY_SEEN_TTL_HOURS: float
     MIN_SCORE_THRESHOLD: float
     MEMORY_INJECT_MIN_RELEVANCE: float
+    MEMORY_DESCRIBE: bool
     MEMORY_EXTRACT_INTERVAL: int
     TIMEZONE_HOURS: float
     CACHE_PARTITION_ENABLED: bool

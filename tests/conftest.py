@@ -233,6 +233,8 @@ def make_settings(database_url: str, upstream: FakeUpstream, tmp_path: Path
             "DEFAULT_MODEL": "test/model-a",
             "PAWWAKE_DATA_DIR": str(tmp_path / "data"),
             "MEMORY_ENABLED": False,
+            # Tests that script the memory model's answers turn this on themselves.
+            "MEMORY_DESCRIBE": False,
         }
         values.update(overrides)
         return Settings.from_env({}, **values)

@@ -39,7 +39,8 @@ def replica_settings(database_url: str, upstream_url: str, **extra: str) -> dict
             "API_KEY": "sk-upstream-0123456789", "DEFAULT_MODEL": "test/model-a",
             "GATEWAY_SECRET": KEY, "DASHBOARD_PASSWORD": PASSWORD,
             "SESSION_SECRET": SESSION_SECRET, "MEMORY_ENABLED": "true",
-            "MEMORY_EXTRACT_INTERVAL": "0", "EMBEDDING_PROVIDER": "local",
+            "MEMORY_EXTRACT_INTERVAL": "0", "MEMORY_DESCRIBE": "false",
+            "EMBEDDING_PROVIDER": "local",
             "VECTOR_BACKEND": "numpy", "JOB_WORKERS": "1", "TRUSTED_PROXIES": "127.0.0.1",
             "DATABASE_POOL_SIZE": str(CLIENT_POOL), **extra}
 

@@ -367,22 +367,13 @@ def test_the_floor_and_circle_readers_see_what_they_should() -> None:
                               ["pawwake.db.jobs", "pawwake.memory.store"]]
 
 
-# Modules whose arrows still point up while the house is rebuilt; this list only shrinks.
-UPWARD_LEFT: set[str] = set()
-
-
 def test_no_import_points_up_a_floor() -> None:
-    left = [arrow for arrow in upward_arrows(edges()) if arrow.split(":")[0] not in UPWARD_LEFT]
-    assert left == []
-
-
-# Modules still in a circle while the house is rebuilt; this list only shrinks.
-CIRCLES_LEFT: set[str] = set()
+    assert upward_arrows(edges()) == []
 
 
 def test_no_circle_between_files() -> None:
     """Type-only imports count: a reader follows them as Python does not."""
-    assert [group for group in circles(edges()) if not set(group) <= CIRCLES_LEFT] == []
+    assert circles(edges()) == []
 
 
 def services_named(source: str) -> Iterator[int]:
@@ -429,15 +420,10 @@ def test_the_services_reader_sees_names_imports_and_quoted_annotations() -> None
     assert sorted(services_named(source)) == [1, 2, 3, 5]
 
 
-# Modules still handed the whole ``Services`` while the house is rebuilt; this list only
-# shrinks.
-SERVICES_LEFT: set[str] = set()
-
-
 def test_services_whole_are_named_only_in_the_assembly() -> None:
     """Steps, jobs and routes declare the face they use; only the assembly sees them all."""
     found = [f"{module}:{line}" for module, path in our_modules(ROOT).items()
-             if module not in ASSEMBLY and module not in SERVICES_LEFT
+             if module not in ASSEMBLY
              for line in services_named(path.read_text(encoding="utf-8"))]
     assert found == []
 

@@ -67,7 +67,7 @@ async def test_lines_are_scored_by_the_memory_model(api: TestClient,
     [sent] = upstream.requests
     assert sent.body["model"] == "test/memory-model" and sent.body["stream"] is False
     assert "1. 用户在上海工作\n2. 用户今天吃了面条" in sent.body["messages"][-1]["content"]
-    assert "2 integers" in sent.body["messages"][0]["content"]
+    assert "2 objects" in sent.body["messages"][0]["content"]
 
 
 async def test_scoring_runs_in_batches_of_twenty(make_client: Any,

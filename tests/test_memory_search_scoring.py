@@ -59,8 +59,8 @@ def test_a_full_keyword_match_is_not_outranked_in_a_flat_top_but_a_clear_best_st
                 9: flat.score(0.77)}
     held = fusion.literal_first(keyword, semantic, flat, 0.25, 0.65)
 
-    def rel(parts: dict[int, float], i: int) -> float:
-        return fusion.relevance(keyword[i], parts[i], 0.25, 0.65)
+    def rel(parts: dict[int, float], i: int) -> float:  # the fused score's relevance share
+        return (0.25 * keyword[i] + 0.65 * parts[i]) / 0.9
 
     assert max(rel(semantic, i) for i in (1, 2, 3)) > rel(semantic, 9)  # the miss, unheld
     assert max(rel(held, i) for i in (1, 2, 3)) <= rel(held, 9) + 1e-9
@@ -73,12 +73,6 @@ def test_a_full_keyword_match_is_not_outranked_in_a_flat_top_but_a_clear_best_st
     assert fusion.literal_first({1: 0.0, 9: 1.0}, standing, clear, 0.25, 0.65) == standing
     # Without a full keyword match (a near-miss only) a flat top is left as it is.
     assert fusion.literal_first({1: 0.0, 9: 0.6}, semantic, flat, 0.25, 0.65) == semantic
-
-
-def test_relevance_leaves_the_tie_breakers_out() -> None:
-    assert fusion.relevance(1.0, 0.0, 0.25, 0.65) == pytest.approx(0.25 / 0.9)
-    assert fusion.relevance(0.5, 0.5, 0.25, 0.65) == pytest.approx(0.5)
-    assert fusion.relevance(1.0, 1.0, 0.0, 0.0) == 0.0
 
 
 def test_a_weak_keyword_hit_stays_below_the_floor_in_a_weak_pool() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from pawwake.services import services_of
 from pawwake.text import tokens
-from pawwake.text.query import EMBED_MAX_CHARS, TAIL_CHARS, embedding_text
+from pawwake.text.query import EMBED_MAX_CHARS, TAIL_CHARS, embedding_text, users_words
 from tests.embedding_server import FakeEmbeddings
 from tests.memory_fixtures import insert_memory
 
@@ -68,3 +68,11 @@ async def test_a_pasted_message_searches_with_a_condensed_query(make_client: Any
     assert queries, "the query was not embedded"
     assert all(len(text) <= EMBED_MAX_CHARS + len("query: ") for text in queries)
     assert PASTE not in queries
+
+
+def test_a_clients_reminder_blocks_are_not_searched_for() -> None:
+    sent = ("<system-reminder>\n# Environment\nYou have been invoked in the following"
+            " environment: Shell: bash\n</system-reminder>\n小橘是谁？"
+            "<system-reminder>unclosed tool list")
+    assert users_words(sent) == "小橘是谁？"
+    assert users_words("小橘是谁？") == "小橘是谁？"

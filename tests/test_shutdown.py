@@ -40,8 +40,9 @@ def gateway_env(upstream_url: str, data_dir: Path) -> dict[str, str]:
         "API_BASE_URL": upstream_url, "API_KEY": "sk-upstream-0123456789",
         "DEFAULT_MODEL": "test/model-a", "GATEWAY_SECRET": KEY, "LOG_LEVEL": "INFO",
         "PAWWAKE_DATA_DIR": str(data_dir), "MEMORY_ENABLED": "true",
-        "MEMORY_EXTRACT_INTERVAL": "0", "EMBEDDING_PROVIDER": "local", "JOB_WORKERS": "2",
-        "XDG_RUNTIME_DIR": str(data_dir / "run"), "SHUTDOWN_GRACE_SECONDS": "2",
+        "MEMORY_EXTRACT_INTERVAL": "0", "MEMORY_DESCRIBE": "false", "EMBEDDING_PROVIDER": "local",
+        "JOB_WORKERS": "2", "XDG_RUNTIME_DIR": str(data_dir / "run"),
+        "SHUTDOWN_GRACE_SECONDS": "2",
     })
     (data_dir / "run").mkdir(parents=True, exist_ok=True)
     return env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -72,11 +73,16 @@ async def lock_memory(cur: Cursor, memory_id: int) -> dict[str, Any] | None:
 
 async def insert_extracted(cur: Cursor, *, content: str, importance: int, terms: list[str],
                            session_id: str, message_ids: list[int],
-                           remind_at: datetime | None) -> int:
+                           remind_at: datetime | None, keywords: Sequence[str] = (),
+                           questions: Sequence[str] = ()) -> int:
+    """One extracted memory, with the keywords and questions the model wrote for it."""
     await cur.execute(
         "INSERT INTO memories (content, importance, layer, source_session, source_message_ids,"
-        " remind_at, search_terms) VALUES (%s, %s, 1, %s, %s, %s, %s) RETURNING id",
-        (content, importance, session_id, message_ids, remind_at, terms))
+        " remind_at, search_terms, model_keywords, model_questions, described_at)"
+        " VALUES (%s, %s, 1, %s, %s, %s, %s, %s::text[], %s::text[],"
+        " CASE WHEN %s THEN now() END) RETURNING id",
+        (content, importance, session_id, message_ids, remind_at, terms, list(keywords),
+         list(questions), bool(keywords or questions)))
     return int((await cur.fetchone())[0])
 
 

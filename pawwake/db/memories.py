@@ -32,15 +32,20 @@ INSERT_FIELDS: tuple[tuple[str, str], ...] = (
     ("created_at", "COALESCE(%s::timestamptz, now())"),
     ("archived_at", "%s::timestamptz"),
     ("search_terms", "%s::text[]"),
+    ("model_keywords", "%s::text[]"),
+    ("model_questions", "%s::text[]"),
+    ("described_at", "%s::timestamptz"),
 )
 INSERT_DEFAULTS: dict[str, Any] = {
     "importance": 5, "layer": 1, "title": None, "is_active": True, "source_session": None,
     "event_date": None, "remind_at": None, "reminder_delivered_at": None, "external_id": None,
-    "created_at": None, "archived_at": None, "search_terms": [],
+    "created_at": None, "archived_at": None, "search_terms": [], "model_keywords": [],
+    "model_questions": [], "described_at": None,
 }
 _INSERT_CHUNK = 500
 
-UPDATABLE = frozenset({"content", "importance", "layer", "title", "search_terms"})
+UPDATABLE = frozenset({"content", "importance", "layer", "title", "search_terms",
+                       "model_keywords", "model_questions", "described_at"})
 
 
 async def _all(cur: Cursor) -> list[dict[str, Any]]:
@@ -129,7 +134,8 @@ async def update_memory(cur: Cursor, memory_id: int, fields: dict[str, Any]
 
 async def update_many(cur: Cursor, ids: Sequence[int], fields: dict[str, Any]) -> list[int]:
     """Set importance/layer/title on ``ids``; only rows whose values change count."""
-    unknown = set(fields) - (UPDATABLE - {"content", "search_terms"})
+    unknown = set(fields) - (UPDATABLE - {"content", "search_terms", "model_keywords",
+                                          "model_questions", "described_at"})
     if unknown:
         raise ValueError(f"not updatable in bulk: {sorted(unknown)}")
     assignments = ", ".join(f"{name} = %s" for name in fields)

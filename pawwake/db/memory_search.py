@@ -9,13 +9,13 @@ formula is ``pawwake.text.tokens.idf_weight``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 import numpy as np
 
-from pawwake.db.memory_embeddings import knn_params, sent_vector_sql
+from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, vector_literal
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_params
 
@@ -57,15 +57,17 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             window: int, gather_cap: int | None, exclude: Sequence[int],
                             limit: int,
                             rank_weights: tuple[float, float, float], now: datetime,
-                            today: date, vectors_of: VectorSource | None = None
-                            ) -> list[dict[str, Any]]:
+                            today: date, vectors_of: VectorSource | None = None,
+                            counted: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
     the active memories counted by this statement (small collections, no extra round-trip).
     With ``vectors_of`` (pgvector), each row also brings its stored vector of that provenance
     in ``vector`` (``memory_embeddings.sent_vector_sql``; NULL when it has none): read before
-    the query's vector exists, so the rows' cosines cost nothing after it.
+    the query's vector exists, so the rows' cosines cost nothing after it. ``counted``: the
+    terms whose weights make the share's whole (default all): a query's other-language terms
+    find rows without diluting its own keywords' share.
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -74,7 +76,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "terms": terms, "estimates": [estimates.get(t) for t in terms],
         "collection": collection, "exclude": list(exclude),
         "limit": limit, "wk": rank_weights[0], "wi": rank_weights[1], "wr": rank_weights[2],
-        "now": now, "today": today}
+        "now": now, "today": today, "counted": list(counted if counted is not None else [])}
     if not terms:
         return []
     vector, with_vector = "", ""
@@ -110,7 +112,8 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"
         "   FROM unnest(%(terms)s::text[], %(estimates)s::bigint[]) AS q (term, estimate)"
         "   LEFT JOIN counts c ON c.term = q.term),"
-        " total AS (SELECT sum(weight) AS weight FROM weights),"
+        " total AS (SELECT sum(weight) AS weight FROM weights"
+        "   WHERE cardinality(%(counted)s::text[]) = 0 OR term = ANY(%(counted)s::text[])),"
         " scores AS (SELECT h.id, sum(w.weight) AS hit FROM hits h"
         "   JOIN weights w ON w.term = h.term GROUP BY h.id),"
         " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"
@@ -142,16 +145,21 @@ class Neighbourhood:
     cosines: dict[int, float]  # cosine of each ``known`` memory that has a vector
     # The leading neighbours' rows (see ``neighbourhood``); None: not fetched (numpy index).
     rows: dict[int, dict[str, Any]] | None
+    # The nearest to the ``across`` vector, with their cosine with the query itself.
+    across: list[tuple[int, float]] = field(default_factory=list)
 
 
 async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray, *, k: int,
                         exclude: Sequence[int], known: Sequence[int], rows_within: int,
-                        cosines_of: Sequence[int] | None = None) -> Neighbourhood:
+                        cosines_of: Sequence[int] | None = None,
+                        across: np.ndarray | None = None, across_k: int = 0
+                        ) -> Neighbourhood:
     """The ``k`` nearest active, not excluded memories (pgvector HNSW), the cosines of the
     ``cosines_of`` memories (default ``known``: the keyword candidates) and the rows of every
     neighbour ranked within ``rows_within`` (ties included) that is not ``known``: one round
     trip once the query's vector is there, where nearest, cosines and a row fetch of the
-    admitted took two.
+    admitted took two. With ``across`` (the query with its language's direction taken out),
+    also its ``across_k`` nearest, with their rows and their cosine with ``query``.
     Admission itself (``search.fusion``) needs the whole neighbourhood, so it stays in Python;
     rows are fetched for every neighbour that could be admitted by rank."""
     dim = int(provenance.dim)
@@ -159,36 +167,50 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
     distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
     blanks = ", ".join(["NULL"] * (len(_MEMORY_NAMES) + 1))
     wanted = list(known if cosines_of is None else cosines_of)
-    cosine_part = (f" UNION ALL SELECT false, e.memory_id, 1 - ({distance}), {blanks}"
+    cosine_part = (f" UNION ALL SELECT 'cosine', e.memory_id, 1 - ({distance}), {blanks}"
                    " FROM memory_embeddings e WHERE e.memory_id = ANY(%(cosines_of)s::bigint[])"
                    f" AND {OF_PROVENANCE}") if wanted else ""
+    across_part, across_q = "", ""
+    if across is not None and across_k > 0:
+        across_q = f", a AS MATERIALIZED (SELECT %(a)s::vector({dim}) AS v)"
+        across_part = (
+            f" UNION ALL SELECT 'across', x.id, x.cosine, {MEMORY_COLUMNS}, m.search_terms"
+            f" FROM (SELECT e.memory_id AS id, 1 - ({distance}) AS cosine"
+            "   FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id"
+            f"  WHERE {OF_PROVENANCE} AND m.is_active"
+            "   AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
+            f"  ORDER BY e.embedding::vector({dim}) <=> (SELECT v FROM a) LIMIT %(across_k)s)"
+            " AS x LEFT JOIN memories m ON m.id = x.id"
+            "  AND NOT (x.id = ANY(%(known)s::bigint[]))")
     await cur.execute(
         "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
-        f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
+        f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v){across_q},"
         f" near AS MATERIALIZED (SELECT e.memory_id AS id, 1 - ({distance}) AS cosine"
         "   FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id"
         f"  WHERE {OF_PROVENANCE} AND m.is_active"
         "   AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
         f"  ORDER BY {distance} LIMIT %(k)s),"
         " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM near)"
-        f" SELECT true AS near, r.id AS hit, r.cosine, {MEMORY_COLUMNS}, m.search_terms"
+        f" SELECT 'near' AS kind, r.id AS hit, r.cosine, {MEMORY_COLUMNS}, m.search_terms"
         " FROM ranked r LEFT JOIN memories m ON m.id = r.id AND r.place <= %(within)s"
-        f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosine_part}",
+        f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosine_part}{across_part}",
         {**knn_params(provenance, query, k, exclude), "known": list(known),
-         "within": rows_within, "cosines_of": wanted})
+         "within": rows_within, "cosines_of": wanted, "across_k": across_k,
+         "a": vector_literal(across) if across is not None else None})
     nearest: list[tuple[int, float]] = []
+    found_across: list[tuple[int, float]] = []
     cosines: dict[int, float] = {}
     rows: dict[int, dict[str, Any]] = {}
     for row in rows_as_dicts(cur, await cur.fetchall()):
-        hit, cosine = int(row.pop("hit")), float(row.pop("cosine"))
-        if not row.pop("near"):
+        hit, cosine, kind = int(row.pop("hit")), float(row.pop("cosine")), row.pop("kind")
+        if kind == "cosine":
             cosines[hit] = cosine
             continue
-        nearest.append((hit, cosine))
+        (nearest if kind == "near" else found_across).append((hit, cosine))
         if row["id"] is not None:
             rows[hit] = row
     nearest.sort(key=lambda item: -item[1])
-    return Neighbourhood(nearest, cosines, rows)
+    return Neighbourhood(nearest, cosines, rows, found_across)
 
 
 async def touch_accessed(cur: Cursor, ids: Sequence[int], granularity_seconds: float

@@ -8,7 +8,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import aiopg
 import psycopg2
@@ -32,6 +32,7 @@ class TextRow(TypedDict):
 
     id: int
     content: str
+    written: NotRequired[list[str]]  # memories: what the memory model wrote to find it
 
 
 class PoolTimeout(DatabaseUnavailable, TimeoutError):

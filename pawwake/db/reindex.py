@@ -10,7 +10,8 @@ from typing import Any, cast
 from pawwake.db.pool import Cursor, TextRow, fetch_all
 
 _SOURCES = {
-    "memories": "SELECT id, content FROM memories WHERE id > %s ORDER BY id LIMIT %s",
+    "memories": ("SELECT id, content, model_keywords || model_questions AS written"
+                 " FROM memories WHERE id > %s ORDER BY id LIMIT %s"),
     "conversations": ("SELECT id, content FROM conversations"
                       " WHERE id > %s AND search_terms IS NOT NULL ORDER BY id LIMIT %s"),
 }

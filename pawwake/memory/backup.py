@@ -22,6 +22,7 @@ from pawwake.memory.backup_format import (
     export_document,
     validate_backup,
 )
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.store import MemoryConflict
 from pawwake.search.terms import terms_for
@@ -98,6 +99,7 @@ async def import_backup(writes: MemoryWrites, data: Any, *, dry_run: bool) -> di
             report = await _apply(cur, items, terms, version)
             if report["imported"]:
                 await enqueue_embedding(cur)
+                await enqueue_describing(cur, writes.config.current())
             if dry_run:
                 raise _RollBack
     except _RollBack:

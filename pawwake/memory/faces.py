@@ -16,28 +16,32 @@ from pawwake.llm.embeddings import Embedder
 from pawwake.llm.http import HttpClient
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.memory.vectors import VectorStore
+from pawwake.search.background import References
 from pawwake.search.term_stats import TermStats
 
 
 @dataclass(frozen=True)
 class MemoryWrites:
-    """Writing memories: their rows, the job runner woken for the vectors a write queues, and
+    """Writing memories: their rows, the job runner woken for the vectors (and descriptions) a
+    write queues, the settings in force (whether the memory model describes new rows), and
     the data folder the tokenizer cuts index terms with."""
 
     database: Database | None  # None only with DATABASE_ENABLED=false
     jobs: JobRunner
+    config: RuntimeConfig
     data_dir: str
 
 
 @dataclass(frozen=True)
 class MemorySearch:
-    """Searching memories: keywords with their statistics, and vectors from the embedder and
-    the vector store."""
+    """Searching memories: keywords with their statistics, and vectors from the embedder, the
+    vector store and the semantic background they are measured against."""
 
     database: Database | None
     embedder: Embedder
     vectors: VectorStore
     term_stats: TermStats
+    references: References
     data_dir: str
 
 

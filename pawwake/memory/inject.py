@@ -17,8 +17,9 @@ from pawwake.database import require_database
 from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
-from pawwake.memory.search import SearchResult, search_memories
+from pawwake.memory.search import SearchResult, search_memories, touch_results
 from pawwake.settings import Settings
+from pawwake.text.query import users_words
 
 if TYPE_CHECKING:
     from pawwake.memory.faces import MemorySearch
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REMINDERS_PER_REQUEST = 5
+CANDIDATES = 50  # results the floor looks at before the injection limit
 RENEW_EVERY_SECONDS = 60.0
 RENEW_FOR_AT_MOST_SECONDS = 4 * 3600.0
 
@@ -72,11 +74,12 @@ async def recall_for_request(search: MemorySearch, settings: Settings, session_i
                              timings: dict[str, float] | None = None
                              ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
-    (excluded before the limit, so the next candidates move up). In hybrid mode only results
-    whose relevance reaches ``MEMORY_INJECT_MIN_RELEVANCE`` are injected: the semantic side
-    always has nearest neighbours, so without it an unrelated message would bring in noise."""
+    (excluded before the limit, so the next candidates move up). Only results whose relevance
+    reaches the floor (``MEMORY_INJECT_MIN_RELEVANCE``, ``SearchOutcome.floor``) are injected,
+    in hybrid and keyword-only mode alike (``search.relevance`` gives both one scale)."""
     database = require_database(search.database)
     limit = settings.MAX_MEMORIES_INJECT
+    query = users_words(query)
     if limit <= 0 or not query.strip():
         return [], "off"
     exclude: list[int] = []
@@ -84,14 +87,16 @@ async def recall_for_request(search: MemorySearch, settings: Settings, session_i
         async with cursor(database.pool) as cur:
             exclude = await memory_seen.recently_seen(cur, session_id,
                                                       settings.MEMORY_SEEN_TTL_HOURS)
-    outcome = await search_memories(search, query, limit=limit, exclude_ids=exclude,
-                                    settings=settings, touch=touch)
+    # Searched wider than the limit: a memory relevant enough can rank below others that are
+    # not (a Chinese question's English memory, found through the lexicon, ranks low).
+    outcome = await search_memories(search, query, limit=max(limit, CANDIDATES),
+                                    exclude_ids=exclude, settings=settings, touch=False)
     if timings is not None:
         timings.update(outcome.timings)
-    if outcome.mode != "hybrid":  # keywords alone admit only rows sharing a query word
-        return outcome.results, outcome.mode
-    floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    return [r for r in outcome.results if r.relevance >= floor], outcome.mode
+    injected = [r for r in outcome.results if r.relevance >= outcome.floor][:limit]
+    if touch:
+        await touch_results(search, injected)
+    return injected, outcome.mode
 
 
 async def claim_due(pool: Any, token: str) -> list[reminders.DueReminder]:

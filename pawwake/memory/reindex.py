@@ -17,6 +17,7 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db import reindex as reindex_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
+from pawwake.memory.model_terms import searchable_text
 from pawwake.search.terms import terms_for
 
 if TYPE_CHECKING:
@@ -42,8 +43,9 @@ async def reindex_job(writes: MemoryWrites, job: Job) -> dict[str, Any]:
                 rows = await reindex_db.rows_after(cur, table, after, BATCH)
             if not rows:
                 break
-            terms = await terms_for(writes.data_dir,
-                                    [row["content"] for row in rows])
+            terms = await terms_for(writes.data_dir, [
+                searchable_text(row["content"], row.get("written") or ())
+                for row in rows])
             async with cursor(database.pool) as cur:
                 await reindex_db.store_terms(cur, table, [
                     (row["id"], row["content"], t) for row, t in zip(rows, terms, strict=True)])

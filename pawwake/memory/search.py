@@ -6,7 +6,12 @@ threshold being only a noise floor (``fusion``). The keyword candidates are fetc
 query is embedded; after the vector, one round trip (``VectorStore.neighbourhood``) brings
 the neighbours, their rows and the keyword rows' cosines. Scores
 follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
-limit, as are ``exclude_ids`` (so the next candidates move up). ``mode`` is "hybrid" only when
+limit (unless relevant enough to be injected), as are ``exclude_ids`` (so the next candidates
+move up). Each result carries its relevance (``search.relevance``), what the injection floor
+compares: its cosine's standing above the query's background on a fixed reference set in the
+memory's language (``search.background``) and its keyword evidence. A Chinese query also takes
+the nearest memories of its language-neutral vector (``Reference.across``), where the English
+memory it is about is found. ``mode`` is "hybrid" only when
 a query vector was really used: a vector that misses ``QUERY_EMBEDDING_TIMEOUT`` makes the search
 keyword-only, said in ``warning`` and the log.
 """
@@ -27,7 +32,6 @@ import numpy as np
 from pawwake.database import Database, connected_database, require_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
-from pawwake.db.memory_embeddings import sent_vectors
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
@@ -38,11 +42,21 @@ from pawwake.llm.embeddings import (
 )
 from pawwake.local_time import local_today, zone_of
 from pawwake.memory import vectors
+from pawwake.memory.keyword_candidates import (
+    Concept,
+    Fixed,
+    fixed_parts,
+    keyword_candidates,
+    vectors_to_read,
+)
 from pawwake.priority_worker import CHAT
 from pawwake.search import fusion, scoring
+from pawwake.search.background import Background, Reference, reference_for
+from pawwake.search.relevance import Evidence
 from pawwake.search.terms import ensure_tokenizer
 from pawwake.settings import Settings
 from pawwake.text import offload, tokens
+from pawwake.text.language import language_of
 from pawwake.text.query import embedding_text, needs_keywords, nothing_to_search
 
 if TYPE_CHECKING:
@@ -54,6 +68,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_LIMIT = 100
+ACROSS_K = 10  # candidates a Chinese query takes from its language-neutral neighbours
 TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
 
 
@@ -63,7 +78,8 @@ class SearchResult:
     score: float
     parts: dict[str, float]  # raw 0..1 components before weighting
     similarity: float | None  # raw cosine with the query, when the row has a vector
-    relevance: float = 0.0  # keyword and semantic share of the score (the injection floor's)
+    relevance: float = 0.0  # what the injection floor compares (``search.relevance``)
+    evidence: Evidence | None = None  # what the relevance was worked out from
 
     @property
     def id(self) -> int:
@@ -78,6 +94,7 @@ class SearchOutcome:
     warning: str | None = None
     threshold: float | None = None
     backend: str | None = None
+    floor: float = 0.0  # the injection floor in force: injected <=> relevance >= floor
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step
 
 
@@ -87,6 +104,9 @@ class _Semantic:
     provenance: Provenance
     threshold: float
     backend: str
+    reference: Reference
+    background: Background
+    language: str  # the query's
 
 
 async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
@@ -115,6 +135,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         early = asyncio.ensure_future(started)
     try:
         keywords = await offload.query_keywords(query, priority=priority)
+        alternatives = tokens.cross_terms(keywords)
         clock.lap("tokenise")
         now = datetime.now(UTC)
         today = local_today(zone_of(settings), now)
@@ -126,11 +147,11 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
             started, coming = _start_vector(search, settings,
                                                embedding_text(query, keywords), clock.laps,
                                                priority)
-        read = _vectors_to_read(search, settings, database) if coming else None
+        read = vectors_to_read(search, settings, database) if coming else None
         (semantic, warning), found_by_keywords = await asyncio.gather(
-            early or started, clock.timed("keyword_fetch", _keyword_candidates(
-                search, database, keywords, exclude, max(100, 4 * limit), expected, now, today,
-                read)))
+            early or started, clock.timed("keyword_fetch", keyword_candidates(
+                search, database, keywords, alternatives, exclude, max(100, 4 * limit),
+                expected, now, today, read)))
     except BaseException:
         if early is not None and not early.done():
             early.cancel()
@@ -139,17 +160,21 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         raise
     clock.lap("retrieve")
 
-    rows, term_weights = found_by_keywords.rows, found_by_keywords.term_weights
+    rows, concepts = found_by_keywords.rows, found_by_keywords.concepts
     cosines: dict[int, float] = {}
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
         known = [row["id"] for row in rows]
         read = found_by_keywords.vectors_of == semantic.provenance  # else ask the database
+        # A Chinese query also looks from where Chinese texts no longer pull it: the English
+        # memory it is about ranks below every Chinese one by raw cosine.
+        across = (semantic.reference.across(semantic.query) if semantic.language == "zh"
+                  else None)
         found = await search.vectors.neighbourhood(
             database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
             exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
-            cosines_of=[] if read else known)
+            cosines_of=[] if read else known, across=across, across_k=ACROSS_K)
         cosines = found.cosines
         if read:
             cosines.update(found_by_keywords.stored.cosines(semantic.query))
@@ -158,13 +183,18 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
             warning = "No memory has a vector yet (run the embedding backfill); keywords only."
         else:
             cosines.update(found.nearest)
+            cosines.update(found.across)
             rows, normalised, hood = await _semantic_candidates(
                 database, rows, found, cosines, semantic.threshold, exclude)
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
-    results = _score(rows, found_by_keywords.fixed, term_weights, normalised, cosines, weights,
-                     now, today, hood, floor=float(settings.MIN_SCORE_THRESHOLD))[:limit]
+    relevant_enough = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
+    size = await search.term_stats.active(database.pool) if rows else 0
+    results = _within_limit(_score(rows, found_by_keywords.fixed, concepts, normalised, cosines,
+                                   weights, now, today, hood, semantic, size,
+                                   floor=float(settings.MIN_SCORE_THRESHOLD),
+                                   relevant_enough=relevant_enough), limit, relevant_enough)
     clock.lap("scoring")
     if touch:
         await touch_results(search, results)
@@ -173,7 +203,8 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
     return SearchOutcome(
         results=results, mode="hybrid" if semantic else "keyword", keywords=keywords,
         warning=warning, threshold=semantic.threshold if semantic else None,
-        backend=semantic.backend if semantic else None, timings=clock.laps)
+        backend=semantic.backend if semantic else None, timings=clock.laps,
+        floor=float(settings.MEMORY_INJECT_MIN_RELEVANCE))
 
 
 async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
@@ -191,6 +222,7 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
         return rows, {}, None
     known = {row["id"] for row in rows}
     similar = [i for i in fusion.admitted(found.nearest, hood) if i not in known]
+    similar += [i for i, _ in found.across if i not in known and i not in similar]
     if found.rows is not None:
         rows = rows + [found.rows[i] for i in similar if i in found.rows]
     elif similar:
@@ -209,93 +241,20 @@ async def touch_results(search: MemorySearch, results: Sequence[SearchResult]) -
                                            TOUCH_GRANULARITY_SECONDS)
 
 
-@dataclass
-class _KeywordCandidates:
-    rows: list[dict[str, Any]]
-    term_weights: dict[str, float]  # the IDF weight of every query keyword
-    fixed: dict[int, _Fixed]  # the rows' parts that do not depend on the query's vector
-    stored: vectors.ReadVectors  # the rows' stored vectors (of ``vectors_of``)
-    vectors_of: Provenance | None  # their provenance (None: not read)
-
-
-def _vectors_to_read(search: MemorySearch, settings: Settings, database: Database
-                     ) -> Provenance | None:
-    """The provenance whose stored vectors the keyword fetch reads along (pgvector only: the
-    numpy index has them in process), so the keyword rows' cosines need no statement once
-    the query's vector is there."""
-    if not settings.MEMORY_VECTOR_ENABLED:
-        return None
-    provenance = search.embedder.configured_provenance(settings)
-    if search.vectors.backend(settings, database, provenance) != "pgvector":
-        return None
-    return provenance
-
-
-async def _keyword_candidates(search: MemorySearch, database: Database, keywords: list[str],
-                              exclude: list[int], pool_size: int, weights: scoring.Weights,
-                              now: datetime, today: date, vectors_of: Provenance | None = None
-                              ) -> _KeywordCandidates:
-    """The best keyword rows, the IDF weight of every query keyword and the rows' parts that
-    do not depend on the query's vector (worked out here, while the vector is computed);
-    with ``vectors_of``, the rows' stored vectors of that provenance too."""
-    if not keywords:
-        return _KeywordCandidates([], {}, {}, vectors.ReadVectors.of({}), vectors_of)
-    plan = await search.term_stats.plan(database.pool, keywords)
-    async with cursor(database.pool) as cur:
-        rows = await search_db.ranked_candidates(
-            cur, collection=None if plan.exact_size else plan.collection,
-            gather=plan.gather,
-            windowed=plan.windowed, estimates=plan.estimates, window=plan.window,
-            gather_cap=plan.gather_cap,
-            exclude=exclude, limit=pool_size, now=now, today=today,
-            rank_weights=(weights.keyword, weights.importance, weights.recency),
-            vectors_of=vectors_of)
-    if rows:
-        term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
-    else:  # nothing gathered: a gathered term occurs nowhere
-        term_weights = {t: tokens.idf_weight(plan.collection, plan.estimates.get(t, 0))
-                        for t in keywords}
-    stored: dict[int, np.ndarray] = {}
-    if vectors_of is not None:
-        sent = [row.pop("vector") for row in rows]
-        stored = {rows[n]["id"]: vector
-                  for n, vector in sent_vectors(sent, int(vectors_of.dim)).items()}
-    return _KeywordCandidates(rows, term_weights, _fixed_parts(rows, term_weights, now, today),
-                              vectors.ReadVectors.of(stored), vectors_of)
-
-
-@dataclass(frozen=True)
-class _Fixed:
-    """A row's score parts that do not depend on the query's vector."""
-
-    keyword: float
-    recency: float
-
-
-def _fixed_parts(rows: Sequence[dict[str, Any]], term_weights: Mapping[str, float],
-                 now: datetime, today: date) -> dict[int, _Fixed]:
-    """Keyword share and recency of each row (its ``search_terms`` are consumed)."""
-    total = sum(term_weights.values())
-    fixed = {}
-    for row in rows:
-        present = set(row.pop("search_terms") or ())
-        row.pop("term_weights", None)
-        hit = sum(w for term, w in term_weights.items() if term in present)
-        fixed[row["id"]] = _Fixed(
-            scoring.keyword_score(hit, total),
-            scoring.recency(scoring.age_days(row["created_at"], row["event_date"], now, today)))
-    return fixed
-
-
-def _score(rows: list[dict[str, Any]], fixed: Mapping[int, _Fixed],
-           term_weights: Mapping[str, float],
+def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
+           concepts: Sequence[Concept],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
            weights: scoring.Weights, now: datetime, today: date,
-           hood: fusion.Neighbourhood | None, *, floor: float) -> list[SearchResult]:
-    """Final scores, best first, without rows below ``floor``. ``fixed`` holds the parts
-    already worked out (keyword rows); the other rows' are worked out here."""
-    fixed = {**fixed, **_fixed_parts([row for row in rows if row["id"] not in fixed],
-                                     term_weights, now, today)}
+           hood: fusion.Neighbourhood | None, semantic: _Semantic | None,
+           store_size: int, *, floor: float, relevant_enough: float = 1.0
+           ) -> list[SearchResult]:
+    """Final scores, best first, each with its relevance (``search.relevance``); rows below
+    ``floor`` are left out unless their relevance reaches ``relevant_enough`` (a Chinese
+    question that finds an English memory through the lexicon ranks low, its semantic part
+    small, and is still what the chat is about). ``fixed`` holds the parts already worked
+    out (keyword rows); the other rows' are worked out here."""
+    fixed = {**fixed, **fixed_parts([row for row in rows if row["id"] not in fixed],
+                                    concepts, now, today)}
     keyword = {row["id"]: fixed[row["id"]].keyword for row in rows}
     if fusion.LITERAL_FIRST:
         normalised = fusion.literal_first(keyword, normalised, hood, weights.keyword,
@@ -314,12 +273,38 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, _Fixed],
         }
         score = scoring.combine(weights, keyword=kw, semantic=sem,
                                 importance=row["importance"], recency_value=parts["recency"])
-        if score >= floor:
-            results.append(SearchResult(
-                row, score, parts, cosines.get(row["id"]),
-                fusion.relevance(kw, sem, weights.keyword, weights.semantic)))
+        cosine = cosines.get(row["id"])
+        evidence = _evidence(row, cosine, fixed[row["id"]].evidence, semantic, store_size)
+        relevant = evidence.relevance()
+        if score >= floor or relevant >= relevant_enough:
+            results.append(SearchResult(row, score, parts, cosine, relevant, evidence))
     results.sort(key=lambda r: (-r.score, -r.id))
     return results
+
+
+def _within_limit(results: list[SearchResult], limit: int, relevant_enough: float
+                  ) -> list[SearchResult]:
+    """The best ``limit`` by score, except that a result relevant enough to be injected is
+    not cut for one that is not: it takes the place of the lowest such one (a memory found
+    only across languages scores low and is still what the chat is about)."""
+    kept, rest = results[:limit], results[limit:]
+    waiting = [r for r in rest if r.relevance >= relevant_enough]
+    for index in range(len(kept) - 1, -1, -1):
+        if not waiting:
+            break
+        if kept[index].relevance < relevant_enough:
+            kept[index] = waiting.pop(0)
+    kept.sort(key=lambda r: (-r.score, -r.id))
+    return kept
+
+
+def _evidence(row: Mapping[str, Any], cosine: float | None, keyword: float,
+              semantic: _Semantic | None, store_size: int) -> Evidence:
+    language = language_of(str(row["content"]))
+    if semantic is None or cosine is None:
+        return Evidence(None, keyword, False, store_size)
+    return Evidence(semantic.background.standing(cosine, language), keyword,
+                    language != semantic.language, store_size)
 
 
 def _start_vector(search: MemorySearch, settings: Settings, query: str,
@@ -340,7 +325,7 @@ def _start_vector(search: MemorySearch, settings: Settings, query: str,
                                                   priority=priority)
     except QueryEmbeddingShed as exc:  # counted and logged by the embedder
         return _given((None, f"The embedding model is busy: {exc}; keywords only.")), False
-    return _semantic_query(search, settings, database, embedding), True
+    return _semantic_query(search, settings, database, embedding, query), True
 
 
 async def _given(value: T) -> T:
@@ -348,19 +333,22 @@ async def _given(value: T) -> T:
 
 
 async def _semantic_query(search: MemorySearch, settings: Settings, database: Database,
-                          embedding: Awaitable[tuple[np.ndarray, Provenance]]
+                          embedding: Awaitable[tuple[np.ndarray, Provenance]], query_text: str
                           ) -> tuple[_Semantic | None, str | None]:
     """The started embedding's vector, checked against the stored vectors' provenance."""
     embedder = search.embedder
     # The stored vectors' provenance is read while the query is embedded, not after it.
     expected = embedder.configured_provenance(settings)
     checking = asyncio.ensure_future(vectors.provenance_state(database, expected))
+    referencing = asyncio.ensure_future(
+        reference_for(search.references, embedder, settings, expected))
     try:
         vector, provenance = await embedding
     except EmbeddingError as exc:
         checking.cancel()
         with contextlib.suppress(asyncio.CancelledError, *DATABASE_ERRORS):
             await checking
+        await _dropped(referencing)
         if isinstance(exc, QueryEmbeddingTimeout):
             log.warning("memory search ran on keywords only: the query's vector missed its"
                         " %g s deadline (QUERY_EMBEDDING_TIMEOUT)", exc.seconds)
@@ -370,19 +358,39 @@ async def _semantic_query(search: MemorySearch, settings: Settings, database: Da
         return None, f"Query embedding failed ({exc}); keywords only."
     except BaseException:
         checking.cancel()
+        await _dropped(referencing)
         raise
     state = await checking
     if provenance != expected:  # the API answered with another dimension than configured
         state = await vectors.provenance_state(database, provenance)
     if state.needs_rebuild:
+        await _dropped(referencing)
         stored = state.stored or {}
         return None, (
             f"Stored vectors were made by {stored.get('provider')}/{stored.get('model')}"
             f" ({stored.get('dim')} dims) but {provenance.provider}/{provenance.model}"
             f" ({provenance.dim} dims) is configured; keywords only until the vectors are"
             " rebuilt (POST /api/admin/backfill-memory-embeddings with confirm_rebuild).")
+    if provenance != expected:
+        await _dropped(referencing)
+        referencing = asyncio.ensure_future(
+            reference_for(search.references, embedder, settings, provenance))
+    try:
+        reference = await referencing
+    except EmbeddingError as exc:
+        log.warning("the semantic background could not be embedded: %s", exc)
+        return None, f"The semantic background could not be embedded ({exc}); keywords only."
     return _Semantic(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     search.vectors.backend(settings, database, provenance)), None
+                     search.vectors.backend(settings, database, provenance),
+                     reference, reference.background(vector), language_of(query_text)), None
+
+
+async def _dropped(started: asyncio.Future[Any]) -> None:
+    """Let go of a side computation the search no longer needs (its failure included)."""
+    if not started.done():
+        started.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await started
 
 
 class _Clock:

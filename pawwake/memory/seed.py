@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.pool import transaction
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError, parse_create
 from pawwake.memory.text_import import split_lines
@@ -111,6 +112,7 @@ async def import_seed(writes: MemoryWrites) -> dict[str, Any]:
         inserted = await db.insert_memories(cur, rows)
         if inserted:
             await enqueue_embedding(cur)
+            await enqueue_describing(cur, writes.config.current())
     if inserted:
         writes.jobs.wake()
     log.info("seed import from %s: %s imported, %s skipped, %s past reminder(s) not set",

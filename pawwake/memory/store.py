@@ -16,6 +16,7 @@ from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
+from pawwake.memory.describe import enqueue_describing, request_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding, request_embedding
 from pawwake.search.terms import terms_for
 
@@ -79,6 +80,7 @@ async def create_memory(writes: MemoryWrites, fields: dict[str, Any]
         else:  # the clashing row vanished between our statements three times
             raise MemoryConflict("external_id_busy", "That external_id is being changed; retry.")
     await request_embedding(writes)
+    await request_describing(writes, writes.config.current())
     return inserted[0], True
 
 
@@ -93,14 +95,19 @@ async def edit_memory(writes: MemoryWrites, memory_id: int, changes: dict[str, A
             raise NotFound(f"No memory with id {memory_id}.")
         updates = {name: value for name, value in changes.items() if row[name] != value}
         if "content" in updates:
-            updates["search_terms"] = terms
+            # What the memory model wrote described the old text: new text, new terms.
+            updates.update(search_terms=terms, model_keywords=[], model_questions=[],
+                           described_at=None)
             await db.delete_embedding(cur, memory_id)
             await enqueue_embedding(cur)
+            await enqueue_describing(cur, writes.config.current())
         if updates:
             row = _present(await db.update_memory(cur, memory_id, updates), memory_id)
     if "content" in updates:
         writes.jobs.wake()
-    return row, sorted(name for name in updates if name != "search_terms")
+    return row, sorted(name for name in updates
+                       if name not in {"search_terms", "model_keywords", "model_questions",
+                                        "described_at"})
 
 
 async def archive_memory(database: Database, memory_id: int) -> dict[str, Any]:

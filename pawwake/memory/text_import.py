@@ -17,9 +17,11 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.llm.models import memory_model
+from pawwake.memory.describe import described_now, enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import answer_excerpt
 from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
+from pawwake.memory.model_terms import ModelTerms, searchable_text
 from pawwake.search.terms import terms_for
 from pawwake.settings import Settings
 from pawwake.text.storable import storable_text
@@ -52,9 +54,10 @@ def split_lines(text: str) -> list[str]:
     return [line.strip() for line in text.lstrip("\ufeff").splitlines() if line.strip()]
 
 
-def parse_scores(answer: str, count: int) -> list[int] | None:
-    """The model's JSON array of ``count`` integers (clamped to 1..10), or None when it is not
-    exactly that."""
+def parse_scores(answer: str, count: int) -> list[tuple[int, ModelTerms]] | None:
+    """The model's JSON array of ``count`` items, each ``{"importance", "keywords",
+    "questions"}`` or a bare integer (importance clamped to 1..10; keywords and questions
+    kept only when usable, see ``ModelTerms``), or None when it is not exactly that."""
     body = _FENCE.sub("", answer.strip())
     start, end = body.find("["), body.rfind("]")
     if start < 0 or end <= start:
@@ -66,12 +69,13 @@ def parse_scores(answer: str, count: int) -> list[int] | None:
     if not isinstance(values, list) or len(values) != count:
         return None
     scores = []
-    for value in values:
+    for item in values:
+        value = item.get("importance") if isinstance(item, dict) else item
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             return None
-        scores.append(min(10, max(1, value)))
+        scores.append((min(10, max(1, value)), ModelTerms.of(item)))
     return scores
 
 
@@ -86,16 +90,16 @@ def scoring_messages(lines: list[str]) -> list[dict[str, str]]:
 SCORING_PROBLEMS = {
     "scoring_unavailable": "the scoring model could not be used ({error}, {status})",
     "scoring_truncated": "the scoring answer was cut off at the output limit",
-    "scoring_not_array": "the scoring answer was not a JSON array of {count} integers",
+    "scoring_not_array": "the scoring answer was not a JSON array of {count} scores",
 }
 
 
 async def score_lines(learning: MemoryLearning, settings: Settings, lines: list[str]
-                      ) -> tuple[list[int], list[bool], list[dict[str, Any]]]:
+                      ) -> tuple[list[tuple[int, ModelTerms]], list[bool], list[dict[str, Any]]]:
     """Score per line, whether the model gave it, and a notice for each batch that fell back
     (``{code, first, last, importance, ...}``; ``english_warning`` words it)."""
     model = memory_model(settings)
-    scores: list[int] = []
+    scores: list[tuple[int, ModelTerms]] = []
     by_model: list[bool] = []
     notices: list[dict[str, Any]] = []
     for start in range(0, len(lines), SCORE_BATCH):
@@ -106,7 +110,7 @@ async def score_lines(learning: MemoryLearning, settings: Settings, lines: list[
                       "importance": DEFAULT_IMPORTANCE}
             notices.append(notice)
             log.warning("importance scoring failed: %s", english_warning(notice))
-            scores.extend([DEFAULT_IMPORTANCE] * len(batch))
+            scores.extend([(DEFAULT_IMPORTANCE, ModelTerms())] * len(batch))
             by_model.extend([False] * len(batch))
         else:
             scores.extend(result)
@@ -121,7 +125,7 @@ def english_warning(notice: dict[str, Any]) -> str:
 
 
 async def _score_batch(learning: MemoryLearning, settings: Settings, model: str, batch: list[str]
-                       ) -> tuple[list[int] | None, dict[str, Any]]:
+                       ) -> tuple[list[tuple[int, ModelTerms]] | None, dict[str, Any]]:
     try:
         reply = await upstream.complete(learning.http.session, settings, scoring_messages(batch),
                                         model=model, max_tokens=settings.MEMORY_MAX_TOKENS,
@@ -157,25 +161,32 @@ async def import_text(learning: MemoryLearning, text: str, *, skip_scoring: bool
         fresh = _new_lines(lines, await db.content_key_matches(cur, lines)) if lines else []
     notices: list[dict[str, Any]]
     if skip_scoring or not fresh:
-        scores, by_model, notices = [DEFAULT_IMPORTANCE] * len(fresh), [False] * len(fresh), []
+        scores = [(DEFAULT_IMPORTANCE, ModelTerms())] * len(fresh)
+        by_model, notices = [False] * len(fresh), []
     else:
         scores, by_model, notices = await score_lines(learning, settings, fresh)
-    terms = await terms_for(learning.writes.data_dir, fresh)
+    terms = await terms_for(learning.writes.data_dir, [
+        searchable_text(line, written.keywords, written.questions)
+        for line, (_, written) in zip(fresh, scores, strict=True)])
     async with transaction(pool) as cur:
         await db.lock_memory_imports(cur)
         # Another import may have added some of these lines while the model was scoring.
         still_new = set(_new_lines(fresh, await db.content_key_matches(cur, fresh))) if fresh \
             else set()
         rows, scored = [], 0
-        for line, score, modelled, line_terms in zip(fresh, scores, by_model, terms,
-                                                     strict=True):
+        for line, (score, written), modelled, line_terms in zip(fresh, scores, by_model, terms,
+                                                                strict=True):
             if line in still_new:
                 rows.append({"content": line, "importance": score, "layer": 1,
-                             "search_terms": line_terms})
+                             "search_terms": line_terms, "model_keywords": written.keywords,
+                             "model_questions": written.questions,
+                             "described_at": described_now(written)})
                 scored += modelled
         inserted = await db.insert_memories(cur, rows)
         if inserted:
             await enqueue_embedding(cur)
+        if any(row["described_at"] is None for row in rows):
+            await enqueue_describing(cur, settings)
     if inserted:
         learning.writes.jobs.wake()
     log.info("text import: %s imported, %s skipped", len(inserted), len(lines) - len(inserted))

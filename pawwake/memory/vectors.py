@@ -138,9 +138,11 @@ class VectorStore:
     async def neighbourhood(self, database: Database, settings: Settings,
                             provenance: Provenance, query: np.ndarray, *, k: int,
                             exclude: Sequence[int], known: Sequence[int], rows_within: int,
-                            cosines_of: Sequence[int] | None = None
+                            cosines_of: Sequence[int] | None = None,
+                            across: np.ndarray | None = None, across_k: int = 0
                             ) -> search_db.Neighbourhood:
-        """``nearest`` and the cosines of ``cosines_of`` (default ``known``) at once. On
+        """``nearest`` and the cosines of ``cosines_of`` (default ``known``) at once, and
+        with ``across`` its ``across_k`` nearest with their cosine with ``query``. On
         pgvector one statement also brings the rows of the neighbours ranked within
         ``rows_within`` that are not ``known`` (``rows``); on numpy both are in process and
         ``rows`` is None."""
@@ -150,11 +152,19 @@ class VectorStore:
                 return await search_db.neighbourhood(cur, provenance, query, k=k,
                                                      exclude=exclude, known=known,
                                                      rows_within=rows_within,
-                                                     cosines_of=wanted)
+                                                     cosines_of=wanted, across=across,
+                                                     across_k=across_k)
         nearest = await self.index.search(database.pool, provenance, query, k, exclude)
+        found_across: list[tuple[int, float]] = []
+        if across is not None and across_k > 0:
+            ids = [i for i, _ in await self.index.search(database.pool, provenance, across,
+                                                         across_k, exclude)]
+            wanted += ids
         cosines = (await self.index.cosines_for(database.pool, provenance, query, wanted)
                    if wanted else {})
-        return search_db.Neighbourhood(nearest, cosines, None)
+        if across is not None and across_k > 0:
+            found_across = [(i, cosines[i]) for i in ids if i in cosines]
+        return search_db.Neighbourhood(nearest, cosines, None, found_across)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ Fusion is a calibrated weighted sum (``scoring.combine``): keyword share and nei
 score carry the relevance, importance and recency only break ties. On the dev set
 (``bench/retrieval_quality.py``) it beat reciprocal-rank fusion, kept here for that comparison:
 RRF ignores how far ahead a match is and so lets keyword near-misses tie with the clear
-semantic answer. ``relevance`` (the weighted share of keyword and semantic parts, without the
-tie-breakers) is what the injection floor compares, so the floor means the same in keyword-only
-and hybrid mode.
+semantic answer. The fused score ranks; what the injection floor compares is the relevance of
+``search.relevance``, worked out from evidence that does not depend on the store's size.
 """
 
 from __future__ import annotations
@@ -112,15 +111,6 @@ def literal_first(keyword: Mapping[int, float], semantic: Mapping[int, float],
         for i in alone:
             parts[i] *= cap / top
     return parts
-
-
-def relevance(keyword: float, semantic: float, keyword_weight: float,
-              semantic_weight: float) -> float:
-    """The relevance share of a fused score (0..1), without importance and recency."""
-    total = keyword_weight + semantic_weight
-    if total <= 0:
-        return 0.0
-    return (keyword_weight * keyword + semantic_weight * semantic) / total
 
 
 def reciprocal_ranks(keyword: Mapping[int, float], semantic: Mapping[int, float]

@@ -72,6 +72,11 @@ class TermStats:
         estimates = {t: round(self._frequent[t] * self._active) for t in windowed}  # active
         return KeywordPlan(self._active, gather, windowed, estimates, gather_cap=GATHER_CAP)
 
+    async def active(self, pool: aiopg.Pool) -> int:
+        """Active memories, as last counted (at most ``ttl`` seconds old)."""
+        await self._refresh(pool)
+        return self._active
+
     async def _refresh(self, pool: aiopg.Pool) -> None:
         if self._loaded_at < 0:  # nothing known yet: this first request waits
             await self._load(pool)

@@ -26,6 +26,9 @@ FILLERS = frozenset({
     "nope", "sure", "thanks", "thank you", "thx", "ty", "hmm", "hm", "mm", "uh", "um", "oh",
     "ah", "cool", "nice", "great", "go on", "continue", "right", "got it",
 })
+# What a coding client wraps around the user's words in the same message (Claude Code's
+# environment, tool lists and reminders): hundreds of keywords that are not the question.
+_CLIENT_BLOCKS = re.compile(r"<system-reminder>.*?(?:</system-reminder>|$)", re.DOTALL)
 _LAUGHTER = re.compile(r"(?:ha|he|hi|ho|lo?l|xd|哈|嘿|呵|嘻|嗯|哼)+")
 _REPEATS = re.compile(r"(.)\1+")
 
@@ -60,3 +63,11 @@ def embedding_text(text: str, keywords: Sequence[str]) -> str:
         picked.append(keyword)
         room -= len(keyword) + 1
     return " ".join([*picked, tail])
+
+
+def users_words(text: str) -> str:
+    """The message without the blocks a client adds around the user's words
+    (``<system-reminder>``), so a search looks for what the user asked."""
+    if "<system-reminder>" not in text:
+        return text
+    return _CLIENT_BLOCKS.sub(" ", text).strip()

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from pawwake.text import english
+from pawwake.text import english, lexicon
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,7 @@ def load(data_dir: str | Path | None = None) -> None:
             del tokenizer.FREQ[word]  # prefixes add_word put back for the user words
         tokenizer.long_prefixes = _long_prefixes(tokenizer.FREQ)
         tokenizer.get_DAG = partial(_word_graph, tokenizer)
+        lexicon.load(cache_dir, tokenizer.FREQ)
         _loaded = True
         log.info("tokenizer loaded")
 
@@ -395,6 +396,43 @@ def keywords_and_runs(text: str, top_k: int = 10) -> tuple[list[str], list[str]]
 def query_keywords(text: str, top_k: int = 10) -> list[str]:
     """Keywords of a search query: TF-IDF top ``top_k`` Chinese words plus English/number terms."""
     return list(_query_keywords(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS), top_k))
+
+
+# An English term's weight in the language falls with how many dictionary words it glosses
+# (``lexicon.glossed_words``): a name or "cilantro" (1) weighs about as a rare Chinese word,
+# "time" (440) as a common one, so a question's few specific words carry its evidence.
+ENGLISH_MOST = 11.5
+ENGLISH_SLOPE = 1.1
+ENGLISH_LEAST = 4.0
+
+
+def language_weights(keywords: list[str]) -> dict[str, float]:
+    """How specific each keyword is in its language, whatever is stored: jieba's IDF for a
+    Chinese word (a name such as "豆豆" ~9.4, "最近" 5.8, an unknown word the table's
+    median), for other terms one that falls with how common the term is (``ENGLISH_MOST``).
+    The store's own IDF says little with a handful of memories; this says the same at every
+    size."""
+    han = [k for k in keywords if _HAN.search(k)]
+    found = _idf.weights(han, _idf.median) if han else {}
+    return {k: found[k] if k in found else english_weight(k) for k in keywords}
+
+
+def english_weight(term: str) -> float:
+    common = lexicon.glossed_words(term)
+    return max(ENGLISH_LEAST, ENGLISH_MOST - ENGLISH_SLOPE * math.log1p(common))
+
+
+def cross_terms(keywords: list[str]) -> dict[str, list[str]]:
+    """For each query keyword, the other language's index terms that count as finding it
+    (``lexicon``): English terms for a Chinese word, common Chinese words for an English term."""
+    found = {}
+    for word in keywords:
+        other = (lexicon.english_terms(word) if _HAN.search(word)
+                 else lexicon.chinese_words(word))
+        other = [t for t in other if t != word and t not in STOPWORDS]
+        if other:
+            found[word] = other
+    return found
 
 
 def idf_weight(document_count: int, term_frequency: int) -> float:

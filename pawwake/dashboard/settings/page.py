@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pawwake.app_faces import CONFIG, HTTP, MODELS, PERSONA, face_of, settings_of
+from pawwake.app_faces import CHAT, CONFIG, HTTP, MODELS, face_of, settings_of
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.refusals import PageRefusal, setting_error_text
 from pawwake.dashboard.render import is_htmx, render
@@ -29,7 +29,7 @@ def with_persona_placeholder(groups: list[dict[str, Any]], persona: str | None) 
 
 
 def _persona_file(request: web.Request) -> str | None:
-    return face_of(request, PERSONA).read()
+    return face_of(request, CHAT).persona.read()
 
 
 async def settings_page(request: web.Request) -> web.Response:

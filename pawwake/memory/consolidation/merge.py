@@ -21,6 +21,7 @@ from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.fields import FieldError
 from pawwake.memory.store import LAYER_NAMES, MemoryConflict, memory_json
@@ -131,6 +132,7 @@ async def merge_memories(writes: MemoryWrites, request: MergeRequest, *, setting
             merged_from=source_ids, search_terms=terms)
         archived = await memories_db.archive_memories(cur, source_ids)
         await enqueue_embedding(cur)
+        await enqueue_describing(cur, writes.config.current())
     writes.jobs.wake()
     log.info("merged %s memories into %s (layer %s)", len(archived), merged["id"], layer)
     return {"memory": memory_json(merged), "archived_ids": archived,

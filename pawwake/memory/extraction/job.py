@@ -20,6 +20,7 @@ from pawwake.jobs import Job, RetryLater
 from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
 from pawwake.local_time import zone_of
+from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.extraction.parse import (
     ExtractedItem,
@@ -28,6 +29,7 @@ from pawwake.memory.extraction.parse import (
     parse_answer,
 )
 from pawwake.memory.extraction.window import bounded_dialogue
+from pawwake.memory.model_terms import searchable_text
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
@@ -35,7 +37,7 @@ from pawwake.text import offload, tokens
 from pawwake.text.rounds import dialogue_text, group_rounds
 
 if TYPE_CHECKING:
-    from pawwake.memory.faces import MemoryLearning, MemorySearch
+    from pawwake.memory.faces import MemoryLearning, MemorySearch, MemoryWrites
 
 log = logging.getLogger(__name__)
 
@@ -133,14 +135,15 @@ async def run_extraction(learning: MemoryLearning, job: Job) -> dict[str, Any]:
         log.warning("extraction job %s: memory model %s gave an unusable answer (%s): %r",
                     job.id, model, exc, answer_excerpt(answer.text))
         raise RetryLater(f"memory model {model} answer unusable: {exc}") from None
-    result = await apply_items(job, session_id, items, {c["id"] for c in candidates},
+    result = await apply_items(learning.writes, job, session_id, items,
+                               {c["id"] for c in candidates},
                                message_ids)
     if result["added"]:
         learning.writes.jobs.wake()
     return result
 
 
-async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
+async def apply_items(writes: MemoryWrites, job: Job, session_id: str, items: list[ExtractedItem],
                       candidate_ids: set[int], message_ids: list[int]) -> dict[str, Any]:
     """Write every item and the job's completion in one transaction."""
     database = job.database
@@ -148,7 +151,9 @@ async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
               "reminders_moved": 0}
     # Cut before the transaction opens: one trip to the tokenizer thread, no row locks held
     # while it serves other work.
-    item_terms = await offload.index_terms([item.content for item in items])
+    item_terms = await offload.index_terms([
+        searchable_text(item.content, item.terms.keywords, item.terms.questions)
+        for item in items])
     async with transaction(database.pool) as cur:
         # The session's write lock orders this with a purge (which takes it too): a
         # conversation deleted while the model was thinking teaches nothing.
@@ -163,6 +168,9 @@ async def apply_items(job: Job, session_id: str, items: list[ExtractedItem],
             await _apply_item(cur, item, terms, session_id, candidate_ids, message_ids, counts)
         if counts["added"]:
             await enqueue_embedding(cur)
+            # An item the model wrote no keywords or questions for is described later.
+            if not all(item.terms.keywords or item.terms.questions for item in items):
+                await enqueue_describing(cur, writes.config.current())
         if not await db.complete_job(cur, job.id, job.attempts, counts):
             raise RetryLater("extraction was taken over by another run", delay=0,
                              count_attempt=False)
@@ -186,7 +194,8 @@ async def _apply_item(cur: Any, item: ExtractedItem, terms: list[str], session_i
     new_id = await db.insert_extracted(
         cur, content=item.content, importance=item.importance,
         terms=terms, session_id=session_id,
-        message_ids=message_ids, remind_at=item.remind_at)
+        message_ids=message_ids, remind_at=item.remind_at, keywords=item.terms.keywords,
+        questions=item.terms.questions)
     counts["added"] += 1
     if item.action != "supersede":
         return

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pawwake.memory.model_terms import ModelTerms
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
 from pawwake.text.numbers import whole_number
 
@@ -44,6 +45,7 @@ class ExtractedItem:
     candidate_id: int | None
     remind_at: datetime | None
     source_refs: list[int] = field(default_factory=list)
+    terms: ModelTerms = field(default_factory=ModelTerms)  # keywords and questions, both languages
 
 
 def is_meta_talk(text: str) -> bool:
@@ -98,7 +100,8 @@ def _item(raw: Any) -> ExtractedItem | None:
         candidate_id=candidate,
         remind_at=_aware_time(raw.get("remind_at")),
         source_refs=[r for r in refs if isinstance(r, int) and not isinstance(r, bool)]
-        if isinstance(refs, list) else [])
+        if isinstance(refs, list) else [],
+        terms=ModelTerms.of(raw))
 
 
 def _aware_time(value: Any) -> datetime | None:

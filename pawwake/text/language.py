@@ -1,0 +1,17 @@
+"""Which of the two languages a text is written in, for language-aware semantic scores."""
+
+from __future__ import annotations
+
+import re
+
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+LANGUAGES = ("zh", "en")
+
+
+def language_of(text: str) -> str:
+    """"zh" when at least a quarter of the non-space characters are Chinese (a Chinese
+    sentence with an English name or brand stays Chinese), else "en"."""
+    dense = "".join(text.split())
+    if not dense:
+        return "en"
+    return "zh" if 4 * len(_HAN.findall(dense)) >= len(dense) else "en"
