@@ -35,18 +35,20 @@ from tests import retrieval_sizes as sizes_mod
 log = logging.getLogger("bench")
 
 
-async def main(overrides: dict[str, object], sizes: list[int], quality: bool) -> None:
+async def main(overrides: dict[str, object], sizes: list[int], quality: bool,
+               fusing: fusion.Fusion) -> None:
     devset = devset_mod.load()
     log.info("dev set: %d memories, %d queries, %d none-queries", len(devset.memories),
              len(devset.queries), len(devset.none))
     async with memory_app() as app:
         if quality:
-            await run(app, devset, overrides)
+            await run(app, devset, overrides, fusing)
         if sizes:
-            await by_size(app, overrides, sizes)
+            await by_size(app, overrides, sizes, fusing)
 
 
-async def by_size(app: web.Application, overrides: dict[str, object], sizes: list[int]) -> None:
+async def by_size(app: web.Application, overrides: dict[str, object], sizes: list[int],
+                  fusing: fusion.Fusion) -> None:
     import tempfile
 
     data = sizes_mod.corpus(Path(tempfile.gettempdir()), max(sizes))
@@ -54,19 +56,20 @@ async def by_size(app: web.Application, overrides: dict[str, object], sizes: lis
     floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
     log.info("natural questions: %d about %d memories, %d unrelated chats",
              len(data.natural.questions), len(data.natural.memories), len(data.natural.none))
-    reports = {size: await sizes_mod.evaluate_size(app, data, size, settings) for size in sizes}
+    reports = {size: await sizes_mod.evaluate_size(app, data, size, settings, fusing=fusing)
+               for size in sizes}
     log.info("%s", sizes_mod.size_table("without a memory model", reports, floor))
     log.info("%s", sizes_mod.frontier("without a memory model", reports))
     helped = {size: await sizes_mod.evaluate_size(app, data, size, settings,
-                                                  sizes_mod.model_described)
+                                                  sizes_mod.model_described, fusing)
               for size in sizes}
     label = "with a memory model (deterministic stand-in, tests/memory_model_fake.py)"
     log.info("%s", sizes_mod.size_table(label, helped, floor))
     log.info("%s", sizes_mod.frontier(label, helped))
 
 
-async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object]
-              ) -> None:
+async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object],
+              fusing: fusion.Fusion) -> None:
     from pawwake.search.terms import ensure_tokenizer
 
     await ensure_tokenizer(services_of(app).settings.PAWWAKE_DATA_DIR)
@@ -79,8 +82,8 @@ async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[s
                          ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
                          ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
         settings = base.with_values(extra)
-        await devset_mod.evaluate(app, devset, ids, settings)  # warm caches and indexes
-        report = await devset_mod.evaluate(app, devset, ids, settings)
+        await devset_mod.evaluate(app, devset, ids, settings, fusing)  # warm caches, indexes
+        report = await devset_mod.evaluate(app, devset, ids, settings, fusing)
         log.info("%s", devset_mod.table(label, report))
 
 
@@ -102,14 +105,13 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    fusion.METHOD = args.fusion
     if args.relevance:
         (relevance.STANDING, relevance.KEYWORD, relevance.CROSS_KEYWORD,
          relevance.OFFSET) = (float(v) for v in args.relevance.split(","))
-    fusion.LITERAL_FIRST = not args.no_literal_first
+    fusing = fusion.Fusion(args.fusion, literal_first=not args.no_literal_first)
     values = {}
     for item in args.set:
         name, _, raw = item.partition("=")
         values[name] = json.loads(raw) if raw[:1] in "-0123456789tfn" else raw
     asyncio.run(main(values, [int(n) for n in args.sizes.split(",") if n],
-                     not args.no_quality))
+                     not args.no_quality, fusing))

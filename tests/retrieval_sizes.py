@@ -24,6 +24,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor
 from pawwake.memory import inject
 from pawwake.memory.search import SearchResult, search_memories
+from pawwake.search import fusion
 from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.language import language_of
@@ -253,15 +254,17 @@ class SizeReport:
                    for chat in self.unrelated) / max(1, len(self.unrelated))
 
 
-async def _candidates(app: Any, settings: Any, text: str) -> list[SearchResult]:
+async def _candidates(app: Any, settings: Any, text: str, fusing: fusion.Fusion
+                      ) -> list[SearchResult]:
     """What ``recall_for_request`` looks at (plain mode), relevant or not."""
     outcome = await search_memories(services_of(app).memory_search, text, limit=inject.CANDIDATES,
-                                    settings=settings, touch=False)
+                                    settings=settings, touch=False, fusing=fusing)
     return outcome.results
 
 
 async def evaluate_size(app: Any, data: Corpus, size: int, settings: Any,
-                        memory_model: Any = None) -> SizeReport:
+                        memory_model: Any = None, fusing: fusion.Fusion = fusion.CALIBRATED
+                        ) -> SizeReport:
     """Every store of ``size``: each natural question whose memory it holds, and the
     unrelated chats, searched as ``recall_for_request`` does with the lowest floor of the
     frontier (the report applies each floor afterwards)."""
@@ -275,14 +278,15 @@ async def evaluate_size(app: Any, data: Corpus, size: int, settings: Any,
             if question.memory not in store.natural:
                 continue
             memory = data.natural.memories[question.memory]
-            results = await _candidates(app, lowest, question.text)
+            results = await _candidates(app, lowest, question.text, fusing)
             place = next((n for n, r in enumerate(results) if r.memory["content"] == memory),
                          None)
             report.reached[question.pair(memory)].append(
                 ([r.relevance for r in results[:place]] if place is not None else [],
                  results[place].relevance if place is not None else None))
         for chat in data.natural.none:
-            report.unrelated.append([r.relevance for r in await _candidates(app, lowest, chat)])
+            report.unrelated.append([r.relevance for r in
+                                     await _candidates(app, lowest, chat, fusing)])
     return report
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import psycopg2
 import pytest
 from bs4 import BeautifulSoup
 
@@ -16,6 +14,7 @@ from pawwake import request_statements
 from pawwake.dashboard.i18n import STRINGS
 from tests.dashboard_support import dashboard_client, login
 from tests.test_layers import ROOT
+from tests.test_statement_bounds import locker as own_connection
 
 
 def render_error_callers() -> list[str]:
@@ -33,16 +32,11 @@ def render_error_callers() -> list[str]:
     return found
 
 
+locker = own_connection  # a connection of the test's own, for the lock
+
+
 def test_only_the_errors_middleware_renders_an_error() -> None:
     assert render_error_callers() == ["dashboard/middlewares.py:errors_middleware"]
-
-
-@pytest.fixture
-def locker(database_url: str) -> Iterator[Any]:
-    conn = psycopg2.connect(database_url)
-    yield conn
-    conn.rollback()
-    conn.close()
 
 
 async def test_a_slow_feature_page_says_slow_not_that_the_database_is_off(

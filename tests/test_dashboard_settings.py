@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg2
 from bs4 import BeautifulSoup
 
 from pawwake.services import services_of
 from pawwake.settings import GROUPS, SETTINGS
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
+from tests.settings_support import stored_settings
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"  # API_KEY in the test settings
 
@@ -22,16 +22,6 @@ async def logged_in(make_client: Any, **overrides: Any) -> Any:
 
 def soup(text: str) -> BeautifulSoup:
     return BeautifulSoup(text, "html.parser")
-
-
-def stored_settings(database_url: str) -> dict[str, Any]:
-    conn = psycopg2.connect(database_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT key, value FROM gateway_config")
-            return dict(cur.fetchall())
-    finally:
-        conn.close()
 
 
 async def test_every_setting_is_shown_in_its_group_in_order(make_client: Any) -> None:

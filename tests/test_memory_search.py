@@ -10,6 +10,7 @@ from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
+from pawwake.search import fusion
 from pawwake.services import services_of
 from tests.memory_fixtures import MEMORIES, UNRELATED_QUERIES, insert_fixture, insert_memory
 
@@ -246,3 +247,23 @@ async def test_get_and_post_agree(make_client: Any) -> None:
         stored = await fetch_one(cur, "SELECT content FROM memories WHERE id = %s",
                                  (first["id"],))
     assert first["content"] == stored["content"]
+
+
+async def test_a_search_fuses_as_it_is_told_and_leaves_nothing_switched(make_client: Any) -> None:
+    """The benchmark compares fusions by passing one down the search; no module-wide switch
+    is left behind for the next search (the product's own)."""
+    _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    services = services_of(app)
+    settings = services.config.current()
+
+    async def scores(**fused: Any) -> list[tuple[int, float]]:
+        outcome = await search_memories(services, "Kyoto marathon sister manager", limit=5,
+                                        settings=settings, touch=False, **fused)
+        return [(r.id, round(r.score, 6)) for r in outcome.results]  # recency moves on
+
+    product = await scores()
+    ranked = await scores(fusing=fusion.Fusion("rrf"))
+    assert product and [s for _, s in ranked] != [s for _, s in product]
+    assert await scores() == product
+    assert fusion.CALIBRATED == fusion.Fusion("sum", literal_first=True)
+    assert not {"METHOD", "LITERAL_FIRST"} & set(vars(fusion))

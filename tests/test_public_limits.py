@@ -81,6 +81,8 @@ async def test_a_gzip_bomb_on_a_public_form_is_refused_without_inflating(
         statuses.append(response.status)
         text = await response.text()
         assert "Content-Encoding" in text or "编码" in text, text[:300]
+        # one line, no rendered page: a refusal anyone may ask for in a flood costs nothing
+        assert response.content_type == "text/plain" and "\n" not in text.strip()
 
     growth = await peak_rss_growth_mb(send)
     assert statuses == [415]

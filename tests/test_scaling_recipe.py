@@ -83,8 +83,12 @@ def test_the_connection_budget_fits() -> None:
 
 
 def test_a_stopping_replica_gets_more_than_its_shutdown_budget() -> None:
+    """Replies in flight get SHUTDOWN_GRACE_SECONDS, the rest of the shutdown SHUTDOWN_SECONDS:
+    Docker must wait for both before it kills the process."""
     grace = service("gateway")["stop_grace_period"]
-    assert grace.endswith("s") and float(grace[:-1]) > SHUTDOWN_SECONDS
+    replies = parse_value(BY_NAME["SHUTDOWN_GRACE_SECONDS"],
+                          gateway_env()["SHUTDOWN_GRACE_SECONDS"])
+    assert grace.endswith("s") and float(grace[:-1]) > replies + SHUTDOWN_SECONDS
 
 
 def test_the_balancer_checks_the_health_route_on_the_gateway_port() -> None:

@@ -6,7 +6,6 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-import psycopg2
 import pytest
 from bs4 import BeautifulSoup
 
@@ -21,6 +20,7 @@ from pawwake.settings import (
 )
 from tests.dashboard_support import dashboard_client, htmx
 from tests.dashboard_support import login as login_with
+from tests.settings_support import by_name, stored_settings
 
 UPSTREAM_KEY = "sk-Zq8Wv3Kt6Yp1Rm4Hx7Lb2N-6789"
 GATEWAY = "Gw3Kp9-Xq7Lz2-Rv5Nt8-Hb4Mc6"
@@ -40,20 +40,6 @@ def assert_nothing_of(text: str, *secrets: str) -> None:
     for secret in secrets:
         leaked = sorted(p for p in pieces(secret) if p in text)
         assert not leaked, f"parts of a secret are shown: {leaked}"
-
-
-def stored_settings(database_url: str) -> dict[str, Any]:
-    conn = psycopg2.connect(database_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT key, value FROM gateway_config")
-            return dict(cur.fetchall())
-    finally:
-        conn.close()
-
-
-def by_name(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {item["name"]: item for item in body["settings"]}
 
 
 async def secret_client(make_client: Any, **overrides: Any) -> Any:

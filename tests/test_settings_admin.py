@@ -10,7 +10,6 @@ import os
 import sys
 from typing import Any
 
-import psycopg2
 import pytest
 from aiohttp import web
 
@@ -18,6 +17,7 @@ from pawwake.services import services_of
 from pawwake.settings import SETTINGS
 from tests.dashboard_support import dashboard_client, htmx, login
 from tests.gateway_support import GATEWAY_KEY, chat_body
+from tests.settings_support import stored_settings
 from tests.test_shutdown import ROOT
 
 ADMIN = "admin-secret-for-routing-000001"
@@ -33,16 +33,6 @@ ROUTING = {"API_BASE_URL": "http://attacker.test/v1",
            "EMBEDDING_API_KEY": "sk-attackers-own-key-000000"}
 NOT_URLS = ["hello world", "ftp://x", "", "http://", "https://user:pass@host.example/v1",
             "//host.example/v1"]
-
-
-def stored(database_url: str) -> dict[str, Any]:
-    conn = psycopg2.connect(database_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT key, value FROM gateway_config")
-            return dict(cur.fetchall())
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -73,7 +63,7 @@ async def test_the_client_key_cannot_move_the_provider_key(
     assert body["error"]["code"] == "admin_only"
     assert body["error"]["field"] == name
     assert "X-Admin-Key" in body["error"]["message"]
-    assert stored(database_url) == {}
+    assert stored_settings(database_url) == {}
     response = await client.post("/v1/chat/completions", json=chat_body(), headers=CLIENT)
     assert response.status == 200
     assert upstream.requests[-1].headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
@@ -137,7 +127,7 @@ async def test_every_url_setting_takes_only_a_usable_url(make_client: Any, datab
     assert body["error"]["code"] == "invalid_setting"
     assert body["error"]["field"] == name
     assert name in body["error"]["message"]
-    assert stored(database_url) == {}
+    assert stored_settings(database_url) == {}
 
 
 async def test_the_default_model_is_not_empty(make_client: Any, database_url: str) -> None:
@@ -149,7 +139,7 @@ async def test_the_default_model_is_not_empty(make_client: Any, database_url: st
     page = await client.post("/dashboard/settings", headers=htmx(client),
                              data={"_group": "basic", "DEFAULT_MODEL": ""})
     assert page.status == 400
-    assert stored(database_url) == {}
+    assert stored_settings(database_url) == {}
 
 
 async def test_the_dashboard_names_a_bad_url(make_client: Any, database_url: str) -> None:
@@ -160,7 +150,7 @@ async def test_the_dashboard_names_a_bad_url(make_client: Any, database_url: str
     assert response.status == 400
     text = await response.text()
     assert "API_BASE_URL" in text and "http" in text
-    assert stored(database_url) == {}
+    assert stored_settings(database_url) == {}
 
 
 def start_env(**values: str) -> dict[str, str]:

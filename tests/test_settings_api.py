@@ -4,32 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg2
 import pytest
 from bs4 import BeautifulSoup
 
 from pawwake.services import services_of
 from tests.dashboard_support import dashboard_client, login
+from tests.settings_support import by_name, stored_settings
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 GATEWAY = "gateway-secret-for-programs-0001"
 KEYED = {"X-Gateway-Key": GATEWAY}
 ADMIN = "admin-secret-for-routing-000001"
 AS_ADMIN = {"X-Admin-Key": ADMIN}
-
-
-def stored_settings(database_url: str) -> dict[str, Any]:
-    conn = psycopg2.connect(database_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT key, value FROM gateway_config")
-            return dict(cur.fetchall())
-    finally:
-        conn.close()
-
-
-def by_name(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {item["name"]: item for item in body["settings"]}
 
 
 async def test_get_lists_every_setting_with_secrets_masked(make_client: Any,

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg2
 from bs4 import BeautifulSoup
 
 from tests.dashboard_support import dashboard_client, htmx, login
+from tests.settings_support import stored_settings
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"
 TYPED_KEY = "sk-typed-but-not-saved-abcdef"
-
-
-def stored(database_url: str) -> dict[str, Any]:
-    conn = psycopg2.connect(database_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT key, value FROM gateway_config")
-            return dict(cur.fetchall())
-    finally:
-        conn.close()
 
 
 async def signed_in(make_client: Any, **overrides: Any) -> Any:
@@ -62,7 +52,7 @@ async def test_a_typed_provider_is_tested_and_not_saved(make_client: Any, upstre
     assert TYPED_KEY not in text and UPSTREAM_KEY not in text
     assert upstream.requests[-1].path == "/openrouter/api/v1/models"
     assert upstream.requests[-1].headers["Authorization"] == f"Bearer {TYPED_KEY}"
-    assert stored(database_url) == {}
+    assert stored_settings(database_url) == {}
 
 
 async def test_a_masked_key_tests_the_stored_one(make_client: Any, upstream: Any) -> None:
@@ -91,7 +81,7 @@ async def test_a_refusing_provider_and_a_bad_url_are_said(make_client: Any, upst
     assert response.status == 400
     assert "API_BASE_URL" in await response.text()
     assert len(upstream.requests) == asked
-    assert stored(database_url) == {}
+    assert stored_settings(database_url) == {}
 
 
 async def test_the_status_page_says_when_the_configuration_cannot_work(

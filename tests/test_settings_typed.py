@@ -1,22 +1,48 @@
-"""Settings are read as typed attributes: the attribute list must stay equal to the table."""
+"""Settings are read as typed attributes, and the types come from the table itself: each
+entry's kind gives the type of its default and of ``settings.NAME``, for the code and for the
+type checker alike (there is no list of attributes to keep in step with the table)."""
 
 from __future__ import annotations
 
-import typing
+from pathlib import Path
 
 import pytest
 
-from pawwake.settings import SETTINGS, Settings
+from pawwake.settings import BY_NAME, SETTINGS, Settings
+from tests.test_typecheck import run_mypy
 
-PYTHON_TYPES = {"str": str, "url": str, "optional_url": str, "int": int, "float": float,
-                "bool": bool, "choice": str, "optional_float": float | None}
+pytestmark = pytest.mark.xdist_group("mypy")  # shares the type check's cache folder
+
+PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str, "url": str, "optional_url": str, "choice": str, "int": int,
+    "float": (float, int), "bool": bool, "optional_float": (float, int, type(None))}
+# What mypy's reveal_type says of ``settings.NAME`` for each kind.
+REVEALED = {"str": "str", "url": "str", "optional_url": "str", "choice": "str", "int": "int",
+            "float": "float", "bool": "bool", "optional_float": "float | None"}
 
 
-def test_every_setting_has_a_typed_attribute_and_no_more() -> None:
-    hints = typing.get_type_hints(Settings)
-    assert set(hints) == {s.name for s in SETTINGS}
+def test_every_entry_reads_as_an_attribute_of_its_kind() -> None:
+    settings = Settings.from_env({})
+    assert [s.name for s in SETTINGS] == list(settings) and len(SETTINGS) > 60
     for setting in SETTINGS:
-        assert hints[setting.name] == PYTHON_TYPES[setting.kind], setting.name
+        value = getattr(settings, setting.name)
+        assert isinstance(value, PYTHON_TYPES[setting.kind]), setting.name
+        assert Settings.__dict__[setting.name] is BY_NAME[setting.name]  # the entry itself
+
+
+def test_the_type_checker_reads_each_setting_with_its_kinds_type(tmp_path: Path) -> None:
+    probe = tmp_path / "settings_probe.py"
+    lines = ["from pawwake.settings import Settings", "s = Settings.from_env({})"]
+    lines += [f"reveal_type(s.{setting.name})" for setting in SETTINGS]
+    lines += ["wrong: str = s.PORT", "s.MEMORY_ENABLE"]
+    probe.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _code, report = run_mypy(str(probe))
+    found = [line.split(":", 2)[2].strip() for line in report.splitlines()
+             if line.startswith(str(probe))]
+    expected = [f'note: Revealed type is "{REVEALED[s.kind]}"' for s in SETTINGS]
+    assert found[:len(SETTINGS)] == expected
+    assert [f.split("  [")[-1] for f in found[len(SETTINGS):]] == ["assignment]",
+                                                                     "attr-defined]"]
 
 
 def test_attribute_and_mapping_read_the_same_value() -> None:

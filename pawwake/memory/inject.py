@@ -18,6 +18,7 @@ from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.search import SearchResult, search_memories, touch_results
+from pawwake.search import fusion
 from pawwake.settings import Settings
 from pawwake.text.query import users_words
 
@@ -71,7 +72,8 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
 
 async def recall_for_request(search: MemorySearch, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
-                             timings: dict[str, float] | None = None
+                             timings: dict[str, float] | None = None,
+                             fusing: fusion.Fusion = fusion.CALIBRATED
                              ) -> tuple[list[SearchResult], str]:
     """Search memories for this turn; in partition mode skip ones the session saw recently
     (excluded before the limit, so the next candidates move up). Only results whose relevance
@@ -90,7 +92,8 @@ async def recall_for_request(search: MemorySearch, settings: Settings, session_i
     # Searched wider than the limit: a memory relevant enough can rank below others that are
     # not (a Chinese question's English memory, found through the lexicon, ranks low).
     outcome = await search_memories(search, query, limit=max(limit, CANDIDATES),
-                                    exclude_ids=exclude, settings=settings, touch=False)
+                                    exclude_ids=exclude, settings=settings, touch=False,
+                                    fusing=fusing)
     if timings is not None:
         timings.update(outcome.timings)
     injected = [r for r in outcome.results if r.relevance >= outcome.floor][:limit]

@@ -112,8 +112,11 @@ class _Semantic:
 async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                           exclude_ids: Iterable[int] = (),
                           settings: Settings,
-                          touch: bool = True, priority: int = CHAT) -> SearchOutcome:
-    """Search active memories for ``query``; see the module docstring for the scoring.
+                          touch: bool = True, priority: int = CHAT,
+                          fusing: fusion.Fusion = fusion.CALIBRATED) -> SearchOutcome:
+    """Search active memories for ``query``; see the module docstring for the scoring
+    (``fusing``: how keyword and semantic parts are fused, the calibrated sum unless a
+    benchmark compares another).
 
     The query embedding (the slow part with a local model) runs while the keyword candidates
     are fetched. ``touch=False`` leaves ``last_accessed`` to the caller (see ``touch_results``),
@@ -194,7 +197,8 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
     results = _within_limit(_score(rows, found_by_keywords.fixed, concepts, normalised, cosines,
                                    weights, now, today, hood, semantic, size,
                                    floor=float(settings.MIN_SCORE_THRESHOLD),
-                                   relevant_enough=relevant_enough), limit, relevant_enough)
+                                   relevant_enough=relevant_enough, fusing=fusing), limit,
+                            relevant_enough)
     clock.lap("scoring")
     if touch:
         await touch_results(search, results)
@@ -246,7 +250,7 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
            weights: scoring.Weights, now: datetime, today: date,
            hood: fusion.Neighbourhood | None, semantic: _Semantic | None,
-           store_size: int, *, floor: float, relevant_enough: float = 1.0
+           store_size: int, *, floor: float, relevant_enough: float, fusing: fusion.Fusion
            ) -> list[SearchResult]:
     """Final scores, best first, each with its relevance (``search.relevance``); rows below
     ``floor`` are left out unless their relevance reaches ``relevant_enough`` (a Chinese
@@ -256,11 +260,11 @@ def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
     fixed = {**fixed, **fixed_parts([row for row in rows if row["id"] not in fixed],
                                     concepts, now, today)}
     keyword = {row["id"]: fixed[row["id"]].keyword for row in rows}
-    if fusion.LITERAL_FIRST:
+    if fusing.literal_first:
         normalised = fusion.literal_first(keyword, normalised, hood, weights.keyword,
                                           weights.semantic)
     fused = {i: (keyword[i], normalised.get(i, 0.0)) for i in keyword}
-    if fusion.METHOD == "rrf":
+    if fusing.method == "rrf":
         fused = fusion.reciprocal_ranks(keyword, normalised)
     results = []
     for row in rows:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 NEIGHBOURHOOD = 40  # nearest neighbours fetched per query: the spread is measured on them
 ADMIT_TOP_K = 20  # a semantic candidate must be among the query's nearest this many
@@ -33,8 +34,19 @@ FLAT_RANK = 5  # the top is flat when the best is barely above this neighbour (1
 FLAT_SD = 1.5  # ... "barely": within this many standard deviations of the spread
 RRF_K = 2  # reciprocal-rank constant, used only when comparing fusions
 
-METHOD = "sum"  # "sum" (calibrated) or "rrf"; the benchmark switches it to compare
-LITERAL_FIRST = True  # the benchmark can switch the literal rule off to compare
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How a memory's keyword and semantic parts become its rank: the calibrated sum with the
+    flat-top literal rule is the product's (``CALIBRATED``); the benchmark passes others
+    (reciprocal ranks, no literal rule) down the search to compare, changing nothing global."""
+
+    method: Literal["sum", "rrf"] = "sum"
+    literal_first: bool = True
+
+
+CALIBRATED = Fusion()
 
 
 @dataclass(frozen=True)

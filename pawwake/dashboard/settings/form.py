@@ -16,7 +16,7 @@ SLIDERS = frozenset({"MEMORY_HW_KEYWORD", "MEMORY_HW_SEMANTIC", "MEMORY_HW_IMPOR
                      "MEMORY_HW_RECENCY"})
 
 
-def input_kind(setting: Setting) -> str:
+def input_kind(setting: Setting[Any]) -> str:
     """Which control shows the setting."""
     if not setting.hot:
         return "readonly"
