@@ -266,42 +266,52 @@ async def background_vector(cur: Cursor, provenance: VectorSource, newest: int
 
 async def candidate_facts(cur: Cursor, message_ids: Sequence[int], *,
                           provenance: VectorSource | None = None,
-                          vectors: Sequence[np.ndarray] = (), with_text: bool = False
+                          vectors: Sequence[np.ndarray] = (), with_text: bool = False,
+                          adjacent: Sequence[int] = (), adjacent_best: int = 0
                           ) -> list[dict[str, Any]]:
-    """What ranking needs to know of each candidate message beyond its own score: the
-    searchable messages just before and after it in its session (``prev_id``, ``next_id``,
-    by key on the session's order index), with ``vectors`` (pgvector) the dot products of its
-    current vector with each (``dots``, None without one), with ``with_text`` the head of its
-    text (``head``)."""
+    """What ranking needs to know of candidate messages beyond their own scores, in one
+    statement: with ``vectors`` (pgvector) the dot products of each one's current vector with
+    each (``dots``, None without one); with ``with_text`` the head of its text (``head``);
+    and the searchable messages just before and after it in its session (``prev_id``,
+    ``next_id``, by key on the session's order index) for the ``adjacent`` ids, or for the
+    ``adjacent_best`` with the highest first dot product less the second (the question seen
+    from the background): looking both up for every candidate cost more than the rest."""
     if not message_ids:
         return []
-    columns = [
-        "c.id",
-        "(SELECT p.id FROM conversations p WHERE p.session_id = c.session_id"
-        f"   AND {_searchable('p')} AND (p.created_at, p.id) < (c.created_at, c.id)"
-        "   ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS prev_id",
-        "(SELECT n.id FROM conversations n WHERE n.session_id = c.session_id"
-        f"   AND {_searchable('n')} AND (n.created_at, n.id) > (c.created_at, c.id)"
-        "   ORDER BY n.created_at, n.id LIMIT 1) AS next_id"]
-    params: dict[str, Any] = {"ids": list(message_ids)}
-    joined = ""
+    inner = ["c.id", "c.session_id", "c.created_at"]
+    params: dict[str, Any] = {"ids": list(message_ids), "adjacent": list(adjacent),
+                              "best": adjacent_best}
+    joined, order = "", "NULL::float8"
     if vectors:
         assert provenance is not None
         dim = int(provenance.dim)
-        dots = ", ".join(f"-(e.embedding::vector({dim}) <#> %(v{i})s::vector({dim}))"
-                         for i in range(len(vectors)))
-        columns.append(f"CASE WHEN e.message_id IS NULL THEN NULL ELSE ARRAY[{dots}] END"
-                       " AS dots")
+        products = [f"-(e.embedding::vector({dim}) <#> %(v{i})s::vector({dim}))"
+                    for i in range(len(vectors))]
+        inner.append(f"CASE WHEN e.message_id IS NULL THEN NULL ELSE ARRAY[{', '.join(products)}]"
+                     " END AS dots")
         joined = (" LEFT JOIN conversation_embeddings e ON e.message_id = c.id"
                   f" AND {OF_PROVENANCE} AND e.content_sha = {_SHA}")
+        order = (f"CASE WHEN e.message_id IS NULL THEN NULL ELSE {' - '.join(products[:2])}"
+                 " END")
         params.update(provenance_params(provenance))
         params.update({f"v{i}": vector_literal(v) for i, v in enumerate(vectors)})
     if with_text:
-        columns.append("left(c.content, %(head)s) AS head")
+        inner.append("left(c.content, %(head)s) AS head")
         params["head"] = HEAD_CHARS
+    inner.append(f"row_number() OVER (ORDER BY {order} DESC NULLS LAST, c.id) AS place")
+    wanted = "(f.id = ANY(%(adjacent)s::bigint[]) OR f.place <= %(best)s)"
     return await fetch_all(
-        cur, f"SELECT {', '.join(columns)} FROM conversations c{joined}"
-             " WHERE c.id = ANY(%(ids)s::bigint[])", params)
+        cur,
+        f"WITH f AS MATERIALIZED (SELECT {', '.join(inner)} FROM conversations c{joined}"
+        "   WHERE c.id = ANY(%(ids)s::bigint[]))"
+        f" SELECT f.*, CASE WHEN {wanted} THEN (SELECT p.id FROM conversations p"
+        f"   WHERE p.session_id = f.session_id AND {_searchable('p')}"
+        "   AND (p.created_at, p.id) < (f.created_at, f.id)"
+        "   ORDER BY p.created_at DESC, p.id DESC LIMIT 1) END AS prev_id,"
+        f" CASE WHEN {wanted} THEN (SELECT n.id FROM conversations n"
+        f"   WHERE n.session_id = f.session_id AND {_searchable('n')}"
+        "   AND (n.created_at, n.id) > (f.created_at, f.id)"
+        "   ORDER BY n.created_at, n.id LIMIT 1) END AS next_id FROM f", params)
 
 
 # -- context windows -------------------------------------------------------------------------

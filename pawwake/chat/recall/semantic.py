@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NEAREST = 100  # nearest messages read per query (at least): each is a candidate
-COSINE_LOOKUPS = 300  # keyword candidates (best shares first) whose vector evidence is read
+COSINE_LOOKUPS = 150  # keyword candidates (best shares first) whose vector evidence is read
+ADJACENT = 60  # the candidates closest to the question whose session neighbours are looked up
 # The raw-cosine floor when CONVERSATION_MIN_SCORE_THRESHOLD is empty. Chat lines are short:
 # with the local e5 model a quarter of the English answers on the long-dialogue dev set sit
 # below memory search's 0.78 (their 1st percentile is 0.74), Chinese ones above 0.8.
@@ -90,7 +91,7 @@ async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, 
     )[:COSINE_LOOKUPS]]
     against = [vector] if background is None else [vector, background.vector]
     facts = await vectors.facts(database.pool, provenance, looked_up, against,
-                                pgvector=pgvector, with_text=asks_when)
+                                pgvector=pgvector, with_text=asks_when, adjacent_best=ADJACENT)
     seen_from = background.from_query(vector) if background is not None else None
     for message_id, found in facts.items():
         hit = hits[message_id]
@@ -99,6 +100,13 @@ async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, 
             hit.cosine = found.dots[0]
             hit.centred = (seen_from.centred(found.dots[0], found.dots[1])
                            if seen_from is not None else found.dots[0])
+    for hit in hits.values():  # the neighbours of the best candidates know them back
+        before = hits.get(hit.prev_id) if hit.prev_id is not None else None
+        if before is not None and before.next_id is None:
+            before.next_id = hit.id
+        after = hits.get(hit.next_id) if hit.next_id is not None else None
+        if after is not None and after.prev_id is None:
+            after.prev_id = hit.id
     centred = [c for i in nearest if (c := hits[i].centred) is not None]
     return SemanticOutcome(True, None, threshold, SemanticScale.of(centred, threshold))
 

@@ -103,24 +103,29 @@ class MessageVectors:
         return found
 
     async def facts(self, pool: aiopg.Pool, provenance: Provenance | None,
-                    message_ids: Sequence[int],
-                    vectors: Sequence[np.ndarray], *, pgvector: bool, with_text: bool = False
+                    message_ids: Sequence[int], vectors: Sequence[np.ndarray], *,
+                    pgvector: bool, with_text: bool = False, adjacent_best: int = 0
                     ) -> dict[int, CandidateFacts]:
-        """Each message's neighbours in its session, its dot products with ``vectors`` (the
-        query, the background; empty in keyword mode) and, ``with_text``, its text's head:
-        one statement, the dot products from the numpy index when it holds the vectors."""
+        """Each message's dot products with ``vectors`` (the query, the background; empty in
+        keyword mode), ``with_text`` its text's head, and for the ``adjacent_best`` closest
+        to the first vector seen from the second its neighbours in its session: one
+        statement, the dot products from the numpy index when it holds the vectors."""
         if not message_ids:
             return {}
-        in_sql = list(vectors) if pgvector else []
-        async with cursor(pool) as cur:
-            rows = await db.candidate_facts(cur, message_ids, provenance=provenance,
-                                            vectors=in_sql, with_text=with_text)
         dots: dict[int, list[float]] = {}
+        adjacent: list[int] = []
         if vectors and not pgvector:
             assert provenance is not None
             found = [await self.index.cosines_for(pool, provenance, v, message_ids)
                      for v in vectors]
             dots = {i: [f[i] for f in found] for i in found[0]}
+            adjacent = sorted(dots, key=lambda i: -_seen_from_background(dots[i]))[
+                :adjacent_best]
+        async with cursor(pool) as cur:
+            rows = await db.candidate_facts(
+                cur, message_ids, provenance=provenance, vectors=list(vectors) if pgvector
+                else [], with_text=with_text, adjacent=adjacent,
+                adjacent_best=adjacent_best if pgvector else 0)
         facts = {}
         for row in rows:
             message_id = int(row["id"])
@@ -129,6 +134,12 @@ class MessageVectors:
                 row["prev_id"], row["next_id"],
                 tuple(float(v) for v in values) if values else None, row.get("head"))
         return facts
+
+
+def _seen_from_background(dots: Sequence[float]) -> float:
+    """message . query less message . background: how close it is to the question beyond
+    what every message shares (the order ``nearest`` reads in)."""
+    return dots[0] - dots[1] if len(dots) > 1 else dots[0]
 
 
 @dataclass(frozen=True)
