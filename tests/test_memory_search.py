@@ -257,7 +257,8 @@ async def test_a_search_fuses_as_it_is_told_and_leaves_nothing_switched(make_cli
     settings = services.config.current()
 
     async def scores(**fused: Any) -> list[tuple[int, float]]:
-        outcome = await search_memories(services, "Kyoto marathon sister manager", limit=5,
+        outcome = await search_memories(services.memory_search, "Kyoto marathon sister manager",
+                                        limit=5,
                                         settings=settings, touch=False, **fused)
         return [(r.id, round(r.score, 6)) for r in outcome.results]  # recency moves on
 
