@@ -39,7 +39,7 @@ MAX_WORD_CHARS = 6
 MAX_WORDS = 4  # Chinese words kept per English term, the most frequent first
 
 _CACHE_NAME = "lexicon.cache"
-_CACHE_HEADER = b"pawwake lexicon 2\n"
+_CACHE_HEADER = b"pawwake lexicon 3\n"
 _PARENS = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 _LABEL = re.compile(r"^\(([^)]*)\)")
 _KEPT_LABELS = frozenset({"loanword", "coll.", "computing", "informal"})
@@ -80,6 +80,8 @@ def _gloss_terms(sense: str) -> list[str]:
     plain = _PARENS.sub(" ", sense).strip()
     if plain.lower().startswith("to "):
         plain = plain[3:]
+    if plain[:1].isupper() and "," in plain:
+        plain = plain.split(",", 1)[0]  # a name and what it is: "Tokyo, capital of Japan"
     found = english.terms(plain)
     return found if 0 < len(found) <= MAX_SENSE_TERMS else []
 
