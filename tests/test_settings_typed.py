@@ -4,6 +4,7 @@ type checker alike (there is no list of attributes to keep in step with the tabl
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ def test_every_entry_reads_as_an_attribute_of_its_kind() -> None:
 
 
 def test_the_type_checker_reads_each_setting_with_its_kinds_type(tmp_path: Path) -> None:
-    probe = tmp_path / "settings_probe.py"
+    # A module name of its own each run: the shared cache would otherwise answer for the
+    # previous run's file (another path) and report nothing for this one.
+    probe = tmp_path / f"settings_probe_{uuid.uuid4().hex}.py"
     lines = ["from pawwake.settings import Settings", "s = Settings.from_env({})"]
     lines += [f"reveal_type(s.{setting.name})" for setting in SETTINGS]
     lines += ["wrong: str = s.PORT", "s.MEMORY_ENABLE"]
