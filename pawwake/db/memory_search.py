@@ -60,9 +60,11 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             today: date, vectors_of: VectorSource | None = None,
                             counted: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The ``limit`` best active, not excluded keyword candidates by
-    ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
-    ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
-    the active memories counted by this statement (small collections, no extra round-trip).
+    ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` that are query
+    terms (``gather`` and ``windowed``: all that scoring reads; a row's whole list was most of
+    what the statement sent) and the query's ``term_weights`` (term -> IDF weight) on one of
+    them (``query_term_weights``). ``collection=None``: N is the active memories counted by
+    this statement (small collections, no extra round-trip).
     With ``vectors_of`` (pgvector), each row also brings its stored vector of that provenance
     in ``vector`` (``memory_embeddings.sent_vector_sql``; NULL when it has none): read before
     the query's vector exists, so the rows' cosines cost nothing after it. ``counted``: the
@@ -114,14 +116,26 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "   LEFT JOIN counts c ON c.term = q.term),"
         " total AS (SELECT sum(weight) AS weight FROM weights"
         "   WHERE cardinality(%(counted)s::text[]) = 0 OR term = ANY(%(counted)s::text[])),"
-        " scores AS (SELECT h.id, sum(w.weight) AS hit FROM hits h"
-        "   JOIN weights w ON w.term = h.term GROUP BY h.id),"
-        " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"
+        " scores AS (SELECT h.id, sum(w.weight) AS hit, array_agg(h.term) AS matched"
+        "   FROM hits h JOIN weights w ON w.term = h.term GROUP BY h.id),"
+        " best AS (SELECT g.id, s.matched FROM gathered g JOIN scores s ON s.id = g.id"
         "   WHERE NOT (g.id = ANY(%(exclude)s::bigint[]))"
         f"   ORDER BY {score} DESC, g.id DESC LIMIT %(limit)s)"
-        f" SELECT {MEMORY_COLUMNS}, m.search_terms{vector},"
-        " (SELECT json_object_agg(term, weight) FROM weights) AS term_weights"
+        f" SELECT {MEMORY_COLUMNS}, best.matched AS search_terms{vector},"
+        # on one row only: the same on every row, and parsed per row it cost more than
+        # everything else the statement returns
+        " CASE WHEN row_number() OVER () = 1"
+        "  THEN (SELECT json_object_agg(term, weight) FROM weights) END AS term_weights"
         f" FROM best JOIN memories m ON m.id = best.id{with_vector}", params)
+
+
+def query_term_weights(rows: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    """The query's term weights ``ranked_candidates`` put on one of its rows (None: no row)."""
+    for row in rows:
+        weights = row.get("term_weights")
+        if weights is not None:
+            return {term: float(weight) for term, weight in weights.items()}
+    return None
 
 
 async def fetch_rows(cur: Cursor, ids: Sequence[int], exclude: Sequence[int]

@@ -116,9 +116,8 @@ async def keyword_candidates(search: MemorySearch, database: Database, keywords:
             exclude=exclude, limit=pool_size, now=now, today=today,
             rank_weights=(weights.keyword, weights.importance, weights.recency),
             vectors_of=vectors_of, counted=keywords)
-    if rows:
-        term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
-    else:  # nothing gathered: a gathered term occurs nowhere
+    term_weights = search_db.query_term_weights(rows)
+    if term_weights is None:  # nothing gathered: a gathered term occurs nowhere
         term_weights = {t: tokens.idf_weight(plan.collection, plan.estimates.get(t, 0))
                         for t in every}
     concepts = concepts_of(keywords, alternatives, term_weights)

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import numpy as np
@@ -171,8 +171,10 @@ def read_shipped(version: str, dim: int, sentences: dict[str, list[str]]) -> Ref
     return Reference({language: _normalised(matrix) for language, matrix in vectors.items()})
 
 
+@cache
 def local_version() -> str:
-    """The bundled model's version, which the shipped vectors must match."""
+    """The bundled model's version, which the shipped vectors must match (read once: the
+    package metadata is parsed on each read, a millisecond on every search)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
