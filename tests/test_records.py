@@ -1,5 +1,5 @@
 """The typed records hold what the SQL and the wire really carry: a row read through db/ has
-exactly its record's keys, the API shows a memory with ``MemoryJson``'s keys, and every entry
+exactly its record's keys, the API shows a memory with ``MemoryRow``'s keys, and every entry
 a chat turn stores in its injected record has the keys of the record for its kind. A column
 added to a statement, or a key to an entry, without its record fails here."""
 
@@ -10,7 +10,6 @@ from typing import Any, get_args, get_type_hints
 
 from pawwake.db import consolidation, memories, memory_search, turn_injections
 from pawwake.db.pool import cursor, fetch_all
-from pawwake.memory.store import MemoryJson
 from pawwake.services import services_of
 from tests.gateway_support import chat_body, settle
 from tests.memory_support import create
@@ -24,7 +23,7 @@ def keys(record: Any) -> set[str]:
 
 async def test_memory_rows_have_their_records_keys(client: Any) -> None:
     made = await create(client, "用户的狗叫豆豆，是一只柯基", event_date="2025-03-01")
-    assert set(made) - {"inserted"} == keys(MemoryJson) == keys(memories.MemoryRow)
+    assert set(made) - {"inserted"} == keys(memories.MemoryRow)
     async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await memories.get_memory(cur, made["id"])
         assert row is not None and set(row) == keys(memories.MemoryRow)

@@ -17,44 +17,39 @@ COLUMNS = ("id, content, importance, layer, title, is_active, source_session, me
 
 
 
-class MemoryRow(TypedDict):
-    """A memory as every reader gets it (``COLUMNS``): the store, search's row fetches, the
-    API and MCP (through ``memory_json``), the dashboard, backups."""
+class MemoryFields(TypedDict, total=False):
+    """What a writer may state about a memory, each part optional (an insert takes
+    ``INSERT_DEFAULTS`` for the rest); a row read back has every one."""
 
-    id: int
     content: str
     importance: int
     layer: int
     title: str | None
     is_active: bool
     source_session: str | None
-    merged_from: list[int]
-    superseded_by: int | None
     event_date: date | None
     remind_at: datetime | None
     reminder_delivered_at: datetime | None
     external_id: str | None
+    archived_at: datetime | None
+
+
+class MemoryRow(MemoryFields):
+    """A memory as every reader gets it (``COLUMNS``: ``MemoryFields`` and these): the store,
+    the API and MCP (through ``memory_json``), the dashboard, backups, consolidation."""
+
+    id: int
+    merged_from: list[int]
+    superseded_by: int | None
     created_at: datetime
     updated_at: datetime
-    archived_at: datetime | None
     last_accessed: datetime | None
 
 
-class NewMemory(TypedDict, total=False):
-    """A memory to insert (``INSERT_FIELDS``); what is left out takes ``INSERT_DEFAULTS``."""
+class NewMemory(MemoryFields, total=False):
+    """A memory to insert (``INSERT_FIELDS``)."""
 
-    content: str
-    importance: int
-    layer: int
-    title: str | None
-    is_active: bool
-    source_session: str | None
-    event_date: date | None
-    remind_at: datetime | None
-    reminder_delivered_at: datetime | None
-    external_id: str | None
-    created_at: datetime | None
-    archived_at: datetime | None
+    created_at: datetime | None  # None: the moment of the insert
     search_terms: list[str]
     model_keywords: list[str]
     model_questions: list[str]
@@ -68,7 +63,7 @@ class MemoryChanges(TypedDict, total=False):
     importance: int
     layer: int
     title: str | None
-    search_terms: list[str] | None
+    search_terms: list[str]
     model_keywords: list[str]
     model_questions: list[str]
     described_at: datetime | None

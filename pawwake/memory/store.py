@@ -41,36 +41,14 @@ class MemoryConflict(ApiError):
         super().__init__(code, message, status=409, **details)
 
 
-class MemoryJson(TypedDict):
-    """A memory as the API and MCP show it: ``MemoryRow`` with its days and times in ISO 8601
-    (times with their offset), in the row's order."""
-
-    id: int
-    content: str
-    importance: int
-    layer: int
-    title: str | None
-    is_active: bool
-    source_session: str | None
-    merged_from: list[int]
-    superseded_by: int | None
-    event_date: str | None
-    remind_at: str | None
-    reminder_delivered_at: str | None
-    external_id: str | None
-    created_at: str
-    updated_at: str
-    archived_at: str | None
-    last_accessed: str | None
-
-
 class UndoneSupersede(TypedDict):
     restored: MemoryRow
     archived: MemoryRow
 
 
-def memory_json(row: MemoryRow) -> MemoryJson:
-    """A row as the API shows it (times in ISO 8601 with offset)."""
+def memory_json(row: MemoryRow) -> dict[str, object]:
+    """A row as the API and MCP show it: its days and times in ISO 8601 (times with their
+    offset), in the row's order."""
     shown: dict[str, object] = {}
     for name, value in row.items():
         if name == "search_terms":
@@ -78,7 +56,7 @@ def memory_json(row: MemoryRow) -> MemoryJson:
         if isinstance(value, (datetime, date)):
             value = value.isoformat()
         shown[name] = value
-    return cast(MemoryJson, shown)
+    return shown
 
 
 # --- single rows -------------------------------------------------------------------------
@@ -122,7 +100,7 @@ async def edit_memory(writes: MemoryWrites, memory_id: int, changes: MemoryChang
     """Apply content/importance/layer/title; new content gets new terms and loses its vector
     (the new one is made on the write, ``fresh_vectors``)."""
     terms = (await terms_for(writes.data_dir,
-                             [changes["content"]]))[0] if "content" in changes else None
+                             [changes["content"]]))[0] if "content" in changes else []
     async with transaction(require_database(writes.database).pool) as cur:
         row = await db.get_memory(cur, memory_id, for_update=True)
         if row is None:
