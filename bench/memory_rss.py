@@ -215,7 +215,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 def speed(rounds: int) -> None:
     """Median time of jieba cutting (index terms, query keywords) and of one local query
     embedding, in this process, so changes to how they are held can be checked for cost."""
-    from pawwake.llm.local_engine import load_e5
+    from pawwake.llm.embeddings.local_engine import load_e5
     from pawwake.text import tokens
 
     data_dir = tempfile.mkdtemp(prefix="pawwake-bench-speed-")

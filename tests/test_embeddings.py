@@ -21,7 +21,7 @@ from pawwake.llm.embeddings import (
     provider_for,
     semantic_threshold,
 )
-from pawwake.llm.local_engine import cpu_quota, local_model_threads
+from pawwake.llm.embeddings.local_engine import cpu_quota, local_model_threads
 from pawwake.llm.sse import TokenUsage
 from pawwake.services import services_of
 from pawwake.settings import Settings
@@ -222,7 +222,7 @@ async def test_the_app_has_one_embedder_that_closes(make_client: Any) -> None:
     assert isinstance(embedder, Embedder)
     await client.close()
     with pytest.raises(RuntimeError):
-        embedder.worker.submit(0, int).result()
+        embedder.local.worker.submit(0, int).result()
 
 
 def test_the_local_model_uses_one_thread_when_less_than_two_cpus_are_granted(

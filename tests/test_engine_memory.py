@@ -8,10 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pawwake.llm import engine_memory
-from pawwake.llm.embeddings import Embedder
-from pawwake.llm.engine_memory import IdleRelease, mapped_at, release_regions, sparse_regions
-from pawwake.llm.local_engine import load_e5, model_file
+from pawwake.llm.embeddings import Embedder, engine_memory
+from pawwake.llm.embeddings.engine_memory import (
+    IdleRelease,
+    mapped_at,
+    release_regions,
+    sparse_regions,
+)
+from pawwake.llm.embeddings.local_engine import load_e5, model_file
 from pawwake.priority_worker import BACKGROUND
 from pawwake.settings import Settings
 from tests.conditions import until
@@ -102,10 +106,10 @@ async def test_the_embedder_uses_one_engine_and_gives_memory_back_when_idle(
         query, _ = await embedder.embed_query(settings, TEXTS[0])
         passages, _ = await embedder.embed_passages(settings, TEXTS[1:4])
         job, _ = await embedder.embed_query(settings, TEXTS[4], priority=BACKGROUND)
-        assert embedder.engine.loads == 1
-        assert embedder._local is embedder.batcher._models[0]  # the same instance
-        await until(lambda: embedder.idle_release.releases >= 1)
-        await until(lambda: not embedder.worker.pending)
+        assert embedder.local.engine.loads == 1
+        assert embedder.local.model is embedder.local.batcher._models[0]  # the same instance
+        await until(lambda: embedder.local.idle_release.releases >= 1)
+        await until(lambda: not embedder.local.worker.pending)
         embedder._queries.clear()
         again, _ = await embedder.embed_query(settings, TEXTS[0])
         assert np.array_equal(query, again)

@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 
 from pawwake.db.pool import cursor, fetch_all
-from pawwake.llm.embeddings import (
+from pawwake.llm.embeddings.local import LOCAL_CALL_CHARS, local_calls
+from pawwake.llm.embeddings.provenance import (
     API_PASSAGE_HEAD,
     API_PASSAGE_TAIL,
-    LOCAL_CALL_CHARS,
     LOCAL_PASSAGE_HEAD,
     LOCAL_PASSAGE_TAIL,
-    local_calls,
     passage_text,
 )
 from pawwake.memory.embedding_jobs import EMBED_KIND, request_embedding
@@ -99,7 +98,7 @@ async def test_chat_during_a_long_local_embedding_is_not_held(gateway: Any,
     client = await local_gateway(gateway)
     embedder = services_of(client.server.app).embedder
     gate = threading.Event()
-    busy = embedder.worker.submit(BACKGROUND, gate.wait)  # a long embedding holds the model
+    busy = embedder.local.worker.submit(BACKGROUND, gate.wait)  # a long embedding holds the model
     try:
         system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")
         assert "小橘" in system
@@ -116,7 +115,7 @@ async def test_a_late_query_vector_makes_the_search_keyword_only(
     client = await local_gateway(gateway)
     embedder = services_of(client.server.app).embedder
     gate = threading.Event()
-    busy = embedder.query_worker.submit(CHAT, gate.wait)  # the query lane is stuck
+    busy = embedder.local.batcher.lanes[0].submit(CHAT, gate.wait)  # the query lane is stuck
     try:
         system = await chat_reaches_upstream(client, upstream, "小橘今天乖不乖？")
         assert "小橘" in system  # memory search ran, by keywords

@@ -9,7 +9,7 @@ from pawwake.dashboard.i18n import LANGUAGES, STRINGS, translate
 from pawwake.dashboard.job_errors import _KINDS, _WHO, explain_job_error
 
 # (stored text, kind, whose call, status): the texts of memory/extraction/job.py,
-# memory/consolidation/drafts.py, search/embedding_sweep.py, llm/embeddings.py, jobs.py,
+# memory/consolidation/drafts.py, search/embedding_sweep.py, llm/embeddings/api.py, jobs.py,
 # db/jobs.py and partition/rotation.py, as they write them.
 KNOWN = [
     ("memory model rate limited (429)", "rate_limited", "memory", ""),

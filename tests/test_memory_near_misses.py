@@ -156,7 +156,7 @@ async def test_a_search_shed_under_load_says_so_on_the_panel(gateway: Any,
                                                              upstream: Any) -> None:
     client = await signed_in(gateway, **{**LOCAL, "QUERY_EMBEDDING_MAX_WAIT": 0.05})
     [cat] = await created(client, "用户的猫叫小橘，最爱吃三文鱼")
-    batcher = services_of(client.server.app).embedder.batcher
+    batcher = services_of(client.server.app).embedder.local.batcher
     gate = threading.Event()
     blockers = [lane.submit(CHAT, gate.wait) for lane in batcher.lanes]
     stuck = [batcher.submit(f"stuck {n}") for n in range(3 * len(batcher.lanes))]

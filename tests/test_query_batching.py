@@ -11,8 +11,10 @@ import pytest
 
 from pawwake.llm import embeddings
 from pawwake.llm.embeddings import Embedder, Provenance
-from pawwake.llm.local_engine import load_e5
-from pawwake.llm.query_batch import QueryBatcher
+from pawwake.llm.embeddings import embedder as embedder_module
+from pawwake.llm.embeddings import local as local_model
+from pawwake.llm.embeddings.local_engine import load_e5
+from pawwake.llm.embeddings.query_batch import QueryBatcher
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import CHAT, PriorityWorker
 from pawwake.services import services_of
@@ -60,7 +62,7 @@ async def test_concurrent_queries_share_a_call_and_each_gets_its_own_vector() ->
     reference = load_e5(1)
     alone = np.vstack([embeddings.normalise_rows(reference.query([t])) for t in texts])
     lanes = [PriorityWorker("test-e5-lane")]
-    batcher = QueryBatcher(lanes, lambda _lane: load_e5(1), embeddings._local_queries)
+    batcher = QueryBatcher(lanes, lambda _lane: load_e5(1), local_model._local_queries)
     try:
         gate = threading.Event()
         blocker = lanes[0].submit(CHAT, gate.wait)
@@ -134,7 +136,7 @@ async def test_the_query_cache_is_bounded_and_kept_per_provider_and_model(
         aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeEmbeddings()
     fake.server = await aiohttp_server(fake.build_app())
-    monkeypatch.setattr(embeddings, "QUERY_CACHE_SIZE", 3)
+    monkeypatch.setattr(embedder_module, "QUERY_CACHE_SIZE", 3)
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
@@ -186,7 +188,7 @@ async def test_trivial_messages_skip_the_embedding(make_client: Any) -> None:
     for text in ("嗯", "ok", "👍👍", "。。。"):
         outcome = await search_memories(services_of(app).memory_search, text, settings=settings)
         assert outcome.mode == "keyword" and outcome.warning is None
-    assert not embedder._queries and not embedder.batcher.lanes[0].pending
+    assert not embedder._queries and not embedder.local.batcher.lanes[0].pending
     assert "embed_compute" not in outcome.timings
     outcome = await search_memories(services_of(app).memory_search, "小橘喜欢什么", settings=settings)
     assert len(embedder._queries) == 1  # a real question is embedded

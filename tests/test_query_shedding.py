@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from pawwake.llm import local_engine
-from pawwake.llm.embeddings import Embedder, QueryEmbeddingShed
-from pawwake.llm.local_engine import BACKGROUND_LANE_NICE, QUERY_LANE_NICE, query_lanes
+from pawwake.llm.embeddings import Embedder, QueryEmbeddingShed, local_engine
+from pawwake.llm.embeddings.local_engine import BACKGROUND_LANE_NICE, QUERY_LANE_NICE, query_lanes
 from pawwake.memory.search import search_memories
 from pawwake.priority_worker import CHAT, PriorityWorker
 from pawwake.services import services_of
@@ -33,10 +32,9 @@ def local(**overrides: Any) -> Settings:
 def fake_embedder(model: FakeModel, lanes: int = 1) -> Embedder:
     """A real ``Embedder`` whose query lanes run ``model`` (deterministic, gated)."""
     embedder = Embedder(None)
-    for lane in embedder.batcher.lanes:
+    for lane in embedder.local.batcher.lanes:
         lane.close()
-    embedder.batcher = fake_batcher(model, lanes)
-    embedder.query_worker = embedder.batcher.lanes[0]
+    embedder.local.batcher = fake_batcher(model, lanes)
     return embedder
 
 
@@ -66,7 +64,7 @@ async def test_an_idle_lane_never_sheds_however_slow_the_host() -> None:
     settings = local(QUERY_EMBEDDING_MAX_WAIT=0.001)
     try:
         for number in range(3):
-            embedder.batcher.ms_per_text = 10_000.0  # ten seconds a text
+            embedder.local.batcher.ms_per_text = 10_000.0  # ten seconds a text
             timings: dict[str, float] = {}
             await embedder.embed_query(settings, f"question {number}", timings=timings)
             assert "embed_shed" not in timings and timings["embed_batch"] == 1
@@ -78,7 +76,7 @@ async def test_an_idle_lane_never_sheds_however_slow_the_host() -> None:
 async def test_a_free_lane_takes_the_query_while_another_is_busy() -> None:
     model = FakeModel()
     embedder = fake_embedder(model, lanes=2)
-    batcher = embedder.batcher
+    batcher = embedder.local.batcher
     settings = local(QUERY_EMBEDDING_MAX_WAIT=0.001)
     try:
         await batcher.embed("warm up")
@@ -108,7 +106,7 @@ async def test_a_free_lane_takes_the_query_while_another_is_busy() -> None:
 async def test_a_busy_lane_sheds_only_past_the_limit_and_leaves_nothing_behind() -> None:
     model = FakeModel()
     embedder = fake_embedder(model)
-    batcher = embedder.batcher
+    batcher = embedder.local.batcher
     settings = local(QUERY_EMBEDDING_MAX_WAIT=45)
     try:
         await batcher.embed("warm up")
@@ -148,7 +146,7 @@ async def test_a_busy_lane_sheds_only_past_the_limit_and_leaves_nothing_behind()
 async def test_a_query_already_cached_or_in_flight_is_not_shed() -> None:
     model = FakeModel()
     embedder = fake_embedder(model)
-    batcher = embedder.batcher
+    batcher = embedder.local.batcher
     settings = local(QUERY_EMBEDDING_MAX_WAIT=0.001)
     try:
         model.gate.set()
@@ -180,7 +178,7 @@ async def test_a_shed_search_returns_keyword_results_with_the_warning(
     services = services_of(app)
     memory_id = await insert_memory(services.database.pool, MEMORY)
     embedder = services.embedder
-    batcher = embedder.batcher
+    batcher = embedder.local.batcher
     settings = services.config.current()
     gate = threading.Event()
     blockers = [lane.submit(CHAT, gate.wait) for lane in batcher.lanes]
@@ -216,14 +214,14 @@ async def test_lanes_run_below_the_event_loop_priority() -> None:
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     embedder = Embedder(None)
     try:
-        for lane in embedder.batcher.lanes:
+        for lane in embedder.local.batcher.lanes:
             await lane.run(CHAT, lambda: None)
             assert lane.native_id is not None and lane.native_id != threading.get_native_id()
             assert os.getpriority(os.PRIO_PROCESS, lane.native_id) == min(
                 19, base + QUERY_LANE_NICE)
-        await embedder.worker.run(CHAT, lambda: None)
-        assert embedder.worker.native_id is not None
-        assert os.getpriority(os.PRIO_PROCESS, embedder.worker.native_id) == min(
+        await embedder.local.worker.run(CHAT, lambda: None)
+        assert embedder.local.worker.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, embedder.local.worker.native_id) == min(
             19, base + BACKGROUND_LANE_NICE)
         assert BACKGROUND_LANE_NICE > QUERY_LANE_NICE > 0
         # the event loop's own thread keeps its priority

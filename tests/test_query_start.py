@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pawwake.llm.embeddings import Embedder, QueryEmbeddingTimeout
-from pawwake.llm.query_batch import QueryBatcher
+from pawwake.llm.embeddings.query_batch import QueryBatcher
 from pawwake.priority_worker import PriorityWorker
 from pawwake.settings import Settings
 from tests.embedding_server import fake_vector
@@ -31,9 +31,9 @@ class GatedModel:
 
 def embedder_with(model: GatedModel) -> Embedder:
     embedder = Embedder(http=None)
-    for lane in embedder.batcher.lanes:
+    for lane in embedder.local.batcher.lanes:
         lane.close()
-    embedder.batcher = QueryBatcher([PriorityWorker("test-start-lane")], lambda _lane: model,
+    embedder.local.batcher = QueryBatcher([PriorityWorker("test-start-lane")], lambda _lane: model,
                                     lambda m, texts: m.embed(texts))
     return embedder
 
@@ -43,13 +43,13 @@ async def test_start_query_submits_before_it_returns(monkeypatch: pytest.MonkeyP
     embedder = embedder_with(model)
     settings = Settings.from_env({}, EMBEDDING_PROVIDER="local")
     submitted: list[str] = []
-    submit = embedder.batcher.submit
+    submit = embedder.local.batcher.submit
 
     def recorded(text: str) -> object:
         submitted.append(text)
         return submit(text)
 
-    monkeypatch.setattr(embedder.batcher, "submit", recorded)
+    monkeypatch.setattr(embedder.local.batcher, "submit", recorded)
     try:
         waiting = embedder.start_query(settings, "where is my cat")
         assert submitted == ["where is my cat"]  # nothing awaited yet
@@ -68,7 +68,7 @@ async def test_a_query_submitted_early_is_still_dropped_at_its_deadline() -> Non
     embedder = embedder_with(model)
     settings = Settings.from_env({}, EMBEDDING_PROVIDER="local", QUERY_EMBEDDING_TIMEOUT=0.05)
     try:
-        hold = embedder.batcher.submit("hold")
+        hold = embedder.local.batcher.submit("hold")
         await asyncio.sleep(0.01)
         with pytest.raises(QueryEmbeddingTimeout):
             await embedder.start_query(settings, "too late")

@@ -83,7 +83,7 @@ async def test_a_search_cancelled_while_cutting_leaves_its_vector_for_a_retry(
     gate = threading.Event()
     held = offload._worker.submit(CHAT, gate.wait)
     lane_gate = threading.Event()
-    lane_held = embedder.batcher.lanes[0].submit(CHAT, lane_gate.wait)  # the model is busy
+    lane_held = embedder.local.batcher.lanes[0].submit(CHAT, lane_gate.wait)  # the model is busy
     try:
         search = asyncio.create_task(search_memories(services_of(app).memory_search, "看牙医的日子", settings=settings))
         await until(lambda: bool(embedder._pending))
@@ -104,7 +104,7 @@ async def test_a_jobs_search_embeds_on_the_background_lane(make_client: Any) -> 
     app = await memory_app(make_client)
     settings = services_of(app).config.current()
     embedder = services_of(app).embedder
-    chat_lane = embedder.batcher.lanes[0]
+    chat_lane = embedder.local.batcher.lanes[0]
     gate = threading.Event()
     held = chat_lane.submit(CHAT, gate.wait)  # chats are busy: a job must not need this lane
     try:
@@ -118,7 +118,7 @@ async def test_a_jobs_search_embeds_on_the_background_lane(make_client: Any) -> 
     finally:
         gate.set()
         await asyncio.wrap_future(held)
-    assert not embedder.batcher._models  # the chat lane never loaded a model
+    assert not embedder.local.batcher._models  # the chat lane never loaded a model
 
 
 async def test_a_chat_query_does_not_wait_behind_the_background_lane(make_client: Any
@@ -128,7 +128,7 @@ async def test_a_chat_query_does_not_wait_behind_the_background_lane(make_client
     embedder = services_of(app).embedder
     await embedder.embed_query(settings, "load the background model", priority=BACKGROUND)
     gate = threading.Event()
-    held = embedder.worker.submit(BACKGROUND, gate.wait)  # a long background call
+    held = embedder.local.worker.submit(BACKGROUND, gate.wait)  # a long background call
     try:
         job = asyncio.create_task(embedder.embed_query(settings, "我们上次去了哪里",
                                                        priority=BACKGROUND))
@@ -152,7 +152,7 @@ async def test_one_request_and_its_retry_embed_the_message_once(gateway: Any,
                            CACHE_PARTITION_ENABLED=True, PARTITION_SESSION_ID="thread")
     app = client.server.app
     await insert_fixture(services_of(app).database.pool)
-    batcher = services_of(app).embedder.batcher
+    batcher = services_of(app).embedder.local.batcher
     texts: list[str] = []
     real = batcher._embed
 

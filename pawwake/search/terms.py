@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from pawwake.llm.engine_memory import trim_heap
+from pawwake.llm.embeddings.engine_memory import trim_heap
 from pawwake.text import offload, tokens
 
 
