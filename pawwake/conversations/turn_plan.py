@@ -8,11 +8,13 @@ end flags its rows ``incomplete``. The transaction that writes the plan is ``tur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.llm.sse import CapturedReply
+from pawwake.text.messages import MessageSkeleton, TailMessage
 
 # A message of another protocol, seen as a chat message, carries what to keep of its original
 # form (its protocol, its content blocks) under this key; it is stored in the row's metadata.
@@ -139,11 +141,11 @@ class TurnPlan:
     unflag_ids: list[int] = field(default_factory=list)  # incomplete rows this turn completes
 
 
-def is_incomplete(row: dict[str, Any]) -> bool:
+def is_incomplete(row: MessageSkeleton) -> bool:
     return bool((row.get("metadata") or {}).get(INCOMPLETE))
 
 
-def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
+def plan_turn(client_messages: list[Any], tail: Sequence[TailMessage],
               stored_ids: dict[str, set[str]], reply: NewMessage | None, model: str,
               *, incomplete: bool = False) -> TurnPlan:
     """Decide the writes for one turn (pure).
@@ -196,7 +198,7 @@ def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
     return plan
 
 
-def _answered_after(last: Any, after: list[dict[str, Any]], stored_ids: dict[str, set[str]]
+def _answered_after(last: Any, after: Sequence[TailMessage], stored_ids: dict[str, set[str]]
                     ) -> list[int]:
     """A re-roll after tool results: the client ends with a tool result we stored and already
     answered; the stored answer (everything after that result) is replaced."""
@@ -211,7 +213,7 @@ def _answered_after(last: Any, after: list[dict[str, Any]], stored_ids: dict[str
     return []
 
 
-def repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> bool:
+def repeats_stored_reply(earlier: list[Any], after: Sequence[TailMessage]) -> bool:
     """True when the client's history already ends with the stored reply (so the repeated
     user text is a new message, not a re-roll)."""
     previous = earlier[-1] if earlier else None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pawwake.text.messages import StoredMessage
 from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
 
 SUMMARY_HEADING = "Summary of the earlier conversation:"
@@ -31,7 +32,7 @@ def breakpoint_marker(ttl: str) -> dict[str, str]:
     return marker
 
 
-def replay(row: dict[str, Any]) -> dict[str, Any]:
+def replay(row: StoredMessage) -> dict[str, Any]:
     """A stored row as the provider expects it back."""
     metadata = row.get("metadata") or {}
     role = row["role"]
@@ -56,7 +57,7 @@ def replay(row: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def settled_messages(round_: Round) -> list[dict[str, Any]]:
+def settled_messages(round_: Round[StoredMessage]) -> list[dict[str, Any]]:
     """A history round replayed; tool calls that never got a result (an abandoned tool round)
     are removed, since providers reject calls without results."""
     pending = round_.pending_tool_ids
@@ -104,7 +105,7 @@ class Layout:
     zone_b_rounds: int
 
 
-def zone_split(history: Sequence[Round], x: int) -> tuple[list[Round], list[Round]]:
+def zone_split(history: Sequence[Round[StoredMessage]], x: int) -> tuple[list[Round[StoredMessage]], list[Round[StoredMessage]]]:
     """Zone A is the oldest X live rounds, zone B the rest; fewer than X rounds: no zones."""
     if len(history) < x:
         return [], list(history)
@@ -127,7 +128,7 @@ def with_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, A
     return out
 
 
-def assemble(*, persona: str, summary_parts: Sequence[str], history: Sequence[Round],
+def assemble(*, persona: str, summary_parts: Sequence[str], history: Sequence[Round[StoredMessage]],
              current: Sequence[dict[str, Any]], x: int, ttl: str, note: str = ""
              ) -> tuple[list[dict[str, Any]], Layout]:
     """The upstream messages: ``history`` are the live rounds (from the zone start on),

@@ -37,6 +37,7 @@ from pawwake.partition.layout import Layout, assemble, replay, time_note
 from pawwake.partition.rotation import model_folder, model_summariser
 from pawwake.partition.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.settings import Settings
+from pawwake.text.messages import StoredMessage
 from pawwake.text.rounds import Round, tool_call_id_of
 
 
@@ -65,9 +66,9 @@ def client_tail(messages: list[Any]) -> tuple[str, list[dict[str, Any]]]:
                        "tool results.", param="messages")
 
 
-def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
+def current_turn(rounds: list[Round[StoredMessage]], role: str, tail: list[dict[str, Any]],
                  earlier: list[Any] | None = None
-                 ) -> tuple[list[Round], list[dict[str, Any]], list[dict[str, Any]]]:
+                 ) -> tuple[list[Round[StoredMessage]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(history rounds, current turn for upstream, messages the turn writer compares).
 
     Tool results continue the last stored round when they answer its pending calls; that
@@ -96,7 +97,7 @@ def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
     return rounds, current, stored_last + current
 
 
-def is_reroll(last: Round, tail: list[dict[str, Any]], earlier: list[Any]) -> bool:
+def is_reroll(last: Round[StoredMessage], tail: list[dict[str, Any]], earlier: list[Any]) -> bool:
     """The client asks again for the answer to the last stored round.
 
     Same text as that round's question, and either the round has no reply yet, or the
@@ -114,7 +115,7 @@ def is_reroll(last: Round, tail: list[dict[str, Any]], earlier: list[Any]) -> bo
     return bool(dialogue) and not repeats_stored_reply(dialogue, last.messages[1:])
 
 
-def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def reanswered_tool_turn(last: Round[StoredMessage], tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A re-roll after tool results: the client sends again results the last round already
     holds. The round up to the last of those results (as stored) becomes the current turn;
     what followed is what the turn writer replaces. Empty when this is no such re-roll."""

@@ -22,6 +22,7 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
+from pawwake.text.messages import StoredMessage
 from pawwake.text.rounds import Round
 
 
@@ -47,7 +48,7 @@ def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
     return blocks
 
 
-def current_messages(rounds: list[Round], consumed: bool, role: str,
+def current_messages(rounds: list[Round[StoredMessage]], consumed: bool, role: str,
                      compared: list[dict[str, Any]], client_last: dict[str, Any]
                      ) -> list[dict[str, Any]]:
     """The turn being answered, in Messages form: the client's last message, after the
@@ -62,7 +63,7 @@ def current_messages(rounds: list[Round], consumed: bool, role: str,
     return as_messages(stored[:len(compared)])  # asked again: the stored results stand
 
 
-def assemble_messages(history: list[Round], current: list[dict[str, Any]], x: int,
+def assemble_messages(history: list[Round[StoredMessage]], current: list[dict[str, Any]], x: int,
                       marker: dict[str, str]) -> list[dict[str, Any]]:
     zone_a, zone_b = zone_split(history, x)
     a_messages = round_messages(zone_a)
