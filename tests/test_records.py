@@ -1,18 +1,29 @@
-"""The typed records hold what the SQL and the wire really carry: a row read through db/ has
-exactly its record's keys, the API shows a memory with ``MemoryRow``'s keys and a recalled
-fragment with ``Fragment``'s, and every entry a chat turn stores in its injected record has
-the keys of the record for its kind. A column
-added to a statement, or a key to an entry, without its record fails here."""
+"""The typed records hold what the SQL and the wire really carry: a row read through db/
+(memories, search candidates, stored messages, fragment windows) has exactly its record's
+keys, the API shows a memory with ``MemoryRow``'s keys and a recalled fragment with
+``Fragment``'s, and every entry a chat turn stores in its injected record has the keys of the
+record for its kind. A column added to a statement, or a key to an entry, without its record
+fails here."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any, get_args, get_type_hints
 
-from pawwake.db import consolidation, fragments, memories, memory_search, turn_injections
+from pawwake.db import (
+    consolidation,
+    conversations,
+    extraction,
+    fragments,
+    memories,
+    memory_search,
+    partition_state,
+    turn_injections,
+)
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.recall.fragments import Fragment, FragmentMessage
 from pawwake.services import services_of
+from pawwake.text import messages
 from tests.gateway_support import chat_body, settle
 from tests.memory_support import create
 from tests.test_conversation_recall import SESSIONS, store
@@ -92,3 +103,18 @@ async def test_recalled_fragments_have_their_records_keys(make_client: Any) -> N
         [stored] = await fetch_all(cur, "SELECT min(id) AS id FROM conversations")
         [first, *_] = await fragments.context_windows(cur, [stored["id"]], 1)
     assert set(first) == keys(fragments.ContextMessage)
+
+
+async def test_stored_messages_have_their_records_keys(make_client: Any) -> None:
+    client = await make_client(**RECALL)
+    await store(client, "trip", SESSIONS["trip"], 1)
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        tail = await conversations.session_tail(cur, "trip")
+        thread = await partition_state.thread_messages(cur, "trip", None)
+        history = await extraction.session_history(cur, "trip")
+        skeleton = await extraction.session_skeleton(cur, "trip")
+    assert tail and thread and history and skeleton
+    assert {frozenset(row) for row in tail} == {frozenset(keys(messages.TailMessage))}
+    assert {frozenset(row) for row in thread + history} == {
+        frozenset(keys(messages.StoredMessage))}
+    assert {frozenset(row) for row in skeleton} == {frozenset(keys(messages.MessageSkeleton))}

@@ -26,7 +26,7 @@ import aiohttp
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking, complete
 from pawwake.settings import Settings
-from pawwake.text.messages import StoredMessage
+from pawwake.text.messages import ChatMessage, StoredMessage
 from pawwake.text.rounds import Round, dialogue_text
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ SUMMARY_INSTRUCTIONS = (
     "language the conversation uses. Output only the summary.")
 
 
-def summary_prompt(rounds: Sequence[Round[StoredMessage]]) -> list[dict[str, Any]]:
+def summary_prompt(rounds: Sequence[Round[StoredMessage]]) -> list[ChatMessage]:
     lines = [f"{role}: {text}" for role, text in dialogue_text(rounds)]
     return [{"role": "system", "content": SUMMARY_INSTRUCTIONS},
             {"role": "user", "content": "\n\n".join(lines)}]
@@ -81,8 +81,9 @@ def model_folder(http: aiohttp.ClientSession, settings: Settings,
     like summaries)."""
 
     async def fold(parts: Sequence[str]) -> str:
-        prompt = [{"role": "system", "content": FOLD_INSTRUCTIONS},
-                  {"role": "user", "content": "\n\n---\n\n".join(parts)}]
+        prompt: list[ChatMessage] = [{"role": "system", "content": FOLD_INSTRUCTIONS},
+                                     {"role": "user",
+                                      "content": "\n\n---\n\n".join(parts)}]
         reply = await complete(http, settings, prompt, model=settings.CACHE_SUMMARY_MODEL,
                                max_tokens=settings.CACHE_SUMMARY_MAX_TOKENS, attempts=1,
                                usage=usage)

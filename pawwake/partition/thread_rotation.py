@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
 
 import aiopg
 
@@ -43,7 +42,7 @@ from pawwake.partition.rotation import (
     rotations_allowed,
 )
 from pawwake.settings import Settings
-from pawwake.text.messages import StoredMessage
+from pawwake.text.messages import ChatMessage, StoredMessage
 from pawwake.text.rounds import Round, group_rounds
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,8 @@ _POLL_FIRST, _POLL_MAX = 0.05, 1.0  # waiting for another request's rotation
 _ROTATED: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
 
 # The client's turn against the rounds read: (history rounds, current turn, compared).
-Split = Callable[[list[Round[StoredMessage]]], tuple[list[Round[StoredMessage]], list[dict[str, Any]], list[dict[str, Any]]]]
+Split = Callable[[list[Round[StoredMessage]]],
+                 tuple[list[Round[StoredMessage]], list[ChatMessage], list[ChatMessage]]]
 
 
 def unavailable() -> ChatRejected:
@@ -74,10 +74,11 @@ class ThreadRead:
     state: PartitionState
     rounds: list[Round[StoredMessage]]  # as read: settled rounds and the current tool round
     history: list[Round[StoredMessage]]  # the live history behind the current turn
-    current: list[dict[str, Any]]
-    compared: list[dict[str, Any]]
+    current: list[ChatMessage]
+    compared: list[ChatMessage]
     over: bool = False  # older live rounds were left out of the read (catch-up due)
-    settled: list[Round[StoredMessage]] = field(default_factory=list)  # the history as split, unrotated
+    # the history as split, unrotated
+    settled: list[Round[StoredMessage]] = field(default_factory=list)
 
     @property
     def consumed(self) -> bool:

@@ -5,7 +5,11 @@ conversation row as the rounds, the partition cache and extraction read it back)
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Required, TypedDict
+from typing import Any, Final, Required, TypedDict
+
+# A message of another protocol, seen as a chat message, carries what to keep of its original
+# form (its protocol, its content blocks) under this key; it is stored in the row's metadata.
+GATEWAY_METADATA: Final = "_pawwake_metadata"
 
 
 class ToolCall(TypedDict, total=False):
@@ -25,8 +29,9 @@ class ChatMessage(TypedDict, total=False):
     content: str | list[dict[str, Any]] | None
     name: str
     tool_calls: list[ToolCall]
-    tool_call_id: str
+    tool_call_id: str | None  # None: a result that names no call (it is stored as it came)
     reasoning_content: str
+    _pawwake_metadata: dict[str, Any]  # ``GATEWAY_METADATA``: never sent upstream
 
 
 class MessageSkeleton(TypedDict):

@@ -124,7 +124,7 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def last_user_text(messages: Sequence[Any]) -> str:
+def last_user_text(messages: Sequence[Message]) -> str:
     """Text of the newest user message: the current turn's question."""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":

@@ -10,6 +10,7 @@ everything cached. The client's own breakpoints are removed (Anthropic allows fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
@@ -22,7 +23,7 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
-from pawwake.text.messages import StoredMessage
+from pawwake.text.messages import ChatMessage, StoredMessage
 from pawwake.text.rounds import Round
 
 
@@ -49,7 +50,7 @@ def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
 
 
 def current_messages(rounds: list[Round[StoredMessage]], consumed: bool, role: str,
-                     compared: list[dict[str, Any]], client_last: dict[str, Any]
+                     compared: Sequence[ChatMessage], client_last: dict[str, Any]
                      ) -> list[dict[str, Any]]:
     """The turn being answered, in Messages form: the client's last message, after the
     stored part of the last round when tool results continue it (``consumed``: the last
