@@ -2,7 +2,8 @@
 
 Vectors are deterministic bags of hashed words and characters (similar texts get similar
 vectors), sized by the request's ``dimensions`` or ``natural_dim``. Tests script failures
-(``fail_next``), can make it reject ``dimensions`` and read back every request.
+(``fail_next``), can make it reject ``dimensions``, hold its answers (``hold``) and read back
+every request.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class FakeEmbeddings:
     fail_after: int | None = None  # successes before every later request fails with 500
     successes: int = 0
     delay: float = 0.0  # seconds before every answer (a slow provider)
+    hold: asyncio.Event | None = None  # while set up and not set, every answer waits for it
     server: Any = None
 
     @property
@@ -60,6 +62,8 @@ class FakeEmbeddings:
         self.requests.append(body)
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.hold is not None:
+            await self.hold.wait()
         self.headers.append(dict(request.headers))
         if self.failures:
             status, payload = self.failures.pop(0)

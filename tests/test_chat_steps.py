@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pawwake.chat.memory_step import memories
-from pawwake.chat.prepared import PartitionThread, PreparedChat, ReplyHook, StepResult
+from pawwake.chat.prepared import (
+    PartitionThread,
+    PreparedChat,
+    ReplyHook,
+    SideBySide,
+    StepResult,
+    Steps,
+)
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
 from pawwake.partition.step import partition_context
@@ -29,16 +37,26 @@ async def _nothing(_reply: CapturedReply) -> None:
     return None
 
 
+def each_step(steps: Steps) -> list[Any]:
+    """The steps in their order, those of a side-by-side group in the group's order."""
+    return [one for step in steps
+            for one in (step.steps if isinstance(step, SideBySide) else (step,))]
+
+
 def test_the_steps_run_in_the_declared_order_each_bound_to_its_own_parts(tmp_path: Path
                                                                            ) -> None:
     services = build_services(Settings.from_env({"PAWWAKE_DATA_DIR": str(tmp_path)},
                                                 DATABASE_ENABLED=True))
     chat = services.chat
-    assert [step.run for step in chat.steps] == [partition_context, memories, recalled_fragments]
-    assert [step.run for step in chat.messages_steps] == [messages_partition_context, memories,
-                                                          recalled_fragments]
-    assert [step.run for step in chat.responses_steps] == [memories]
-    partition, memory, recall = (step.face for step in chat.steps)
+    assert [step.run for step in each_step(chat.steps)] == [partition_context, memories,
+                                                            recalled_fragments]
+    assert [step.run for step in each_step(chat.messages_steps)] == [
+        messages_partition_context, memories, recalled_fragments]
+    assert [step.run for step in each_step(chat.responses_steps)] == [memories]
+    # the memories and the recalled fragments read only the thread: they run side by side
+    assert isinstance(chat.steps[1], SideBySide) and isinstance(chat.messages_steps[1],
+                                                                 SideBySide)
+    partition, memory, recall = (step.face for step in each_step(chat.steps))
     assert (memory.search, memory.tasks) == (services.memory_search, services.tasks)
     assert recall is services.recall
     assert partition.pending is chat.pending and partition.http is services.client

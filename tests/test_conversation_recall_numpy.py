@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from pawwake.recall import vectors as recall_vectors
 from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
+from tests.conditions import until
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 
 MORE_SESSIONS = {
@@ -153,3 +155,23 @@ async def test_numpy_recall_follows_trash_restore_edit_and_delete(make_client: A
     await numpy_search(client, query)
     assert index.size == 8 - 4  # trip's four messages went with it
     assert index.loads == 1 and index.fetched == 0  # this process's own vectors, never read
+
+
+async def test_an_out_of_date_background_serves_while_a_new_one_is_averaged_beside(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pgvector background (the mean of thousands of vectors) is averaged again off the
+    search's path: the search that finds it out of date uses the one it has."""
+    app = client.server.app
+    pool = services_of(app).database.pool
+    vectors = services_of(app).recall_vectors
+    provenance = services_of(app).embedder.configured_provenance(
+        services_of(app).config.current())
+    first = await vectors.background(pool, provenance, pgvector=True)
+    assert first is not None and first.count == 30
+    await store(client, "garden", [("阳台的番茄开花了", "记得每天浇水，晴天放到阳光下。")], 20)
+    await services_of(app).jobs.run_until_idle()  # two more message vectors
+    monkeypatch.setattr(recall_vectors, "BACKGROUND_TTL", 0.0)  # out of date from now on
+    assert await vectors.background(pool, provenance, pgvector=True) is first
+    await until(lambda: vectors._backgrounds[provenance][0] is not first)
+    fresh = await vectors.background(pool, provenance, pgvector=True)
+    assert fresh is not None and fresh.count == 32

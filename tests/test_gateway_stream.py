@@ -18,6 +18,7 @@ from pawwake.chat.prepared import (
     ChatRejected,
     ChatStep,
     ReplyHook,
+    SideBySide,
     StepContext,
     StepInput,
     StepResult,
@@ -168,7 +169,7 @@ async def test_stream_without_done_or_finish_reason_is_not_stored(
     assert await stored_messages(client) == []
 
 
-def add_step(app: Any, step: ChatStep) -> None:
+def add_step(app: Any, step: ChatStep | SideBySide) -> None:
     """Run ``step`` after the chat steps for this app's requests."""
     chat = services_of(app).chat
     chat.steps = (*chat.steps, step)
@@ -320,6 +321,33 @@ async def test_a_step_can_refuse_and_earlier_claims_are_released(
     assert response.status == 503
     error = (await response.json())["error"]
     assert (error["code"], error["type"]) == ("partition_database_unavailable", "api_error")
+    await settle(client)
+    assert released == ["not_forwarded"]
+    assert upstream.requests == []
+
+
+async def test_a_claim_made_beside_a_step_that_refuses_is_released(
+        gateway: GatewayStarter, upstream: FakeUpstream) -> None:
+    """Side by side, a step may claim while the other refuses: its claim is released too."""
+    released: list[str] = []
+    claimed = asyncio.Event()
+
+    async def release(reason: str) -> None:
+        released.append(reason)
+
+    async def claim(context: StepContext, request: StepInput) -> StepResult:
+        claimed.set()
+        return StepResult(hooks=(ReplyHook("release the claim", on_failure=release),))
+
+    async def refuse(context: StepContext, request: StepInput) -> StepResult:
+        await claimed.wait()  # the other step has claimed by now
+        raise ChatRejected(503, "partition_database_unavailable", "The database is down.")
+
+    app = gateway.build()
+    add_step(app, SideBySide((refuse, claim)))
+    client = await gateway.start(app)
+    response = await client.post("/v1/chat/completions", json=chat_body())
+    assert response.status == 503
     await settle(client)
     assert released == ["not_forwarded"]
     assert upstream.requests == []

@@ -18,6 +18,7 @@ from pawwake.recall.inject import recalled_fragments
 from pawwake.search.term_stats import CONVERSATIONS, MEMORIES
 from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
+from tests.test_chat_steps import each_step
 
 
 def _services(tmp_path: Path, **values: Any) -> Services:
@@ -93,10 +94,10 @@ def test_each_app_gets_its_own_chat_resources_with_the_declared_steps(tmp_path: 
     two apps in one process never wait on each other's stores."""
     services = _services(tmp_path, DATABASE_ENABLED=False)
     other = _services(tmp_path, DATABASE_ENABLED=False)
-    assert [step.run for step in services.chat.steps] == [partition_context, memories,
-                                                          recalled_fragments]
-    assert services.chat.steps[1].face.search is services.memory_search
-    assert other.chat.steps[1].face.search is other.memory_search
+    assert [step.run for step in each_step(services.chat.steps)] == [
+        partition_context, memories, recalled_fragments]
+    assert each_step(services.chat.steps)[1].face.search is services.memory_search
+    assert each_step(other.chat.steps)[1].face.search is other.memory_search
     assert services.chat.persona.path == DEFAULT_PERSONA_PATH
     assert services.chat.pending == {} and services.chat.pending is not other.chat.pending
 

@@ -3,13 +3,14 @@
 ``prepare_chat`` classifies a request, picks its session, applies the body rewrites, then
 ``run_steps`` adds the persona and the turn writer and runs the steps in order:
 
-    chat_steps(...) = (partition_context, memories, recalled_fragments)
+    chat_steps(...) = (partition_context, SideBySide(memories, recalled_fragments))
 
 each bound by the assembly (``services.py``) to the parts it works with:
 
 1. ``partition_context`` (``partition/step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
-2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
+2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match;
+   and beside it (``SideBySide``: both read only the thread and the user's turn)
 3. ``recalled_fragments`` (``recall/inject.py``): past conversation fragments.
 
 A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
@@ -26,8 +27,9 @@ flight) and the turn store's hooks.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -37,11 +39,12 @@ from pawwake.chat.persona import resolve_persona
 from pawwake.chat.prepared import (
     BoundStep,
     ChatRejected,
-    ChatStep,
     PreparedChat,
     ReplyHook,
+    SideBySide,
     StepContext,
     StepResult,
+    Steps,
 )
 from pawwake.chat.resources import ChatFlow
 from pawwake.chat.sessions import resolve_session_id
@@ -57,10 +60,10 @@ from pawwake.tasks import BackgroundTasks
 log = logging.getLogger(__name__)
 
 def chat_steps(partition: PartitionParts, memory: MemoryStepParts, recall: ConversationRecall
-               ) -> tuple[ChatStep, ...]:
+               ) -> Steps:
     """A chat request's steps in order, each bound to its face (by the assembly)."""
-    return (BoundStep(partition_context, partition), BoundStep(memories, memory),
-            BoundStep(recalled_fragments, recall))
+    return (BoundStep(partition_context, partition),
+            SideBySide((BoundStep(memories, memory), BoundStep(recalled_fragments, recall))))
 
 
 def apply_rewrites(body: dict[str, Any], settings: Settings) -> None:
@@ -111,8 +114,8 @@ async def prepare_chat(flow: ChatFlow, settings: Settings, headers: Mapping[str,
 
 
 async def run_steps(flow: ChatFlow, settings: Settings, prepared: PreparedChat,
-                    steps: Sequence[ChatStep], *, step_settings: Settings | None = None
-                    ) -> None:
+                    steps: Steps, *,
+                    step_settings: Settings | None = None) -> None:
     """What every protocol adds before forwarding: the persona, the turn writer (once the
     session's previous store ended), then its steps in order, each result applied before the
     next step runs (with ``step_settings`` if given)."""
@@ -132,11 +135,28 @@ async def run_steps(flow: ChatFlow, settings: Settings, prepared: PreparedChat,
                           database=connected_database(flow.database), clock=chat.clock)
     try:
         for step in steps:
-            prepared.apply(await step(context, prepared))
+            if isinstance(step, SideBySide):
+                await _side_by_side(step, context, prepared)
+            else:
+                prepared.apply(await step(context, prepared))
     except BaseException:
         # A step refused, failed or was cancelled: release what earlier steps claimed.
         after_failure(flow.tasks, prepared, "not_forwarded")
         raise
+
+
+async def _side_by_side(group: SideBySide, context: StepContext, prepared: PreparedChat
+                        ) -> None:
+    """Run the group's steps at once; apply what each returned in the group's order, then
+    raise the first failure (so the claims of those that succeeded are released with it)."""
+    outcomes = await asyncio.gather(*(step(context, prepared) for step in group.steps),
+                                    return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, StepResult):
+            prepared.apply(outcome)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 def after_reply(tasks: BackgroundTasks, prepared: PreparedChat, reply: CapturedReply) -> None:

@@ -127,6 +127,20 @@ class BoundStep(Generic[Face]):
         return await self.run(self.face, context, request)
 
 
+@dataclass(frozen=True)
+class SideBySide:
+    """Steps run at once: each reads only what the steps before the group added, none what
+    another of the group adds (the memories and the recalled fragments both read the thread
+    and the user's turn and change neither), so one's database reads and model wait overlap
+    the other's instead of following them. ``run_steps`` applies their results in the group's
+    order: the request is what the steps one after the other would have made of it."""
+
+    steps: tuple[ChatStep, ...]
+
+
+Steps = tuple[ChatStep | SideBySide, ...]  # a protocol's steps in order (``run_steps``)
+
+
 @dataclass
 class PreparedChat:
     """One chat request, ready to forward. Steps never write it; the pipeline applies what

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.chat.persona import PersonaFile
-from pawwake.chat.prepared import ChatStep, OnSuccess, PreparedChat
+from pawwake.chat.prepared import OnSuccess, PreparedChat, Steps
 from pawwake.conversations.pending import Pending
 
 if TYPE_CHECKING:
@@ -39,9 +39,9 @@ class ChatResources:
     the assembly from ``chat_steps``, ``messages_steps``, ``responses_steps``), the clock the
     steps read, and the sessions whose turn is being stored."""
 
-    steps: tuple[ChatStep, ...] = ()  # chat's (``chat_steps``); a test may add one
-    messages_steps: tuple[ChatStep, ...] = ()  # Messages' (``protocols/anthropic/pipeline.py``)
-    responses_steps: tuple[ChatStep, ...] = ()  # Responses' (``protocols/responses/prepare.py``)
+    steps: Steps = ()  # chat's (``chat_steps``); a test may add one
+    messages_steps: Steps = ()  # Messages' (``protocols/anthropic/pipeline.py``)
+    responses_steps: Steps = ()  # Responses' (``protocols/responses/prepare.py``)
     persona: PersonaFile = field(default_factory=PersonaFile)
     clock: Callable[[], datetime] = utc_now
     # Sessions whose finished turn is being stored, so this process's next request of the

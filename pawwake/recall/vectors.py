@@ -48,6 +48,7 @@ class MessageVectors:
     def __init__(self, index: VectorIndex | None = None) -> None:
         self.index = index or VectorIndex(table=db.MESSAGE_VECTORS)
         self._backgrounds: dict[Provenance, tuple[Background | None, float]] = {}
+        self._refreshing: dict[Provenance, asyncio.Future[Background | None]] = {}
 
     async def store(self, pool: aiopg.Pool, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
@@ -84,19 +85,35 @@ class MessageVectors:
                          ) -> Background | None:
         """The mean of the provenance's message vectors (``recall.background``), None while
         there are too few. Kept between searches: on numpy until the index grew or shrank by
-        a tenth, on pgvector (the mean of the newest ``SAMPLE``) for ``BACKGROUND_TTL``."""
+        a tenth, on pgvector (the mean of the newest ``SAMPLE``) for ``BACKGROUND_TTL``. Once
+        it is out of date the search still uses it and a new mean is averaged beside, off
+        the search's path (it read thousands of vectors, once a minute, in some chat's time);
+        only the first search of a provenance waits for it."""
         kept = self._backgrounds.get(provenance)
+        if kept is None:
+            return await self._averaged(pool, provenance, pgvector)
+        if self._out_of_date(kept, pgvector):
+            refreshing = self._refreshing.get(provenance)
+            if refreshing is None or refreshing.done():
+                task = asyncio.ensure_future(self._averaged(pool, provenance, pgvector))
+                task.add_done_callback(_refresh_failed)
+                self._refreshing[provenance] = task
+        return kept[0]
+
+    def _out_of_date(self, kept: tuple[Background | None, float], pgvector: bool) -> bool:
+        if pgvector:
+            return time.monotonic() - kept[1] >= BACKGROUND_TTL
+        if kept[0] is None:
+            return True
+        return abs(self.index.size - kept[0].count) > max(MIN_CHANGE, kept[0].count // 10)
+
+    async def _averaged(self, pool: aiopg.Pool, provenance: Provenance, pgvector: bool
+                        ) -> Background | None:
         now = time.monotonic()
         if pgvector:
-            if kept is not None and now - kept[1] < BACKGROUND_TTL:
-                return kept[0]
             async with cursor(pool) as cur:
                 mean, count = await db.background_vector(cur, provenance, background.SAMPLE)
         else:
-            size = self.index.size
-            if kept is not None and kept[0] is not None and abs(
-                    size - kept[0].count) <= max(MIN_CHANGE, kept[0].count // 10):
-                return kept[0]
             mean, count = await self.index.mean(pool, provenance)
         found = (Background(mean, count) if mean is not None
                  and count >= background.MIN_VECTORS else None)
@@ -178,3 +195,9 @@ async def _warm(vectors: MessageVectors, config: RuntimeConfig, database: Databa
     if not settings.CONVERSATION_RECALL_ENABLED:
         return
     await warm_if_numpy(vectors.index, memory_vectors, settings, database, embedder, "message")
+
+
+def _refresh_failed(task: asyncio.Future[Background | None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("averaging the recall background failed (the older one stays in use): %s",
+                    type(task.exception()).__name__)

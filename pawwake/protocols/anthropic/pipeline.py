@@ -1,7 +1,8 @@
 """A Messages request through the chat pipeline: the same persona, memory steps, turn writer
 and after-reply work, with the gateway's text placed the Messages way. Its steps, in order:
 
-    messages_steps(...) = (messages_partition_context, memories, recalled_fragments)
+    messages_steps(...) = (messages_partition_context,
+                           SideBySide(memories, recalled_fragments))
 
 The steps read the request's chat view (``chat_view``) for the question and session; the
 turn writer stores that view, whose messages carry their original content blocks. In
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
-from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.prepared import BoundStep, ChatRejected, PreparedChat, SideBySide, Steps
 from pawwake.partition.step import PartitionParts
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
@@ -33,10 +34,11 @@ if TYPE_CHECKING:
     from pawwake.chat.resources import ChatFlow
 
 def messages_steps(partition: PartitionParts, memory: MemoryStepParts,
-                   recall: ConversationRecall) -> tuple[ChatStep, ...]:
-    """A Messages request's steps in order, each bound to its face (by the assembly)."""
-    return (BoundStep(messages_partition_context, partition), BoundStep(memories, memory),
-            BoundStep(recalled_fragments, recall))
+                   recall: ConversationRecall) -> Steps:
+    """A Messages request's steps in order, each bound to its face (by the assembly); the
+    memories and the recalled fragments side by side, as in chat."""
+    return (BoundStep(messages_partition_context, partition),
+            SideBySide((BoundStep(memories, memory), BoundStep(recalled_fragments, recall))))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pawwake.chat.auxiliary import is_title_request, skip_requested
 from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
-from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
+from pawwake.chat.prepared import BoundStep, ChatRejected, PreparedChat, Steps
 from pawwake.protocols.responses.items import input_messages, with_instructions
 from pawwake.protocols.responses.request import responses_session_id
 from pawwake.settings import Settings
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pawwake.chat.resources import ChatFlow
 
 PROTOCOL = "responses"
-def responses_steps(memory: MemoryStepParts) -> tuple[ChatStep, ...]:
+def responses_steps(memory: MemoryStepParts) -> Steps:
     """A Responses request's steps: memories only, placed plainly (bound by the assembly)."""
     return (BoundStep(memories, memory),)
 
