@@ -22,6 +22,7 @@ from pawwake.app import create_app
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import create_pool, transaction
 from pawwake.settings import Settings
+from tests.embedding_server import FakeEmbeddings
 from tests.fake_upstream import FakeUpstream
 from tests.gateway_support import GatewayStarter
 
@@ -216,6 +217,15 @@ def database_url(postgres: PostgresHandle) -> Iterator[str]:
 async def upstream(aiohttp_server: Any) -> FakeUpstream:
     """A real HTTP server on loopback that speaks OpenAI's chat API, scripted per test."""
     fake = FakeUpstream()
+    fake.server = await aiohttp_server(fake.build_app())
+    return fake
+
+
+@pytest.fixture
+async def fake_embeddings(aiohttp_server: Any) -> FakeEmbeddings:
+    """A real OpenAI-compatible embeddings server on loopback, deterministic (see
+    ``tests/embedding_server.py``)."""
+    fake = FakeEmbeddings()
     fake.server = await aiohttp_server(fake.build_app())
     return fake
 
