@@ -12,14 +12,8 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.services import services_of
-from tests.dashboard_support import dashboard_client, login, same_origin
+from tests.dashboard_support import logged_in, same_origin
 from tests.gateway_support import chat_body
-
-
-async def logged_in(make_client: Any, **overrides: Any) -> Any:
-    client = await dashboard_client(make_client, **overrides)
-    assert (await login(client)).status == 303
-    return client
 
 
 async def status_page(client: Any, path: str = "/dashboard") -> BeautifulSoup:
