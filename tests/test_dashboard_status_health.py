@@ -56,14 +56,21 @@ async def failing(job: Job) -> None:
     raise ValueError("the memory model answered nonsense")
 
 
+async def failed_extraction(app: Any) -> int:
+    """A memory extraction job that failed for good (its handler raised on its one attempt),
+    as the status page shows it; returns its id."""
+    services_of(app).jobs.register("memory_extract", failing)
+    async with cursor(services_of(app).database.pool) as cur:
+        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
+    await services_of(app).jobs.run_until_idle()
+    return int(dead)
+
+
 async def test_failing_jobs_per_kind_with_their_error_and_retry_here(make_client: Any) -> None:
     client = await logged_in(make_client, JOB_WORKERS=0, MEMORY_VECTOR_ENABLED=False)
     app = client.server.app
     pool = services_of(app).database.pool
-    services_of(app).jobs.register("memory_extract", failing)
-    async with cursor(pool) as cur:
-        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
-    await services_of(app).jobs.run_until_idle()
+    dead = await failed_extraction(app)
     async with cursor(pool) as cur:
         await jobs_db.enqueue(cur, "memory_embed", {"memory_id": 1})
 
