@@ -19,6 +19,7 @@ from pawwake.db import (
     memories,
     memory_search,
     partition_state,
+    threads,
     turn_injections,
 )
 from pawwake.db.pool import cursor, fetch_all
@@ -120,12 +121,14 @@ async def test_stored_messages_have_their_records_keys(make_client: Any) -> None
         _, sessions = await conversation_admin.list_sessions(cur, trash=False, limit=5,
                                                              offset=0)
         exported = await conversation_admin.export_messages(cur)
+        listed = await threads.list_threads(cur)
     assert tail and thread and history and skeleton and managed and sessions and exported
     assert {frozenset(row) for row in managed} == {frozenset(keys(conversation_admin.MessageRow))}
     assert {frozenset(row) for row in sessions} == {
         frozenset(keys(conversation_admin.SessionSummary))}
     assert {frozenset(row) for row in exported} == {
         frozenset(keys(conversation_admin.ExportedRow))}
+    assert listed and {frozenset(row) for row in listed} == {frozenset(keys(threads.ThreadRow))}
     assert {frozenset(row) for row in tail} == {frozenset(keys(messages.TailMessage))}
     assert {frozenset(row) for row in thread + history} == {
         frozenset(keys(messages.StoredMessage))}
