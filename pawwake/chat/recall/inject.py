@@ -19,6 +19,7 @@ from pawwake.db import fragments as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm.sse import CapturedReply
 from pawwake.local_time import local_minute, zone_at
+from pawwake.text.query import users_words
 from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
@@ -79,7 +80,8 @@ async def recalled_fragments(recall: ConversationRecall, context: StepContext,
     if (context.database is None or thread is None or not settings.CONVERSATION_RECALL_ENABLED
             or not settings.CACHE_PARTITION_ENABLED or limit <= 0):
         return NOTHING
-    query = last_user_text(list(request.turn_messages))
+    # what the user asked, without the blocks a client wraps it in (as memory search)
+    query = users_words(last_user_text(list(request.turn_messages)))
     if not query.strip():
         return NOTHING
     pool = context.database.pool
