@@ -14,9 +14,6 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.params import parse_search
-from pawwake.chat.recall.search import search_fragments
 from pawwake.database import Database, require_database
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -37,6 +34,9 @@ from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
 from pawwake.memory.search_params import check_limit, check_query
 from pawwake.memory.store import memory_json
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.params import parse_search
+from pawwake.recall.search import search_fragments
 
 if TYPE_CHECKING:
     from pawwake.settings import Settings

@@ -13,12 +13,12 @@ from typing import Any
 import aiopg
 
 from pawwake.chat.prepared import NOTHING, ReplyHook, StepContext, StepInput, StepResult
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.search import search_fragments
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm.sse import CapturedReply
 from pawwake.local_time import local_minute, zone_at
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.search import search_fragments
 from pawwake.text.query import users_words
 from pawwake.text.rounds import last_user_text
 
