@@ -134,7 +134,7 @@ async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
             await conversations.clear_incomplete(cur, plan.unflag_ids)
             ids = await conversations.insert_messages(cur, session_id, plan.insert,
                                                       source=SOURCE)
-            await record_injection(cur, turn, ids, plan.insert)
+            await record_injection(cur, getattr(turn, "injected", ()), ids, plan.insert)
             indexed = [(message_id, message.content) for message_id, message in zip(
                 ids, plan.insert, strict=True) if message.role in ("user", "assistant")
                 and not message.metadata.get(INCOMPLETE)]

@@ -8,7 +8,7 @@ and can correct itself); only a broken envelope is a JSON-RPC error (``protocol`
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
@@ -98,7 +98,8 @@ def _day(value: Any) -> str | None:
     return value.isoformat() if isinstance(value, (date, datetime)) else value
 
 
-def _memory_line(memory: dict[str, Any]) -> str:
+def _memory_line(memory: Mapping[str, object]) -> str:
+    """One memory as a line: a stored row, or a search hit as the tool shows it."""
     parts = [f"#{memory['id']}", f"[importance {memory['importance']}]"]
     if memory.get("event_date"):
         parts.append(f"({_day(memory['event_date'])})")

@@ -32,6 +32,7 @@ import numpy as np
 from pawwake.database import Database, connected_database, require_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.memory_search import CandidateRow, MemoryHit
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.llm.embeddings import (
     EmbeddingError,
@@ -74,7 +75,7 @@ TOUCH_GRANULARITY_SECONDS = 600.0  # last_accessed is kept to about ten minutes
 
 @dataclass
 class SearchResult:
-    memory: dict[str, Any]
+    memory: MemoryHit
     score: float
     parts: dict[str, float]  # raw 0..1 components before weighting
     similarity: float | None  # raw cosine with the query, when the row has a vector
@@ -210,7 +211,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     relevant_enough = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    size = await search.term_stats.active(database.pool) if rows or held_rows else 0
+    size = (await search.term_stats.counts(database.pool)).size if rows or held_rows else 0
     results = _within_limit(_score(rows, found_by_keywords.fixed, concepts, normalised, cosines,
                                    weights, now, today, hood, semantic, size,
                                    floor=float(settings.MIN_SCORE_THRESHOLD),
@@ -236,11 +237,11 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         fallback=warning.code if warning else None, held_back=held_results)
 
 
-async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
+async def _semantic_candidates(database: Database, rows: list[CandidateRow],
                                found: search_db.Neighbourhood,
                                cosines: Mapping[int, float], floor: float,
                                exclude: list[int]
-                               ) -> tuple[list[dict[str, Any]], dict[int, float],
+                               ) -> tuple[list[CandidateRow], dict[int, float],
                                           fusion.Neighbourhood | None]:
     """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
     every row's semantic part: its place in the query's neighbourhood. The admitted rows come
@@ -261,7 +262,7 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                   for row in rows if row["id"] in cosines}, hood
 
 
-async def _held_rows(database: Database, held: Sequence[int]) -> list[dict[str, Any]]:
+async def _held_rows(database: Database, held: Sequence[int]) -> list[CandidateRow]:
     """The active rows among ``held`` (with their terms), fetched beside the keyword pool."""
     if not held:
         return []
@@ -278,7 +279,7 @@ async def touch_results(search: MemorySearch, results: Sequence[SearchResult]) -
                                            TOUCH_GRANULARITY_SECONDS)
 
 
-def _score(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
+def _score(rows: list[CandidateRow], fixed: Mapping[int, Fixed],
            concepts: Sequence[Concept],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
            weights: scoring.Weights, now: datetime, today: date,
@@ -335,7 +336,7 @@ def _within_limit(results: list[SearchResult], limit: int, relevant_enough: floa
     return kept
 
 
-def _evidence(row: Mapping[str, Any], cosine: float | None, keyword: float,
+def _evidence(row: MemoryHit, cosine: float | None, keyword: float,
               semantic: _Semantic | None, store_size: int) -> Evidence:
     language = language_of(str(row["content"]))
     if semantic is None or cosine is None:

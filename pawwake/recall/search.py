@@ -25,7 +25,6 @@ from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
 from pawwake.recall import index as conversation_index
-from pawwake.recall import stats as recall_stats
 from pawwake.recall import when
 from pawwake.recall.rank import (
     CONTEXT_CHARS,
@@ -92,14 +91,17 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     common: set[str] = set()
 
     if keywords:
-        stats = recall_stats.for_pool(database.pool)
-        count, frequencies = await stats.frequencies(database.pool, keywords)
+        plan = await recall.term_stats.plan(database.pool, keywords)
+        estimated = recall.term_stats.estimated(keywords)  # the listed ones; others counted
         async with cursor(database.pool) as cur:
+            frequencies = {**await db.term_counts(cur, [t for t in keywords
+                                                         if t not in estimated]), **estimated}
             rows = await db.keyword_matches(cur, keywords, excluded_sessions,
                                             KEYWORD_ROWS, keep_below=keep_excluded_below,
-                                            **stats.match_options(keywords))
-        common = common_terms(rows, keywords, stats.sessions)
-        weights = {t: tokens.idf_weight(count, frequencies.get(t, 0))
+                                            windowed=plan.windowed, window=plan.window,
+                                            gather_cap=plan.gather_cap)
+        common = common_terms(rows, keywords, plan.sessions)
+        weights = {t: tokens.idf_weight(plan.collection, frequencies.get(t, 0))
                    * (COMMON_KEYWORD_WEIGHT if t in common else 1.0) for t in keywords}
         total = sum(weights.values())
         for row in rows:
