@@ -9,7 +9,7 @@ from typing import Any
 
 from pawwake.services import services_of
 from tests.conditions import until
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 from tests.memory_fixtures import insert_memory
 from tests.test_recall_injection import current_turn, store_turn
@@ -25,8 +25,8 @@ def queries(fake: FakeEmbeddings) -> list[str]:
 
 
 async def test_recall_embeds_while_the_memory_search_still_waits_for_its_vector(
-        gateway: Any, upstream: Any, fake_embeddings: FakeEmbeddings) -> None:
-    fake = fake_embeddings
+        gateway: Any, upstream: Any, aiohttp_server: Any) -> None:
+    fake = await serve_embeddings(aiohttp_server)
     client = await gateway(
         GATEWAY_SECRET=GATEWAY_KEY, JOB_WORKERS=0, MEMORY_ENABLED=True,
         CONVERSATION_RECALL_ENABLED=True, CACHE_PARTITION_ENABLED=True, TIMEZONE_HOURS=8,

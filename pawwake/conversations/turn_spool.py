@@ -29,6 +29,8 @@ from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.turn_injections import InjectedEntry, without_text
 from pawwake.llm.sse import CapturedReply, TokenUsage
+from pawwake.tasks import running_beside
+from pawwake.text.messages import ChatMessage
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -50,7 +52,7 @@ class SpooledTurn:
 
     session_id: str
     model: str
-    turn_messages: list[Any]
+    turn_messages: list[ChatMessage]
     turn_key: str
     protocol: str | None = None  # None: chat completions
     received_at: datetime | None = None  # when the request came (a rename since is followed)
@@ -272,9 +274,6 @@ async def open_turn_spool(spool: TurnSpool, database: Database | None,
     await asyncio.to_thread(spool.open)
     if spool.pending:
         log.info("%d turns wait in the spool from an earlier run", spool.pending)
-    loop = asyncio.create_task(spool.run(database, store), name="turn-spool")
-    yield
-    loop.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await loop
+    async with running_beside(spool.run(database, store), name="turn-spool"):
+        yield
     spool.close()

@@ -26,6 +26,7 @@ from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
 from pawwake.recall import index as conversation_index
 from pawwake.recall import when
+from pawwake.recall.fragments import Fragment, FragmentMessage
 from pawwake.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
@@ -58,7 +59,7 @@ CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left 
 
 @dataclass
 class RecallOutcome:
-    fragments: list[dict[str, Any]]
+    fragments: list[Fragment]
     mode: str  # "hybrid" | "keyword"
     keywords: list[str]
     warning: str | None = None
@@ -182,17 +183,17 @@ def without_terms(text: str, terms: set[str]) -> str:
 
 
 async def _build_fragments(pool: Any, chosen: list[tuple[RankedSession, str]], context: int
-                           ) -> list[dict[str, Any]]:
+                           ) -> list[Fragment]:
     matched = {i for item, _ in chosen for i in item.matched_ids}
     async with cursor(pool) as cur:
         rows = await db.context_windows(cur, sorted(matched), context)
-    by_session: dict[str, list[dict[str, Any]]] = {}
+    by_session: dict[str, list[db.ContextMessage]] = {}
     for row in rows:
         by_session.setdefault(row["session_id"], []).append(row)
-    fragments = []
+    fragments: list[Fragment] = []
     for item, fid in chosen:
         ids = set(item.matched_ids)
-        messages = [{
+        messages: list[FragmentMessage] = [{
             "role": row["role"],
             "content": trim(row["content"], MATCH_CHARS if row["id"] in ids else CONTEXT_CHARS),
             "created_at": row["created_at"].isoformat(),
