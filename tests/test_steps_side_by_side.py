@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from pawwake.services import services_of
 from tests.conditions import until
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 from tests.memory_fixtures import insert_memory
 from tests.test_recall_injection import current_turn, store_turn
@@ -22,19 +20,13 @@ QUESTION = "我们1月5日聊的京都清水寺行程是什么"
 RECALL_TEXT = "我们 聊的京都清水寺行程是什么"
 
 
-@pytest.fixture
-async def fake(aiohttp_server: Any) -> FakeEmbeddings:
-    server = FakeEmbeddings()
-    server.server = await aiohttp_server(server.build_app())
-    return server
-
-
 def queries(fake: FakeEmbeddings) -> list[str]:
     return [r["input"][0] for r in fake.requests if r["input"] in ([QUESTION], [RECALL_TEXT])]
 
 
 async def test_recall_embeds_while_the_memory_search_still_waits_for_its_vector(
-        gateway: Any, upstream: Any, fake: FakeEmbeddings) -> None:
+        gateway: Any, upstream: Any, aiohttp_server: Any) -> None:
+    fake = await serve_embeddings(aiohttp_server)
     client = await gateway(
         GATEWAY_SECRET=GATEWAY_KEY, JOB_WORKERS=0, MEMORY_ENABLED=True,
         CONVERSATION_RECALL_ENABLED=True, CACHE_PARTITION_ENABLED=True, TIMEZONE_HOURS=8,

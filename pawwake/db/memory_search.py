@@ -132,8 +132,11 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     return cast(list[CandidateRow], await fetch_all(
         cur,
         f"WITH gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
-        " hits AS MATERIALIZED (SELECT g.id, q.term FROM gathered g"
-        "   JOIN unnest(%(terms)s::text[]) AS q (term) ON q.term = ANY(g.search_terms)),"
+        # each row's terms against the query's by hash: ``q.term = ANY(g.search_terms)``
+        # scanned every row's array once per query term (a third of the statement's time)
+        " hits AS MATERIALIZED (SELECT DISTINCT g.id, t.term FROM gathered g"
+        "   CROSS JOIN LATERAL unnest(g.search_terms) AS t (term)"
+        "   JOIN unnest(%(terms)s::text[]) AS q (term) ON q.term = t.term),"
         " counts AS (SELECT term, count(*) AS n FROM hits GROUP BY term),"
         f" weights AS MATERIALIZED (SELECT q.term, ln(({size} + 1.0)"
         "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"
