@@ -33,14 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_search import TextMaker, pct, vocabulary
 from pawwake.app import create_app
-from pawwake.chat.recall import stats as recall_stats
-from pawwake.chat.recall.search import search_fragments
 from pawwake.conversations.manage import list_conversations
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM
+from pawwake.recall import stats as recall_stats
+from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens

@@ -47,11 +47,11 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pawwake.app import create_app
-from pawwake.chat.recall.search import search_fragments
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
+from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens

@@ -9,7 +9,6 @@ from contextlib import AbstractAsyncContextManager
 from aiohttp import web
 
 from pawwake.auth import warn_if_open
-from pawwake.chat.recall.vectors import warming_message_vectors
 from pawwake.config_problems import configuration_problems
 from pawwake.conversations.turn_spool import open_turn_spool
 from pawwake.conversations.turn_writer import spooled_turn_writer
@@ -19,6 +18,7 @@ from pawwake.job_kinds import job_handlers
 from pawwake.jobs import running_jobs
 from pawwake.llm.http import open_http_client
 from pawwake.memory.resources import open_embedder
+from pawwake.recall.vectors import warming_message_vectors
 from pawwake.request_statements import bounded_statements_middleware
 from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services, install_faces

@@ -12,7 +12,6 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.chat.resources import ChatResources, RelayParts
 from pawwake.conversations.turn_spool import TurnSpool
 from pawwake.conversations.turn_store import TurnStore
@@ -24,6 +23,7 @@ from pawwake.llm.models import ModelCatalog
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.mcp.tools import McpTools
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemorySearch, MemoryWrites
+from pawwake.recall.faces import ConversationRecall
 from pawwake.relay.trial import TrialParts
 from pawwake.settings import Settings
 

@@ -12,8 +12,6 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from pawwake.chat.recall import index as conversation_index
-from pawwake.chat.recall.faces import ConversationRecall
 from pawwake.conversations import extraction_schedule
 from pawwake.jobs import Job
 from pawwake.memory import describe, embedding_jobs, embedding_worker, reindex
@@ -21,6 +19,8 @@ from pawwake.memory.consolidation import drafts as consolidate
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND
 from pawwake.memory.extraction import job as extract
 from pawwake.memory.faces import MemoryEmbedding, MemoryLearning, MemoryWrites
+from pawwake.recall import index as conversation_index
+from pawwake.recall.faces import ConversationRecall
 
 Handler = Callable[[Job], Awaitable[Any]]
 

@@ -24,8 +24,6 @@ from aiohttp import web
 from pawwake import app_faces
 from pawwake.chat.memory_step import MemoryStepParts
 from pawwake.chat.pipeline import chat_steps
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.chat.resources import ChatFlow, ChatResources, RelayParts
 from pawwake.conversations.turn_spool import FOLDER as SPOOL_FOLDER
 from pawwake.conversations.turn_spool import TurnSpool
@@ -45,6 +43,8 @@ from pawwake.memory.vectors import VectorStore
 from pawwake.partition.step import PartitionParts
 from pawwake.protocols.anthropic.pipeline import messages_steps
 from pawwake.protocols.responses.prepare import responses_steps
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.vectors import MessageVectors
 from pawwake.relay.trial import TrialParts
 from pawwake.replies_in_flight import RepliesInFlight
 from pawwake.search.background import References

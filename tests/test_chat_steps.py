@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pawwake.chat.memory_step import memories
 from pawwake.chat.prepared import PartitionThread, PreparedChat, ReplyHook, StepResult
-from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.sse import CapturedReply
 from pawwake.partition.step import partition_context
 from pawwake.protocols.anthropic.partition import messages_partition_context
+from pawwake.recall.inject import recalled_fragments
 from pawwake.services import build_services
 from pawwake.settings import Settings
 

@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 
 from pawwake.app import create_app
-from pawwake.chat.recall.inject import (
+from pawwake.db.pool import cursor, execute
+from pawwake.recall.inject import (
     format_retrieved_conversations,
     fragments_to_exclude,
     mark_fragments_seen,
 )
-from pawwake.chat.recall.rank import (
+from pawwake.recall.rank import (
     MessageHit,
     SemanticScale,
     Weights,
     fragment_id,
     rank_sessions,
 )
-from pawwake.db.pool import cursor, execute
 from pawwake.services import services_of
 
 KEY = "recall-gateway-key-0123456789abcd"

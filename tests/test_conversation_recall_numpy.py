@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pawwake.chat.recall.search import search_fragments
+from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from pawwake.chat.recall import stats as recall_stats
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search
 from pawwake.db.pool import cursor, execute
+from pawwake.recall import stats as recall_stats
 from pawwake.services import services_of
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 

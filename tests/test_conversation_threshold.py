@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pawwake.chat.recall.semantic import DEFAULT_FLOORS, conversation_threshold
+from pawwake.recall.semantic import DEFAULT_FLOORS, conversation_threshold
 from pawwake.services import services_of
 from pawwake.settings import BY_NAME, Settings
 from tests.dashboard_support import dashboard_client

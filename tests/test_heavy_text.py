@@ -11,7 +11,7 @@ from typing import Any
 import jieba
 import pytest
 
-from pawwake.chat.recall import index as conversation_index
+from pawwake.recall import index as conversation_index
 from pawwake.text import offload, tokens
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 

@@ -16,9 +16,9 @@ import pawwake
 ROOT = Path(pawwake.__file__).resolve().parent
 PACKAGE = "pawwake"
 
-FEATURES = ("chat", "memory", "partition", "conversations")
+FEATURES = ("chat", "memory", "recall", "partition", "conversations")
 LOWER = ("search", "llm", "text")
-SERVICES = ("chat", "memory", "partition", "conversations", "search", "jobs", "job_kinds",
+SERVICES = ("chat", "memory", "recall", "partition", "conversations", "search", "jobs", "job_kinds",
             "job_admin", "usage_report")
 HTTP = ("routes", "dashboard", "mcp")
 
@@ -56,8 +56,8 @@ def imports_of(source: str, module: str, is_package: bool, known: set[str]
 
 
 def area(module: str) -> str:
-    """The top-level part of ours a module belongs to: ``pawwake.chat.recall.search`` is in
-    ``chat``, ``pawwake.settings`` in ``settings``."""
+    """The top-level part of ours a module belongs to: ``pawwake.recall.search`` is in
+    ``recall``, ``pawwake.settings`` in ``settings``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -91,15 +91,15 @@ def test_the_reader_sees_late_relative_and_type_checking_imports() -> None:
         "    from pawwake.memory.store import memory_json\n"
         "def later():\n"
         "    import pawwake.routes.memories\n"
-        "    from ...search import fusion\n"
+        "    from ..search import fusion\n"
     )
-    known = {"pawwake.keys", "pawwake.chat.recall.rank", "pawwake.search.fusion",
+    known = {"pawwake.keys", "pawwake.recall.rank", "pawwake.search.fusion",
              "pawwake.memory.store", "pawwake.routes.memories"}
     found = {imported for imported, _ in
-             imports_of(source, "pawwake.chat.recall.search", False, known)}
-    assert found == {"pawwake.keys", "pawwake.chat.recall.rank", "pawwake.memory.store",
+             imports_of(source, "pawwake.recall.search", False, known)}
+    assert found == {"pawwake.keys", "pawwake.recall.rank", "pawwake.memory.store",
                      "pawwake.routes.memories", "pawwake.search.fusion"}
-    assert area("pawwake.chat.recall.search") == "chat" and area("pawwake.settings") == "settings"
+    assert area("pawwake.recall.search") == "recall" and area("pawwake.settings") == "settings"
 
 
 def test_the_map_is_read_from_the_whole_package() -> None:
@@ -131,18 +131,29 @@ def test_the_partition_cache_sits_under_the_chat_flow() -> None:
     assert breaks(in_areas("memory"), in_areas("partition")) == []
 
 
-# Conversation recall still lives in chat/recall/ (its move beside memory comes later); the
-# turn store keeps its index current, so storage may name it.
-RECALL = "pawwake.chat.recall"
-
-
 def test_conversation_storage_sits_under_the_chat_flow_and_the_partition_cache() -> None:
     """``conversations/`` stores what the chat flow, the partition cache and sidecar ingest
-    hand it; it names none of them (of ``chat/`` only recall's index), nor memory."""
+    hand it; it names none of them, nor memory (the turn store keeps recall's index current,
+    so it may name ``recall/``)."""
     assert breaks(in_areas("conversations"),
-                  lambda imported: area(imported) in ("partition", "memory", "protocols")
-                  or (area(imported) == "chat" and not imported.startswith(RECALL + "."))) == []
+                  in_areas("chat", "partition", "memory", "protocols")) == []
     assert breaks(in_areas("memory"), in_areas("conversations")) == []
+
+
+# Recall's chat step: the one module of recall/ that names the chat flow (its contract).
+RECALL_STEP = "pawwake.recall.inject"
+
+
+def test_conversation_recall_stands_beside_memory() -> None:
+    """``recall/`` and ``memory/`` share only what lies below them (``search/``); of the chat
+    flow recall names the steps' contract, from its step alone."""
+    assert breaks(in_areas("recall"), in_areas("memory")) == []
+    assert breaks(in_areas("memory"), in_areas("recall")) == []
+    assert breaks(lambda module: area(module) == "recall" and module != RECALL_STEP,
+                  in_areas("chat")) == []
+    assert breaks(in_areas("recall"),
+                  lambda imported: area(imported) == "chat" and imported not in STEP_CONTRACT
+                  ) == []
 
 
 def test_the_relay_sits_between_the_routes_and_the_chat_flow() -> None:
@@ -204,8 +215,8 @@ def test_route_modules_import_each_other_without_cycles() -> None:
 
 # The layers below the HTTP one take the parts they use (``Services`` or fewer), never the
 # aiohttp app or a request, and read no app key; the chat flow included (docs/ARCHITECTURE.md).
-WITHOUT_APP = ("chat", "memory", "partition", "conversations", "search", "llm", "text", "db",
-               "protocols")
+WITHOUT_APP = ("chat", "memory", "recall", "partition", "conversations", "search", "llm", "text",
+               "db", "protocols")
 WEB_OBJECTS = {"Application", "Request"}
 
 
@@ -274,9 +285,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "relay", "protocols.anthropic.turn", "protocols.responses.turn")),
     ("protocols", ("protocols",)),
     ("chat pipeline", ("chat", "upgrade")),
-    ("chat steps", ("partition", "chat.memory_step", "chat.recall.inject")),
+    ("chat steps", ("partition", "chat.memory_step", "recall.inject")),
     ("conversation storage", ("conversations",)),
-    ("memory and recall", ("memory", "chat.recall", "usage_report", "job_admin",
+    ("memory and recall", ("memory", "recall", "usage_report", "job_admin",
                            "config_problems")),
     ("the steps' contract", ("chat.prepared", "chat.cache_control", "chat.persona")),
     ("search", ("search",)),

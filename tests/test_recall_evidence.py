@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from pawwake.chat.recall.background import Background
-from pawwake.chat.recall.rank import (
+from pawwake.recall.background import Background
+from pawwake.recall.rank import (
     MessageHit,
     Question,
     SemanticScale,
@@ -18,7 +18,7 @@ from pawwake.chat.recall.rank import (
     rank_sessions,
     semantic_evidence,
 )
-from pawwake.chat.recall.when import asks_when, mentions_time
+from pawwake.recall.when import asks_when, mentions_time
 
 NOW = datetime(2026, 1, 10, tzinfo=UTC)
 

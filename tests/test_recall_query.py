@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pawwake.chat.recall.search import common_terms, without_terms
-from pawwake.chat.recall.when import find_window, without
 from pawwake.local_time import zone_at
+from pawwake.recall.search import common_terms, without_terms
+from pawwake.recall.when import find_window, without
 
 NOW = datetime(2026, 5, 20, 12, tzinfo=UTC)
 UTC8 = zone_at(8)

@@ -11,10 +11,10 @@ from aiohttp import web
 from pawwake.app_faces import settings_of
 from pawwake.chat.memory_step import memories
 from pawwake.chat.persona import DEFAULT_PERSONA_PATH
-from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.database import require_database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.partition.step import partition_context
+from pawwake.recall.inject import recalled_fragments
 from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
 

@@ -27,6 +27,7 @@ from pawwake.chat.prepared import (
 )
 from pawwake.db import memory_seen, reminders
 from pawwake.db.pool import DATABASE_ERRORS, cursor
+from pawwake.db.turn_injections import InjectedEntry
 from pawwake.llm.sse import CapturedReply
 from pawwake.memory.faces import MemorySearch
 from pawwake.memory.inject import (
@@ -100,8 +101,9 @@ async def memories(parts: MemoryStepParts, context: StepContext, request: StepIn
     if partition and results:
         hooks.append(seen_memories(pool, request.session_id, [int(r.memory["id"]) for r in results]))
     block = memory_block([r.memory for r in results], due, settings)
-    injected = [{"kind": "reminder", "id": int(r["id"]), "remind_at": r["remind_at"].isoformat(),
-                 "text": str(r["content"])} for r in due]
+    injected: list[InjectedEntry] = [
+        {"kind": "reminder", "id": int(r["id"]), "remind_at": r["remind_at"].isoformat(),
+         "text": str(r["content"])} for r in due]
     injected += explained
     _log_steps(timings, started, searched)
     placed = plain_system_text(block, bool(due)) if not partition else block

@@ -10,7 +10,7 @@ each bound by the assembly (``services.py``) to the parts it works with:
 1. ``partition_context`` (``partition/step.py``): partition mode rebuilds the history from
    the active thread (read once; later steps use ``thread.state``); the turn is stored there.
 2. ``memories`` (``chat/memory_step.py``): due reminders, then the memories that match.
-3. ``recalled_fragments`` (``chat/recall/inject.py``): past conversation fragments.
+3. ``recalled_fragments`` (``recall/inject.py``): past conversation fragments.
 
 A step returns what it adds (``StepResult``, see ``chat/prepared.py``); only ``run_steps``
 applies it to the request (``PreparedChat.apply``). The Messages and Responses protocols run
@@ -43,14 +43,14 @@ from pawwake.chat.prepared import (
     StepContext,
     StepResult,
 )
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.chat.resources import ChatFlow
 from pawwake.chat.sessions import resolve_session_id
 from pawwake.conversations.pending import PENDING_WAIT_SECONDS, wait_pending
 from pawwake.database import connected_database
 from pawwake.llm.sse import CapturedReply
 from pawwake.partition.step import PartitionParts, partition_context
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.inject import recalled_fragments
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from pawwake.api_error import ApiError
 from pawwake.chat.cache_control import strip_cache_control, supports_cache_control
 from pawwake.db.partition_state import PartitionState
+from pawwake.db.turn_injections import InjectedEntry
 from pawwake.llm.sse import CapturedReply
 from pawwake.settings import Settings
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 SYSTEM_ROLES = ("system", "developer")
 
-Injected = dict[str, Any]  # one entry of the injected record: {"kind": ..., "text": ..., ...}
+Injected = InjectedEntry  # one entry of the injected record (``db/turn_injections.py``)
 OnSuccess = Callable[[CapturedReply], Awaitable[None]]
 OnFailure = Callable[[str], Awaitable[None]]  # the reason: "client_gone", "upstream_cut"...
 

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.recall import index as conversation_index
 from pawwake.conversations.ingest_replace import replace_final_reply
 from pawwake.conversations.turn_store import TurnStore, index_and_schedule
 from pawwake.database import require_database
@@ -28,6 +27,7 @@ from pawwake.db import conversation_turns as turns_db
 from pawwake.db.conversations import NewMessage, insert_messages
 from pawwake.db.pool import transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
+from pawwake.recall import index as conversation_index
 
 if TYPE_CHECKING:
     from pawwake.settings import Settings

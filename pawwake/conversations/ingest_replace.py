@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.recall import index as conversation_index
 from pawwake.db import conversation_turns as turns_db
+from pawwake.recall import index as conversation_index
 
 if TYPE_CHECKING:
-    from pawwake.chat.recall.faces import ConversationRecall
+    from pawwake.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 

@@ -12,17 +12,17 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.recall import index as conversation_index
 from pawwake.database import require_database
 from pawwake.db import conversation_admin as db
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import cursor, transaction
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, moment_in_range
+from pawwake.recall import index as conversation_index
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
-    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.database import Database
+    from pawwake.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)

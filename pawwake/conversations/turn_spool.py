@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
 from pawwake.db.pool import UNAVAILABLE_ERRORS
+from pawwake.db.turn_injections import InjectedEntry, without_text
 from pawwake.llm.sse import CapturedReply, TokenUsage
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class SpooledTurn:
     turn_key: str
     protocol: str | None = None  # None: chat completions
     received_at: datetime | None = None  # when the request came (a rename since is followed)
-    injected: list[dict[str, Any]] = field(default_factory=list)  # the injected record
+    injected: list[InjectedEntry] = field(default_factory=list)  # the injected record
 
 
 def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
@@ -73,8 +74,7 @@ def encode(turn: Any, reply: CapturedReply, *, incomplete: bool) -> bytes:
         "incomplete": incomplete,
         "client_messages": messages[max(0, last_user - 1):],
         # What was injected, without its texts (the record the turn's reply keeps).
-        "injected": [{k: v for k, v in entry.items() if k != "text"}
-                     for entry in getattr(turn, "injected", ())],
+        "injected": [without_text(entry) for entry in getattr(turn, "injected", ())],
         "reply": {
             "content": reply.content, "reasoning_content": reply.reasoning_content,
             "tool_calls": reply.tool_calls, "extras": reply.extras,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg2
 
-from pawwake.chat.recall import index as conversation_index
 from pawwake.conversations.extraction_schedule import schedule_extraction
 from pawwake.conversations.turn_plan import plan_turn, reply_message, trailing_call_ids
 from pawwake.database import require_database
@@ -27,13 +26,14 @@ from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.db.pool import transaction
 from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
+from pawwake.recall import index as conversation_index
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.chat.recall.faces import ConversationRecall
     from pawwake.database import Database
     from pawwake.jobs import JobRunner
     from pawwake.live_settings import RuntimeConfig
+    from pawwake.recall.faces import ConversationRecall
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ async def store_turn(store: TurnStore, turn: TurnSource, reply: CapturedReply,
             await conversations.clear_incomplete(cur, plan.unflag_ids)
             ids = await conversations.insert_messages(cur, session_id, plan.insert,
                                                       source=SOURCE)
-            await record_injection(cur, turn, ids, plan.insert)
+            await record_injection(cur, getattr(turn, "injected", ()), ids, plan.insert)
             indexed = [(message_id, message.content) for message_id, message in zip(
                 ids, plan.insert, strict=True) if message.role in ("user", "assistant")
                 and not message.metadata.get(INCOMPLETE)]

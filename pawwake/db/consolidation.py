@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from pawwake.db.memories import COLUMNS
-from pawwake.db.pool import Cursor, rows_as_dicts
+from pawwake.db.memories import COLUMNS, MemoryRow
+from pawwake.db.pool import Cursor, Row, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 # A row's local date; the one parameter is the offset in seconds.
@@ -24,7 +24,27 @@ LOCAL_DATE = ("COALESCE(event_date,"
 CONSOLIDATABLE = ("is_active AND (remind_at IS NULL OR reminder_delivered_at IS NOT NULL)")
 
 
-async def _all(cur: Cursor) -> list[dict[str, Any]]:
+class DatedMemoryRow(MemoryRow):
+    """A memory with the local day a consolidation files it under (``LOCAL_DATE``)."""
+
+    local_date: date
+
+
+class CoreCandidate(MemoryRow):
+    """An event that may become core, with its sources counted by layer."""
+
+    source_count: int
+    fragment_sources: int
+    event_sources: int
+
+
+class MergeHolder(TypedDict):
+    id: int
+    merged_from: list[int]
+    is_active: bool
+
+
+async def _all(cur: Cursor) -> list[Row]:
     return rows_as_dicts(cur, await cur.fetchall())
 
 
@@ -33,7 +53,7 @@ def _offset(tz_hours: float) -> float:
 
 
 async def range_rows(cur: Cursor, date_from: date, date_to: date, tz_hours: float,
-                     limit: int) -> list[dict[str, Any]]:
+                     limit: int) -> list[DatedMemoryRow]:
     """Active fragments and events without a pending reminder whose local date is in range,
     in local-date then creation order, with that ``local_date``."""
     await cur.execute(
@@ -42,7 +62,7 @@ async def range_rows(cur: Cursor, date_from: date, date_to: date, tz_hours: floa
         f"   AND {LOCAL_DATE} BETWEEN %s AND %s"
         " ORDER BY local_date, created_at, id LIMIT %s",
         (_offset(tz_hours), _offset(tz_hours), date_from, date_to, limit))
-    return await _all(cur)
+    return cast(list[DatedMemoryRow], await _all(cur))
 
 
 async def count_range(cur: Cursor, date_from: date, date_to: date, tz_hours: float) -> int:
@@ -52,44 +72,45 @@ async def count_range(cur: Cursor, date_from: date, date_to: date, tz_hours: flo
     return int((await cur.fetchone())[0])
 
 
-async def rows_by_ids(cur: Cursor, ids: Sequence[int], tz_hours: float) -> list[dict[str, Any]]:
+async def rows_by_ids(cur: Cursor, ids: Sequence[int], tz_hours: float
+                      ) -> list[DatedMemoryRow]:
     """The named rows (any state) with their ``local_date``, in local-date order."""
     await cur.execute(
         f"SELECT {COLUMNS}, {LOCAL_DATE} AS local_date FROM memories WHERE id = ANY(%s)"
         " ORDER BY local_date, created_at, id", (_offset(tz_hours), list(ids)))
-    return await _all(cur)
+    return cast(list[DatedMemoryRow], await _all(cur))
 
 
 async def insert_merged(cur: Cursor, *, content: str, title: str | None, importance: int,
                         layer: int, event_date: date, merged_from: Sequence[int],
-                        search_terms: Sequence[str]) -> dict[str, Any]:
+                        search_terms: Sequence[str]) -> MemoryRow:
     await cur.execute(
         "INSERT INTO memories (content, title, importance, layer, event_date, merged_from,"
         " search_terms) VALUES (%s, %s, %s, %s, %s, %s::bigint[], %s::text[])"
         f" RETURNING {COLUMNS}",
         (content, title, importance, layer, event_date, list(merged_from), list(search_terms)))
-    return rows_as_dicts(cur, [await cur.fetchone()])[0]
+    return cast(MemoryRow, rows_as_dicts(cur, [await cur.fetchone()])[0])
 
 
-async def merges_holding(cur: Cursor, ids: Sequence[int]) -> list[dict[str, Any]]:
+async def merges_holding(cur: Cursor, ids: Sequence[int]) -> list[MergeHolder]:
     """Rows whose ``merged_from`` names any of ``ids`` (GIN index), newest first."""
     await cur.execute("SELECT id, merged_from, is_active FROM memories"
                       " WHERE merged_from && %s::bigint[] ORDER BY id DESC", (list(ids),))
-    return await _all(cur)
+    return cast(list[MergeHolder], await _all(cur))
 
 
-async def end_merge(cur: Cursor, memory_id: int) -> dict[str, Any]:
+async def end_merge(cur: Cursor, memory_id: int) -> MemoryRow:
     """After a revert: archive the merged row and forget its sources (no second revert)."""
     await cur.execute(
         "UPDATE memories SET merged_from = '{}',"
         " archived_at = CASE WHEN is_active THEN now() ELSE archived_at END,"
         f" is_active = false, updated_at = now() WHERE id = %s RETURNING {COLUMNS}",
         (memory_id,))
-    return rows_as_dicts(cur, [await cur.fetchone()])[0]
+    return cast(MemoryRow, rows_as_dicts(cur, [await cur.fetchone()])[0])
 
 
 async def core_candidates(cur: Cursor, *, min_sources: int, min_importance: int, limit: int
-                          ) -> list[dict[str, Any]]:
+                          ) -> list[CoreCandidate]:
     """Active events merged from many memories or marked important, best first, with the
     layers of their sources counted (filtering, order and limit all in SQL)."""
     await cur.execute(
@@ -102,7 +123,7 @@ async def core_candidates(cur: Cursor, *, min_sources: int, min_importance: int,
         "   AND (cardinality(m.merged_from) >= %s OR m.importance >= %s)"
         " ORDER BY m.importance DESC, cardinality(m.merged_from) DESC, m.created_at DESC,"
         "   m.id DESC LIMIT %s", (min_sources, min_importance, limit))
-    return await _all(cur)
+    return cast(list[CoreCandidate], await _all(cur))
 
 
 # --- the draft job's bookkeeping (rows of the shared jobs table, this job kind only) ------

@@ -6,13 +6,97 @@ Every function takes a cursor, so callers decide what shares one transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from datetime import date, datetime
+from typing import Any, TypedDict, cast
 
 from pawwake.db.pool import Cursor, rows_as_dicts
 
 COLUMNS = ("id, content, importance, layer, title, is_active, source_session, merged_from,"
            " superseded_by, event_date, remind_at, reminder_delivered_at, external_id,"
            " created_at, updated_at, archived_at, last_accessed")
+
+
+
+class MemoryFields(TypedDict, total=False):
+    """What a writer may state about a memory, each part optional (an insert takes
+    ``INSERT_DEFAULTS`` for the rest); a row read back has every one."""
+
+    content: str
+    importance: int
+    layer: int
+    title: str | None
+    is_active: bool
+    source_session: str | None
+    event_date: date | None
+    remind_at: datetime | None
+    reminder_delivered_at: datetime | None
+    external_id: str | None
+    archived_at: datetime | None
+
+
+class MemoryRow(MemoryFields):
+    """A memory as every reader gets it (``COLUMNS``: ``MemoryFields`` and these): the store,
+    the API and MCP (through ``memory_json``), the dashboard, backups, consolidation."""
+
+    id: int
+    merged_from: list[int]
+    superseded_by: int | None
+    created_at: datetime
+    updated_at: datetime
+    last_accessed: datetime | None
+
+
+class NewMemory(MemoryFields, total=False):
+    """A memory to insert (``INSERT_FIELDS``)."""
+
+    created_at: datetime | None  # None: the moment of the insert
+    search_terms: list[str]
+    model_keywords: list[str]
+    model_questions: list[str]
+    described_at: datetime | None
+
+
+class MemoryChanges(TypedDict, total=False):
+    """What ``update_memory`` may set on one row (``UPDATABLE``)."""
+
+    content: str
+    importance: int
+    layer: int
+    title: str | None
+    search_terms: list[str]
+    model_keywords: list[str]
+    model_questions: list[str]
+    described_at: datetime | None
+
+
+class LayerCount(TypedDict):
+    layer: int
+    active: int
+    archived: int
+
+
+class SourceMessage(TypedDict):
+    """A stored message a memory was extracted from."""
+
+    id: int
+    session_id: str
+    role: str
+    content: str
+    created_at: datetime
+    deleted_at: datetime | None
+
+
+class TermsRow(TypedDict):
+    id: int
+    content: str
+    search_terms: list[str]
+
+
+class DanglingLink(TypedDict):
+    id: int
+    missing_sources: list[int]
+    missing_successor: int | None
+
 
 # The same expression as the index memories_active_content_key: case and whitespace ignored.
 CONTENT_KEY = "md5(lower(regexp_replace({}, '\\s+', '', 'g')))"
@@ -48,40 +132,40 @@ UPDATABLE = frozenset({"content", "importance", "layer", "title", "search_terms"
                        "model_keywords", "model_questions", "described_at"})
 
 
-async def _all(cur: Cursor) -> list[dict[str, Any]]:
-    return rows_as_dicts(cur, await cur.fetchall())
+async def _all(cur: Cursor) -> list[MemoryRow]:
+    return cast(list[MemoryRow], rows_as_dicts(cur, await cur.fetchall()))
 
 
-async def _one(cur: Cursor) -> dict[str, Any] | None:
+async def _one(cur: Cursor) -> MemoryRow | None:
     row = await cur.fetchone()
-    return rows_as_dicts(cur, [row])[0] if row is not None else None
+    return cast(MemoryRow, rows_as_dicts(cur, [row])[0]) if row is not None else None
 
 
 async def get_memory(cur: Cursor, memory_id: int, *, for_update: bool = False
-                     ) -> dict[str, Any] | None:
+                     ) -> MemoryRow | None:
     lock = " FOR UPDATE" if for_update else ""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE id = %s{lock}", (memory_id,))
     return await _one(cur)
 
 
-async def lock_memories(cur: Cursor, ids: Sequence[int]) -> list[dict[str, Any]]:
+async def lock_memories(cur: Cursor, ids: Sequence[int]) -> list[MemoryRow]:
     """Lock existing rows among ``ids`` (in id order, so two callers cannot deadlock)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ANY(%s) ORDER BY id"
                       " FOR UPDATE", (list(ids),))
     return await _all(cur)
 
 
-async def get_by_external_id(cur: Cursor, external_id: str) -> dict[str, Any] | None:
+async def get_by_external_id(cur: Cursor, external_id: str) -> MemoryRow | None:
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE external_id = %s", (external_id,))
     return await _one(cur)
 
 
-async def insert_memories(cur: Cursor, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+async def insert_memories(cur: Cursor, rows: Sequence[NewMemory]) -> list[MemoryRow]:
     """Insert rows (multi-row VALUES); a row whose external_id exists already is skipped.
 
     Returns the inserted rows in input order (skipped ones are absent).
     """
-    inserted: list[dict[str, Any]] = []
+    inserted: list[MemoryRow] = []
     names = ", ".join(name for name, _ in INSERT_FIELDS)
     template = "(" + ", ".join(expr for _, expr in INSERT_FIELDS) + ")"
     for start in range(0, len(rows), _INSERT_CHUNK):
@@ -99,7 +183,7 @@ async def insert_memories(cur: Cursor, rows: Sequence[dict[str, Any]]) -> list[d
 
 
 async def list_memories(cur: Cursor, *, active: bool, layer: int | None, limit: int, offset: int
-                        ) -> list[dict[str, Any]]:
+                        ) -> list[MemoryRow]:
     """A page, newest first (served by memories_listing / memories_layer_listing)."""
     where, params = _filters(active, layer)
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE {where}"
@@ -120,8 +204,8 @@ def _filters(active: bool, layer: int | None) -> tuple[str, tuple[Any, ...]]:
     return "layer = %s AND is_active = %s", (layer, active)
 
 
-async def update_memory(cur: Cursor, memory_id: int, fields: dict[str, Any]
-                        ) -> dict[str, Any] | None:
+async def update_memory(cur: Cursor, memory_id: int, fields: MemoryChanges
+                        ) -> MemoryRow | None:
     """Set some of content/importance/layer/title/search_terms on one row."""
     unknown = set(fields) - UPDATABLE
     if unknown:
@@ -132,7 +216,7 @@ async def update_memory(cur: Cursor, memory_id: int, fields: dict[str, Any]
     return await _one(cur)
 
 
-async def update_many(cur: Cursor, ids: Sequence[int], fields: dict[str, Any]) -> list[int]:
+async def update_many(cur: Cursor, ids: Sequence[int], fields: MemoryChanges) -> list[int]:
     """Set importance/layer/title on ``ids``; only rows whose values change count."""
     unknown = set(fields) - (UPDATABLE - {"content", "search_terms", "model_keywords",
                                           "model_questions", "described_at"})
@@ -173,7 +257,7 @@ async def reinstate_replaced(cur: Cursor, memory_id: int) -> None:
                       " archived_at = NULL, updated_at = now() WHERE id = %s", (memory_id,))
 
 
-async def set_layer(cur: Cursor, memory_id: int, layer: int) -> dict[str, Any] | None:
+async def set_layer(cur: Cursor, memory_id: int, layer: int) -> MemoryRow | None:
     await cur.execute(f"UPDATE memories SET layer = %s, updated_at = now() WHERE id = %s"
                       f" RETURNING {COLUMNS}", (layer, memory_id))
     return await _one(cur)
@@ -210,14 +294,14 @@ async def end_merges_of(cur: Cursor, source_ids: Sequence[int]) -> list[int]:
     return sorted(row[0] for row in await cur.fetchall())
 
 
-async def predecessor_of(cur: Cursor, memory_id: int) -> dict[str, Any] | None:
+async def predecessor_of(cur: Cursor, memory_id: int) -> MemoryRow | None:
     """The newest row that ``memory_id`` replaced, if any."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE superseded_by = %s"
                       " ORDER BY created_at DESC, id DESC LIMIT 1", (memory_id,))
     return await _one(cur)
 
 
-async def version_chain(cur: Cursor, memory_id: int) -> list[dict[str, Any]]:
+async def version_chain(cur: Cursor, memory_id: int) -> list[MemoryRow]:
     """Every row linked to ``memory_id`` through superseded_by, oldest first."""
     await cur.execute(
         "WITH RECURSIVE forward(id, superseded_by) AS ("
@@ -232,20 +316,20 @@ async def version_chain(cur: Cursor, memory_id: int) -> list[dict[str, Any]]:
     return await _all(cur)
 
 
-async def source_messages(cur: Cursor, memory_id: int) -> list[dict[str, Any]]:
+async def source_messages(cur: Cursor, memory_id: int) -> list[SourceMessage]:
     """The stored messages a memory was extracted from (deleted ones still listed)."""
     await cur.execute(
         "SELECT c.id, c.session_id, c.role, c.content, c.created_at, c.deleted_at"
         " FROM memories m JOIN conversations c ON c.id = ANY (m.source_message_ids)"
         " WHERE m.id = %s ORDER BY c.created_at, c.id", (memory_id,))
-    return await _all(cur)
+    return cast(list[SourceMessage], rows_as_dicts(cur, await cur.fetchall()))
 
 
-async def layer_counts(cur: Cursor) -> list[dict[str, Any]]:
+async def layer_counts(cur: Cursor) -> list[LayerCount]:
     await cur.execute("SELECT layer, count(*) FILTER (WHERE is_active) AS active,"
                       " count(*) FILTER (WHERE NOT is_active) AS archived"
                       " FROM memories GROUP BY layer ORDER BY layer")
-    return await _all(cur)
+    return cast(list[LayerCount], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def content_key_matches(cur: Cursor, texts: Sequence[str]) -> list[tuple[str, int | None]]:
@@ -262,12 +346,12 @@ async def content_key_matches(cur: Cursor, texts: Sequence[str]) -> list[tuple[s
 
 
 async def rows_sharing_terms(cur: Cursor, terms: Sequence[str], limit: int
-                             ) -> list[dict[str, Any]]:
+                             ) -> list[TermsRow]:
     """Active rows with at least one of ``terms`` (GIN index), newest first."""
     await cur.execute("SELECT id, content, search_terms FROM memories"
                       " WHERE is_active AND search_terms && %s::text[]"
                       " ORDER BY created_at DESC, id DESC LIMIT %s", (list(terms), limit))
-    return await _all(cur)
+    return cast(list[TermsRow], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def archived_fragments_before(cur: Cursor, days: float) -> list[int]:
@@ -279,13 +363,13 @@ async def archived_fragments_before(cur: Cursor, days: float) -> list[int]:
     return [row[0] for row in await cur.fetchall()]
 
 
-async def all_memories(cur: Cursor) -> list[dict[str, Any]]:
+async def all_memories(cur: Cursor) -> list[MemoryRow]:
     """Every row in creation order (export)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories ORDER BY created_at, id")
     return await _all(cur)
 
 
-async def dangling_links(cur: Cursor) -> list[dict[str, Any]]:
+async def dangling_links(cur: Cursor) -> list[DanglingLink]:
     """Rows whose merged_from or superseded_by names a row that does not exist."""
     await cur.execute(
         "SELECT m.id, ARRAY(SELECT s FROM unnest(m.merged_from) AS s"
@@ -299,7 +383,7 @@ async def dangling_links(cur: Cursor) -> list[dict[str, Any]]:
         " OR (m.superseded_by IS NOT NULL AND NOT EXISTS"
         "   (SELECT 1 FROM memories y WHERE y.id = m.superseded_by))"
         " ORDER BY m.id")
-    return await _all(cur)
+    return cast(list[DanglingLink], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def clear_links(cur: Cursor, memory_id: int, missing_sources: Iterable[int],
@@ -311,7 +395,7 @@ async def clear_links(cur: Cursor, memory_id: int, missing_sources: Iterable[int
         " WHERE id = %s", (list(missing_sources), clear_successor, memory_id))
 
 
-async def rows_with_contents(cur: Cursor, contents: Sequence[str]) -> list[dict[str, Any]]:
+async def rows_with_contents(cur: Cursor, contents: Sequence[str]) -> list[MemoryRow]:
     """Rows whose content equals one of ``contents`` exactly (backup import matching)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE md5(content) = ANY("
                       " ARRAY(SELECT md5(t) FROM unnest(%s::text[]) AS t)) ORDER BY id",
@@ -320,7 +404,7 @@ async def rows_with_contents(cur: Cursor, contents: Sequence[str]) -> list[dict[
     return [row for row in await _all(cur) if row["content"] in wanted]
 
 
-async def rows_with_external_ids(cur: Cursor, external_ids: Sequence[str]) -> list[dict[str, Any]]:
+async def rows_with_external_ids(cur: Cursor, external_ids: Sequence[str]) -> list[MemoryRow]:
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE external_id = ANY(%s)",
                       (list(external_ids),))
     return await _all(cur)

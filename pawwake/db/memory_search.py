@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -22,6 +22,31 @@ from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_param
 _MEMORY_NAMES = ("id", "content", "importance", "layer", "title", "event_date", "created_at",
                  "last_accessed", "remind_at", "reminder_delivered_at")
 MEMORY_COLUMNS = ", ".join(f"m.{name}" for name in _MEMORY_NAMES)
+
+
+class MemoryHit(TypedDict):
+    """A memory as search hands it on (``_MEMORY_NAMES``): to injection, the try-it page, the
+    dashboard's search, the API and MCP."""
+
+    id: int
+    content: str
+    importance: int
+    layer: int
+    title: str | None
+    event_date: date | None
+    created_at: datetime
+    last_accessed: datetime | None
+    remind_at: datetime | None
+    reminder_delivered_at: datetime | None
+
+
+class CandidateRow(MemoryHit, total=False):
+    """A search candidate as fetched: a ``MemoryHit`` with what scoring consumes (each key is
+    taken off the row once read, so the hit goes on without it)."""
+
+    search_terms: list[str]
+    vector: str | None  # ``sent_vector_sql`` of the stored vector (pgvector reads only)
+    term_weights: dict[str, float]  # the query's terms -> IDF weight, the same on every row
 _RECENCY = ("1.0 / (1.0 + CASE WHEN g.event_date IS NOT NULL"
             " THEN abs(%(today)s::date - g.event_date)::float8"
             " ELSE greatest(0.0, extract(epoch FROM %(now)s::timestamptz - g.created_at)::float8"
@@ -59,7 +84,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             rank_weights: tuple[float, float, float], now: datetime,
                             today: date, vectors_of: VectorSource | None = None,
                             concept_of: Mapping[str, str] | None = None
-                            ) -> list[dict[str, Any]]:
+                            ) -> list[CandidateRow]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
@@ -107,7 +132,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     score = (f"%(wk)s::float8 * s.hit / (SELECT weight FROM total)"
              " + %(wi)s::float8 * g.importance / 10.0"
              f" + %(wr)s::float8 * {_RECENCY}")
-    return await fetch_all(
+    return cast(list[CandidateRow], await fetch_all(
         cur,
         f"WITH gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
         " held AS MATERIALIZED (SELECT g.id, q.term, q.concept FROM gathered g"
@@ -128,20 +153,20 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         f"   ORDER BY {score} DESC, g.id DESC LIMIT %(limit)s)"
         f" SELECT {MEMORY_COLUMNS}, m.search_terms{vector},"
         " (SELECT json_object_agg(term, weight) FROM weights) AS term_weights"
-        f" FROM best JOIN memories m ON m.id = best.id{with_vector}", params)
+        f" FROM best JOIN memories m ON m.id = best.id{with_vector}", params))
 
 
 async def fetch_rows(cur: Cursor, ids: Sequence[int], exclude: Sequence[int]
-                     ) -> list[dict[str, Any]]:
+                     ) -> list[CandidateRow]:
     """The active, not excluded memories among ``ids`` (semantic candidates)."""
     if not ids:
         return []
-    return await fetch_all(
+    return cast(list[CandidateRow], await fetch_all(
         cur,
         f"SELECT {MEMORY_COLUMNS}, m.search_terms FROM memories m"
         " WHERE m.id = ANY(%(ids)s::bigint[]) AND m.is_active"
         " AND NOT (m.id = ANY(%(exclude)s::bigint[]))",
-        {"ids": list(ids), "exclude": list(exclude)})
+        {"ids": list(ids), "exclude": list(exclude)}))
 
 
 @dataclass
@@ -151,7 +176,7 @@ class Neighbourhood:
     nearest: list[tuple[int, float]]  # (memory id, cosine), best first
     cosines: dict[int, float]  # cosine of each ``known`` memory that has a vector
     # The leading neighbours' rows (see ``neighbourhood``); None: not fetched (numpy index).
-    rows: dict[int, dict[str, Any]] | None
+    rows: dict[int, CandidateRow] | None
     # The nearest to the ``across`` vector, with their cosine with the query itself.
     across: list[tuple[int, float]] = field(default_factory=list)
 
@@ -207,7 +232,7 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
     nearest: list[tuple[int, float]] = []
     found_across: list[tuple[int, float]] = []
     cosines: dict[int, float] = {}
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, CandidateRow] = {}
     for row in rows_as_dicts(cur, await cur.fetchall()):
         hit, cosine, kind = int(row.pop("hit")), float(row.pop("cosine")), row.pop("kind")
         if kind == "cosine":
@@ -215,7 +240,7 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
             continue
         (nearest if kind == "near" else found_across).append((hit, cosine))
         if row["id"] is not None:
-            rows[hit] = row
+            rows[hit] = cast(CandidateRow, row)
     nearest.sort(key=lambda item: -item[1])
     return Neighbourhood(nearest, cosines, rows, found_across)
 

@@ -8,15 +8,12 @@ and can correct itself); only a broken envelope is a JSON-RPC error (``protocol`
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.api_error import ApiError
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.params import parse_search
-from pawwake.chat.recall.search import search_fragments
 from pawwake.database import Database, require_database
 from pawwake.db import reminders
 from pawwake.db.errors import DatabaseUnavailable, NotFound
@@ -37,6 +34,9 @@ from pawwake.memory.inject import REMINDERS_PER_REQUEST
 from pawwake.memory.search import search_memories
 from pawwake.memory.search_params import check_limit, check_query
 from pawwake.memory.store import memory_json
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.params import parse_search
+from pawwake.recall.search import search_fragments
 
 if TYPE_CHECKING:
     from pawwake.settings import Settings
@@ -98,7 +98,8 @@ def _day(value: Any) -> str | None:
     return value.isoformat() if isinstance(value, (date, datetime)) else value
 
 
-def _memory_line(memory: dict[str, Any]) -> str:
+def _memory_line(memory: Mapping[str, object]) -> str:
+    """One memory as a line: a stored row, or a search hit as the tool shows it."""
     parts = [f"#{memory['id']}", f"[importance {memory['importance']}]"]
     if memory.get("event_date"):
         parts.append(f"({_day(memory['event_date'])})")

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
-from pawwake.db.pool import cursor, transaction
+from pawwake.db.memories import DanglingLink, MemoryRow, NewMemory
+from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory.backup_format import (
     BackupInvalid,
     BackupItem,
@@ -43,7 +45,7 @@ __all__ = ["BackupInvalid", "BrokenLinks", "export_backup", "import_backup", "re
 class BrokenLinks(MemoryConflict):
     """Export refused: some merge/supersede links name rows that no longer exist."""
 
-    def __init__(self, broken: list[dict[str, Any]]) -> None:
+    def __init__(self, broken: list[DanglingLink]) -> None:
         super().__init__("broken_links", f"{len(broken)} memories link to memories that no "
                          "longer exist; repair the links (POST /api/memories/repair-links) "
                          "and export again.", broken=broken)
@@ -113,25 +115,26 @@ async def import_backup(writes: MemoryWrites, data: Any, *, dry_run: bool) -> di
     return report
 
 
-async def _apply(cur: Any, items: list[BackupItem], terms: list[list[str]], version: int
+async def _apply(cur: Cursor, items: list[BackupItem], terms: list[list[str]], version: int
                  ) -> dict[str, Any]:
-    existing_by_key: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in await db.rows_with_contents(cur, sorted({item.content for item in items})):
-        existing_by_key.setdefault((row["content"], row["layer"]), []).append(row)
+    existing_by_key: dict[tuple[str, int], list[MemoryRow]] = {}
+    for stored in await db.rows_with_contents(cur, sorted({item.content for item in items})):
+        existing_by_key.setdefault((stored["content"], stored["layer"]), []).append(stored)
     wanted_external = sorted({i.external_id for i in items if i.external_id is not None})
-    taken_external = {row["external_id"]
-                      for row in await db.rows_with_external_ids(cur, wanted_external)}
+    taken_external = {stored["external_id"]
+                      for stored in await db.rows_with_external_ids(cur, wanted_external)}
 
     target: dict[int | str, int] = {}  # backup id -> memory id
-    matched: dict[int | str, dict[str, Any]] = {}  # backup id -> existing row it maps to
+    matched: dict[int | str, MemoryRow] = {}  # backup id -> existing row it maps to
+    repeats: dict[int | str, int | str] = {}  # backup id -> the first with its content
     first_of_key: dict[tuple[str, int], BackupItem] = {}
     new_items: list[BackupItem] = []
-    new_rows: list[dict[str, Any]] = []
+    new_rows: list[NewMemory] = []
     conflicts: list[dict[str, Any]] = []
     for item, item_terms in zip(items, terms, strict=True):
         key = (item.content, item.layer)
         if key in first_of_key:  # the file repeats a memory: one row for both
-            matched[item.backup_id] = {"pending": first_of_key[key].backup_id}
+            repeats[item.backup_id] = first_of_key[key].backup_id
             continue
         first_of_key[key] = item
         candidates = existing_by_key.get(key, [])
@@ -139,7 +142,7 @@ async def _apply(cur: Any, items: list[BackupItem], terms: list[list[str]], vers
             same = [r for r in candidates if r["external_id"] == item.external_id]
             matched[item.backup_id] = (same or candidates)[0]
             continue
-        row = {**item.row(), "search_terms": item_terms}
+        row: NewMemory = {**item.row(), "search_terms": item_terms}
         if item.external_id in taken_external:
             row["external_id"] = None
             conflicts.append({"backup_id": item.backup_id, "reason": "external_id_in_use",
@@ -152,14 +155,12 @@ async def _apply(cur: Any, items: list[BackupItem], terms: list[list[str]], vers
     if len(inserted) != len(new_rows):
         raise MemoryConflict("concurrent_change", "Memories were added with the same "
                              "external_id during the import; run it again.")
-    for item, row in zip(new_items, inserted, strict=True):
-        target[item.backup_id] = row["id"]
-    for backup_id, row in matched.items():
-        if "pending" not in row:
-            target[backup_id] = row["id"]
-    for backup_id, row in matched.items():
-        if "pending" in row:
-            target[backup_id] = target[row["pending"]]
+    for item, new in zip(new_items, inserted, strict=True):
+        target[item.backup_id] = new["id"]
+    for backup_id, existing in matched.items():
+        target[backup_id] = existing["id"]
+    for backup_id, first in repeats.items():
+        target[backup_id] = target[first]
 
     for item in new_items:
         if item.merged_from or item.superseded_by is not None:
@@ -168,21 +169,22 @@ async def _apply(cur: Any, items: list[BackupItem], terms: list[list[str]], vers
                                target.get(item.superseded_by) if item.superseded_by is not None
                                else None)
     by_backup_id = {item.backup_id: item for item in items}
-    for backup_id, row in matched.items():
-        if "pending" not in row:
-            differences = _differences(by_backup_id[backup_id], row, target, version)
-            if differences:
-                conflicts.append({"backup_id": backup_id, "memory_id": row["id"],
-                                  "reason": "differs_from_existing", "fields": differences,
-                                  "detail": "Kept the stored memory as it is."})
+    for backup_id, existing in matched.items():
+        differences = _differences(by_backup_id[backup_id], existing, target, version)
+        if differences:
+            conflicts.append({"backup_id": backup_id, "memory_id": existing["id"],
+                              "reason": "differs_from_existing", "fields": differences,
+                              "detail": "Kept the stored memory as it is."})
     return {"imported": len(inserted), "skipped": len(items) - len(inserted),
             "conflicts": len(conflicts), "conflict_details": conflicts[:MAX_CONFLICT_DETAILS]}
 
 
-def _differences(item: BackupItem, row: dict[str, Any], target: dict[int | str, int],
+def _differences(item: BackupItem, row: MemoryRow, target: dict[int | str, int],
                  version: int) -> list[str]:
     """Fields the file states that disagree with the stored row it was mapped to."""
-    fields = [name for name in _COMPARED if name in item.given and getattr(item, name) != row[name]]
+    stored: Mapping[str, object] = row
+    fields = [name for name in _COMPARED
+              if name in item.given and getattr(item, name) != stored[name]]
     if version >= 2 and sorted({target[s] for s in item.merged_from}) != sorted(
             set(row["merged_from"])):
         fields.append("merged_from")

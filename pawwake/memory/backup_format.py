@@ -13,6 +13,7 @@ from datetime import date, datetime
 from typing import Any
 
 from pawwake.api_error import ApiError
+from pawwake.db.memories import MemoryRow, NewMemory
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,
@@ -50,7 +51,7 @@ class BackupItem:
     superseded_by: int | str | None = None
     given: frozenset[str] = frozenset()  # the fields the file states (others are defaults)
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> NewMemory:
         """Insert values (links are set after every row has its new id)."""
         return {"content": self.content, "importance": self.importance, "layer": self.layer,
                 "title": self.title, "is_active": self.is_active,
@@ -71,11 +72,11 @@ class BackupInvalid(ApiError):
         self.problems = problems
 
 
-def _iso(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, (date, datetime)) else value
+def _iso(value: date | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
-def export_document(rows: list[dict[str, Any]], source_database_id: str, exported_at: datetime
+def export_document(rows: list[MemoryRow], source_database_id: str, exported_at: datetime
                     ) -> dict[str, Any]:
     """Rows in creation order -> a version-3 backup with backup ids 1..N."""
     backup_ids = {row["id"]: number for number, row in enumerate(rows, 1)}
@@ -89,7 +90,8 @@ def export_document(rows: list[dict[str, Any]], source_database_id: str, exporte
             "reminder_delivered_at": _iso(row["reminder_delivered_at"]),
             "created_at": _iso(row["created_at"]), "archived_at": _iso(row["archived_at"]),
             "merged_from": [backup_ids[i] for i in row["merged_from"]],
-            "superseded_by": backup_ids.get(row["superseded_by"]),
+            "superseded_by": (backup_ids.get(row["superseded_by"])
+                              if row["superseded_by"] is not None else None),
             "external_id": row["external_id"], "source_session": row["source_session"],
         })
     return {"schema_version": SCHEMA_VERSION, "source_database_id": source_database_id,

@@ -7,10 +7,12 @@ text (GIN index), newest first and capped, so the check stays fast at 100k memor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
+from pawwake.db.memories import TermsRow
 from pawwake.db.pool import cursor
 from pawwake.search.terms import terms_for
 
@@ -41,7 +43,7 @@ def containment(text: str, other: str) -> float:
     return len(shorter) / len(longer)
 
 
-def best_match(content: str, terms: list[str], candidates: list[dict[str, Any]],
+def best_match(content: str, terms: list[str], candidates: Sequence[TermsRow],
                threshold: float) -> dict[str, Any]:
     """Pure part of the check: containment first, then the best Jaccard score."""
     contained = [(containment(content, row["content"]), row["id"]) for row in candidates]
@@ -51,9 +53,10 @@ def best_match(content: str, terms: list[str], candidates: list[dict[str, Any]],
         return _answer(True, "containment", matched, score)
     wanted = set(terms)
     scored = [(jaccard(wanted, set(row["search_terms"])), row["id"]) for row in candidates]
-    score, matched = max(scored, key=lambda item: (item[0], -item[1]), default=(0.0, None))
-    if matched is not None and score >= threshold:
-        return _answer(True, "jaccard", matched, score)
+    best = max(scored, key=lambda item: (item[0], -item[1]), default=None)
+    score = best[0] if best is not None else 0.0
+    if best is not None and score >= threshold:
+        return _answer(True, "jaccard", best[1], score)
     return _answer(False, None, None, score)
 
 

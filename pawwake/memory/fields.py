@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any
+from typing import Any, cast
 
 from pawwake.api_error import ApiError
+from pawwake.db.memories import MemoryChanges, NewMemory
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, date_in_range, moment_in_range
 from pawwake.text.numbers import whole_number
 from pawwake.text.storable import storable_text
@@ -137,7 +138,7 @@ def parse_external_id(value: Any) -> str | None:
     return value.strip()
 
 
-def parse_create(body: Any) -> dict[str, Any]:
+def parse_create(body: Any) -> NewMemory:
     """A new memory's fields, with defaults (importance 5, layer 1)."""
     body = require_object(body)
     reject_unknown(body, CREATE_FIELDS)
@@ -159,14 +160,15 @@ _EDIT_PARSERS: dict[str, Callable[[Any], Any]] = {
     "title": parse_title}
 
 
-def parse_edit(body: Any, allowed: tuple[str, ...] = EDIT_FIELDS) -> dict[str, Any]:
+def parse_edit(body: Any, allowed: tuple[str, ...] = EDIT_FIELDS) -> MemoryChanges:
     """The fields to change on existing rows; at least one."""
     body = require_object(body)
     reject_unknown(body, allowed)
     if not body:
         raise FieldError(None, f"Nothing to change; send one of: {', '.join(allowed)}.",
                          "missing_field")
-    return {name: _EDIT_PARSERS[name](value) for name, value in body.items()}
+    return cast(MemoryChanges,
+                {name: _EDIT_PARSERS[name](value) for name, value in body.items()})
 
 
 def parse_ids(value: Any, field: str = "ids") -> list[int]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
-from datetime import date, datetime, timezone
+from collections.abc import Sequence
+from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memory_seen, reminders
+from pawwake.db.memory_search import MemoryHit
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.near_misses import Recall, sort_out
@@ -43,22 +44,18 @@ REMINDER_GUIDANCE = ("其中标有“提醒”的是用户要求你在此时提�
                      " Items marked 提醒 are reminders the user asked for: bring them up now.")
 
 
-def memory_line(memory: dict[str, Any], zone: timezone) -> str:
+def memory_line(memory: MemoryHit, zone: timezone) -> str:
     """``[2026-02-17] content``: the event's date when known, else the local creation date."""
-    when = memory.get("event_date")
-    if not isinstance(when, date):
-        created = memory.get("created_at")
-        when = created.astimezone(zone).date() if isinstance(created, datetime) else None
-    prefix = f"[{when.isoformat()}] " if when else ""
-    return prefix + " ".join(str(memory["content"]).split())
+    when = memory["event_date"] or memory["created_at"].astimezone(zone).date()
+    return f"[{when.isoformat()}] " + " ".join(memory["content"].split())
 
 
-def reminder_line(reminder: Mapping[str, Any], zone: timezone) -> str:
+def reminder_line(reminder: reminders.DueReminder, zone: timezone) -> str:
     moment = reminder["remind_at"].astimezone(zone).strftime("%Y-%m-%d %H:%M")
     return f"[提醒 {moment}] " + " ".join(str(reminder["content"]).split())
 
 
-def memory_block(memories: list[dict[str, Any]], due: Sequence[Mapping[str, Any]],
+def memory_block(memories: Sequence[MemoryHit], due: Sequence[reminders.DueReminder],
                  settings: Settings) -> str:
     """The ``<retrieved_memories>`` block: reminders first, then memories."""
     zone = zone_of(settings)

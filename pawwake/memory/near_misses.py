@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
+from pawwake.db.memory_search import MemoryHit
+from pawwake.db.turn_injections import InjectedEntry
 from pawwake.memory.search import SearchOutcome, SearchResult
 
 NEAR_MISSES = 3  # left-out candidates kept per turn, best first
@@ -51,10 +52,10 @@ class Recall:
         return self if len(kept) == len(self.injected) else replace(self, injected=kept)
 
 
-def _due_reminder(memory: dict[str, Any], now: datetime) -> bool:
-    remind_at = memory.get("remind_at")
+def _due_reminder(memory: MemoryHit, now: datetime) -> bool:
+    remind_at = memory["remind_at"]
     return (remind_at is not None and remind_at <= now
-            and memory.get("reminder_delivered_at") is None)
+            and memory["reminder_delivered_at"] is None)
 
 
 def sort_out(outcome: SearchOutcome, limit: int) -> Recall:
@@ -76,12 +77,12 @@ def sort_out(outcome: SearchOutcome, limit: int) -> Recall:
     return Recall(injected, outcome.mode, floor, missed[:NEAR_MISSES], outcome.fallback)
 
 
-def record_entries(recall: Recall) -> list[dict[str, Any]]:
+def record_entries(recall: Recall) -> list[InjectedEntry]:
     """The injected record's entries for this recall: the search (mode, floor, fallback), the
     injected memories, then the near misses (texts are dropped when the record is stored)."""
     if recall.mode == "off":
         return []
-    entries: list[dict[str, Any]] = [{"kind": "memory_search", "mode": recall.mode,
+    entries: list[InjectedEntry] = [{"kind": "memory_search", "mode": recall.mode,
                                       "floor": round(recall.floor, 4),
                                       "fallback": recall.fallback}]
     entries += [{"kind": "memory", "id": r.id, "score": round(float(r.score), 4),

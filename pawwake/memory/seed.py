@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
+from pawwake.db.memories import NewMemory
 from pawwake.db.pool import transaction
 from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
@@ -55,7 +56,7 @@ def seed_external_id(content: str) -> str:
     return "seed:" + hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:32]
 
 
-def parse_seed_file(path: Path) -> list[dict[str, Any]]:
+def parse_seed_file(path: Path) -> list[NewMemory]:
     """Validated create fields for every item of the file (raises FieldError)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -94,19 +95,20 @@ async def import_seed(writes: MemoryWrites) -> dict[str, Any]:
                          "seed_memories.txt (one memory per line) in the data folder "
                          "(PAWWAKE_DATA_DIR) or the project folder.")
     items = await loop.run_in_executor(None, parse_seed_file, path)
-    by_external_id: dict[str, dict[str, Any]] = {}
+    by_external_id: dict[str | None, NewMemory] = {}
     for item in items:  # the first of two items with one id wins
         by_external_id.setdefault(item["external_id"], item)
     unique = list(by_external_id.values())
     # A seed file is written once and imported later, maybe much later: a reminder whose time
     # has already passed would fire in the very first chat. Keep the memory, not the alarm.
     now = datetime.now(UTC)
-    past = [item for item in unique if item.get("remind_at") and item["remind_at"] <= now]
+    past = [item for item in unique if (due := item.get("remind_at")) and due <= now]
     for item in past:
         item["remind_at"] = None
     terms = await terms_for(writes.data_dir,
                             [item["content"] for item in unique])
-    rows = [{**item, "search_terms": t} for item, t in zip(unique, terms, strict=True)]
+    rows: list[NewMemory] = [{**item, "search_terms": t}
+                             for item, t in zip(unique, terms, strict=True)]
     async with transaction(require_database(writes.database).pool) as cur:
         await db.lock_memory_imports(cur)
         inserted = await db.insert_memories(cur, rows)

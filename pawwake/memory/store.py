@@ -8,14 +8,16 @@ deleted. After a commit that adds text or changes it, the embedding job is asked
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pawwake.api_error import ApiError
 from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
-from pawwake.db.pool import cursor, transaction
+from pawwake.db.memories import MemoryChanges, MemoryRow, NewMemory
+from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory import fresh_vectors
 from pawwake.memory.describe import enqueue_describing, request_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding
@@ -39,9 +41,15 @@ class MemoryConflict(ApiError):
         super().__init__(code, message, status=409, **details)
 
 
-def memory_json(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as the API shows it (times in ISO 8601 with offset)."""
-    shown: dict[str, Any] = {}
+class UndoneSupersede(TypedDict):
+    restored: MemoryRow
+    archived: MemoryRow
+
+
+def memory_json(row: MemoryRow) -> dict[str, object]:
+    """A row as the API and MCP show it: its days and times in ISO 8601 (times with their
+    offset), in the row's order."""
+    shown: dict[str, object] = {}
     for name, value in row.items():
         if name == "search_terms":
             continue
@@ -53,7 +61,7 @@ def memory_json(row: dict[str, Any]) -> dict[str, Any]:
 
 # --- single rows -------------------------------------------------------------------------
 
-async def get_memory(database: Database, memory_id: int) -> dict[str, Any]:
+async def get_memory(database: Database, memory_id: int) -> MemoryRow:
     async with cursor(database.pool) as cur:
         row = await db.get_memory(cur, memory_id)
     if row is None:
@@ -61,8 +69,7 @@ async def get_memory(database: Database, memory_id: int) -> dict[str, Any]:
     return row
 
 
-async def create_memory(writes: MemoryWrites, fields: dict[str, Any]
-                        ) -> tuple[dict[str, Any], bool]:
+async def create_memory(writes: MemoryWrites, fields: NewMemory) -> tuple[MemoryRow, bool]:
     """Insert one memory; with an ``external_id`` seen before, return that row instead.
 
     INSERT ... ON CONFLICT DO NOTHING waits for a concurrent insert of the same id, so any
@@ -70,7 +77,7 @@ async def create_memory(writes: MemoryWrites, fields: dict[str, Any]
     commit together; the row is then embedded on the write (``fresh_vectors``).
     """
     [terms] = await terms_for(writes.data_dir, [fields["content"]])
-    row = {**fields, "search_terms": terms}
+    row: NewMemory = {**fields, "search_terms": terms}
     async with transaction(require_database(writes.database).pool) as cur:
         for _attempt in range(3):
             inserted = await db.insert_memories(cur, [row])
@@ -78,7 +85,7 @@ async def create_memory(writes: MemoryWrites, fields: dict[str, Any]
                 await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(
                     writes.config.current(), 1))
                 break
-            existing = await db.get_by_external_id(cur, fields["external_id"])
+            existing = await db.get_by_external_id(cur, str(fields.get("external_id")))
             if existing is not None:
                 return existing, False
         else:  # the clashing row vanished between our statements three times
@@ -88,21 +95,23 @@ async def create_memory(writes: MemoryWrites, fields: dict[str, Any]
     return inserted[0], True
 
 
-async def edit_memory(writes: MemoryWrites, memory_id: int, changes: dict[str, Any]
-                      ) -> tuple[dict[str, Any], list[str]]:
+async def edit_memory(writes: MemoryWrites, memory_id: int, changes: MemoryChanges
+                      ) -> tuple[MemoryRow, list[str]]:
     """Apply content/importance/layer/title; new content gets new terms and loses its vector
     (the new one is made on the write, ``fresh_vectors``)."""
     terms = (await terms_for(writes.data_dir,
-                             [changes["content"]]))[0] if "content" in changes else None
+                             [changes["content"]]))[0] if "content" in changes else []
     async with transaction(require_database(writes.database).pool) as cur:
         row = await db.get_memory(cur, memory_id, for_update=True)
         if row is None:
             raise NotFound(f"No memory with id {memory_id}.")
-        updates = {name: value for name, value in changes.items() if row[name] != value}
+        current: Mapping[str, object] = row
+        updates = cast(MemoryChanges, {name: value for name, value in changes.items()
+                                       if current[name] != value})
         if "content" in updates:
             # What the memory model wrote described the old text: new text, new terms.
-            updates.update(search_terms=terms, model_keywords=[], model_questions=[],
-                           described_at=None)
+            updates.update({"search_terms": terms, "model_keywords": [],
+                            "model_questions": [], "described_at": None})
             await db.delete_embedding(cur, memory_id)
             await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(
                 writes.config.current(), 1))
@@ -117,7 +126,7 @@ async def edit_memory(writes: MemoryWrites, memory_id: int, changes: dict[str, A
                                         "described_at"})
 
 
-async def archive_memory(database: Database, memory_id: int) -> dict[str, Any]:
+async def archive_memory(database: Database, memory_id: int) -> MemoryRow:
     async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if not row["is_active"]:
@@ -126,7 +135,7 @@ async def archive_memory(database: Database, memory_id: int) -> dict[str, Any]:
         return _present(await db.get_memory(cur, memory_id), memory_id)
 
 
-async def restore_memory(database: Database, memory_id: int) -> dict[str, Any]:
+async def restore_memory(database: Database, memory_id: int) -> MemoryRow:
     async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
         if row["is_active"]:
@@ -154,7 +163,7 @@ async def delete_memory(database: Database, memory_id: int) -> None:
         await db.delete_memories(cur, [memory_id])
 
 
-async def promote_memory(database: Database, memory_id: int) -> dict[str, Any]:
+async def promote_memory(database: Database, memory_id: int) -> MemoryRow:
     """Make an active memory core (layer 3); promoting a core memory changes nothing."""
     async with transaction(database.pool) as cur:
         row = await _locked(cur, memory_id)
@@ -165,11 +174,11 @@ async def promote_memory(database: Database, memory_id: int) -> dict[str, Any]:
         return _present(await db.set_layer(cur, memory_id, CORE_LAYER), memory_id)
 
 
-async def _locked(cur: Any, memory_id: int) -> dict[str, Any]:
+async def _locked(cur: Cursor, memory_id: int) -> MemoryRow:
     return _present(await db.get_memory(cur, memory_id, for_update=True), memory_id)
 
 
-def _present(row: dict[str, Any] | None, memory_id: int) -> dict[str, Any]:
+def _present(row: MemoryRow | None, memory_id: int) -> MemoryRow:
     """The row, or NotFound (a row locked in this transaction is always there)."""
     if row is None:
         raise NotFound(f"No memory with id {memory_id}.")
@@ -178,7 +187,7 @@ def _present(row: dict[str, Any] | None, memory_id: int) -> dict[str, Any]:
 
 # --- version chains ------------------------------------------------------------------------
 
-async def versions(database: Database, memory_id: int) -> list[dict[str, Any]]:
+async def versions(database: Database, memory_id: int) -> list[MemoryRow]:
     """The whole chain ``memory_id`` belongs to, oldest first (just the row when unchained)."""
     async with cursor(database.pool) as cur:
         chain = await db.version_chain(cur, memory_id)
@@ -187,7 +196,7 @@ async def versions(database: Database, memory_id: int) -> list[dict[str, Any]]:
     return chain
 
 
-async def undo_supersede(database: Database, memory_id: int) -> dict[str, Any]:
+async def undo_supersede(database: Database, memory_id: int) -> UndoneSupersede:
     """Bring back the older version and archive the newer one, in one transaction.
 
     ``memory_id`` may name either side: the replaced row, or the row that replaced it.
@@ -211,15 +220,15 @@ async def undo_supersede(database: Database, memory_id: int) -> dict[str, Any]:
                                  "current one; undo the later change first.")
         await db.archive_memories(cur, [newer_id])
         await db.reinstate_replaced(cur, older_id)
-        restored = await db.get_memory(cur, older_id)
-        archived = await db.get_memory(cur, newer_id)
+        restored = _present(await db.get_memory(cur, older_id), older_id)
+        archived = _present(await db.get_memory(cur, newer_id), newer_id)
     log.info("undid supersede: memory %s restored, %s archived", older_id, newer_id)
     return {"restored": restored, "archived": archived}
 
 
 # --- batches -------------------------------------------------------------------------------
 
-async def batch_update(database: Database, ids: list[int], fields: dict[str, Any]
+async def batch_update(database: Database, ids: list[int], fields: MemoryChanges
                        ) -> dict[str, Any]:
     async with transaction(database.pool) as cur:
         found = {row["id"] for row in await db.lock_memories(cur, ids)}
@@ -274,7 +283,7 @@ def _batch_report(verb: str, ids: list[int], changed: list[int], skipped: dict[s
 # --- overview and housekeeping -------------------------------------------------------------
 
 async def list_memories(database: Database, *, active: bool, layer: int | None, limit: int,
-                        offset: int) -> tuple[list[dict[str, Any]], int]:
+                        offset: int) -> tuple[list[MemoryRow], int]:
     async with cursor(database.pool) as cur:
         rows = await db.list_memories(cur, active=active, layer=layer, limit=limit,
                                       offset=offset)
@@ -285,9 +294,10 @@ async def list_memories(database: Database, *, active: bool, layer: int | None, 
 async def layer_stats(database: Database) -> dict[str, Any]:
     async with cursor(database.pool) as cur:
         counts = {row["layer"]: row for row in await db.layer_counts(cur)}
+    none = db.LayerCount(layer=0, active=0, archived=0)
     layers = [{"layer": layer, "name": name,
-               "active": int(counts.get(layer, {}).get("active", 0)),
-               "archived": int(counts.get(layer, {}).get("archived", 0))}
+               "active": int(counts.get(layer, none)["active"]),
+               "archived": int(counts.get(layer, none)["archived"])}
               for layer, name in LAYER_NAMES.items()]
     return {"layers": layers, "active": sum(item["active"] for item in layers),
             "archived": sum(item["archived"] for item in layers)}

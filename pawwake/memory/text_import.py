@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
+from pawwake.db.memories import NewMemory
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.llm.models import memory_model
@@ -174,7 +175,8 @@ async def import_text(learning: MemoryLearning, text: str, *, skip_scoring: bool
         # Another import may have added some of these lines while the model was scoring.
         still_new = set(_new_lines(fresh, await db.content_key_matches(cur, fresh))) if fresh \
             else set()
-        rows, scored = [], 0
+        rows: list[NewMemory] = []
+        scored = 0
         for line, (score, written), modelled, line_terms in zip(fresh, scores, by_model, terms,
                                                                 strict=True):
             if line in still_new:

@@ -28,6 +28,7 @@ from pawwake.chat.prepared import (
 from pawwake.conversations.pending import PENDING_WAIT_SECONDS, Pending, wait_pending
 from pawwake.conversations.turn_plan import message_text, repeats_stored_reply
 from pawwake.db.partition_state import PartitionState
+from pawwake.db.turn_injections import PartitionBreakpoint, PartitionEntry
 from pawwake.llm.http import HttpClient
 from pawwake.llm.upstream import UsageBooking
 from pawwake.llm.upstream_health import UpstreamHealth
@@ -125,9 +126,9 @@ def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[s
     return [replay(row) for row in last.messages[:positions[-1] + 1]]
 
 
-def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def breakpoints(messages: list[dict[str, Any]]) -> list[PartitionBreakpoint]:
     """Where the cache breakpoints sit: message index and role, in order."""
-    found: list[dict[str, Any]] = []
+    found: list[PartitionBreakpoint] = []
     for index, message in enumerate(messages):
         content = message.get("content")
         parts = content if isinstance(content, list) else []
@@ -137,7 +138,7 @@ def breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def partition_record(thread: str, state: PartitionState, layout: Layout,
-                     messages: list[dict[str, Any]]) -> dict[str, Any]:
+                     messages: list[dict[str, Any]]) -> PartitionEntry:
     """The partition layout of one request, for the injected record."""
     summary = [part for part in state.summary_parts if part.strip()]
     return {"kind": "partition", "thread": thread, "summary_parts": len(summary),

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from pawwake.app_faces import MEMORY_SEARCH, MEMORY_WRITES, database_of, face_of
 from pawwake.db.errors import NotFound
+from pawwake.db.memories import MemoryChanges
 from pawwake.memory import duplicates, store
 from pawwake.memory.fields import (
     BULK_FIELDS,
@@ -104,7 +105,8 @@ async def promote(request: web.Request) -> web.Response:
 
 async def undo_supersede(request: web.Request) -> web.Response:
     result = await store.undo_supersede(database_of(request), memory_id(request))
-    return web.json_response({name: memory_json(row) for name, row in result.items()})
+    return web.json_response({"restored": memory_json(result["restored"]),
+                              "archived": memory_json(result["archived"])})
 
 
 async def versions(request: web.Request) -> web.Response:
@@ -114,7 +116,7 @@ async def versions(request: web.Request) -> web.Response:
                               "current_id": current[-1] if current else None})
 
 
-def parse_bulk_fields(value: Any) -> dict[str, Any]:
+def parse_bulk_fields(value: Any) -> MemoryChanges:
     if not isinstance(value, dict):
         raise FieldError("fields", "'fields' must be an object of importance/layer/title.")
     if "content" in value:

@@ -9,11 +9,11 @@ from aiohttp import web
 
 from pawwake.api_error import ApiError
 from pawwake.app_faces import RECALL, TURN_STORE, face_of, settings_of
-from pawwake.chat.recall import index as conversation_index
-from pawwake.chat.recall.params import parse_search
-from pawwake.chat.recall.search import search_fragments
 from pawwake.conversations.ingest import ingest_turn, parse_turn
 from pawwake.memory.fields import require_object
+from pawwake.recall import index as conversation_index
+from pawwake.recall.params import parse_search
+from pawwake.recall.search import search_fragments
 from pawwake.routes.api_body import read_json
 from pawwake.routes.database_required import database_required
 from pawwake.settings import Settings

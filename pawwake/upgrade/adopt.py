@@ -21,8 +21,6 @@ from typing import Any
 
 import aiopg
 
-from pawwake.chat.recall.index import EMBED_KIND as MESSAGE_EMBED_KIND
-from pawwake.chat.recall.index import enqueue_embedding as enqueue_message_embedding
 from pawwake.db import gateway_config as config_db
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
@@ -34,6 +32,8 @@ from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import EMBED_KIND as MEMORY_EMBED_KIND
 from pawwake.memory.embedding_jobs import enqueue_embedding as enqueue_memory_embedding
 from pawwake.memory.reindex import KIND as REINDEX_KIND
+from pawwake.recall.index import EMBED_KIND as MESSAGE_EMBED_KIND
+from pawwake.recall.index import enqueue_embedding as enqueue_message_embedding
 from pawwake.settings import Settings
 from pawwake.upgrade.survey import Plan, make_plan, summary_lines, survey
 

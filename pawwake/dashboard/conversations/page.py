@@ -21,7 +21,7 @@ from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import render
 from pawwake.db.errors import NotFound
 from pawwake.db.pool import cursor
-from pawwake.db.turn_injections import injections_of
+from pawwake.db.turn_injections import InjectedEntry, injections_of
 from pawwake.text.numbers import whole_number
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ async def view_session(request: web.Request) -> web.Response:
     rows = await service.session_messages(database_of(request), session_id, include_deleted=True)
     database = face_of(request, DATABASE)
     replies = [row["id"] for row in rows if row["role"] == "assistant"]
-    injected: dict[int, list[dict[str, Any]]] = {}
+    injected: dict[int, list[InjectedEntry]] = {}
     if database is not None:
         async with cursor(database.pool) as cur:
             injected = await injections_of(cur, replies)

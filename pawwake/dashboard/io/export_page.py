@@ -15,6 +15,7 @@ from pawwake.conversations import manage as conversations
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
+from pawwake.db.memories import DanglingLink
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import file_stamp, zone_of
@@ -74,7 +75,7 @@ async def download_conversations(request: web.Request) -> web.StreamResponse:
                                  f'attachment; filename="pawwake-conversations-{stamp}.json"'})
 
 
-async def _broken_view(request: web.Request, broken: list[dict[str, Any]]
+async def _broken_view(request: web.Request, broken: list[DanglingLink]
                        ) -> list[dict[str, Any]]:
     """Each memory with dangling links, by its content and what is missing (no ids)."""
     shown = []

@@ -173,7 +173,8 @@ async def bulk(request: web.Request) -> web.Response:
         report = await store.batch_restore(database_of(request), ids)
     elif action == "delete":
         report = await store.batch_delete(database_of(request), ids)
-    else:
+    else:  # "layer", the one action left (BULK_ACTIONS), with its layer read above
+        assert target_layer is not None
         report = await store.batch_update(database_of(request), ids, {"layer": target_layer})
     log.info("dashboard bulk %s: %s of %s", action, report["processed"], report["requested"])
     return await render_region(request, view, notice=message(

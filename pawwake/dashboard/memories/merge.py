@@ -26,6 +26,7 @@ from pawwake.dashboard.memories.listing import (
 from pawwake.dashboard.memories.merge_context import blocker_key, candidates_context
 from pawwake.dashboard.memories.view import LAYER_KEYS, View, parse_view
 from pawwake.db.errors import NotFound
+from pawwake.db.memories import MemoryRow
 from pawwake.memory import store
 from pawwake.memory.consolidation import merge
 from pawwake.memory.consolidation.merge import DetailedConflict, MergeRequest
@@ -46,7 +47,7 @@ MERGE_REFUSALS = ("source_archived", "already_merged", "source_has_reminder",
                   "core_confirmation_required", "layer_below_sources")
 
 
-def merge_form_view(memories: list[dict[str, Any]], *, fields: dict[str, str] | None = None,
+def merge_form_view(memories: list[MemoryRow], *, fields: dict[str, str] | None = None,
                     errors: dict[str, str] | None = None, problem: str | None = None
                     ) -> dict[str, Any]:
     """The merge dialog for these sources, with what was typed when it was refused."""
@@ -63,7 +64,7 @@ def merge_form_view(memories: list[dict[str, Any]], *, fields: dict[str, str] | 
             "errors": dict(errors or {}), "problem": problem}
 
 
-async def _sources(request: web.Request, ids: list[int]) -> list[dict[str, Any]]:
+async def _sources(request: web.Request, ids: list[int]) -> list[MemoryRow]:
     """The ticked memories, oldest first (the order their texts are joined in)."""
     found = [await store.get_memory(database_of(request), memory_id) for memory_id in ids]
     return sorted(found, key=lambda memory: (memory["created_at"], memory["id"]))

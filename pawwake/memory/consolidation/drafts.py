@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from pawwake.database import require_database
 from pawwake.db import consolidation as db
 from pawwake.db import jobs as jobs_db
+from pawwake.db.consolidation import DatedMemoryRow
 from pawwake.db.errors import NotFound
+from pawwake.db.memories import MemoryRow
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job, RetryLater, backoff_seconds
 from pawwake.llm.models import memory_model
@@ -183,7 +185,7 @@ def _status_name(job: jobs_db.JobRow) -> str:
     return str(job["status"])
 
 
-def _reminder_pending(row: dict[str, Any]) -> bool:
+def _reminder_pending(row: MemoryRow) -> bool:
     return row["remind_at"] is not None and row["reminder_delivered_at"] is None
 
 
@@ -206,7 +208,7 @@ class DraftRun:
         self.model = memory_model(settings)
         job.model = self.model
         self.max_tokens = settings.MEMORY_MAX_TOKENS
-        self.rows: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, DatedMemoryRow] = {}
         self.queue: list[dict[str, Any]] = []
         self.drafts: list[dict[str, Any]] = []
         self.stats = {"model_calls": 0, "halvings": 0, "repairs": 0, "rate_limited": 0}
@@ -315,7 +317,7 @@ class DraftRun:
                            for g in groups)
         return []
 
-    def _halve(self, batch: dict[str, Any], rows: list[dict[str, Any]], code: str,
+    def _halve(self, batch: dict[str, Any], rows: list[DatedMemoryRow], code: str,
                reason: str) -> list[dict[str, Any]]:
         if len(rows) == 1:
             raise DraftJobFailed(code, f"Memory {rows[0]['id']} could not be consolidated: "

@@ -11,14 +11,16 @@ nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pawwake.database import require_database
 from pawwake.db import consolidation as db
 from pawwake.db import memories as memories_db
 from pawwake.db.errors import NotFound
-from pawwake.db.pool import cursor, transaction
+from pawwake.db.memories import MemoryRow
+from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER
 from pawwake.memory.describe import enqueue_describing
@@ -96,7 +98,7 @@ async def draft_states(database: Database, drafts: list[dict[str, Any]]
     return shown
 
 
-def _changed_sources(draft: dict[str, Any], current: dict[int, dict[str, Any]]) -> list[int]:
+def _changed_sources(draft: dict[str, Any], current: Mapping[int, MemoryRow]) -> list[int]:
     return sorted(s["id"] for s in draft["sources"]
                   if s["id"] not in current or parse.source_version(current[s["id"]])
                   != s["version"])
@@ -152,8 +154,8 @@ def _source_ids(request: MergeRequest, draft: dict[str, Any] | None) -> list[int
     return sorted(request.source_ids)
 
 
-async def _check_sources(cur: Any, request: MergeRequest, draft: dict[str, Any] | None,
-                         source_ids: list[int], rows: list[dict[str, Any]]) -> None:
+async def _check_sources(cur: Cursor, request: MergeRequest, draft: dict[str, Any] | None,
+                         source_ids: list[int], rows: list[MemoryRow]) -> None:
     """Refuse (and so roll back) unless every source may be merged right now."""
     found = {r["id"]: r for r in rows}
     missing = [i for i in source_ids if i not in found]
@@ -217,7 +219,7 @@ async def revert_merge(writes: MemoryWrites, memory_id: int, *, settings: Settin
             "restored_ids": restored_ids}
 
 
-async def _revert_blocker(cur: Any, merged: dict[str, Any], sources: list[dict[str, Any]]
+async def _revert_blocker(cur: Cursor, merged: MemoryRow, sources: Sequence[MemoryRow]
                           ) -> dict[str, Any] | None:
     """Why this merge cannot be reverted now (None when it can)."""
     source_ids = list(merged["merged_from"])
@@ -282,8 +284,10 @@ async def core_candidates(database: Database, limit: int = CANDIDATE_LIMIT
                                         limit=min(limit, CANDIDATE_LIMIT))
     shown = []
     for row in rows:
-        counts = {name: int(row.pop(name)) for name in
-                  ("source_count", "fragment_sources", "event_sources")}
+        counts = {"source_count": row["source_count"],
+                  "fragment_sources": row["fragment_sources"],
+                  "event_sources": row["event_sources"]}
+        memory = cast(MemoryRow, {k: v for k, v in row.items() if k not in counts})
         reasons = []
         if counts["source_count"] >= CANDIDATE_MIN_SOURCES:
             reasons.append({"code": "many_sources", "sources": counts["source_count"],
@@ -293,7 +297,7 @@ async def core_candidates(database: Database, limit: int = CANDIDATE_LIMIT
         if row["importance"] >= CANDIDATE_MIN_IMPORTANCE:
             reasons.append({"code": "high_importance", "importance": row["importance"],
                             "text": f"importance {row['importance']}"})
-        shown.append({**memory_json(row), "source_count": counts["source_count"],
+        shown.append({**memory_json(memory), "source_count": counts["source_count"],
                       "reasons": reasons})
     return shown
 

@@ -11,9 +11,10 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from typing import Any
+from datetime import UTC, date
+from typing import Any, TypedDict
 
+from pawwake.db.memories import MemoryRow
 from pawwake.local_time import zone_at
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
 from pawwake.text.numbers import whole_number
@@ -49,29 +50,27 @@ class Group:
 
 # --- dates and batches ---------------------------------------------------------------------
 
-def local_date(row: dict[str, Any], tz_hours: float) -> date:
+def local_date(row: MemoryRow, tz_hours: float) -> date:
     """``event_date`` when set, else the local calendar date of ``created_at``."""
-    if row.get("event_date") is not None:
-        value = row["event_date"]
-        return value if isinstance(value, date) else date.fromisoformat(str(value))
-    created: datetime = row["created_at"]
-    return created.astimezone(zone_at(tz_hours)).date()
+    if row["event_date"] is not None:
+        return row["event_date"]
+    return row["created_at"].astimezone(zone_at(tz_hours)).date()
 
 
-def batches_by_day(rows: Sequence[dict[str, Any]], tz_hours: float) -> list[dict[str, Any]]:
+def batches_by_day(rows: Sequence[MemoryRow], tz_hours: float) -> list[dict[str, Any]]:
     """One batch per local day, days and items in order: ``{"day": "YYYY-MM-DD", "ids"}``."""
-    days: dict[date, list[dict[str, Any]]] = {}
+    days: dict[date, list[MemoryRow]] = {}
     for row in rows:
         days.setdefault(local_date(row, tz_hours), []).append(row)
     return [{"day": day.isoformat(), "ids": [r["id"] for r in _in_order(items, tz_hours)]}
             for day, items in sorted(days.items())]
 
 
-def _in_order(rows: Iterable[dict[str, Any]], tz_hours: float) -> list[dict[str, Any]]:
+def _in_order(rows: Iterable[MemoryRow], tz_hours: float) -> list[MemoryRow]:
     return sorted(rows, key=lambda r: (local_date(r, tz_hours), r["created_at"], r["id"]))
 
 
-def selection_batch(rows: Sequence[dict[str, Any]], tz_hours: float) -> dict[str, Any]:
+def selection_batch(rows: Sequence[MemoryRow], tz_hours: float) -> dict[str, Any]:
     """A selection is one batch (halved later if it is too big), oldest first."""
     return {"day": None, "ids": [r["id"] for r in _in_order(rows, tz_hours)]}
 
@@ -85,7 +84,7 @@ def halve(batch: dict[str, Any]) -> list[dict[str, Any]]:
 
 # --- prompts -------------------------------------------------------------------------------
 
-def render_prompt(template: str, rows: Sequence[dict[str, Any]], tz_hours: float) -> str:
+def render_prompt(template: str, rows: Sequence[MemoryRow], tz_hours: float) -> str:
     """The grouping prompt: items numbered 1..n (ids stay ours; numbers are the model's)."""
     lines = []
     for number, row in enumerate(rows, 1):
@@ -184,9 +183,9 @@ def check_coverage(raw_groups: Sequence[Any], count: int) -> list[Group]:
 
 # --- drafts and fingerprints ---------------------------------------------------------------
 
-def source_version(row: dict[str, Any]) -> str:
+def source_version(row: MemoryRow) -> str:
     """A short hash of what a merge depends on: text, layer, state and reminder."""
-    remind = row.get("remind_at")
+    remind = row["remind_at"]
     remind_text = remind.astimezone(UTC).isoformat() if remind else None
     material = json.dumps([row["id"], row["content"], row["layer"], row["is_active"],
                            remind_text], ensure_ascii=False)
@@ -204,14 +203,26 @@ def target_layer(layers: Iterable[int]) -> int:
     return max(EVENT_LAYER, *layers)
 
 
-def build_draft(group: Group, rows: Sequence[dict[str, Any]], tz_hours: float,
+class DraftSource(TypedDict):
+    """A source as a draft shows it and a confirm checks it (``version``)."""
+
+    id: int
+    content: str
+    title: str | None
+    layer: int
+    importance: int
+    local_date: str
+    version: str
+
+
+def build_draft(group: Group, rows: Sequence[MemoryRow], tz_hours: float,
                 day: str | None) -> dict[str, Any]:
     """A JSON-ready draft: what the UI shows and what a confirm checks against."""
     picked = _in_order((rows[p] for p in group.positions), tz_hours)
-    sources = [{"id": r["id"], "content": r["content"], "title": r["title"],
-                "layer": r["layer"], "importance": r["importance"],
-                "local_date": local_date(r, tz_hours).isoformat(),
-                "version": source_version(r)} for r in picked]
+    sources = [DraftSource(id=r["id"], content=r["content"], title=r["title"],
+                           layer=r["layer"], importance=r["importance"],
+                           local_date=local_date(r, tz_hours).isoformat(),
+                           version=source_version(r)) for r in picked]
     versions = {s["id"]: s["version"] for s in sources}
     title = group.title or clip_title(group.content)
     return {

@@ -23,11 +23,12 @@ import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pawwake.database import Database, connected_database
 from pawwake.db import memory_search as search_db
 from pawwake.db.errors import DatabaseUnavailable
+from pawwake.db.memory_search import CandidateRow
 from pawwake.db.pool import cursor
 from pawwake.local_time import local_today, zone_of
 from pawwake.memory.search.clock import StepClock
@@ -179,11 +180,11 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         fallback=warning.code if warning else None, held_back=held_results)
 
 
-async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
+async def _semantic_candidates(database: Database, rows: list[CandidateRow],
                                found: search_db.Neighbourhood,
                                cosines: Mapping[int, float], floor: float,
                                exclude: list[int]
-                               ) -> tuple[list[dict[str, Any]], dict[int, float],
+                               ) -> tuple[list[CandidateRow], dict[int, float],
                                           fusion.Neighbourhood | None]:
     """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
     every row's semantic part: its place in the query's neighbourhood. The admitted rows come
@@ -204,7 +205,7 @@ async def _semantic_candidates(database: Database, rows: list[dict[str, Any]],
                   for row in rows if row["id"] in cosines}, hood
 
 
-async def _held_rows(database: Database, held: Sequence[int]) -> list[dict[str, Any]]:
+async def _held_rows(database: Database, held: Sequence[int]) -> list[CandidateRow]:
     """The active rows among ``held`` (with their terms), fetched beside the keyword pool."""
     if not held:
         return []

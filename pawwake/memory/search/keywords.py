@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pawwake.database import Database
 from pawwake.db import memory_search as search_db
 from pawwake.db.memory_embeddings import sent_vectors
+from pawwake.db.memory_search import CandidateRow
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory import vectors
@@ -73,7 +74,7 @@ class Fixed:
 
 @dataclass
 class KeywordCandidates:
-    rows: list[dict[str, Any]]
+    rows: list[CandidateRow]
     concepts: list[Concept]  # every query keyword with its weights
     fixed: dict[int, Fixed]  # the rows' parts that do not depend on the query's vector
     stored: vectors.ReadVectors  # the rows' stored vectors (of ``vectors_of``)
@@ -142,7 +143,7 @@ def concept_terms(keywords: Sequence[str], alternatives: Mapping[str, list[str]]
     return made
 
 
-def fixed_parts(rows: Sequence[dict[str, Any]], concepts: Sequence[Concept],
+def fixed_parts(rows: Sequence[CandidateRow], concepts: Sequence[Concept],
                 now: datetime, today: date) -> dict[int, Fixed]:
     """Keyword share, keyword evidence and recency of each row (its ``search_terms`` are
     consumed): a keyword is found when the row holds it or one of its other-language terms."""

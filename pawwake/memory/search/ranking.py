@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
 
+from pawwake.db.memory_search import CandidateRow, MemoryHit
 from pawwake.memory.search.keywords import Concept, Fixed, fixed_parts
 from pawwake.memory.search.query_vector import QueryVector
 from pawwake.memory.search.results import SearchResult
@@ -16,7 +16,7 @@ from pawwake.search.relevance import CALIBRATED, Evidence, Relevance
 from pawwake.text.language import language_of
 
 
-def scored(rows: list[dict[str, Any]], fixed: Mapping[int, Fixed],
+def scored(rows: list[CandidateRow], fixed: Mapping[int, Fixed],
            concepts: Sequence[Concept],
            normalised: Mapping[int, float], cosines: Mapping[int, float],
            weights: scoring.Weights, now: datetime, today: date,
@@ -74,7 +74,7 @@ def within_limit(results: list[SearchResult], limit: int, relevant_enough: float
     return kept
 
 
-def _evidence(row: Mapping[str, Any], cosine: float | None, keyword: float,
+def _evidence(row: MemoryHit, cosine: float | None, keyword: float,
               semantic: QueryVector | None, store_size: int) -> Evidence:
     language = language_of(str(row["content"]))
     if semantic is None or cosine is None:

@@ -4,14 +4,15 @@ the mode really used, and why a search ran on keywords only."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from pawwake.db.memory_search import MemoryHit
 from pawwake.search.relevance import Evidence
 
 
 @dataclass
 class SearchResult:
-    memory: dict[str, Any]
+    memory: MemoryHit
     score: float
     parts: dict[str, float]  # raw 0..1 components before weighting
     similarity: float | None  # raw cosine with the query, when the row has a vector

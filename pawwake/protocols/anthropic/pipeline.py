@@ -21,12 +21,12 @@ from pawwake.chat.auxiliary import is_auxiliary
 from pawwake.chat.memory_step import MemoryStepParts, memories
 from pawwake.chat.pipeline import drop_gateway_fields, run_steps
 from pawwake.chat.prepared import BoundStep, ChatRejected, ChatStep, PreparedChat
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.inject import recalled_fragments
 from pawwake.partition.step import PartitionParts
 from pawwake.protocols.anthropic.partition import messages_partition_context
 from pawwake.protocols.anthropic.placement import with_system_after, with_turn_context
 from pawwake.protocols.anthropic.request import chat_view, messages_session_id
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.inject import recalled_fragments
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from pawwake.chat.recall.vectors import MessageVectors
 from pawwake.database import Database
 from pawwake.jobs import JobRunner
 from pawwake.live_settings import RuntimeConfig
 from pawwake.llm.embeddings import Embedder, Provenance
+from pawwake.recall.vectors import MessageVectors
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pawwake.chat.recall.when import TimeWindow
+from pawwake.recall.when import TimeWindow
 
 MATCH_CHARS = 200
 CONTEXT_CHARS = 80

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 import aiopg
 import numpy as np
 
-from pawwake.chat.recall import background
-from pawwake.chat.recall.background import Background
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
+from pawwake.recall import background
+from pawwake.recall.background import Background
 from pawwake.search.vector_index import BackendChoice, VectorIndex, warm_if_numpy
 
 if TYPE_CHECKING:

@@ -17,16 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pawwake.chat.recall import index as conversation_index
-from pawwake.chat.recall import when
-from pawwake.chat.recall.rank import MessageHit, SemanticScale
-from pawwake.chat.recall.vectors import CandidateFacts
 from pawwake.database import require_database
 from pawwake.llm.embeddings import EmbeddingError
+from pawwake.recall import index as conversation_index
+from pawwake.recall import when
+from pawwake.recall.rank import MessageHit, SemanticScale
+from pawwake.recall.vectors import CandidateFacts
 from pawwake.text.query import nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.chat.recall.faces import ConversationRecall
+    from pawwake.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)

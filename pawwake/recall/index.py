@@ -27,7 +27,7 @@ from pawwake.search.embedding_sweep import EmbeddingTarget, embed_missing, on_po
 from pawwake.settings import Settings
 
 if TYPE_CHECKING:
-    from pawwake.chat.recall.faces import ConversationRecall
+    from pawwake.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,13 @@ from typing import Any
 import aiopg
 
 from pawwake.chat.prepared import NOTHING, ReplyHook, StepContext, StepInput, StepResult
-from pawwake.chat.recall.faces import ConversationRecall
-from pawwake.chat.recall.search import search_fragments
 from pawwake.db import fragments as db
 from pawwake.db.pool import cursor, transaction
+from pawwake.db.turn_injections import FragmentEntry
 from pawwake.llm.sse import CapturedReply
 from pawwake.local_time import local_minute, zone_at
+from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.search import search_fragments
 from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
@@ -94,7 +95,7 @@ async def recalled_fragments(recall: ConversationRecall, context: StepContext,
     block = format_retrieved_conversations(outcome.fragments, settings.TIMEZONE_HOURS)
     if not block:
         return NOTHING
-    injected = tuple(
+    injected: tuple[FragmentEntry, ...] = tuple(
         {"kind": "fragment", "id": f["fragment_id"], "session_id": f["session_id"],
          "score": round(float(f["score"]), 4),
          "text": "\n".join(f"{m['role']}: {m['content']}" for m in f["messages"])}

@@ -20,10 +20,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pawwake.chat.recall import index as conversation_index
-from pawwake.chat.recall import stats as recall_stats
-from pawwake.chat.recall import when
-from pawwake.chat.recall.rank import (
+from pawwake.database import require_database
+from pawwake.db import fragments as db
+from pawwake.db.pool import cursor
+from pawwake.local_time import zone_of
+from pawwake.recall import index as conversation_index
+from pawwake.recall import stats as recall_stats
+from pawwake.recall import when
+from pawwake.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
     MessageHit,
@@ -34,18 +38,14 @@ from pawwake.chat.recall.rank import (
     rank_sessions,
     trim,
 )
-from pawwake.chat.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
-from pawwake.database import require_database
-from pawwake.db import fragments as db
-from pawwake.db.pool import cursor
-from pawwake.local_time import zone_of
+from pawwake.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
 from pawwake.search.scoring import keyword_score
 from pawwake.settings import Settings
 from pawwake.text import english, offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
 
 if TYPE_CHECKING:
-    from pawwake.chat.recall.faces import ConversationRecall
+    from pawwake.recall.faces import ConversationRecall
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)

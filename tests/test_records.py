@@ -1,0 +1,74 @@
+"""The typed records hold what the SQL and the wire really carry: a row read through db/ has
+exactly its record's keys, the API shows a memory with ``MemoryRow``'s keys, and every entry
+a chat turn stores in its injected record has the keys of the record for its kind. A column
+added to a statement, or a key to an entry, without its record fails here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, get_args, get_type_hints
+
+from pawwake.db import consolidation, memories, memory_search, turn_injections
+from pawwake.db.pool import cursor, fetch_all
+from pawwake.services import services_of
+from tests.gateway_support import chat_body, settle
+from tests.memory_support import create
+from tests.test_memory_injection import MEMORY_ON, add_memory
+
+
+def keys(record: Any) -> set[str]:
+    """Every key a TypedDict names, required or not."""
+    return set(record.__required_keys__) | set(record.__optional_keys__)
+
+
+async def test_memory_rows_have_their_records_keys(client: Any) -> None:
+    made = await create(client, "用户的狗叫豆豆，是一只柯基", event_date="2025-03-01")
+    assert set(made) - {"inserted"} == keys(memories.MemoryRow)
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        row = await memories.get_memory(cur, made["id"])
+        assert row is not None and set(row) == keys(memories.MemoryRow)
+        [listed] = await memories.list_memories(cur, active=True, layer=None, limit=5, offset=0)
+        assert set(listed) == keys(memories.MemoryRow)
+        [dated] = await consolidation.rows_by_ids(cur, [made["id"]], 8)
+        assert set(dated) == keys(consolidation.DatedMemoryRow)
+        [stored] = await fetch_all(cur, "SELECT search_terms FROM memories WHERE id = %s",
+                                   (made["id"],))
+        [sharing] = await memories.rows_sharing_terms(cur, stored["search_terms"], 5)
+        assert set(sharing) == keys(memories.TermsRow)
+        [counted] = await memories.layer_counts(cur)
+        assert set(counted) == keys(memories.LayerCount)
+        [fetched] = await memory_search.fetch_rows(cur, [made["id"]], [])
+        assert set(fetched) == keys(memory_search.MemoryHit) | {"search_terms"}
+
+
+async def test_search_candidates_have_their_records_keys(client: Any) -> None:
+    made = await create(client, "用户的猫叫小橘")
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        [stored] = await fetch_all(cur, "SELECT search_terms FROM memories WHERE id = %s",
+                                   (made["id"],))
+        now = datetime.now(UTC)
+        [row] = await memory_search.ranked_candidates(
+            cur, collection=None, gather=stored["search_terms"][:1], windowed=[],
+            estimates={}, window=100, gather_cap=100, exclude=[], limit=5,
+            rank_weights=(1.0, 0.0, 0.0), now=now, today=now.date())
+    assert set(row) == keys(memory_search.MemoryHit) | {"search_terms", "term_weights"}
+    assert set(row) <= keys(memory_search.CandidateRow)
+
+
+async def test_stored_injected_entries_have_their_records_keys(gateway: Any,
+                                                               upstream: Any) -> None:
+    client = await gateway(persona="你是小爪。", **MEMORY_ON, MAX_MEMORIES_INJECT=1)
+    await add_memory(client, "用户的猫叫小橘")
+    await add_memory(client, "小橘最爱吃三文鱼")
+    response = await client.post("/v1/chat/completions", json=chat_body("小橘今天怎么样"))
+    assert response.status == 200
+    await settle(client)
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        [row] = await fetch_all(cur, "SELECT record FROM turn_injections")
+    by_kind = {get_args(get_type_hints(record)["kind"])[0]: record
+               for record in get_args(turn_injections.InjectedEntry)}
+    stored = row["record"]
+    assert {entry["kind"] for entry in stored} >= {"persona", "memory_search", "memory",
+                                                   "near_miss"}
+    for entry in stored:
+        assert set(entry) == keys(by_kind[entry["kind"]]) - {"text"}, entry
