@@ -39,7 +39,6 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM
-from pawwake.recall import stats as recall_stats
 from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
 from pawwake.settings import Settings
@@ -122,18 +121,23 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
     settings = await services_of(app).config.fresh()
     steps: dict[str, list[float]] = {}
 
-    async def timed(name: str, call: Any) -> None:
+    async def timed(name: str, call: Any) -> Any:
         started = time.perf_counter()
-        await call
+        result = await call
         steps.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        return result
 
     for i in range(runs):
         words = tokens.query_keywords(queries[i % len(queries)])
-        stats = recall_stats.for_pool(pool)
-        await timed("term_frequencies", stats.frequencies(pool, words))
+        stats = services_of(app).recall.term_stats
+        plan = await timed("term_statistics", stats.plan(pool, words))
+        estimated = stats.estimated(words)
         async with cursor(pool) as cur:
+            await timed("term_counts", fragments_db.term_counts(
+                cur, [w for w in words if w not in estimated]))
             await timed("keyword_matches", fragments_db.keyword_matches(
-                cur, words, [], 1000, **stats.match_options(words)))
+                cur, words, [], 1000, windowed=plan.windowed, window=plan.window,
+                gather_cap=plan.gather_cap))
         await timed("nearest_messages", services_of(app).recall_vectors.nearest(
             pool, provenance, vectors[i % len(vectors)], 100, [],
             pgvector=services_of(app).vectors.backend(settings, database,

@@ -48,7 +48,7 @@ from pawwake.recall.vectors import MessageVectors
 from pawwake.relay.trial import TrialParts
 from pawwake.replies_in_flight import RepliesInFlight
 from pawwake.search.background import References
-from pawwake.search.term_stats import TermStats
+from pawwake.search.term_stats import CONVERSATIONS, MEMORIES, TermStats
 from pawwake.settings import Settings
 from pawwake.tasks import BackgroundTasks
 
@@ -66,7 +66,8 @@ class Services:
     tasks: BackgroundTasks
     embedder: Embedder
     vectors: VectorStore  # memory vector search (pgvector/numpy)
-    term_stats: TermStats  # keyword IDF statistics
+    term_stats: TermStats  # keyword IDF statistics of the memories
+    message_term_stats: TermStats  # ... and of the conversation messages recall searches
     references: References  # the semantic background's vectors per embedding model
     recall_vectors: MessageVectors  # conversation message vectors
     turn_spool: TurnSpool  # turns waiting for the database
@@ -100,7 +101,7 @@ class Services:
                                                 self.embedder, self.vectors)
         self.recall = ConversationRecall(self.database, self.jobs, self.tasks, self.config,
                                          self.embedder, self.vectors, self.recall_vectors,
-                                         data_dir)
+                                         data_dir, self.message_term_stats)
         self.mcp = McpTools(self.memory_search, self.memory_writes, self.recall, self.database)
         # Each protocol's chat steps, each bound to its own parts.
         partition = PartitionParts(self.database is not None, self.client,
@@ -141,7 +142,8 @@ def build_services(settings: Settings) -> Services:
         tasks=BackgroundTasks(),
         embedder=Embedder(None, usage=embedding_usage(database)),
         vectors=VectorStore(),
-        term_stats=TermStats(),
+        term_stats=TermStats(MEMORIES),
+        message_term_stats=TermStats(CONVERSATIONS),
         references=References(),
         recall_vectors=MessageVectors(),
         turn_spool=TurnSpool(Path(settings.PAWWAKE_DATA_DIR) / SPOOL_FOLDER,

@@ -11,7 +11,8 @@ from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search
 from pawwake.db.pool import cursor, execute
-from pawwake.recall import stats as recall_stats
+from pawwake.search import term_stats
+from pawwake.search.term_stats import CONVERSATIONS, TermStats
 from pawwake.services import services_of
 from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
 
@@ -87,20 +88,21 @@ async def test_frequent_terms_are_estimated_and_rare_ones_counted(
         await execute(cur, "ANALYZE conversations")
         exact_count, exact = await fragments_db.term_frequencies(cur, ["京都", "兽医"])
     assert exact["京都"] == 32 and exact["兽医"] == 1
-    monkeypatch.setattr(recall_stats, "EXACT_BELOW", 10)
-    stats = recall_stats.RecallTermStats(ttl=3600)
-    count, found = await stats.frequencies(pool, ["京都", "兽医", "火星"])
-    assert count == exact_count == 68
+    monkeypatch.setattr(term_stats, "EXACT_BELOW", 10)
+    stats = TermStats(CONVERSATIONS, ttl=3600)
+    plan = await stats.plan(pool, ["京都", "兽医", "火星"])
+    assert plan.collection == exact_count == 68
     async with cursor(pool) as cur:
         listed = await memory_search.frequent_terms(cur, "conversations")
     assert "京都" in listed and "火星" not in listed
-    assert found["火星"] == 0  # not listed by the statistics: counted exactly
+    found = stats.estimated(["京都", "兽医", "火星"])
+    assert "火星" not in found  # not listed by the statistics: left to be counted exactly
     assert abs(found["京都"] - exact["京都"]) <= 3  # listed: estimated from its share
-    assert abs(found["兽医"] - exact["兽医"]) <= 1
+    assert set(found) <= set(listed)  # only what the statistics list is estimated
     await store(client, "later", [("京都再见", "再见")], day=10)
-    assert (await stats.frequencies(pool, ["兽医"]))[0] == 68  # the size is cached
-    monkeypatch.setattr(recall_stats, "EXACT_BELOW", 1000)
-    assert (await stats.frequencies(pool, ["兽医"]))[0] == 70  # small: always exact
+    assert (await stats.counts(pool)).size == 68  # the size is cached
+    monkeypatch.setattr(term_stats, "EXACT_BELOW", 1000)
+    assert (await stats.counts(pool)).size == 70  # small: always exact
     status = await (await client.get("/api/admin/conversation-embedding-status",
                                      headers=HEADERS)).json()
     assert status["keyword_index"]["total"] == 70
@@ -112,14 +114,13 @@ async def test_a_frequent_term_is_matched_among_the_newest_messages_only(
     pool = services_of(client.server.app).database.pool
     async with cursor(pool) as cur:
         await execute(cur, "ANALYZE conversations")
-    monkeypatch.setattr(recall_stats, "EXACT_BELOW", 10)
-    monkeypatch.setattr(recall_stats, "GATHER_BUDGET", 5)
-    monkeypatch.setattr(recall_stats, "RECENT_WINDOW", 10)
-    stats = recall_stats.RecallTermStats()
+    monkeypatch.setattr(term_stats, "EXACT_BELOW", 10)
+    monkeypatch.setattr(term_stats, "GATHER_BUDGET", 5)
+    monkeypatch.setattr(term_stats, "RECENT_WINDOW", 10)
     terms = ["京都", "清水"]
-    await stats.frequencies(pool, terms)
-    options = stats.match_options(terms)
-    assert options["windowed"] == ["京都"]  # 清水 (two messages) is gathered in full
+    plan = await TermStats(CONVERSATIONS).plan(pool, terms)
+    assert plan.windowed == ["京都"]  # 清水 (two messages) is gathered in full
+    options = {"windowed": plan.windowed, "window": plan.window, "gather_cap": plan.gather_cap}
     async with cursor(pool) as cur:
         rows = await fragments_db.keyword_matches(cur, terms, [], 100, **options)
     by_session = {r["session_id"] for r in rows}

@@ -156,6 +156,51 @@ def test_conversation_recall_stands_beside_memory() -> None:
                   ) == []
 
 
+# Packages whose state lives on objects the assembly builds (term statistics, vector stores,
+# the backend's indexes), never in a module: two apps in one process share none of it.
+STATELESS_MODULES = ("search", "recall", "memory")
+MUTABLE_CALLS = {"dict", "set", "list", "defaultdict", "OrderedDict", "deque", "Counter",
+                 "WeakKeyDictionary", "WeakValueDictionary", "WeakSet"}
+
+
+def module_state(source: str) -> Iterator[tuple[str, int]]:
+    """``(name, line)`` of each module-level name bound to a fresh mutable container (an
+    empty literal or a container's constructor): a cache kept by the module."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        called = value.func if isinstance(value, ast.Call) else None
+        name = (called.attr if isinstance(called, ast.Attribute)
+                else called.id if isinstance(called, ast.Name) else "")
+        empty = (isinstance(value, ast.Dict) and not value.keys) or (
+            isinstance(value, (ast.List, ast.Set)) and not value.elts)
+        if name in MUTABLE_CALLS or empty:
+            for target in targets:
+                yield ast.unparse(target), node.lineno
+
+
+def test_the_state_reader_sees_module_caches_and_passes_constants() -> None:
+    source = ("import weakref\n"
+              "_BY_POOL: weakref.WeakKeyDictionary[int, int] = weakref.WeakKeyDictionary()\n"
+              "_seen = set()\n"
+              "LIMITS = {'a': 1}\n"
+              "NAMES = ('x',)\n"
+              "def f():\n"
+              "    cache = {}\n")
+    assert list(module_state(source)) == [("_BY_POOL", 2), ("_seen", 3)]
+
+
+def test_search_memory_and_recall_keep_no_state_in_modules() -> None:
+    found = [f"{module}:{line} {name}" for module, path in our_modules(ROOT).items()
+             if area(module) in STATELESS_MODULES
+             for name, line in module_state(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
 def test_the_relay_sits_between_the_routes_and_the_chat_flow() -> None:
     """``relay/`` is the turn engine: the routes and each protocol's turn are built on it, it
     names no route and no protocol, and nothing under the HTTP layer names it."""
@@ -171,7 +216,8 @@ def test_search_llm_and_text_import_no_feature_and_no_http_layer() -> None:
 
 
 def test_db_imports_only_settings_storable_text_and_db() -> None:
-    allowed = {"pawwake.settings", "pawwake.text.storable"}
+    # text.messages: the message records the rounds read, the same rows db/ returns
+    allowed = {"pawwake.settings", "pawwake.text.storable", "pawwake.text.messages"}
     assert breaks(in_areas("db"),
                   lambda imported: area(imported) != "db" and imported not in allowed) == []
 

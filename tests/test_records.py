@@ -1,18 +1,34 @@
-"""The typed records hold what the SQL and the wire really carry: a row read through db/ has
-exactly its record's keys, the API shows a memory with ``MemoryRow``'s keys, and every entry
-a chat turn stores in its injected record has the keys of the record for its kind. A column
-added to a statement, or a key to an entry, without its record fails here."""
+"""The typed records hold what the SQL and the wire really carry: a row read through db/
+(memories, search candidates, stored messages, fragment windows) has exactly its record's
+keys, the API shows a memory with ``MemoryRow``'s keys and a recalled fragment with
+``Fragment``'s, and every entry a chat turn stores in its injected record has the keys of the
+record for its kind. A column added to a statement, or a key to an entry, without its record
+fails here."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any, get_args, get_type_hints
 
-from pawwake.db import consolidation, memories, memory_search, turn_injections
+from pawwake.db import (
+    consolidation,
+    conversations,
+    extraction,
+    fragments,
+    memories,
+    memory_search,
+    partition_state,
+    turn_injections,
+)
 from pawwake.db.pool import cursor, fetch_all
+from pawwake.recall.fragments import Fragment, FragmentMessage
 from pawwake.services import services_of
+from pawwake.text import messages
 from tests.gateway_support import chat_body, settle
 from tests.memory_support import create
+from tests.test_conversation_recall import SESSIONS, store
+from tests.test_conversation_recall import SETTINGS as RECALL
+from tests.test_conversation_recall import search as recall_search
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
 
@@ -72,3 +88,33 @@ async def test_stored_injected_entries_have_their_records_keys(gateway: Any,
                                                    "near_miss"}
     for entry in stored:
         assert set(entry) == keys(by_kind[entry["kind"]]) - {"text"}, entry
+
+
+async def test_recalled_fragments_have_their_records_keys(make_client: Any) -> None:
+    client = await make_client(**RECALL)
+    for day, (session, pairs) in enumerate(SESSIONS.items(), start=1):
+        await store(client, session, pairs, day)
+    found = await recall_search(client, q="京都清水寺", mode="keyword", context=1)
+    [fragment] = found["fragments"]
+    assert set(fragment) == keys(Fragment)
+    assert {frozenset(message) for message in fragment["messages"]} == {
+        frozenset(keys(FragmentMessage))}
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        [stored] = await fetch_all(cur, "SELECT min(id) AS id FROM conversations")
+        [first, *_] = await fragments.context_windows(cur, [stored["id"]], 1)
+    assert set(first) == keys(fragments.ContextMessage)
+
+
+async def test_stored_messages_have_their_records_keys(make_client: Any) -> None:
+    client = await make_client(**RECALL)
+    await store(client, "trip", SESSIONS["trip"], 1)
+    async with cursor(services_of(client.server.app).database.pool) as cur:
+        tail = await conversations.session_tail(cur, "trip")
+        thread = await partition_state.thread_messages(cur, "trip", None)
+        history = await extraction.session_history(cur, "trip")
+        skeleton = await extraction.session_skeleton(cur, "trip")
+    assert tail and thread and history and skeleton
+    assert {frozenset(row) for row in tail} == {frozenset(keys(messages.TailMessage))}
+    assert {frozenset(row) for row in thread + history} == {
+        frozenset(keys(messages.StoredMessage))}
+    assert {frozenset(row) for row in skeleton} == {frozenset(keys(messages.MessageSkeleton))}

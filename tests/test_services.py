@@ -15,6 +15,7 @@ from pawwake.database import require_database
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.partition.step import partition_context
 from pawwake.recall.inject import recalled_fragments
+from pawwake.search.term_stats import CONVERSATIONS, MEMORIES
 from pawwake.services import Services, build_services, install_faces, services_of
 from pawwake.settings import Settings
 
@@ -98,3 +99,16 @@ def test_each_app_gets_its_own_chat_resources_with_the_declared_steps(tmp_path: 
     assert other.chat.steps[1].face.search is other.memory_search
     assert services.chat.persona.path == DEFAULT_PERSONA_PATH
     assert services.chat.pending == {} and services.chat.pending is not other.chat.pending
+
+
+def test_memory_search_and_recall_share_the_assemblys_search_parts(tmp_path: Path) -> None:
+    """One vector backend for both stores; term statistics per collection, built with the
+    app (not kept per module), each handed to the feature that searches that collection."""
+    services = _services(tmp_path)
+    assert services.recall.vectors is services.memory_search.vectors is services.vectors
+    assert services.memory_search.term_stats.collection is MEMORIES
+    assert services.recall.term_stats.collection is CONVERSATIONS
+    assert services.recall.term_stats is services.message_term_stats
+    other = _services(tmp_path)
+    assert other.recall.term_stats is not services.recall.term_stats
+    assert other.vectors is not services.vectors

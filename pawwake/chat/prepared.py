@@ -22,6 +22,7 @@ from pawwake.db.partition_state import PartitionState
 from pawwake.db.turn_injections import InjectedEntry
 from pawwake.llm.sse import CapturedReply
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -60,7 +61,7 @@ class PartitionThread:
 
     thread_id: str  # the session the turn is stored in
     state: PartitionState
-    compared: list[dict[str, Any]]  # the turn's messages as the turn writer compares them
+    compared: list[ChatMessage]  # the turn's messages as the turn writer compares them
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,9 @@ class StepInput(Protocol):
     @property
     def body(self) -> Mapping[str, Any]: ...
     @property
-    def client_messages(self) -> Sequence[Any]: ...
+    def client_messages(self) -> Sequence[ChatMessage]: ...
     @property
-    def turn_messages(self) -> Sequence[Any]: ...
+    def turn_messages(self) -> Sequence[ChatMessage]: ...
     @property
     def session_id(self) -> str: ...
     @property
@@ -132,7 +133,7 @@ class PreparedChat:
     they return."""
 
     body: dict[str, Any]  # the upstream body; frozen into ``payload`` by finalize()
-    client_messages: list[Any]  # as the client sent them
+    client_messages: list[ChatMessage]  # as the client sent them (in the chat form)
     client_session_id: str  # the session as the client named it
     model: str
     stream: bool
@@ -142,10 +143,8 @@ class PreparedChat:
     system_parts: list[str] = field(default_factory=list)
     turn_blocks: list[str] = field(default_factory=list)  # context for the current user turn
     memory_count: int = 0  # memories and reminders injected (the request's log line)
-    # What the gateway added, one entry per item ({"kind": "persona" | "memory" | "reminder" |
-    # "fragment" | "partition", ...}), and why the best memories left out were left out
-    # ("memory_search", "near_miss": ``memory/near_misses.py``); read by the try-it page and
-    # kept with the stored turn.
+    # What the gateway added, one entry per item, and why the best memories left out were
+    # left out (``InjectedEntry``); read by the try-it page and kept with the stored turn.
     injected: list[Injected] = field(default_factory=list)
     payload: bytes = b""
     hooks: list[ReplyHook] = field(default_factory=list)  # in the order they run
@@ -161,7 +160,7 @@ class PreparedChat:
         return self.thread.thread_id if self.thread is not None else self.client_session_id
 
     @property
-    def turn_messages(self) -> list[Any]:
+    def turn_messages(self) -> list[ChatMessage]:
         """The messages the turn writer compares with the stored ones."""
         return self.thread.compared if self.thread is not None else self.client_messages
 

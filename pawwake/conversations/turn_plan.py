@@ -8,15 +8,14 @@ end flags its rows ``incomplete``. The transaction that writes the plan is ``tur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pawwake.db.conversations import INCOMPLETE, NewMessage
 from pawwake.llm.sse import CapturedReply
+from pawwake.text.messages import GATEWAY_METADATA, ChatMessage, MessageSkeleton, TailMessage
 
-# A message of another protocol, seen as a chat message, carries what to keep of its original
-# form (its protocol, its content blocks) under this key; it is stored in the row's metadata.
-GATEWAY_METADATA = "_pawwake_metadata"
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "reasoning_content", "name",
                            "tool_call_id", GATEWAY_METADATA})
 _MAX_NOTED_URL = 2048
@@ -49,7 +48,7 @@ def message_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
     return "\n".join(texts), attachments
 
 
-def user_message(message: dict[str, Any], model: str, *, incomplete: bool = False
+def user_message(message: ChatMessage, model: str, *, incomplete: bool = False
                  ) -> NewMessage:
     text, attachments = message_text(message.get("content"))
     metadata: dict[str, Any] = {INCOMPLETE: True} if incomplete else {}
@@ -61,12 +60,12 @@ def user_message(message: dict[str, Any], model: str, *, incomplete: bool = Fals
     return NewMessage(role="user", content=text, model=model, metadata=metadata)
 
 
-def _gateway_metadata(message: dict[str, Any]) -> dict[str, Any]:
+def _gateway_metadata(message: ChatMessage) -> dict[str, Any]:
     kept = message.get(GATEWAY_METADATA)
     return kept if isinstance(kept, dict) else {}
 
 
-def client_assistant_message(message: dict[str, Any], model: str) -> NewMessage:
+def client_assistant_message(message: ChatMessage, model: str) -> NewMessage:
     """An assistant tool-call message as the client resent it (stored when we lack it)."""
     text, _ = message_text(message.get("content"))
     metadata: dict[str, Any] = {"tool_calls": message.get("tool_calls") or []}
@@ -79,7 +78,7 @@ def client_assistant_message(message: dict[str, Any], model: str) -> NewMessage:
     return NewMessage(role="assistant", content=text, model=model, metadata=metadata)
 
 
-def tool_message(message: dict[str, Any], model: str) -> NewMessage:
+def tool_message(message: ChatMessage, model: str) -> NewMessage:
     text, _ = message_text(message.get("content"))
     metadata: dict[str, Any] = {"tool_call_id": message.get("tool_call_id")}
     if isinstance(message.get("name"), str):
@@ -104,21 +103,22 @@ def reply_message(reply: CapturedReply, model: str, *, incomplete: bool = False
     return NewMessage(role="assistant", content=reply.content, model=model, metadata=metadata)
 
 
-def trailing_call_ids(messages: list[Any]) -> list[str]:
+def trailing_call_ids(messages: Sequence[ChatMessage]) -> list[str]:
     """Tool-call ids mentioned after the last user message (what may need storing)."""
     ids: list[str] = []
     for message in messages[_last_user_index(messages) + 1:]:
         if not isinstance(message, dict):
             continue
-        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
-            ids.append(message["tool_call_id"])
+        call_id = message.get("tool_call_id")
+        if message.get("role") == "tool" and isinstance(call_id, str):
+            ids.append(call_id)
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict) and isinstance(call.get("id"), str):
                 ids.append(call["id"])
     return ids
 
 
-def _last_user_index(messages: list[Any]) -> int:
+def _last_user_index(messages: Sequence[ChatMessage]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         if isinstance(messages[index], dict) and messages[index].get("role") == "user":
             return index
@@ -139,11 +139,11 @@ class TurnPlan:
     unflag_ids: list[int] = field(default_factory=list)  # incomplete rows this turn completes
 
 
-def is_incomplete(row: dict[str, Any]) -> bool:
+def is_incomplete(row: MessageSkeleton) -> bool:
     return bool((row.get("metadata") or {}).get(INCOMPLETE))
 
 
-def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
+def plan_turn(client_messages: Sequence[ChatMessage], tail: Sequence[TailMessage],
               stored_ids: dict[str, set[str]], reply: NewMessage | None, model: str,
               *, incomplete: bool = False) -> TurnPlan:
     """Decide the writes for one turn (pure).
@@ -196,7 +196,7 @@ def plan_turn(client_messages: list[Any], tail: list[dict[str, Any]],
     return plan
 
 
-def _answered_after(last: Any, after: list[dict[str, Any]], stored_ids: dict[str, set[str]]
+def _answered_after(last: Any, after: Sequence[TailMessage], stored_ids: dict[str, set[str]]
                     ) -> list[int]:
     """A re-roll after tool results: the client ends with a tool result we stored and already
     answered; the stored answer (everything after that result) is replaced."""
@@ -211,7 +211,7 @@ def _answered_after(last: Any, after: list[dict[str, Any]], stored_ids: dict[str
     return []
 
 
-def repeats_stored_reply(earlier: list[Any], after: list[dict[str, Any]]) -> bool:
+def repeats_stored_reply(earlier: Sequence[ChatMessage], after: Sequence[TailMessage]) -> bool:
     """True when the client's history already ends with the stored reply (so the repeated
     user text is a new message, not a re-roll)."""
     previous = earlier[-1] if earlier else None

@@ -29,6 +29,7 @@ from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.turn_injections import InjectedEntry, without_text
 from pawwake.llm.sse import CapturedReply, TokenUsage
+from pawwake.text.messages import ChatMessage
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -50,7 +51,7 @@ class SpooledTurn:
 
     session_id: str
     model: str
-    turn_messages: list[Any]
+    turn_messages: list[ChatMessage]
     turn_key: str
     protocol: str | None = None  # None: chat completions
     received_at: datetime | None = None  # when the request came (a rename since is followed)

@@ -28,6 +28,7 @@ from pawwake.db.turn_injections import record_injection
 from pawwake.llm.sse import CapturedReply
 from pawwake.recall import index as conversation_index
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -61,7 +62,7 @@ class TurnSource(Protocol):
     @property
     def model(self) -> str: ...
     @property
-    def turn_messages(self) -> list[Any]: ...  # what the client sent, as compared and stored
+    def turn_messages(self) -> Sequence[ChatMessage]: ...  # what the client sent, as compared
     @property
     def turn_key(self) -> str: ...
 

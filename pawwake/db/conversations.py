@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
+from pawwake.text.messages import TailMessage
 from pawwake.text.storable import storable_json
 
 INCOMPLETE = "incomplete"  # metadata flag of a turn the client left before its end
@@ -56,7 +57,7 @@ _TOOL_TAIL = (
 
 
 async def session_tail(cur: Cursor, session_id: str, *, limit: int | None = None,
-                       lock: bool = False) -> list[dict[str, Any]]:
+                       lock: bool = False) -> list[TailMessage]:
     """The session's last stored user message and every message after it, oldest first.
 
     That is one round, read whole by default (``limit`` None): the turn planner replaces or
@@ -68,7 +69,7 @@ async def session_tail(cur: Cursor, session_id: str, *, limit: int | None = None
         sql = _LOCK_SESSION + "; " + sql
     await cur.execute(sql, {"sid": session_id, "limit": limit,
                             "lock_key": "conversations:" + session_id})
-    return rows_as_dicts(cur, await cur.fetchall())
+    return cast(list[TailMessage], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def stored_tool_call_ids(cur: Cursor, session_id: str, call_ids: Sequence[str]

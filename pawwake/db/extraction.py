@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.conversations import NOT_INCOMPLETE
 from pawwake.db.pool import Cursor, rows_as_dicts
+from pawwake.text.messages import MessageSkeleton, StoredMessage
 from pawwake.text.storable import storable_json
 
 MEMORY_FIELDS = "id, content, importance, layer, is_active, superseded_by, remind_at," \
                 " reminder_delivered_at, created_at, event_date"
 
 
-async def session_skeleton(cur: Cursor, session_id: str) -> list[dict[str, Any]]:
+async def session_skeleton(cur: Cursor, session_id: str) -> list[MessageSkeleton]:
     """Roles and tool links of a session's messages (no text): enough to count rounds."""
     await cur.execute(
         "SELECT role, jsonb_build_object("
@@ -24,15 +25,15 @@ async def session_skeleton(cur: Cursor, session_id: str) -> list[dict[str, Any]]
         "  'tool_call_id', metadata->>'tool_call_id') AS metadata"
         " FROM conversations WHERE session_id = %s AND deleted_at IS NULL"
         f" AND {NOT_INCOMPLETE} ORDER BY created_at, id", (session_id,))
-    return rows_as_dicts(cur, await cur.fetchall())
+    return cast(list[MessageSkeleton], rows_as_dicts(cur, await cur.fetchall()))
 
 
-async def session_history(cur: Cursor, session_id: str) -> list[dict[str, Any]]:
+async def session_history(cur: Cursor, session_id: str) -> list[StoredMessage]:
     await cur.execute(
         "SELECT id, role, content, metadata, created_at FROM conversations"
         f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}"
         " ORDER BY created_at, id", (session_id,))
-    return rows_as_dicts(cur, await cur.fetchall())
+    return cast(list[StoredMessage], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def related_active(cur: Cursor, terms: list[str], limit: int) -> list[dict[str, Any]]:

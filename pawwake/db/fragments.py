@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from datetime import datetime
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -336,13 +337,23 @@ async def seen_within(cur: Cursor, session_id: str, ttl_hours: float) -> set[str
     return {row["fragment_id"] for row in rows}
 
 
+class ContextMessage(TypedDict):
+    """A message of a fragment's window (``context_windows``)."""
+
+    id: int
+    session_id: str
+    role: str
+    content: str
+    created_at: datetime
+
+
 async def context_windows(cur: Cursor, matched_ids: Sequence[int], context: int
-                          ) -> list[dict[str, Any]]:
+                          ) -> list[ContextMessage]:
     """The matched messages and ``context`` searchable neighbours on each side, per session,
     in order; positions are computed in SQL so only the window's text is transferred."""
     if not matched_ids:
         return []
-    return await fetch_all(
+    return cast(list[ContextMessage], await fetch_all(
         cur,
         "WITH sessions AS (SELECT DISTINCT session_id FROM conversations"
         "   WHERE id = ANY(%(ids)s::bigint[])),"
@@ -355,4 +366,4 @@ async def context_windows(cur: Cursor, matched_ids: Sequence[int], context: int
         "   AND s.pos BETWEEN m.pos - %(ctx)s AND m.pos + %(ctx)s)"
         " SELECT c.id, c.session_id, c.role, c.content, c.created_at FROM conversations c"
         " JOIN w ON w.id = c.id ORDER BY c.session_id, c.created_at, c.id",
-        {"ids": list(matched_ids), "ctx": context})
+        {"ids": list(matched_ids), "ctx": context}))

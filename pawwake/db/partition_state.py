@@ -9,10 +9,11 @@ concurrent request waits for that result instead of summarising the same rounds 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pawwake.db.conversations import NOT_INCOMPLETE
 from pawwake.db.pool import Cursor, rows_as_dicts
+from pawwake.text.messages import StoredMessage
 from pawwake.text.storable import storable_json
 
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
@@ -124,7 +125,7 @@ _ROUND_BOUNDS = ("SELECT created_at, id FROM conversations"
 
 
 async def thread_messages(cur: Cursor, thread_id: str, since_id: int | None
-                          ) -> list[dict[str, Any]]:
+                          ) -> list[StoredMessage]:
     """The thread's live messages from the zone start on, oldest first."""
     sql = ("SELECT id, role, content, metadata, created_at FROM conversations"
            f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}")
@@ -133,11 +134,11 @@ async def thread_messages(cur: Cursor, thread_id: str, since_id: int | None
         sql += _SINCE
         params.append(since_id)
     await cur.execute(sql + " ORDER BY created_at, id", params)
-    return rows_as_dicts(cur, await cur.fetchall())
+    return cast(list[StoredMessage], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def recent_thread_messages(cur: Cursor, thread_id: str, since_id: int | None,
-                                 max_rounds: int) -> tuple[list[dict[str, Any]], bool]:
+                                 max_rounds: int) -> tuple[list[StoredMessage], bool]:
     """(live messages from the zone start on, but only the newest ``max_rounds`` rounds;
     True when older live rounds were left out).
 
@@ -158,4 +159,4 @@ async def recent_thread_messages(cur: Cursor, thread_id: str, since_id: int | No
         f" WHERE session_id = %s AND deleted_at IS NULL AND {NOT_INCOMPLETE}"
         " AND (created_at, id) >= (%s, %s)"
         " ORDER BY created_at, id", (thread_id, created_at, first_id))
-    return rows_as_dicts(cur, await cur.fetchall()), True
+    return cast(list[StoredMessage], rows_as_dicts(cur, await cur.fetchall())), True

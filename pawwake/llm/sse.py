@@ -11,7 +11,9 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from pawwake.text.messages import ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ class CapturedReply:
 
     content: str = ""
     reasoning_content: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)  # unknown message keys, kept for replay
     usage: TokenUsage | None = None
     raw_usage: dict[str, Any] | None = None
@@ -202,12 +204,12 @@ class _ReplyBuilder:
         reply = self.reply
         reply.content = "".join(self._content)
         reply.reasoning_content = "".join(self._reasoning)
-        calls = []
+        calls: list[ToolCall] = []
         for index in sorted(self._calls):
             call = self._calls[index]
             call.setdefault("type", "function")
             call.setdefault("function", {}).setdefault("arguments", "")
-            calls.append(call)
+            calls.append(cast(ToolCall, call))  # merged from the deltas' id, type, function
         reply.tool_calls = calls
         reply.usage = TokenUsage.from_openai(reply.raw_usage)
         return reply

@@ -13,7 +13,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +29,7 @@ from pawwake.llm.http import upstream_timeout
 from pawwake.llm.sse import TokenUsage, capture_completion
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,8 @@ async def book_usage(booking: UsageBooking | None, usage: TokenUsage | None, mod
                     type(exc).__name__)
 
 
-async def complete(http: aiohttp.ClientSession, settings: Settings, messages: list[dict[str, Any]],
+async def complete(http: aiohttp.ClientSession, settings: Settings,
+                   messages: Sequence[ChatMessage],
                    *, model: str | None = None, max_tokens: int | None = None,
                    temperature: float | None = None, extra: Mapping[str, Any] | None = None,
                    attempts: int = 4, max_wait: float = 60.0,

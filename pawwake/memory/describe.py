@@ -27,6 +27,7 @@ from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBook
 from pawwake.memory.model_terms import ModelTerms, searchable_text
 from pawwake.search.terms import terms_for
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def described_now(written: ModelTerms) -> datetime | None:
     return datetime.now(UTC) if written.keywords or written.questions else None
 
 
-def describe_messages(lines: list[str]) -> list[dict[str, str]]:
+def describe_messages(lines: list[str]) -> list[ChatMessage]:
     numbered = "\n".join(f"{number}. {' '.join(line.split())}"
                          for number, line in enumerate(lines, 1))
     return [{"role": "system", "content": _PROMPT.replace("{count}", str(len(lines)))},

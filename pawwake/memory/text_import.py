@@ -26,6 +26,7 @@ from pawwake.memory.fields import MAX_CONTENT_CHARS, FieldError
 from pawwake.memory.model_terms import ModelTerms, searchable_text
 from pawwake.search.terms import terms_for
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage
 from pawwake.text.storable import storable_text
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def parse_scores(answer: str, count: int) -> list[tuple[int, ModelTerms]] | None
     return scores
 
 
-def scoring_messages(lines: list[str]) -> list[dict[str, str]]:
+def scoring_messages(lines: list[str]) -> list[ChatMessage]:
     numbered = "\n".join(f"{number}. {line}" for number, line in enumerate(lines, 1))
     return [{"role": "system", "content": _PROMPT.replace("{count}", str(len(lines)))},
             {"role": "user", "content": numbered}]

@@ -1,7 +1,8 @@
 """Memory vectors: where they are stored and searched, and whose model made them.
 
 Search runs on pgvector (an HNSW expression index per provenance) when the extension exists
-and ``VECTOR_BACKEND`` allows it, else on the in-process numpy index. The provenance of stored
+and ``VECTOR_BACKEND`` allows it, else on the in-process numpy index (the choice and the
+indexes: ``search.vector_backend``, shared with conversation recall). The provenance of stored
 vectors is recorded; when the configured provider/model/dimension differs from it, stored
 vectors are not comparable any more, searches fall back to keywords and a rebuild needs an
 explicit confirmation.
@@ -16,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import psycopg2
 
 from pawwake.database import Database
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search as search_db
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import Provenance
+from pawwake.search.vector_backend import VectorBackend
 from pawwake.search.vector_index import VectorIndex
 from pawwake.settings import Settings
 
@@ -71,26 +72,13 @@ async def confirm_provenance(database: Database, configured: Provenance) -> None
              configured.dim)
 
 
-class VectorStore:
-    """Stores vectors and finds neighbours on pgvector or the numpy index (one per process)."""
+class VectorStore(VectorBackend):
+    """Memory vectors: stored, and their neighbours found, on the backend the gateway's
+    choice (``VectorBackend``) gives a search (one per process)."""
 
     def __init__(self, index: VectorIndex | None = None) -> None:
+        super().__init__()
         self.index = index or VectorIndex()
-        self._known_indexes: set[str] = set()
-        self._warned = False
-
-    def backend(self, settings: Settings, database: Database,
-                provenance: Provenance) -> str:
-        """``pgvector`` or ``numpy`` for this search."""
-        choice = settings.VECTOR_BACKEND
-        if choice == "numpy" or not database.pgvector:
-            if choice == "pgvector" and not self._warned:
-                self._warned = True
-                log.warning("VECTOR_BACKEND=pgvector but the extension is missing; using numpy")
-            return "numpy"
-        if provenance.dim > vectors_db.HNSW_MAX_DIM:
-            return "numpy"
-        return "pgvector"
 
     async def store(self, database: Database, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
@@ -99,29 +87,6 @@ class VectorStore:
             stored_ids = set(await vectors_db.store_vectors(cur, provenance, rows))
         self.index.add(provenance, [row for row in rows if row[0] in stored_ids])
         return sorted(stored_ids)
-
-    async def ensure_hnsw_index(self, database: Database, settings: Settings,
-                                provenance: Provenance, table: str = "memory_embeddings"
-                                ) -> bool:
-        """Create the provenance's HNSW index on ``table`` (memory or conversation vectors)
-        when pgvector is in use; True when it exists."""
-        if self.backend(settings, database, provenance) != "pgvector":
-            return False
-        name = vectors_db.hnsw_index_name(provenance, table)
-        if name in self._known_indexes:
-            return True
-        async with cursor(database.pool) as cur:
-            exists = await vectors_db.hnsw_index_exists(cur, provenance, table)
-        if not exists:
-            log.info("creating vector index %s", name)
-            try:  # a plain connection: CREATE INDEX CONCURRENTLY runs outside any transaction
-                async with connection(database.pool) as conn, conn.cursor() as cur:
-                    await vectors_db.create_hnsw_index(cur, provenance, table=table)
-            except psycopg2.Error as exc:
-                log.warning("could not create vector index %s: %s", name, exc.pgcode)
-                return False
-        self._known_indexes.add(name)
-        return True
 
     async def nearest(self, database: Database, settings: Settings,
                       provenance: Provenance, query: np.ndarray, k: int,

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+from pawwake.text.messages import ChatMessage, StoredMessage
 from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
 
 SUMMARY_HEADING = "Summary of the earlier conversation:"
@@ -31,15 +32,17 @@ def breakpoint_marker(ttl: str) -> dict[str, str]:
     return marker
 
 
-def replay(row: dict[str, Any]) -> dict[str, Any]:
+def replay(row: StoredMessage) -> ChatMessage:
     """A stored row as the provider expects it back."""
     metadata = row.get("metadata") or {}
     role = row["role"]
-    message: dict[str, Any] = {"role": role, "content": row.get("content") or ""}
+    message: ChatMessage = {"role": role, "content": row.get("content") or ""}
     if role == "assistant":
         extras = metadata.get("extras")
         if isinstance(extras, dict):
-            message.update({k: v for k, v in extras.items() if k not in ("role", "content")})
+            # Other providers' keys of the message, passed back as they came.
+            message.update(cast(ChatMessage, {k: v for k, v in extras.items()
+                                              if k not in ("role", "content")}))
         if metadata.get("reasoning_content"):
             message["reasoning_content"] = metadata["reasoning_content"]
         calls = tool_calls_of(row)
@@ -56,7 +59,7 @@ def replay(row: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def settled_messages(round_: Round) -> list[dict[str, Any]]:
+def settled_messages(round_: Round[StoredMessage]) -> list[ChatMessage]:
     """A history round replayed; tool calls that never got a result (an abandoned tool round)
     are removed, since providers reject calls without results."""
     pending = round_.pending_tool_ids
@@ -76,7 +79,7 @@ def settled_messages(round_: Round) -> list[dict[str, Any]]:
     return messages
 
 
-def cached_form(message: dict[str, Any]) -> dict[str, Any]:
+def cached_form(message: ChatMessage) -> ChatMessage:
     """A history message in its one stable form: non-empty text as a single text block.
     Null content (tool calls) and empty text stay as they are: providers reject empty
     text blocks, and such a message never carries a breakpoint."""
@@ -86,7 +89,7 @@ def cached_form(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _mark_last(messages: list[dict[str, Any]], marker: dict[str, str]) -> None:
+def _mark_last(messages: list[ChatMessage], marker: dict[str, str]) -> None:
     """Put the breakpoint on the last text block of the last message that has one. The key
     goes last, so without it the block's bytes are those of the unmarked form."""
     for message in reversed(messages):
@@ -104,17 +107,17 @@ class Layout:
     zone_b_rounds: int
 
 
-def zone_split(history: Sequence[Round], x: int) -> tuple[list[Round], list[Round]]:
+def zone_split(history: Sequence[Round[StoredMessage]], x: int) -> tuple[list[Round[StoredMessage]], list[Round[StoredMessage]]]:
     """Zone A is the oldest X live rounds, zone B the rest; fewer than X rounds: no zones."""
     if len(history) < x:
         return [], list(history)
     return list(history[:x]), list(history[x:])
 
 
-def with_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+def with_note(messages: Sequence[ChatMessage], note: str) -> list[ChatMessage]:
     """Copies of ``messages`` with ``note`` in front of the last user message's text (images
     and other parts kept)."""
-    out = [dict(m) for m in messages]
+    out = [m.copy() for m in messages]
     for message in reversed(out):
         if message.get("role") != "user":
             continue
@@ -127,9 +130,9 @@ def with_note(messages: Sequence[dict[str, Any]], note: str) -> list[dict[str, A
     return out
 
 
-def assemble(*, persona: str, summary_parts: Sequence[str], history: Sequence[Round],
-             current: Sequence[dict[str, Any]], x: int, ttl: str, note: str = ""
-             ) -> tuple[list[dict[str, Any]], Layout]:
+def assemble(*, persona: str, summary_parts: Sequence[str],
+             history: Sequence[Round[StoredMessage]], current: Sequence[ChatMessage], x: int,
+             ttl: str, note: str = "") -> tuple[list[ChatMessage], Layout]:
     """The upstream messages: ``history`` are the live rounds (from the zone start on),
     ``current`` the messages of the turn being answered (already in provider form), ``note``
     the time note put in front of the current user text."""
@@ -144,7 +147,7 @@ def assemble(*, persona: str, summary_parts: Sequence[str], history: Sequence[Ro
         if index == len(parts) - 1:
             block["cache_control"] = marker
         blocks.append(block)
-    messages: list[dict[str, Any]] = []
+    messages: list[ChatMessage] = []
     if blocks:
         messages.append({"role": "system", "content": blocks})
     zone_a, zone_b = zone_split(history, x)
@@ -154,7 +157,7 @@ def assemble(*, persona: str, summary_parts: Sequence[str], history: Sequence[Ro
         _mark_last(a_messages, marker)
         _mark_last(b_messages, marker)
     messages += a_messages + b_messages
-    messages += with_note(current, note) if note else [dict(m) for m in current]
+    messages += with_note(current, note) if note else [m.copy() for m in current]
     return messages, Layout(zone_a_rounds=len(zone_a), zone_b_rounds=len(zone_b))
 
 

@@ -13,9 +13,10 @@ round: it becomes the current turn, and the turn writer replaces its stored repl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import cast
 
 from pawwake.chat.prepared import (
     NOTHING,
@@ -37,12 +38,13 @@ from pawwake.partition.layout import Layout, assemble, replay, time_note
 from pawwake.partition.rotation import model_folder, model_summariser
 from pawwake.partition.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage, StoredMessage
 from pawwake.text.rounds import Round, tool_call_id_of
 
 
-def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
+def _without_cache_control(message: ChatMessage) -> ChatMessage:
     """A client message minus its own cache markers (the gateway places the breakpoints)."""
-    message = {k: v for k, v in message.items() if k != "cache_control"}
+    message = cast(ChatMessage, {k: v for k, v in message.items() if k != "cache_control"})
     content = message.get("content")
     if isinstance(content, list):
         message["content"] = [{k: v for k, v in part.items() if k != "cache_control"}
@@ -50,12 +52,12 @@ def _without_cache_control(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def client_tail(messages: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+def client_tail(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMessage]]:
     """(``"tool"`` or ``"user"``, the trailing messages of that role) from the client."""
     for role in ("tool", "user"):
-        tail: list[dict[str, Any]] = []
+        tail: list[ChatMessage] = []
         for message in reversed(messages):
-            if not isinstance(message, dict) or message.get("role") != role:
+            if message.get("role") != role:
                 break
             tail.insert(0, message)
         if tail:
@@ -65,9 +67,9 @@ def client_tail(messages: list[Any]) -> tuple[str, list[dict[str, Any]]]:
                        "tool results.", param="messages")
 
 
-def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
-                 earlier: list[Any] | None = None
-                 ) -> tuple[list[Round], list[dict[str, Any]], list[dict[str, Any]]]:
+def current_turn(rounds: list[Round[StoredMessage]], role: str, tail: list[ChatMessage],
+                 earlier: Sequence[ChatMessage] | None = None
+                 ) -> tuple[list[Round[StoredMessage]], list[ChatMessage], list[ChatMessage]]:
     """(history rounds, current turn for upstream, messages the turn writer compares).
 
     Tool results continue the last stored round when they answer its pending calls; that
@@ -96,7 +98,7 @@ def current_turn(rounds: list[Round], role: str, tail: list[dict[str, Any]],
     return rounds, current, stored_last + current
 
 
-def is_reroll(last: Round, tail: list[dict[str, Any]], earlier: list[Any]) -> bool:
+def is_reroll(last: Round[StoredMessage], tail: list[ChatMessage], earlier: Sequence[ChatMessage]) -> bool:
     """The client asks again for the answer to the last stored round.
 
     Same text as that round's question, and either the round has no reply yet, or the
@@ -114,7 +116,7 @@ def is_reroll(last: Round, tail: list[dict[str, Any]], earlier: list[Any]) -> bo
     return bool(dialogue) and not repeats_stored_reply(dialogue, last.messages[1:])
 
 
-def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def reanswered_tool_turn(last: Round[StoredMessage], tail: list[ChatMessage]) -> list[ChatMessage]:
     """A re-roll after tool results: the client sends again results the last round already
     holds. The round up to the last of those results (as stored) becomes the current turn;
     what followed is what the turn writer replaces. Empty when this is no such re-roll."""
@@ -126,7 +128,7 @@ def reanswered_tool_turn(last: Round, tail: list[dict[str, Any]]) -> list[dict[s
     return [replay(row) for row in last.messages[:positions[-1] + 1]]
 
 
-def breakpoints(messages: list[dict[str, Any]]) -> list[PartitionBreakpoint]:
+def breakpoints(messages: list[ChatMessage]) -> list[PartitionBreakpoint]:
     """Where the cache breakpoints sit: message index and role, in order."""
     found: list[PartitionBreakpoint] = []
     for index, message in enumerate(messages):
@@ -138,7 +140,7 @@ def breakpoints(messages: list[dict[str, Any]]) -> list[PartitionBreakpoint]:
 
 
 def partition_record(thread: str, state: PartitionState, layout: Layout,
-                     messages: list[dict[str, Any]]) -> PartitionEntry:
+                     messages: list[ChatMessage]) -> PartitionEntry:
     """The partition layout of one request, for the injected record."""
     summary = [part for part in state.summary_parts if part.strip()]
     return {"kind": "partition", "thread": thread, "summary_parts": len(summary),

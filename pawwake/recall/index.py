@@ -9,7 +9,6 @@ embeds every searchable message lacking a current vector (an edit makes a vector
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,6 @@ from pawwake.database import connected_database, require_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
-from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
@@ -37,9 +35,6 @@ VECTOR_TABLE = "conversation_embeddings"
 INDEX_BATCH = 500
 EMBED_BATCH = 32
 TURN_INDEX_CHARS = 200_000  # about 2 s of cutting
-
-_requested: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-
 
 async def terms_for(recall: ConversationRecall, texts: Sequence[str]) -> list[list[str]]:
     """Index terms of one turn's messages (or one search's phrases), cut while the request
@@ -128,15 +123,10 @@ async def ensure_vector_index(recall: ConversationRecall, settings: Settings,
 
 def request_vector_index(recall: ConversationRecall, settings: Settings,
                          provenance: Provenance) -> None:
-    """From the search path: build a missing index in the background, at most once per
-    provenance and process (vectors stored before the index existed, or by another writer)."""
-    name = vectors_db.hnsw_index_name(provenance, VECTOR_TABLE)
-    requested = _requested.setdefault(recall.vectors, set())
-    if name in requested:
-        return
-    requested.add(name)
-    recall.tasks.spawn(ensure_vector_index(recall, settings, provenance),
-                          name="conversation-vector-index")
+    """From the search path: build a missing index on the message vectors in the background
+    (once per process: ``VectorBackend.request_hnsw_index``)."""
+    recall.vectors.request_hnsw_index(recall.tasks, require_database(recall.database),
+                                      settings, provenance, VECTOR_TABLE)
 
 
 async def index_status(recall: ConversationRecall, *, settings: Settings) -> dict[str, Any]:

@@ -7,8 +7,7 @@ way to the next ones), puts ``format_retrieved_conversations`` into the current 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import aiopg
 
@@ -19,13 +18,14 @@ from pawwake.db.turn_injections import FragmentEntry
 from pawwake.llm.sse import CapturedReply
 from pawwake.local_time import local_minute, zone_at
 from pawwake.recall.faces import ConversationRecall
+from pawwake.recall.fragments import Fragment
 from pawwake.recall.search import search_fragments
 from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
 
 
-def format_retrieved_conversations(fragments: Sequence[Mapping[str, Any]],
+def format_retrieved_conversations(fragments: Sequence[Fragment],
                                    timezone_hours: float) -> str:
     """The ``<retrieved_conversations>`` block, one line per message, a blank line between
     fragments; empty text when there is nothing to inject."""

@@ -25,8 +25,8 @@ from pawwake.db import fragments as db
 from pawwake.db.pool import cursor
 from pawwake.local_time import zone_of
 from pawwake.recall import index as conversation_index
-from pawwake.recall import stats as recall_stats
 from pawwake.recall import when
+from pawwake.recall.fragments import Fragment, FragmentMessage
 from pawwake.recall.rank import (
     CONTEXT_CHARS,
     MATCH_CHARS,
@@ -59,7 +59,7 @@ CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left 
 
 @dataclass
 class RecallOutcome:
-    fragments: list[dict[str, Any]]
+    fragments: list[Fragment]
     mode: str  # "hybrid" | "keyword"
     keywords: list[str]
     warning: str | None = None
@@ -92,14 +92,17 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     common: set[str] = set()
 
     if keywords:
-        stats = recall_stats.for_pool(database.pool)
-        count, frequencies = await stats.frequencies(database.pool, keywords)
+        plan = await recall.term_stats.plan(database.pool, keywords)
+        estimated = recall.term_stats.estimated(keywords)  # the listed ones; others counted
         async with cursor(database.pool) as cur:
+            frequencies = {**await db.term_counts(cur, [t for t in keywords
+                                                         if t not in estimated]), **estimated}
             rows = await db.keyword_matches(cur, keywords, excluded_sessions,
                                             KEYWORD_ROWS, keep_below=keep_excluded_below,
-                                            **stats.match_options(keywords))
-        common = common_terms(rows, keywords, stats.sessions)
-        weights = {t: tokens.idf_weight(count, frequencies.get(t, 0))
+                                            windowed=plan.windowed, window=plan.window,
+                                            gather_cap=plan.gather_cap)
+        common = common_terms(rows, keywords, plan.sessions)
+        weights = {t: tokens.idf_weight(plan.collection, frequencies.get(t, 0))
                    * (COMMON_KEYWORD_WEIGHT if t in common else 1.0) for t in keywords}
         total = sum(weights.values())
         for row in rows:
@@ -180,17 +183,17 @@ def without_terms(text: str, terms: set[str]) -> str:
 
 
 async def _build_fragments(pool: Any, chosen: list[tuple[RankedSession, str]], context: int
-                           ) -> list[dict[str, Any]]:
+                           ) -> list[Fragment]:
     matched = {i for item, _ in chosen for i in item.matched_ids}
     async with cursor(pool) as cur:
         rows = await db.context_windows(cur, sorted(matched), context)
-    by_session: dict[str, list[dict[str, Any]]] = {}
+    by_session: dict[str, list[db.ContextMessage]] = {}
     for row in rows:
         by_session.setdefault(row["session_id"], []).append(row)
-    fragments = []
+    fragments: list[Fragment] = []
     for item, fid in chosen:
         ids = set(item.matched_ids)
-        messages = [{
+        messages: list[FragmentMessage] = [{
             "role": row["role"],
             "content": trim(row["content"], MATCH_CHARS if row["id"] in ids else CONTEXT_CHARS),
             "created_at": row["created_at"].isoformat(),

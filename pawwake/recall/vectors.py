@@ -27,7 +27,8 @@ from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.recall import background
 from pawwake.recall.background import Background
-from pawwake.search.vector_index import BackendChoice, VectorIndex, warm_if_numpy
+from pawwake.search.vector_backend import VectorBackend
+from pawwake.search.vector_index import VectorIndex, warm_if_numpy
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -155,7 +156,7 @@ class CandidateFacts:
 @asynccontextmanager
 async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig,
                                   database: Database | None, embedder: Embedder,
-                                  memory_vectors: BackendChoice) -> AsyncIterator[None]:
+                                  memory_vectors: VectorBackend) -> AsyncIterator[None]:
     """While the app runs (after the embedder): the message vectors, preloaded in the
     background when recall searches will use the numpy index."""
     warming = asyncio.create_task(_warm(vectors, config, database, embedder, memory_vectors),
@@ -169,7 +170,7 @@ async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig
 
 
 async def _warm(vectors: MessageVectors, config: RuntimeConfig, database: Database | None,
-                embedder: Embedder, memory_vectors: BackendChoice) -> None:
+                embedder: Embedder, memory_vectors: VectorBackend) -> None:
     if database is None:
         return
     await database.wait_ready()  # at start, or whenever a late database arrives

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import aiopg
 import numpy as np
@@ -31,7 +31,8 @@ from pawwake.db.vector_rows import VectorTable
 
 if TYPE_CHECKING:
     from pawwake.database import Database
-    from pawwake.llm.embeddings import Embedder, Provenance
+    from pawwake.llm.embeddings import Embedder
+    from pawwake.search.vector_backend import VectorBackend
     from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -283,15 +284,7 @@ class VectorIndex:
             self.fetched += len(page)
 
 
-class BackendChoice(Protocol):
-    """What decides pgvector or numpy for a search (memory's vector store); message vectors
-    follow the same choice."""
-
-    def backend(self, settings: Settings, database: Database, provenance: Provenance) -> str:
-        ...
-
-
-async def warm_if_numpy(index: VectorIndex, choice: BackendChoice, settings: Settings,
+async def warm_if_numpy(index: VectorIndex, choice: VectorBackend, settings: Settings,
                         database: Database, embedder: Embedder, what: str) -> None:
     """Load ``index`` in the background when numpy is the backend searches will use (at 100k
     rows that takes seconds the first chat request should not wait); a failure is logged."""

@@ -7,14 +7,16 @@ Shared by memory extraction (which counts rounds and reads the last N) and the p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-Message = dict[str, Any]
+from pawwake.text.messages import Message, ToolCall
+
+M = TypeVar("M", bound=Message)  # a round holds one kind: a client's messages or stored ones
 
 
-def tool_calls_of(message: Message) -> list[dict[str, Any]]:
+def tool_calls_of(message: Mapping[str, Any]) -> list[ToolCall]:
     """Tool calls of an assistant message, whether stored in metadata or sent by a client."""
     calls = message.get("tool_calls")
     if calls is None:
@@ -22,7 +24,7 @@ def tool_calls_of(message: Message) -> list[dict[str, Any]]:
     return calls if isinstance(calls, list) else []
 
 
-def tool_call_id_of(message: Message) -> str | None:
+def tool_call_id_of(message: Mapping[str, Any]) -> str | None:
     value = message.get("tool_call_id")
     if value is None:
         value = (message.get("metadata") or {}).get("tool_call_id")
@@ -30,13 +32,13 @@ def tool_call_id_of(message: Message) -> str | None:
 
 
 @dataclass
-class Round:
+class Round(Generic[M]):
     """One user message and everything that answered it."""
 
-    messages: list[Message] = field(default_factory=list)
+    messages: list[M] = field(default_factory=list)
 
     @property
-    def user(self) -> Message | None:
+    def user(self) -> M | None:
         first = self.messages[0] if self.messages else None
         return first if first is not None and first.get("role") == "user" else None
 
@@ -64,14 +66,14 @@ class Round:
                 and not self.pending_tool_ids)
 
     @property
-    def final_reply(self) -> Message | None:
+    def final_reply(self) -> M | None:
         return self.messages[-1] if self.complete else None
 
 
-def group_rounds(messages: Sequence[Message]) -> list[Round]:
+def group_rounds(messages: Sequence[M]) -> list[Round[M]]:
     """Split a history into rounds. Messages before the first user message form no round;
     tool results that answer no known call (orphans) are dropped."""
-    rounds: list[Round] = []
+    rounds: list[Round[M]] = []
     known_calls: set[Any] = set()  # ids as the client sent them (normally strings)
     for message in messages:
         role = message.get("role")
@@ -96,7 +98,7 @@ def count_complete_rounds(messages: Sequence[Message]) -> int:
     return sum(1 for r in group_rounds(messages) if r.complete)
 
 
-def dialogue_text(rounds: Sequence[Round]) -> list[tuple[str, str]]:
+def dialogue_text(rounds: Sequence[Round[Any]]) -> list[tuple[str, str]]:
     """The (role, text) pairs a reader sees: user text and assistant prose only, no tool
     traffic and no empty tool-call messages."""
     lines: list[tuple[str, str]] = []
@@ -122,7 +124,7 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def last_user_text(messages: Sequence[Any]) -> str:
+def last_user_text(messages: Sequence[Message]) -> str:
     """Text of the newest user message: the current turn's question."""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":

@@ -152,7 +152,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
     relevant_enough = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
-    size = await search.term_stats.active(database.pool) if rows or held_rows else 0
+    size = (await search.term_stats.counts(database.pool)).size if rows or held_rows else 0
     results = within_limit(scored(rows, found_by_keywords.fixed, concepts, normalised, cosines,
                                    weights, now, today, hood, semantic, size,
                                    floor=float(settings.MIN_SCORE_THRESHOLD),

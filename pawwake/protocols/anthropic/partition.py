@@ -10,6 +10,7 @@ everything cached. The client's own breakpoints are removed (Anthropic allows fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pawwake.chat.prepared import NOTHING, StepContext, StepInput, StepResult
@@ -22,6 +23,7 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
+from pawwake.text.messages import ChatMessage, StoredMessage
 from pawwake.text.rounds import Round
 
 
@@ -47,8 +49,8 @@ def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
     return blocks
 
 
-def current_messages(rounds: list[Round], consumed: bool, role: str,
-                     compared: list[dict[str, Any]], client_last: dict[str, Any]
+def current_messages(rounds: list[Round[StoredMessage]], consumed: bool, role: str,
+                     compared: Sequence[ChatMessage], client_last: dict[str, Any]
                      ) -> list[dict[str, Any]]:
     """The turn being answered, in Messages form: the client's last message, after the
     stored part of the last round when tool results continue it (``consumed``: the last
@@ -62,7 +64,7 @@ def current_messages(rounds: list[Round], consumed: bool, role: str,
     return as_messages(stored[:len(compared)])  # asked again: the stored results stand
 
 
-def assemble_messages(history: list[Round], current: list[dict[str, Any]], x: int,
+def assemble_messages(history: list[Round[StoredMessage]], current: list[dict[str, Any]], x: int,
                       marker: dict[str, str]) -> list[dict[str, Any]]:
     zone_a, zone_b = zone_split(history, x)
     a_messages = round_messages(zone_a)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pawwake.protocols.anthropic.request import PROTOCOL
+from pawwake.text.messages import StoredMessage
 from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
 
 _OMITTED = "[{kind} omitted]"
@@ -39,7 +40,7 @@ def _restored(block: Any) -> Any:
     return block
 
 
-def row_blocks(row: dict[str, Any], drop_calls: set[str] | frozenset[str] = frozenset()
+def row_blocks(row: StoredMessage, drop_calls: set[str] | frozenset[str] = frozenset()
                ) -> tuple[str, list[dict[str, Any]]]:
     """(Messages role, content blocks) of one stored row."""
     metadata = row.get("metadata") or {}
@@ -68,7 +69,7 @@ def row_blocks(row: dict[str, Any], drop_calls: set[str] | frozenset[str] = froz
     return role, blocks
 
 
-def as_messages(rows: Iterable[dict[str, Any]],
+def as_messages(rows: Iterable[StoredMessage],
                 drop_calls: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Rows as alternating Messages messages; rows left without content are skipped."""
     messages: list[dict[str, Any]] = []
@@ -83,9 +84,9 @@ def as_messages(rows: Iterable[dict[str, Any]],
     return messages
 
 
-def round_messages(rounds: Iterable[Round]) -> list[dict[str, Any]]:
+def round_messages(rounds: Iterable[Round[StoredMessage]]) -> list[dict[str, Any]]:
     """History rounds replayed; tool calls of an abandoned round (never answered) dropped."""
-    rows: list[dict[str, Any]] = []
+    rows: list[StoredMessage] = []
     dropped: set[str] = set()
     for round_ in rounds:
         rows += round_.messages

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pawwake.chat.prepared import ChatRejected
@@ -22,7 +22,7 @@ from pawwake.chat.sessions import (
     derived_session_id,
     metadata_session_id,
 )
-from pawwake.conversations.turn_plan import GATEWAY_METADATA
+from pawwake.text.messages import GATEWAY_METADATA, ChatMessage, ToolCall
 
 PROTOCOL = "messages"
 CLAUDE_CODE_SESSION_HEADER = "X-Claude-Code-Session-Id"
@@ -62,7 +62,7 @@ def parse_messages_body(raw: bytes) -> dict[str, Any]:
 
 
 def messages_session_id(headers: Mapping[str, str], body: Mapping[str, Any],
-                        view: list[dict[str, Any]]) -> str:
+                        view: Sequence[ChatMessage]) -> str:
     """Claude Code's own session header, else ``X-Session-Id``, else ``metadata.session_id``
     or the session named in ``metadata.user_id``, else derived from the first user text."""
     found = (clean_session_id(headers.get(CLAUDE_CODE_SESSION_HEADER))
@@ -130,9 +130,9 @@ def _meta(blocks: Any) -> dict[str, Any]:
             if isinstance(blocks, list) else blocks}
 
 
-def tool_calls_of(blocks: list[Any]) -> list[dict[str, Any]]:
+def tool_calls_of(blocks: list[Any]) -> list[ToolCall]:
     """``tool_use`` blocks as OpenAI tool calls (ids kept, so results match them)."""
-    calls = []
+    calls: list[ToolCall] = []
     for block in blocks:
         if isinstance(block, dict) and block.get("type") == "tool_use":
             calls.append({"id": str(block.get("id") or ""), "type": "function",
@@ -160,17 +160,17 @@ def _user_parts(blocks: list[Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def chat_view(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def chat_view(messages: list[dict[str, Any]]) -> list[ChatMessage]:
     """The messages as chat messages: a user message's ``tool_result`` blocks become tool
     messages (before its other blocks, as Anthropic orders them), ``tool_use`` becomes
     ``tool_calls``, thinking becomes ``reasoning_content``."""
-    view: list[dict[str, Any]] = []
+    view: list[ChatMessage] = []
     for message in messages:
         content = message["content"]
         if message["role"] == "assistant":
             blocks = content if isinstance(content, list) else [{"type": "text",
                                                                   "text": content}]
-            entry: dict[str, Any] = {"role": "assistant", "content": blocks_text(blocks),
+            entry: ChatMessage = {"role": "assistant", "content": blocks_text(blocks),
                                      GATEWAY_METADATA: _meta(content)}
             calls = tool_calls_of(blocks)
             if calls:

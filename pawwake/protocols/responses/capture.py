@@ -20,6 +20,7 @@ from pawwake.llm.sse import (
     json_of,
     token_count,
 )
+from pawwake.text.messages import ToolCall
 
 # The events that end a response; ``failed`` ends it without a usable reply.
 _TERMINAL_DATA = re.compile(rb'"type"\s*:\s*"response\.(completed|incomplete|failed)"')
@@ -86,7 +87,7 @@ def read_response(response: Any, reply: CapturedReply) -> None:
         return
     texts: list[str] = []
     summaries: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
     for item in response.get("output") or []:
         if not isinstance(item, dict):
             continue
@@ -118,13 +119,13 @@ def read_response(response: Any, reply: CapturedReply) -> None:
     reply.done = True
 
 
-def tool_call(item: dict[str, Any]) -> dict[str, Any]:
+def tool_call(item: dict[str, Any]) -> ToolCall:
     """A function (or custom tool) call item as a chat completions tool call."""
     arguments = item.get("arguments") if item.get("type") == "function_call" \
         else item.get("input")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False) if arguments is not None else ""
-    call: dict[str, Any] = {"id": item.get("call_id") or item.get("id") or "",
+    call: ToolCall = {"id": item.get("call_id") or item.get("id") or "",
                             "type": "function",
                             "function": {"name": str(item.get("name") or ""),
                                          "arguments": arguments}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pawwake.protocols.responses.capture import tool_call
+from pawwake.text.messages import ChatMessage
 
 MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _CALLS = frozenset({"function_call", "custom_tool_call"})
@@ -18,11 +19,11 @@ _TEXT_PARTS = frozenset({"input_text", "output_text"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
-def input_messages(value: Any) -> list[dict[str, Any]]:
+def input_messages(value: Any) -> list[ChatMessage]:
     """The request's ``input`` (a string or a list of items) as chat messages."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
-    messages: list[dict[str, Any]] = []
+    messages: list[ChatMessage] = []
     for item in value if isinstance(value, list) else ():
         if not isinstance(item, dict):
             continue

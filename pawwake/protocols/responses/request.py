@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pawwake.chat.prepared import ChatRejected
 from pawwake.chat.request_body import json_object_body
 from pawwake.chat.sessions import SESSION_HEADER, clean_session_id, resolve_session_id
+from pawwake.text.messages import ChatMessage
 
 CODEX_SESSION_HEADER = "session-id"
 
@@ -34,7 +35,7 @@ def parse_responses_body(raw: bytes) -> dict[str, Any]:
 
 
 def responses_session_id(headers: Mapping[str, str], body: Mapping[str, Any],
-                         messages: list[dict[str, Any]]) -> str:
+                         messages: Sequence[ChatMessage]) -> str:
     """``X-Session-Id``, else Codex's ``session-id`` header, else ``prompt_cache_key`` (one
     per conversation), else chat's rules (``user``, ``metadata.session_id``, the opening
     message)."""
