@@ -17,12 +17,17 @@ language:
 ``--together`` also loads every dialogue into one database (about 9,000 messages) and asks
 every question there: other people's dialogues as distractors, and the latency at that size.
 
+``--held-out`` names the dialogues kept out of tuning (default en05, zh05): the report gives
+``tuned`` and ``held-out`` lines, so a change fitted to the dialogues it was tried on shows.
+``--set NAME=VALUE`` overrides a setting (to try a weight without editing defaults).
+
 ``--sessions 46`` makes longer dialogues (about 1,000 messages each: the size the search
 latency target is set at; other dialogues than the dev set's, so their quality figures are
 not the dev set's).
 
     python bench/recall_quality.py [--modes hybrid,keyword] [--together] [--per-language 6]
-                                   [--sessions 32]
+                                   [--sessions 32] [--held-out en05,zh05] [--only en00,zh00]
+                                   [--set NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ import argparse
 import asyncio
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -41,15 +45,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg2
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.throwaway_postgres import throwaway_postgres
 from pawwake.app import create_app
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
 from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
@@ -57,11 +60,13 @@ from pawwake.settings import Settings
 from pawwake.text import tokens
 from pawwake.text.query import embedding_text
 from tests import recall_devset
+from tests.admin_sql import run_autocommit
 from tests.recall_devset import Dialogue, Question
 
 log = logging.getLogger("bench")
 CHUNK = 500
 FRAGMENTS = 5
+HELD_OUT = "en05,zh05"  # dialogues no default was tuned on
 
 
 def embed(dialogues: list[Dialogue], cache_dir: Path) -> tuple[dict[str, np.ndarray],
@@ -164,7 +169,8 @@ class Tally:
             s[4] += 1
 
     def lines(self) -> list[str]:
-        order = ["all", "en", "zh", "fact", "detail", "date", "anchored", "multi"]
+        order = ["all", "en", "zh", "fact", "detail", "date", "anchored", "multi", "tuned",
+                 "held-out"]
         out = []
         for group in order + sorted(set(self.sums) - set(order)):
             s = self.sums.get(group)
@@ -199,8 +205,8 @@ def score(dialogue: Dialogue, question: Question, fragments: list[dict[str, Any]
     return turn5, float(turn5 == 1.0), sess5, turn3
 
 
-async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally: Tally
-              ) -> None:
+async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally: Tally,
+              held_out: frozenset[str] = frozenset()) -> None:
     services = services_of(app)
     settings = await services.config.fresh()
     # asked a day after the last conversation: recency as for a user who is still chatting
@@ -216,25 +222,24 @@ async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally:
             if outcome.mode != mode:
                 raise RuntimeError(f"search ran as {outcome.mode}: {outcome.warning}")
             turn5, all5, sess5, turn3 = score(dialogue, question, outcome.fragments)
-            tally.add(["all", dialogue.lang, question.category], turn5, all5, sess5, turn3)
+            part = "held-out" if dialogue.name in held_out else "tuned"
+            tally.add(["all", dialogue.lang, question.category, part], turn5, all5, sess5,
+                      turn3)
             if turn5 < 1.0:
                 tally.misses.append(f"{dialogue.name} {question.category:<8} {question.text}")
 
 
 def create_database(server: Any, name: str) -> str:
-    conn = psycopg2.connect(server.get_uri())
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {name}")
-    finally:
-        conn.close()
+    run_autocommit(server.get_uri(), f"CREATE DATABASE {name}")
     return str(server.get_uri(name))
 
 
-async def with_app(server: Any, workdir: Path, name: str, backend: str) -> web.AppRunner:
+async def with_app(server: Any, workdir: Path, name: str, backend: str,
+                   overrides: dict[str, str] | None = None) -> web.AppRunner:
+    # The dev set's clock times are UTC and its questions name UTC months: ask in UTC.
     settings = Settings.from_env(
-        {}, DATABASE_URL=create_database(server, name), JOB_WORKERS=0,
+        overrides or {}, DATABASE_URL=create_database(server, name), JOB_WORKERS=0,
+        TIMEZONE_HOURS=0,
         PAWWAKE_DATA_DIR=str(workdir / "data"), EMBEDDING_PROVIDER="local",
         MEMORY_ENABLED=False, CONVERSATION_RECALL_ENABLED=True, VECTOR_BACKEND=backend,
         # the first pass embeds the questions' condensed texts on a busy machine: wait for them
@@ -246,25 +251,26 @@ async def with_app(server: Any, workdir: Path, name: str, backend: str) -> web.A
 
 async def main(args: argparse.Namespace) -> None:
     dialogues = recall_devset.load(per_language=args.per_language, sessions=args.sessions)
+    if args.only:
+        dialogues = [d for d in dialogues if d.name in args.only.split(",")]
+    held_out = frozenset(args.held_out.split(",")) if args.held_out else frozenset()
+    overrides = dict(item.split("=", 1) for item in args.set)
     log.info("dev set %s: %d dialogues, %d sessions, %d messages, %d questions",
              recall_devset.digest(dialogues), len(dialogues),
              sum(len(d.sessions) for d in dialogues),
              sum(len(d.messages()) for d in dialogues),
              sum(len(d.questions) for d in dialogues))
     passages, queries = embed(dialogues, Path(args.cache))
-    workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-recall-quality-"))
-    (workdir / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
-    server = start_embedded(workdir)
     modes = args.modes.split(",")
-    try:
+    with throwaway_postgres("pawwake-bench-recall-quality-") as (server, workdir):
         tallies = {mode: Tally() for mode in modes}
         for number, dialogue in enumerate(dialogues):
-            runner = await with_app(server, workdir, f"dialogue_{number}", args.backend)
+            runner = await with_app(server, workdir, f"dialogue_{number}", args.backend,
+                                    overrides)
             try:
                 await load_dialogues(runner.app, [dialogue], passages, queries)
                 for mode in modes:
-                    await ask(runner.app, [dialogue], mode, tallies[mode])
+                    await ask(runner.app, [dialogue], mode, tallies[mode], held_out)
             finally:
                 await runner.cleanup()
         for mode in modes:
@@ -276,12 +282,12 @@ async def main(args: argparse.Namespace) -> None:
                 for miss in tallies[mode].misses:
                     log.info("    miss %s", miss)
         if args.together:
-            runner = await with_app(server, workdir, "together", args.backend)
+            runner = await with_app(server, workdir, "together", args.backend, overrides)
             try:
                 await load_dialogues(runner.app, dialogues, passages, queries)
                 for mode in modes:
                     tally = Tally()
-                    await ask(runner.app, dialogues, mode, tally)
+                    await ask(runner.app, dialogues, mode, tally, held_out)
                     log.info("== every dialogue in one database (%d messages), mode %s"
                              " (load average %s)", sum(len(d.messages()) for d in dialogues),
                              mode, " ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -289,9 +295,6 @@ async def main(args: argparse.Namespace) -> None:
                         log.info(line)
             finally:
                 await runner.cleanup()
-    finally:
-        stop_embedded(server)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
@@ -301,6 +304,11 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=recall_devset.SESSIONS,
                         help="sessions per dialogue (46: about 1,000 messages, for timing)")
     parser.add_argument("--together", action="store_true")
+    parser.add_argument("--held-out", default=HELD_OUT,
+                        help="dialogues reported apart as not tuned on (empty: none)")
+    parser.add_argument("--only", default="", help="ask only these dialogues (names)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for the gateway under test")
     parser.add_argument("--misses", action="store_true", help="list the questions missed")
     parser.add_argument("--backend", default="auto", choices=("auto", "pgvector", "numpy"))
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "pawwake-bench"))

@@ -128,3 +128,22 @@ def test_a_line_holding_only_the_names_is_no_keyword_match_where_meaning_is_weig
     assert all(r.parts["keyword"] == 0.0 for r in ranked)
     ranked = rank_sessions([greeting], now=NOW, weights=Weights(0.45, 0.0, 0.2))
     assert ranked[0].parts["keyword"] == 1.0
+
+
+def test_a_line_said_in_several_sessions_is_no_semantic_evidence() -> None:
+    """"What unpaid work has Maya taken up?": the stock reply "Unfortunately. What's up?" of
+    three sessions sits nearer the question than "I started volunteering on a beach clean-up
+    crew"; said word for word in three conversations, it tells none of them apart."""
+    stock = [MessageHit(i, f"chat-{i}", NOW, cosine=0.86, centred=0.40) for i in (1, 2, 3)]
+    answer = MessageHit(4, "beach", NOW, cosine=0.83, centred=0.30, next_id=5)
+    reply = MessageHit(5, "beach", NOW, cosine=0.80, centred=0.20, prev_id=4)
+    scale = SemanticScale.of([0.40, 0.40, 0.40, 0.30] + [0.05 + 0.002 * i for i in range(36)],
+                             0.72)
+    ranked = rank_sessions([*stock, answer, reply], now=NOW, weights=Weights(0.45, 0.35, 0.2),
+                           scale=scale)
+    assert [r.session_id for r in ranked] == ["beach"]
+    assert [m.hit.id for m in ranked[0].matched] == [4, 5]
+    # once, in one session (or twice within it), the same line is evidence as before
+    ranked = rank_sessions([stock[0], answer], now=NOW, weights=Weights(0.45, 0.35, 0.2),
+                           scale=scale)
+    assert ranked[0].session_id == "chat-1"

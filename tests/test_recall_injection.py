@@ -83,3 +83,21 @@ async def test_the_current_thread_is_recalled_only_after_it_slid_out_of_the_live
     turn = current_turn(upstream)
     assert "<retrieved_conversations>" in turn and "冰岛看极光" in turn
     assert "今天午饭吃了面条" not in turn  # live zone messages are never recalled
+
+
+async def test_recall_searches_the_users_words_not_the_clients_reminders(
+        gateway: Any, upstream: Any) -> None:
+    """Claude Code wraps the user's words in ``<system-reminder>`` blocks (environment, todo
+    lists): recall looks for what the user asked, as memory search does."""
+    client = await gateway(**RECALL_ON)
+    await store_turn(client, "trip", "t1", "下个月去京都旅行，清水寺那天怎么安排",
+                     "早上七点到清水寺，中午去二年坂吃汤豆腐。")
+    await store_turn(client, "shell", "s1", "bash shell environment todo list git branch working"
+                     " directory tools", "Use git branch to see the working directory's branch.")
+    reminder = ("<system-reminder>\n# Environment\nShell: bash. Working directory: /home/me."
+                " Git branch: main. The user has a todo list. Tools: bash shell, git, todo list"
+                " environment.\n</system-reminder>\n")
+    await ask(client, reminder + "我们上次聊的京都清水寺行程是什么", "now")
+    turn = current_turn(upstream)
+    assert "下个月去京都旅行" in turn
+    assert "git branch" not in turn.split("</retrieved_conversations>")[0]

@@ -20,6 +20,7 @@ from pawwake.local_time import local_minute, zone_at
 from pawwake.recall.faces import ConversationRecall
 from pawwake.recall.fragments import Fragment
 from pawwake.recall.search import search_fragments
+from pawwake.text.query import users_words
 from pawwake.text.rounds import last_user_text
 
 SPEAKERS = {"user": "用户", "assistant": "AI"}
@@ -80,7 +81,8 @@ async def recalled_fragments(recall: ConversationRecall, context: StepContext,
     if (context.database is None or thread is None or not settings.CONVERSATION_RECALL_ENABLED
             or not settings.CACHE_PARTITION_ENABLED or limit <= 0):
         return NOTHING
-    query = last_user_text(list(request.turn_messages))
+    # what the user asked, without the blocks a client wraps it in (as memory search)
+    query = users_words(last_user_text(list(request.turn_messages)))
     if not query.strip():
         return NOTHING
     pool = context.database.pool

@@ -10,7 +10,9 @@ Every candidate message is scored on its own evidence:
   messages to a clear best), and read together with the turn next to it: an answer often
   means something only with the question before it ("mango sorbet, no contest."), so a
   message takes ``NEIGHBOUR_SHARE`` of an adjacent message's evidence when that is higher;
-  a raw cosine below the provider's floor is no semantic evidence at all;
+  a raw cosine below the provider's floor is no semantic evidence at all, and neither is a
+  line said word for word in another session too (``repeated_lines``): "Unfortunately.
+  What's up?" or "就是那个时期。" sits near many questions and tells no conversation apart;
 - recency: ``1 / (1 + days)`` of its own age, so it decides between equals;
 - when the question names a date, whether the message falls in that window; when it asks
   "when", whether the message places something in time ("yesterday", "昨天下午"): the
@@ -106,12 +108,35 @@ class SemanticScale:
         return min(1.0, max(0.0, (evidence - self.zero) / span))
 
 
+def repeated_lines(hits: Mapping[int, MessageHit]) -> set[int]:
+    """Candidates whose text was said in another session too: their cosines with the question
+    and the background are the same to six places (one text, one vector), so no text needs
+    reading. Such a line (a greeting, "Which one?", a stock reply) comes out near many
+    questions because it is short and says little; word for word in two conversations, it
+    tells neither apart. On the long-dialogue dev set the first five fragments held a line
+    repeated elsewhere for about half of their wrong matches."""
+    sessions: dict[tuple[float, float], set[str]] = {}
+    for hit in hits.values():
+        if hit.cosine is not None and hit.centred is not None:
+            sessions.setdefault(_vector_key(hit), set()).add(hit.session_id)
+    return {i for i, h in hits.items() if h.cosine is not None and h.centred is not None
+            and len(sessions[_vector_key(h)]) > 1}
+
+
+def _vector_key(hit: MessageHit) -> tuple[float, float]:
+    assert hit.cosine is not None and hit.centred is not None
+    return round(hit.cosine, 6), round(hit.centred, 6)
+
+
 def semantic_evidence(hits: Mapping[int, MessageHit], floor: float) -> dict[int, float]:
     """Each message's semantic evidence: its centred cosine when its raw cosine reaches
     ``floor``, or ``NEIGHBOUR_SHARE`` of the way to an adjacent message's when that one
     reaches the floor and is higher (a short reply below the floor on its own, "plain
-    vanilla, no contest.", still answers the question asked just before it)."""
-    centred = {i: h.centred for i, h in hits.items() if h.centred is not None}
+    vanilla, no contest.", still answers the question asked just before it); none for a
+    line repeated in another session (``repeated_lines``), nor does it lend any."""
+    repeated = repeated_lines(hits)
+    centred = {i: h.centred for i, h in hits.items()
+               if h.centred is not None and i not in repeated}
     passing = {i for i, h in hits.items()
                if h.cosine is not None and h.cosine >= floor and i in centred}
     evidence = {}
