@@ -16,7 +16,7 @@ from pawwake.api_error import ApiError
 from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
-from pawwake.db.memories import MemoryChanges, MemoryRow, NewMemory
+from pawwake.db.memory_rows import LayerCount, MemoryChanges, MemoryRow, NewMemory
 from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory import fresh_vectors
 from pawwake.memory.describe import enqueue_describing, request_describing
@@ -294,7 +294,7 @@ async def list_memories(database: Database, *, active: bool, layer: int | None, 
 async def layer_stats(database: Database) -> dict[str, Any]:
     async with cursor(database.pool) as cur:
         counts = {row["layer"]: row for row in await db.layer_counts(cur)}
-    none = db.LayerCount(layer=0, active=0, archived=0)
+    none = LayerCount(layer=0, active=0, archived=0)
     layers = [{"layer": layer, "name": name,
                "active": int(counts.get(layer, none)["active"]),
                "archived": int(counts.get(layer, none)["archived"])}
