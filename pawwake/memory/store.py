@@ -85,7 +85,9 @@ async def create_memory(writes: MemoryWrites, fields: NewMemory) -> tuple[Memory
                 await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(
                     writes.config.current(), 1))
                 break
-            existing = await db.get_by_external_id(cur, str(fields.get("external_id")))
+            # Nothing inserted: the external_id is taken (no other clash skips a row).
+            external_id = fields.get("external_id")
+            existing = await db.get_by_external_id(cur, external_id) if external_id else None
             if existing is not None:
                 return existing, False
         else:  # the clashing row vanished between our statements three times
