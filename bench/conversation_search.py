@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -30,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pawwake-bench-run-"))
 
+from bench.throwaway_postgres import throwaway_postgres  # noqa: E402
 from pawwake.db import conversation_admin  # noqa: E402
-from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
 from pawwake.db.migrate import migrate  # noqa: E402
 from pawwake.db.pool import create_pool, cursor, transaction  # noqa: E402
 from pawwake.db.statement_bounds import statements_bounded  # noqa: E402
@@ -103,9 +102,7 @@ async def search(pool: Any, query: str, terms: list[str] | None, knobs: tuple[st
 
 
 async def main(args: argparse.Namespace) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="pawwake-bench-search-"))
-    server = start_embedded(folder / "pg")
-    try:
+    with throwaway_postgres("pawwake-bench-search-", "pg") as (server, _folder):
         pool = await create_pool(server.get_uri(), maxsize=1)
         async with transaction(pool) as cur:
             await migrate(cur)
@@ -124,9 +121,6 @@ async def main(args: argparse.Namespace) -> None:
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         pool.close()
         await pool.wait_closed()
-    finally:
-        stop_embedded(server)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

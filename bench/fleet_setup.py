@@ -21,6 +21,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.admin_sql import run_autocommit  # noqa: E402
 from tests.embedding_server import FakeEmbeddings  # noqa: E402
 from tests.fake_upstream import FakeUpstream, Reply, completion_body, text_stream  # noqa: E402
 from tests.gateway_process import GatewayProcess, free_port  # noqa: E402
@@ -136,15 +137,7 @@ class Database:
         self._stack = ExitStack()
 
     def admin(self, sql: str) -> None:
-        import psycopg2
-
-        conn = psycopg2.connect(self.server.get_uri())
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql)
-        finally:
-            conn.close()
+        run_autocommit(self.server.get_uri(), sql)
 
     def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         import psycopg2

@@ -108,11 +108,16 @@ class ShortPayloads(VariedPayloads):
             {"role": "user", "content": text}]}, ensure_ascii=False).encode()
 
 
+def in_process_settings(uri: str, data_dir: Path) -> Settings:
+    """The settings of a gateway run inside this process on the bench's database: memory on,
+    the local model, no job workers."""
+    return Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0, PAWWAKE_DATA_DIR=str(data_dir),
+                             EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True)
+
+
 async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None:
     """Bulk-insert memories and vectors with the local model's provenance; check hybrid mode."""
-    settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
-                                 PAWWAKE_DATA_DIR=str(data_dir), EMBEDDING_PROVIDER="local",
-                                 MEMORY_ENABLED=True)
+    settings = in_process_settings(uri, data_dir)
     app = create_app(settings)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -342,9 +347,7 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace,
 async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
     """Where the memory step's time goes: ``search_memories`` in-process on the same database,
     fresh queries (embedding included), per step."""
-    settings = Settings.from_env({}, DATABASE_URL=uri, JOB_WORKERS=0,
-                                 PAWWAKE_DATA_DIR=str(data_dir), EMBEDDING_PROVIDER="local",
-                                 MEMORY_ENABLED=True)
+    settings = in_process_settings(uri, data_dir)
     app = create_app(settings)
     runner = web.AppRunner(app)
     await runner.setup()

@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,11 +29,11 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_search import TextMaker, pct, vocabulary
+from bench.throwaway_postgres import throwaway_postgres
 from pawwake.app import create_app
 from pawwake.conversations.manage import list_conversations
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM
 from pawwake.recall.search import search_fragments
@@ -249,11 +246,7 @@ async def run(app: web.Application, base: str, sizes: list[int], runs: int, turn
 
 
 async def main(sizes: list[int], runs: int, turns: int, steps: bool, backend: str) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-recall-"))
-    (workdir / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
-    server = start_embedded(workdir)
-    try:
+    with throwaway_postgres("pawwake-bench-recall-") as (server, workdir):
         settings = Settings.from_env(
             {}, DATABASE_URL=server.get_uri(), JOB_WORKERS=0, GATEWAY_SECRET=KEY,
             PAWWAKE_DATA_DIR=str(workdir / "data"), EMBEDDING_PROVIDER="local",
@@ -269,9 +262,6 @@ async def main(sizes: list[int], runs: int, turns: int, steps: bool, backend: st
             await run(app, f"http://127.0.0.1:{port}", sizes, runs, turns, steps)
         finally:
             await runner.cleanup()
-    finally:
-        stop_embedded(server)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -46,15 +45,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg2
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.throwaway_postgres import throwaway_postgres
 from pawwake.app import create_app
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
 from pawwake.recall.search import search_fragments
 from pawwake.services import services_of
@@ -62,6 +60,7 @@ from pawwake.settings import Settings
 from pawwake.text import tokens
 from pawwake.text.query import embedding_text
 from tests import recall_devset
+from tests.admin_sql import run_autocommit
 from tests.recall_devset import Dialogue, Question
 
 log = logging.getLogger("bench")
@@ -231,13 +230,7 @@ async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally:
 
 
 def create_database(server: Any, name: str) -> str:
-    conn = psycopg2.connect(server.get_uri())
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {name}")
-    finally:
-        conn.close()
+    run_autocommit(server.get_uri(), f"CREATE DATABASE {name}")
     return str(server.get_uri(name))
 
 
@@ -268,12 +261,8 @@ async def main(args: argparse.Namespace) -> None:
              sum(len(d.messages()) for d in dialogues),
              sum(len(d.questions) for d in dialogues))
     passages, queries = embed(dialogues, Path(args.cache))
-    workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-recall-quality-"))
-    (workdir / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
-    server = start_embedded(workdir)
     modes = args.modes.split(",")
-    try:
+    with throwaway_postgres("pawwake-bench-recall-quality-") as (server, workdir):
         tallies = {mode: Tally() for mode in modes}
         for number, dialogue in enumerate(dialogues):
             runner = await with_app(server, workdir, f"dialogue_{number}", args.backend,
@@ -306,9 +295,6 @@ async def main(args: argparse.Namespace) -> None:
                         log.info(line)
             finally:
                 await runner.cleanup()
-    finally:
-        stop_embedded(server)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

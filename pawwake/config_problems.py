@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from pawwake.llm.embeddings import provider_for
 from pawwake.llm.models import provider_of
-from pawwake.settings import SETTINGS, SettingError, Settings, parse_value
+from pawwake.settings import SETTINGS, Settings
+from pawwake.settings.entry import SettingError
+from pawwake.settings.values import parse_value
 
 # Providers that answer 401 without a key (a local one, such as Ollama, needs none).
 KEYED_PROVIDERS = frozenset({"openrouter", "openai", "google"})

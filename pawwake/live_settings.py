@@ -13,15 +13,10 @@ import aiopg
 from pawwake.db import gateway_config as config_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import DATABASE_ERRORS, cursor, transaction
-from pawwake.settings import (
-    BY_NAME,
-    MASK_MARKERS,
-    SettingError,
-    Settings,
-    parse_value,
-    secret_display,
-    secret_form_value,
-)
+from pawwake.settings import BY_NAME, Settings
+from pawwake.settings.entry import SettingError
+from pawwake.settings.secrets import MASK_MARKERS, secret_display, secret_form_value
+from pawwake.settings.values import parse_value
 
 log = logging.getLogger(__name__)
 _KEEP = object()  # a secret sent back as shown: keep the stored value

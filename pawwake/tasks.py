@@ -12,6 +12,7 @@ is short, and jobs are durable (a cancelled job is claimed again after its lease
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -68,6 +69,19 @@ class BackgroundTasks:
                     log.warning("%d background task(s) did not stop: %s", len(stuck),
                                 ", ".join(sorted(task.get_name() for task in stuck)))
                     return
+
+
+@asynccontextmanager
+async def running_beside(work: Coroutine[Any, Any, Any], *, name: str) -> AsyncIterator[None]:
+    """``work`` runs as a task while the block does (a warm-up, a loop the app keeps going)
+    and is cancelled, and waited for, when the block ends."""
+    task = asyncio.create_task(work, name=name)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @asynccontextmanager

@@ -22,7 +22,8 @@ from pawwake.app import create_app
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import create_pool, transaction
 from pawwake.settings import Settings
-from tests.fake_upstream import FakeUpstream
+from tests.admin_sql import run_autocommit
+from tests.fake_upstream import FakeUpstream, on_loopback
 from tests.gateway_support import GatewayStarter
 
 TEMPLATE_DB = "pawwake_template"
@@ -61,13 +62,7 @@ class PostgresHandle:
         return self.server.get_uri(database)
 
     def admin(self, sql: str) -> None:
-        conn = psycopg2.connect(self.uri())
-        conn.autocommit = True
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql)
-        finally:
-            conn.close()
+        run_autocommit(self.uri(), sql)
 
 
 class DatabaseSupply:
@@ -215,9 +210,7 @@ def database_url(postgres: PostgresHandle) -> Iterator[str]:
 @pytest.fixture
 async def upstream(aiohttp_server: Any) -> FakeUpstream:
     """A real HTTP server on loopback that speaks OpenAI's chat API, scripted per test."""
-    fake = FakeUpstream()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeUpstream(), aiohttp_server)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 from bs4 import BeautifulSoup
 
-from tests.dashboard_support import dashboard_client, htmx, login, same_origin
+from tests.dashboard_support import dashboard_client, htmx, login, same_origin, soup
 from tests.embedding_server import FakeEmbeddings
 
 FIRST_ID = 987_650  # row ids far from any row number, so a leaked id is easy to spot
@@ -20,20 +20,10 @@ async def signed_in(make_client: Any, **overrides: Any) -> TestClient:
     return client
 
 
-async def fake_embeddings(aiohttp_server: Any) -> FakeEmbeddings:
-    fake = FakeEmbeddings()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
-
-
 def embedding_settings(fake: FakeEmbeddings, model: str = "fake-a") -> dict[str, Any]:
     return {"EMBEDDING_PROVIDER": "api", "EMBEDDING_API_KEY": "sk-embed-test-0123456789",
             "EMBEDDING_BASE_URL": fake.base_url, "EMBEDDING_MODEL": model,
             "EMBEDDING_DIM": 16}
-
-
-def soup(text: str) -> BeautifulSoup:
-    return BeautifulSoup(text, "html.parser")
 
 
 def rows(page: BeautifulSoup) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
+from bs4 import BeautifulSoup
 
 from pawwake.dashboard.security import SESSION_COOKIE, session_fernet
 
@@ -19,6 +20,17 @@ SECRET = "test-session-secret-0123456789-abcdefghij"
 async def dashboard_client(make_client: Callable[..., Any], **overrides: Any) -> TestClient:
     values = {"DASHBOARD_PASSWORD": PASSWORD, "SESSION_SECRET": SECRET, **overrides}
     return await make_client(**values)
+
+
+async def logged_in(make_client: Callable[..., Any], **overrides: Any) -> TestClient:
+    """A dashboard client after a successful login."""
+    client = await dashboard_client(make_client, **overrides)
+    assert (await login(client)).status == 303
+    return client
+
+
+def soup(text: str) -> BeautifulSoup:
+    return BeautifulSoup(text, "html.parser")
 
 
 def own_origin(client: TestClient) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from tests.fake_upstream import on_loopback
+
 _WORD = re.compile(r"[A-Za-z]+|\d+|[\u3400-\u9fff]")
 
 
@@ -87,3 +89,9 @@ class FakeEmbeddings:
         app = web.Application()
         app.router.add_post("/v1/embeddings", self.embeddings)
         return app
+
+
+async def serve_embeddings(aiohttp_server: Any) -> FakeEmbeddings:
+    """A ``FakeEmbeddings`` provider listening on loopback (``aiohttp_server`` is the fixture
+    of the same name)."""
+    return await on_loopback(FakeEmbeddings(), aiohttp_server)

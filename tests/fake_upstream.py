@@ -10,7 +10,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -260,3 +260,13 @@ class FakeUpstream:
     def sent_bytes(self) -> bytes:
         """Not tracked per request; tests compare against the chunks they queued."""
         raise AttributeError("compare against the queued chunks instead")
+
+
+Fake = TypeVar("Fake")
+
+
+async def on_loopback(fake: Fake, aiohttp_server: Any) -> Fake:
+    """``fake`` (any of the fake providers: it has ``build_app`` and ``server``) answering on
+    loopback, served by the ``aiohttp_server`` fixture."""
+    fake.server = await aiohttp_server(fake.build_app())  # type: ignore[attr-defined]
+    return fake

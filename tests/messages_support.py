@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.fake_anthropic import FakeAnthropic
+from tests.fake_upstream import on_loopback
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter
 
 MEMORY_ON = {"MEMORY_ENABLED": True, "MEMORY_VECTOR_ENABLED": False, "JOB_WORKERS": 0,
@@ -18,9 +19,7 @@ MEMORY_ON = {"MEMORY_ENABLED": True, "MEMORY_VECTOR_ENABLED": False, "JOB_WORKER
 
 @pytest.fixture
 async def anthropic_upstream(aiohttp_server: Any) -> FakeAnthropic:
-    fake = FakeAnthropic()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeAnthropic(), aiohttp_server)
 
 
 async def start_gateway(gateway: GatewayStarter, fake: FakeAnthropic, **overrides: Any

@@ -45,12 +45,17 @@ async def store(client: Any, session: str, pairs: list[tuple[str, str]], day: in
         assert resp.status == 201
 
 
-@pytest.fixture
-async def client(make_client: Any) -> Any:
+async def recall_client(make_client: Any) -> Any:
+    """A gateway with recall on and ``SESSIONS`` stored, one day apart."""
     client = await make_client(**SETTINGS)
     for day, (session, pairs) in enumerate(SESSIONS.items(), start=1):
         await store(client, session, pairs, day)
     return client
+
+
+@pytest.fixture
+async def client(make_client: Any) -> Any:
+    return await recall_client(make_client)
 
 
 async def search(client: Any, **body: Any) -> dict[str, Any]:

@@ -14,17 +14,14 @@ from pawwake.db.pool import cursor, execute
 from pawwake.search import term_stats
 from pawwake.search.term_stats import CONVERSATIONS, TermStats
 from pawwake.services import services_of
-from tests.test_conversation_recall import HEADERS, SESSIONS, SETTINGS, search, store
+from tests.test_conversation_recall import HEADERS, recall_client, search, store
 
 TABLE = "conversation_embeddings"
 
 
 @pytest.fixture
 async def client(make_client: Any) -> Any:
-    client = await make_client(**SETTINGS)
-    for day, (session, pairs) in enumerate(SESSIONS.items(), start=1):
-        await store(client, session, pairs, day)
-    return client
+    return await recall_client(make_client)
 
 
 async def embed_all(client: Any) -> tuple[Any, Any]:

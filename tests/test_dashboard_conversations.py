@@ -12,7 +12,7 @@ from pawwake.dashboard.i18n import STRINGS
 from pawwake.dashboard.i18n import STRINGS as CONVERSATION_STRINGS
 from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.services import services_of
-from tests.dashboard_support import dashboard_client, login, same_origin
+from tests.dashboard_support import dashboard_client, login, same_origin, soup
 
 SEED = [
     {"session_id": "kyoto", "messages": [
@@ -26,10 +26,6 @@ SEED = [
         {"role": "assistant", "content": "Try a new flavour or see a vet.",
          "created_at": "2026-01-02T09:00:03Z"}]},
 ]
-
-
-def soup(text: str) -> BeautifulSoup:
-    return BeautifulSoup(text, "html.parser")
 
 
 def pool_of(client: Any) -> Any:

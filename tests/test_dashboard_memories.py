@@ -9,7 +9,6 @@ from pawwake.services import services_of
 from tests.dashboard_memories_support import (
     FIRST_ID,
     embedding_settings,
-    fake_embeddings,
     first_ids,
     notice,
     page_of,
@@ -20,6 +19,7 @@ from tests.dashboard_memories_support import (
     tab_counts,
 )
 from tests.dashboard_support import dashboard_client, htmx, login, same_origin
+from tests.embedding_server import serve_embeddings
 from tests.memory_support import create, row, sql, supersede
 from tests.memory_support import rows as db_rows
 
@@ -144,7 +144,7 @@ async def test_htmx_gets_the_region_and_bad_views_get_400(make_client: Any) -> N
 
 async def test_keyword_filter_and_semantic_search_show_scores_and_the_real_mode(
         make_client: Any, aiohttp_server: Any) -> None:
-    fake = await fake_embeddings(aiohttp_server)
+    fake = await serve_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     fake.fail_after = 0  # the provider is down while the memories are written
     await seed(client)

@@ -8,7 +8,6 @@ from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_memories_support import (
     embedding_settings,
-    fake_embeddings,
     form_fields,
     notice,
     page_of,
@@ -18,6 +17,7 @@ from tests.dashboard_memories_support import (
     soup,
     tab_counts,
 )
+from tests.embedding_server import serve_embeddings
 from tests.memory_fixtures import insert_memory
 from tests.memory_support import create, merge, row, sql, supersede
 from tests.memory_support import rows as db_rows
@@ -214,7 +214,7 @@ async def test_cleanup_of_old_archived_fragments(make_client: Any) -> None:
 
 async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
                                                         aiohttp_server: Any) -> None:
-    fake = await fake_embeddings(aiohttp_server)
+    fake = await serve_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     for n in range(4):  # stored without asking for vectors, as rows from before an upgrade
         await insert_memory(services_of(client.server.app).database.pool,
@@ -248,7 +248,7 @@ async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
 
 async def test_backfill_asks_before_rebuilding_for_a_new_provider(make_client: Any,
                                                                   aiohttp_server: Any) -> None:
-    fake = await fake_embeddings(aiohttp_server)
+    fake = await serve_embeddings(aiohttp_server)
     client = await signed_in(make_client, **embedding_settings(fake))
     await create(client, "有旧向量的记忆")
     await services_of(client.server.app).config.update({"EMBEDDING_MODEL": "fake-a"})

@@ -7,15 +7,9 @@ from typing import Any
 import pytest
 
 from pawwake.services import services_of
-from tests.dashboard_support import PASSWORD, dashboard_client, login, own_origin
+from tests.dashboard_support import PASSWORD, dashboard_client, logged_in, own_origin
 
 SAVE = {"_group": "basic", "DEFAULT_MODEL": "cross/origin-model"}
-
-
-async def logged_in(make_client: Any, **overrides: Any) -> Any:
-    client = await dashboard_client(make_client, **overrides)
-    assert (await login(client)).status == 303
-    return client
 
 
 async def test_cross_origin_write_is_refused(make_client: Any) -> None:

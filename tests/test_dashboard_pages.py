@@ -6,35 +6,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
-from bs4 import BeautifulSoup
 
 from pawwake import SOURCE_URL, __version__
 from pawwake.dashboard.i18n import STRINGS
 from pawwake.dashboard.nav import NAV
 from pawwake.settings import GROUPS
-from tests.dashboard_support import dashboard_client, htmx, login, same_origin
-
-
-async def logged_in(make_client: Any, **overrides: Any) -> Any:
-    client = await dashboard_client(make_client, **overrides)
-    assert (await login(client)).status == 303
-    return client
-
-
-def soup(text: str) -> BeautifulSoup:
-    return BeautifulSoup(text, "html.parser")
-
-
-def run_sql(database_url: str, sql: str) -> None:
-    conn = psycopg2.connect(database_url)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-    finally:
-        conn.close()
+from tests.admin_sql import run_autocommit
+from tests.dashboard_support import dashboard_client, htmx, logged_in, login, same_origin, soup
 
 
 def test_both_languages_have_the_same_strings() -> None:
@@ -64,7 +43,7 @@ async def test_navigation_lists_only_pages_that_exist(make_client: Any) -> None:
 
 async def test_status_page_shows_what_is_on_and_the_numbers(make_client: Any,
                                                             database_url: str) -> None:
-    run_sql(database_url, """
+    run_autocommit(database_url, """
         INSERT INTO conversations (session_id, role, content) VALUES
           ('s1', 'user', '你好'), ('s1', 'assistant', '你好呀'), ('s2', 'user', 'hi');
         INSERT INTO conversations (session_id, role, content, deleted_at)
@@ -96,11 +75,11 @@ async def test_status_page_shows_what_is_on_and_the_numbers(make_client: Any,
 
 async def test_memories_count_only_when_the_table_exists(make_client: Any,
                                                          database_url: str) -> None:
-    run_sql(database_url, "DROP TABLE IF EXISTS memories CASCADE")
+    run_autocommit(database_url, "DROP TABLE IF EXISTS memories CASCADE")
     client = await logged_in(make_client)
     page = soup(await (await client.get("/dashboard")).text())
     assert page.select_one('[data-count="memories"]') is None
-    run_sql(database_url, "CREATE TABLE memories (id bigserial PRIMARY KEY, content text,"
+    run_autocommit(database_url, "CREATE TABLE memories (id bigserial PRIMARY KEY, content text,"
                           " is_active boolean NOT NULL DEFAULT true);"
                           "INSERT INTO memories (content, is_active) VALUES"
                           " ('a', true), ('b', true), ('c', false)")

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bs4 import BeautifulSoup
-
 from pawwake.services import services_of
 from pawwake.settings import GROUPS, SETTINGS
-from tests.dashboard_support import dashboard_client, htmx, login, same_origin
+from tests.dashboard_support import htmx, logged_in, same_origin, soup
 from tests.settings_support import stored_settings
 
 UPSTREAM_KEY = "sk-upstream-test-key-0123456789"  # API_KEY in the test settings
-
-
-async def logged_in(make_client: Any, **overrides: Any) -> Any:
-    client = await dashboard_client(make_client, **overrides)
-    assert (await login(client)).status == 303
-    return client
-
-
-def soup(text: str) -> BeautifulSoup:
-    return BeautifulSoup(text, "html.parser")
 
 
 async def test_every_setting_is_shown_in_its_group_in_order(make_client: Any) -> None:

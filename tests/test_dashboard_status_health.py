@@ -12,14 +12,8 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.services import services_of
-from tests.dashboard_support import dashboard_client, login, same_origin
+from tests.dashboard_support import logged_in, same_origin
 from tests.gateway_support import chat_body
-
-
-async def logged_in(make_client: Any, **overrides: Any) -> Any:
-    client = await dashboard_client(make_client, **overrides)
-    assert (await login(client)).status == 303
-    return client
 
 
 async def status_page(client: Any, path: str = "/dashboard") -> BeautifulSoup:
@@ -62,14 +56,21 @@ async def failing(job: Job) -> None:
     raise ValueError("the memory model answered nonsense")
 
 
+async def failed_extraction(app: Any) -> int:
+    """A memory extraction job that failed for good (its handler raised on its one attempt),
+    as the status page shows it; returns its id."""
+    services_of(app).jobs.register("memory_extract", failing)
+    async with cursor(services_of(app).database.pool) as cur:
+        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
+    await services_of(app).jobs.run_until_idle()
+    return int(dead)
+
+
 async def test_failing_jobs_per_kind_with_their_error_and_retry_here(make_client: Any) -> None:
     client = await logged_in(make_client, JOB_WORKERS=0, MEMORY_VECTOR_ENABLED=False)
     app = client.server.app
     pool = services_of(app).database.pool
-    services_of(app).jobs.register("memory_extract", failing)
-    async with cursor(pool) as cur:
-        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
-    await services_of(app).jobs.run_until_idle()
+    dead = await failed_extraction(app)
     async with cursor(pool) as cur:
         await jobs_db.enqueue(cur, "memory_embed", {"memory_id": 1})
 

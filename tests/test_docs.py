@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from pawwake.settings import BY_NAME, GROUPS, SETTINGS, Setting, parse_value
+from pawwake.settings import BY_NAME, GROUPS, SETTINGS
+from pawwake.settings.entry import Setting
+from pawwake.settings.values import parse_value
 
 ROOT = Path(__file__).resolve().parent.parent
 

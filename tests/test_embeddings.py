@@ -25,16 +25,14 @@ from pawwake.llm.local_engine import cpu_quota, local_model_threads
 from pawwake.llm.sse import TokenUsage
 from pawwake.services import services_of
 from pawwake.settings import Settings
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 
 SECRET = "sk-embed-secret-0123456789"
 
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeEmbeddings:
-    server = FakeEmbeddings()
-    server.server = await aiohttp_server(server.build_app())
-    return server
+    return await serve_embeddings(aiohttp_server)
 
 
 async def api_app(make_client: Any, fake: FakeEmbeddings, **overrides: Any) -> Any:

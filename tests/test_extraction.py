@@ -37,13 +37,14 @@ async def add_memory(app: Any, content: str, *, layer: int = 1) -> int:
         return (await cur.fetchone())[0]
 
 
-async def store_round(app: Any, user_text: str, reply_text: str) -> int | None:
+async def store_round(app: Any, user_text: str, reply_text: str, session: str = SESSION
+                      ) -> int | None:
     """Store one finished round the way the gateway does, and schedule extraction with it."""
     settings = await services_of(app).config.fresh()
     async with transaction(services_of(app).database.pool) as cur:
-        await insert_messages(cur, SESSION, [NewMessage("user", user_text),
+        await insert_messages(cur, session, [NewMessage("user", user_text),
                                              NewMessage("assistant", reply_text)])
-        return await schedule_extraction(cur, settings, SESSION)
+        return await schedule_extraction(cur, settings, session)
 
 
 def model_says(upstream: Any, items: list[dict[str, Any]], **kwargs: Any) -> None:

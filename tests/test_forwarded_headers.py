@@ -12,7 +12,7 @@ from pawwake.dashboard import dashboard_keys as dkeys
 from pawwake.dashboard.security import SESSION_COOKIE
 from pawwake.proxies import parse_trusted_proxies, resolve_client, setting_to_trust
 from pawwake.services import services_of
-from tests.dashboard_support import PASSWORD, dashboard_client, login, set_cookie
+from tests.dashboard_support import PASSWORD, dashboard_client, logged_in, login, set_cookie
 
 SAVE = {"_group": "basic", "DEFAULT_MODEL": "proxied/model"}
 PROXIED = {"Origin": "https://paw.example.org", "X-Forwarded-Proto": "https",
@@ -75,12 +75,6 @@ def test_trusted_proxies_setting_parses_addresses_networks_and_private() -> None
         assert private.trusts(address), address
     assert not private.trusts("8.8.8.8")
     assert not parse_trusted_proxies("").trusts("127.0.0.1")
-
-
-async def logged_in(make_client: Any, **overrides: Any) -> Any:
-    client = await dashboard_client(make_client, **overrides)
-    assert (await login(client)).status == 303
-    return client
 
 
 async def test_origin_check_ignores_forwarded_headers_from_an_untrusted_peer(

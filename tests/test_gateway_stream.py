@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from openai import APIError, AsyncOpenAI
 
 from pawwake.chat.prepared import (
@@ -39,6 +37,7 @@ from tests.gateway_support import (
     stored_messages,
     usage_rows,
 )
+from tests.turn_support import production_server
 
 
 async def test_openai_sdk_streams_through_the_gateway(gateway: GatewayStarter,
@@ -227,19 +226,12 @@ async def test_client_disconnect_in_production_mode_closes_the_upstream(
     """``run_app`` does not cancel handlers: the next write raises ConnectionResetError."""
     app = gateway.build()
     reasons = record_failures(app)
-    runner = web.AppRunner(app)  # handler_cancellation=False, as in production
-    await runner.setup()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    site = web.SockSite(runner, sock)
-    await site.start()
     gate = asyncio.Event()
     chunks = text_stream("x" * 40, pieces=20)
     upstream.queue(Reply(chunks=chunks, gate=gate, gate_after=2, delay=0.02))
-    try:
+    async with production_server(app) as base:  # handlers not cancelled, as in production
         async with aiohttp.ClientSession() as session:
-            response = await session.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+            response = await session.post(f"{base}/v1/chat/completions",
                                           json=chat_body(stream=True))
             await _read_first_chunks(response, chunks[0] + chunks[1])
             response.close()
@@ -253,8 +245,6 @@ async def test_client_disconnect_in_production_mode_closes_the_upstream(
             await cur.execute("SELECT role, metadata->>'incomplete' FROM conversations"
                               " ORDER BY id")
             assert await cur.fetchall() == [("user", "true"), ("assistant", "true")]
-    finally:
-        await runner.cleanup()
 
 
 async def test_after_success_and_failure_hooks_run_only_when_they_should(

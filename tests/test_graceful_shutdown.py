@@ -17,7 +17,7 @@ import pytest
 from tests import fake_anthropic, fake_responses
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_responses import FakeResponses
-from tests.fake_upstream import FakeUpstream, Reply, text_stream
+from tests.fake_upstream import FakeUpstream, Reply, on_loopback, text_stream
 from tests.gateway_process import Gateway
 
 KEY = "gw-graceful-key-0123456789"
@@ -27,16 +27,12 @@ GRACE = 3
 
 @pytest.fixture
 async def anthropic_upstream(aiohttp_server: Any) -> FakeAnthropic:
-    fake = FakeAnthropic()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeAnthropic(), aiohttp_server)
 
 
 @pytest.fixture
 async def responses_upstream(aiohttp_server: Any) -> FakeResponses:
-    fake = FakeResponses()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeResponses(), aiohttp_server)
 
 
 def last_event(body: bytes) -> tuple[str | None, Any]:

@@ -23,7 +23,7 @@ from pawwake.llm.embeddings import (
 from pawwake.memory.embedding_jobs import EMBED_KIND, request_embedding
 from pawwake.priority_worker import BACKGROUND, CHAT, PriorityWorker
 from pawwake.services import services_of
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.gateway_support import GATEWAY_KEY, chat_body, settle
 from tests.memory_fixtures import insert_memory
 
@@ -34,9 +34,7 @@ DEADLINE_WORDS = "QUERY_EMBEDDING_TIMEOUT"
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeEmbeddings:
-    server = FakeEmbeddings()
-    server.server = await aiohttp_server(server.build_app())
-    return server
+    return await serve_embeddings(aiohttp_server)
 
 
 async def test_chat_work_goes_ahead_of_queued_background_work() -> None:

@@ -25,7 +25,7 @@ from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from tests.dashboard_support import PASSWORD, SECRET, login
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.legacy_fixtures import (
     FRAGMENT_ID,
     GEMINI_CALL,
@@ -57,9 +57,7 @@ def legacy_settings(upstream: Any, tmp_path: Path) -> Callable[..., Settings]:
 
 @pytest.fixture
 async def embeddings(aiohttp_server: Any) -> FakeEmbeddings:
-    fake = FakeEmbeddings()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await serve_embeddings(aiohttp_server)
 
 
 async def start(aiohttp_client: Any, settings: Settings) -> Any:

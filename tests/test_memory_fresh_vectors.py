@@ -13,7 +13,7 @@ from pawwake.services import services_of
 from tests import retrieval_devset
 from tests.conditions import until
 from tests.dashboard_memories_support import post, signed_in
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.memory_support import create
 
 LOCAL = {"EMBEDDING_PROVIDER": "local", "JOB_WORKERS": 0}
@@ -22,9 +22,7 @@ BURST = 90
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeEmbeddings:
-    server = FakeEmbeddings()
-    server.server = await aiohttp_server(server.build_app())
-    return server
+    return await serve_embeddings(aiohttp_server)
 
 
 def api_embeddings(fake: FakeEmbeddings) -> dict[str, Any]:

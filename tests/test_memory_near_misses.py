@@ -18,7 +18,7 @@ from pawwake.db.pool import cursor, fetch_all
 from pawwake.priority_worker import CHAT
 from pawwake.services import services_of
 from tests.conditions import until
-from tests.dashboard_support import PASSWORD, SECRET, login, same_origin
+from tests.dashboard_support import PASSWORD, SECRET, login, same_origin, soup
 from tests.gateway_support import chat_body, settle
 from tests.memory_support import create
 from tests.test_memory_injection import MEMORY_ON, add_memory, chat_in_thread
@@ -37,10 +37,6 @@ async def created(client: Any, *texts: str) -> list[int]:
     ids = [(await create(client, text))["id"] for text in texts]
     await until(lambda: services_of(client.server.app).tasks.pending == 0)
     return ids
-
-
-def soup(text: str) -> BeautifulSoup:
-    return BeautifulSoup(text, "html.parser")
 
 
 async def signed_in(gateway: Any, **overrides: Any) -> Any:

@@ -14,7 +14,7 @@ from pawwake.db.pool import cursor, execute, fetch_all
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import EMBED_KIND, request_embedding
 from pawwake.services import services_of
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.memory_fixtures import insert_memory
 
 SECRET = "sk-embed-secret-0123456789"
@@ -22,9 +22,7 @@ SECRET = "sk-embed-secret-0123456789"
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeEmbeddings:
-    server = FakeEmbeddings()
-    server.server = await aiohttp_server(server.build_app())
-    return server
+    return await serve_embeddings(aiohttp_server)
 
 
 async def start(make_client: Any, fake: FakeEmbeddings, memories: int = 0,

@@ -19,6 +19,15 @@ PERSONA = "你是小爪。"
 SUMMARY = "test/summary"
 
 
+async def _rotated_once(client: Any, pending: asyncio.Task[Any], parts: list[str]) -> None:
+    """The held request answers, and its rotation saved the summary ``parts``."""
+    response = await pending
+    assert response.status == 200, await response.text()
+    await settle(client)
+    row = await state_row(client)
+    assert row["rotations"] == 1 and row["summary_parts"] == parts
+
+
 async def _summary_requested(upstream: Any) -> None:
     for _ in range(3000):
         if any(r.body.get("model") == SUMMARY for r in upstream.requests):
@@ -55,11 +64,7 @@ async def test_a_slow_summary_holds_no_lock_and_no_transaction(gateway: Any, ups
         assert not pending.done()
     finally:
         held.set()
-    response = await pending
-    assert response.status == 200, await response.text()
-    await settle(client)
-    row = await state_row(client)
-    assert row["rotations"] == 1 and row["summary_parts"] == ["摘要一"]
+    await _rotated_once(client, pending, ["摘要一"])
     sent = [r.body["messages"] for r in upstream.requests if r.body.get("model") == CLAUDE]
     assert sent[-1][0] == system(PERSONA, ["摘要一"])
     assert sent[-1][1] == u("问3")
@@ -93,11 +98,7 @@ async def test_a_slow_messages_summary_holds_no_lock_either(
         assert not pending.done()
     finally:
         held.set()
-    response = await pending
-    assert response.status == 200, await response.text()
-    await settle(client)
-    row = await state_row(client)
-    assert row["rotations"] == 1 and row["summary_parts"] == ["摘要一"]
+    await _rotated_once(client, pending, ["摘要一"])
     system_sent = anthropic_upstream.requests[-1].body["system"]
     assert system_sent[-1]["text"].endswith("摘要一")
 
@@ -122,11 +123,7 @@ async def test_a_summary_edited_while_the_model_works_is_kept(gateway: Any, upst
         assert edited.status == 200, await edited.text()
     finally:
         held.set()
-    response = await pending
-    assert response.status == 200, await response.text()
-    await settle(client)
-    row = await state_row(client)
-    assert row["rotations"] == 1 and row["summary_parts"] == ["用户写的摘要", "摘要一"]
+    await _rotated_once(client, pending, ["用户写的摘要", "摘要一"])
     assert len([r for r in upstream.requests if r.body.get("model") == SUMMARY]) == 2
 
 

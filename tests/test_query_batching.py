@@ -18,7 +18,7 @@ from pawwake.priority_worker import CHAT, PriorityWorker
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text.query import nothing_to_search
-from tests.embedding_server import FakeEmbeddings, fake_vector
+from tests.embedding_server import fake_vector, serve_embeddings
 
 
 class FakeModel:
@@ -132,8 +132,7 @@ async def test_a_batch_every_caller_left_is_not_computed() -> None:
 
 async def test_the_query_cache_is_bounded_and_kept_per_provider_and_model(
         aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeEmbeddings()
-    fake.server = await aiohttp_server(fake.build_app())
+    fake = await serve_embeddings(aiohttp_server)
     monkeypatch.setattr(embeddings, "QUERY_CACHE_SIZE", 3)
     import aiohttp
 

@@ -10,7 +10,7 @@ import pytest
 from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.query import EMBED_MAX_CHARS, TAIL_CHARS, embedding_text, users_words
-from tests.embedding_server import FakeEmbeddings
+from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.memory_fixtures import insert_memory
 
 KEY = "sk-condense-0123456789"
@@ -20,9 +20,7 @@ PASTE = ("下面是我这周的流水账。" + "周一开会，周二写报告�
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeEmbeddings:
-    server = FakeEmbeddings()
-    server.server = await aiohttp_server(server.build_app())
-    return server
+    return await serve_embeddings(aiohttp_server)
 
 
 def test_short_text_is_embedded_as_sent() -> None:

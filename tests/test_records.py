@@ -12,12 +12,14 @@ from typing import Any, get_args, get_type_hints
 
 from pawwake.db import (
     consolidation,
+    conversation_admin,
     conversations,
     extraction,
     fragments,
     memories,
     memory_search,
     partition_state,
+    threads,
     turn_injections,
 )
 from pawwake.db.pool import cursor, fetch_all
@@ -53,6 +55,8 @@ async def test_memory_rows_have_their_records_keys(client: Any) -> None:
         assert set(sharing) == keys(memories.TermsRow)
         [counted] = await memories.layer_counts(cur)
         assert set(counted) == keys(memories.LayerCount)
+        [known] = await extraction.latest_active(cur, 5)
+        assert set(known) == keys(extraction.KnownMemory)
         [fetched] = await memory_search.fetch_rows(cur, [made["id"]], [])
         assert set(fetched) == keys(memory_search.MemoryHit) | {"search_terms"}
 
@@ -113,7 +117,18 @@ async def test_stored_messages_have_their_records_keys(make_client: Any) -> None
         thread = await partition_state.thread_messages(cur, "trip", None)
         history = await extraction.session_history(cur, "trip")
         skeleton = await extraction.session_skeleton(cur, "trip")
-    assert tail and thread and history and skeleton
+        managed = await conversation_admin.session_messages(cur, "trip", include_deleted=True)
+        _, sessions = await conversation_admin.list_sessions(cur, trash=False, limit=5,
+                                                             offset=0)
+        exported = await conversation_admin.export_messages(cur)
+        listed = await threads.list_threads(cur)
+    assert tail and thread and history and skeleton and managed and sessions and exported
+    assert {frozenset(row) for row in managed} == {frozenset(keys(conversation_admin.MessageRow))}
+    assert {frozenset(row) for row in sessions} == {
+        frozenset(keys(conversation_admin.SessionSummary))}
+    assert {frozenset(row) for row in exported} == {
+        frozenset(keys(conversation_admin.ExportedRow))}
+    assert listed and {frozenset(row) for row in listed} == {frozenset(keys(threads.ThreadRow))}
     assert {frozenset(row) for row in tail} == {frozenset(keys(messages.TailMessage))}
     assert {frozenset(row) for row in thread + history} == {
         frozenset(keys(messages.StoredMessage))}

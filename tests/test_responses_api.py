@@ -31,16 +31,14 @@ from tests.fake_responses import (
     response_object,
     text_events,
 )
-from tests.fake_upstream import Reply
+from tests.fake_upstream import Reply, on_loopback
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter, settle, stored_messages, usage_rows
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeResponses:
-    fake = FakeResponses()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeResponses(), aiohttp_server)
 
 
 async def start(gateway: GatewayStarter, fake: FakeResponses, **settings: Any) -> Any:

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from tests.client_install import npm_cli
 from tests.fake_responses import FakeResponses
+from tests.fake_upstream import on_loopback
 from tests.gateway_support import GATEWAY_KEY, GatewayStarter, settle, stored_messages
 from tests.test_memory_injection import MEMORY_ON, add_memory
 
@@ -26,9 +27,7 @@ RUN_SECONDS = 180
 
 @pytest.fixture
 async def fake(aiohttp_server: Any) -> FakeResponses:
-    fake = FakeResponses()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeResponses(), aiohttp_server)
 
 
 def codex_home(tmp_path: Path, gateway_url: str) -> Path:

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pawwake.settings import BY_NAME, parse_value
+from pawwake.settings import BY_NAME
+from pawwake.settings.values import parse_value
 from pawwake.tasks import SHUTDOWN_SECONDS
 
 yaml = pytest.importorskip("yaml")

@@ -10,14 +10,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from pawwake.services import services_of
-from pawwake.settings import (
-    BY_NAME,
-    SETTINGS,
-    TAIL_SECRETS,
-    mask_secret,
-    secret_display,
-    secret_form_value,
-)
+from pawwake.settings import BY_NAME, SETTINGS
+from pawwake.settings.secrets import TAIL_SECRETS, mask_secret, secret_display, secret_form_value
 from tests.dashboard_support import dashboard_client, htmx
 from tests.dashboard_support import login as login_with
 from tests.settings_support import by_name, stored_settings

@@ -132,7 +132,8 @@ async def test_settings_api_works_without_a_database(make_client: Any) -> None:
 
 async def test_a_persona_is_bounded_with_a_clear_error(make_client: Any,
                                                       database_url: str) -> None:
-    from pawwake.settings import BY_NAME, SettingError, Settings
+    from pawwake.settings import BY_NAME, Settings
+    from pawwake.settings.entry import SettingError
 
     limit = BY_NAME["SYSTEM_PROMPT"].max_chars
     assert limit is not None

@@ -28,7 +28,7 @@ def test_every_entry_reads_as_an_attribute_of_its_kind() -> None:
     for setting in SETTINGS:
         value = getattr(settings, setting.name)
         assert isinstance(value, PYTHON_TYPES[setting.kind]), setting.name
-        assert Settings.__dict__[setting.name] is BY_NAME[setting.name]  # the entry itself
+        assert getattr(Settings, setting.name) is BY_NAME[setting.name]  # the entry itself
 
 
 def test_the_type_checker_reads_each_setting_with_its_kinds_type(tmp_path: Path) -> None:

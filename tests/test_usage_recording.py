@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake.conversations.extraction_schedule import schedule_extraction
-from pawwake.db.conversations import NewMessage, insert_messages
-from pawwake.db.pool import cursor, fetch_all, transaction
+from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.fake_upstream import Reply, completion_body
 from tests.partition_support import PARTITION, say
+from tests.test_extraction import store_round
 
 SESSION = "chat-usage"
 USAGE = {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1000}
@@ -38,17 +37,9 @@ async def memory_app(make_client: Any) -> Any:
     return client.server.app
 
 
-async def store_round(app: Any, user_text: str, reply_text: str) -> int | None:
-    settings = await services_of(app).config.fresh()
-    async with transaction(services_of(app).database.pool) as cur:
-        await insert_messages(cur, SESSION, [NewMessage("user", user_text),
-                                             NewMessage("assistant", reply_text)])
-        return await schedule_extraction(cur, settings, SESSION)
-
-
 async def test_an_unparsable_extraction_answer_is_booked_and_logged(
         memory_app: Any, upstream: Any, caplog: pytest.LogCaptureFixture) -> None:
-    await store_round(memory_app, "我养了一只叫团子的兔子", "团子真可爱")
+    await store_round(memory_app, "我养了一只叫团子的兔子", "团子真可爱", SESSION)
     answer = "好的！我记住了：用户养了一只兔子。" + "，没有 JSON" * 600
     upstream.queue(Reply(body=completion_body(answer, usage=USAGE)))
     with caplog.at_level(logging.INFO, logger="pawwake"):
@@ -66,7 +57,7 @@ async def test_an_unparsable_extraction_answer_is_booked_and_logged(
 
 
 async def test_a_truncated_extraction_answer_is_booked(memory_app: Any, upstream: Any) -> None:
-    await store_round(memory_app, "我喜欢爬山", "很健康")
+    await store_round(memory_app, "我喜欢爬山", "很健康", SESSION)
     body = completion_body(json.dumps({"memories": [{"content": "用户喜欢爬山"}]}),
                            usage=USAGE, finish_reason="length")
     upstream.queue(Reply(body=body))

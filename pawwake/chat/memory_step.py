@@ -99,11 +99,11 @@ async def memories(parts: MemoryStepParts, context: StepContext, request: StepIn
     if results:
         hooks.append(touched(search, results))
     if partition and results:
-        hooks.append(seen_memories(pool, request.session_id, [int(r.memory["id"]) for r in results]))
+        hooks.append(seen_memories(pool, request.session_id, [r.id for r in results]))
     block = memory_block([r.memory for r in results], due, settings)
     injected: list[InjectedEntry] = [
-        {"kind": "reminder", "id": int(r["id"]), "remind_at": r["remind_at"].isoformat(),
-         "text": str(r["content"])} for r in due]
+        {"kind": "reminder", "id": r["id"], "remind_at": r["remind_at"].isoformat(),
+         "text": r["content"]} for r in due]
     injected += explained
     _log_steps(timings, started, searched)
     placed = plain_system_text(block, bool(due)) if not partition else block

@@ -87,7 +87,7 @@ async def list_conversations(recall: ConversationRecall, *, settings: Settings, 
 
 
 async def session_messages(database: Database, session_id: str, *,
-                           include_deleted: bool = False) -> list[dict[str, Any]]:
+                           include_deleted: bool = False) -> list[db.MessageRow]:
     async with cursor(database.pool) as cur:
         rows = await db.session_messages(cur, session_id, include_deleted=True)
     if not rows:
@@ -98,7 +98,7 @@ async def session_messages(database: Database, session_id: str, *,
 
 
 async def edit_message(recall: ConversationRecall, message_id: int, content: str, *,
-                       settings: Settings) -> dict[str, Any]:
+                       settings: Settings) -> db.MessageRow:
     """Change a message's text and re-index it in the same transaction."""
     async with transaction(require_database(recall.database).pool) as cur:
         row = await db.edit_message(cur, message_id, content)
@@ -108,7 +108,7 @@ async def edit_message(recall: ConversationRecall, message_id: int, content: str
 
 
 async def set_message_deleted(database: Database, message_id: int, deleted: bool
-                              ) -> dict[str, Any]:
+                              ) -> db.MessageRow:
     async with transaction(database.pool) as cur:
         return await db.set_message_deleted(cur, message_id, deleted)
 
@@ -194,7 +194,7 @@ def _parse_time(value: Any, where: str) -> datetime:
     return when
 
 
-def _parse_message(item: Any, where: str) -> dict[str, Any]:
+def _parse_message(item: Any, where: str) -> db.ImportedMessage:
     if not isinstance(item, dict):
         raise ApiError("invalid_message", f"{where}: each message must be an object.")
     unknown = sorted(set(item) - {"session_id", "role", "content", "created_at", "metadata",
@@ -219,11 +219,11 @@ def _parse_message(item: Any, where: str) -> dict[str, Any]:
             "created_at": _parse_time(item.get("created_at"), where)}
 
 
-def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
+def parse_import(body: Any) -> dict[str, list[db.ImportedMessage]]:
     """Validate a whole import before anything is written: messages grouped by session."""
     if not isinstance(body, list) or not body:
         raise ApiError("invalid_body", "Send a non-empty JSON array.")
-    by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_session: dict[str, list[db.ImportedMessage]] = defaultdict(list)
     count = 0
     for number, item in enumerate(body):
         where = f"item {number}"
@@ -249,8 +249,8 @@ def parse_import(body: Any) -> dict[str, list[dict[str, Any]]]:
     return dict(by_session)
 
 
-async def import_conversations(recall: ConversationRecall, body: Any, *, settings: Settings) -> dict[str,
-                                                                                             Any]:
+async def import_conversations(recall: ConversationRecall, body: Any, *, settings: Settings
+                               ) -> dict[str, int]:
     """Store validated messages not stored yet, in one transaction, and index them."""
     sessions = parse_import(body)
     total = sum(len(rows) for rows in sessions.values())

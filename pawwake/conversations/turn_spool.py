@@ -29,6 +29,7 @@ from pawwake.conversations.spool_folder import SpoolFolders, sync_folder
 from pawwake.db.pool import UNAVAILABLE_ERRORS
 from pawwake.db.turn_injections import InjectedEntry, without_text
 from pawwake.llm.sse import CapturedReply, TokenUsage
+from pawwake.tasks import running_beside
 from pawwake.text.messages import ChatMessage
 
 if TYPE_CHECKING:
@@ -273,9 +274,6 @@ async def open_turn_spool(spool: TurnSpool, database: Database | None,
     await asyncio.to_thread(spool.open)
     if spool.pending:
         log.info("%d turns wait in the spool from an earlier run", spool.pending)
-    loop = asyncio.create_task(spool.run(database, store), name="turn-spool")
-    yield
-    loop.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await loop
+    async with running_beside(spool.run(database, store), name="turn-spool"):
+        yield
     spool.close()

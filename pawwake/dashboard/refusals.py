@@ -13,7 +13,7 @@ from aiohttp import web
 from pawwake.api_error import ApiError
 from pawwake.dashboard.i18n import STRINGS, request_language, translate
 from pawwake.db.errors import Conflict, DatabaseUnavailable, NotFound
-from pawwake.settings import SettingError
+from pawwake.settings.entry import SettingError
 
 # ``session_id_of(value, name)`` raises ``invalid_<name>`` for any of these id fields.
 ID_FIELDS = ("session_id", "session", "target_id", "new_id", "old_id", "thread_id", "thread",

@@ -8,16 +8,55 @@ brings back exactly those and leaves messages deleted one by one before in the t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict, cast
 
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.pool import Cursor, fetch_all, fetch_one, rows_as_dicts
+from pawwake.text.messages import StoredMessage
 from pawwake.text.storable import storable_json
 
 PREVIEW_CHARS = 120
 _MESSAGE_COLUMNS = ("id, session_id, role, content, model, created_at, metadata, deleted_at,"
                     " source, turn_id")
+
+
+class MessageRow(StoredMessage):
+    """A stored message as the conversation pages and the API manage it (``_MESSAGE_COLUMNS``)."""
+
+    session_id: str
+    model: str | None
+    deleted_at: datetime | None
+    source: str  # "gateway", "import", a sidecar's name
+    turn_id: str | None
+
+
+class SessionSummary(TypedDict):
+    """A session of the conversation list: its activity, counts and token totals."""
+
+    session_id: str
+    last_activity: datetime | None
+    message_count: int
+    trashed_at: datetime | None
+    preview: str | None  # the start of its first user message
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ImportedMessage(TypedDict):
+    """A message of an import, validated (``conversations/manage.py`` ``parse_import``)."""
+
+    role: str
+    content: str
+    model: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class ExportedRow(ImportedMessage):
+    session_id: str
 
 
 def _match_sql(phrases: Sequence[str], terms: Sequence[str] | None) -> tuple[str, list[Any]]:
@@ -39,7 +78,7 @@ def _match_sql(phrases: Sequence[str], terms: Sequence[str] | None) -> tuple[str
 
 async def list_sessions(cur: Cursor, *, trash: bool, limit: int, offset: int,
                         phrases: Sequence[str] = (), terms: Sequence[str] | None = None
-                        ) -> tuple[int, list[dict[str, Any]]]:
+                        ) -> tuple[int, list[SessionSummary]]:
     """(total sessions, one page of them newest activity first) with counts and token totals.
 
     Live view: sessions with live messages (counts cover live ones). Trash view: sessions with
@@ -91,19 +130,19 @@ async def list_sessions(cur: Cursor, *, trash: bool, limit: int, offset: int,
         del row["sessions"]
         for name in ("message_count", "prompt_tokens", "completion_tokens", "total_tokens"):
             row[name] = int(row[name])
-    return total, rows
+    return total, cast(list[SessionSummary], rows)
 
 
 async def session_messages(cur: Cursor, session_id: str, *, include_deleted: bool
-                           ) -> list[dict[str, Any]]:
+                           ) -> list[MessageRow]:
     """Messages of a session oldest first; with ``include_deleted`` the trashed ones too."""
     live = "" if include_deleted else " AND deleted_at IS NULL"
-    return await fetch_all(
+    return cast(list[MessageRow], await fetch_all(
         cur, f"SELECT {_MESSAGE_COLUMNS} FROM conversations WHERE session_id = %s{live}"
-             " ORDER BY created_at, id", (session_id,))
+             " ORDER BY created_at, id", (session_id,)))
 
 
-async def edit_message(cur: Cursor, message_id: int, content: str) -> dict[str, Any]:
+async def edit_message(cur: Cursor, message_id: int, content: str) -> MessageRow:
     """Replace a live message's text; raises NotFound (or Conflict when it is in the trash)."""
     await cur.execute("SELECT session_id, deleted_at FROM conversations WHERE id = %s",
                       (message_id,))
@@ -114,10 +153,10 @@ async def edit_message(cur: Cursor, message_id: int, content: str) -> dict[str, 
         raise Conflict("restore the message before editing it", "message_deleted")
     await cur.execute(f"UPDATE conversations SET content = %s WHERE id = %s"
                       f" RETURNING {_MESSAGE_COLUMNS}", (content, message_id))
-    return rows_as_dicts(cur, [await cur.fetchone()])[0]
+    return cast(MessageRow, rows_as_dicts(cur, [await cur.fetchone()])[0])
 
 
-async def set_message_deleted(cur: Cursor, message_id: int, deleted: bool) -> dict[str, Any]:
+async def set_message_deleted(cur: Cursor, message_id: int, deleted: bool) -> MessageRow:
     """Soft-delete or restore one message (idempotent); raises NotFound."""
     stamp = "coalesce(deleted_at, now())" if deleted else "NULL"
     await cur.execute(f"UPDATE conversations SET deleted_at = {stamp} WHERE id = %s"
@@ -125,7 +164,7 @@ async def set_message_deleted(cur: Cursor, message_id: int, deleted: bool) -> di
     row = await cur.fetchone()
     if row is None:
         raise NotFound(f"No such message {message_id}.")
-    return rows_as_dicts(cur, [row])[0]
+    return cast(MessageRow, rows_as_dicts(cur, [row])[0])
 
 
 async def _session_state(cur: Cursor, session_id: str) -> tuple[int, int]:
@@ -221,7 +260,7 @@ async def session_totals(cur: Cursor, session_id: str) -> dict[str, int]:
     return {k: int(v) for k, v in row.items()}
 
 
-async def insert_imported(cur: Cursor, session_id: str, rows: Sequence[dict[str, Any]]
+async def insert_imported(cur: Cursor, session_id: str, rows: Sequence[ImportedMessage]
                           ) -> list[tuple[int, str]]:
     """Insert messages not stored yet (same session, role, time and text); return (id, text).
 
@@ -238,8 +277,8 @@ async def insert_imported(cur: Cursor, session_id: str, rows: Sequence[dict[str,
             " AND created_at = %(at)s AND role = %(role)s AND md5(content) = md5(%(content)s))"
             " RETURNING id",
             {"s": session_id, "role": row["role"], "content": row["content"],
-             "model": row.get("model"), "at": row["created_at"],
-             "meta": storable_json(row.get("metadata") or {})})
+             "model": row["model"], "at": row["created_at"],
+             "meta": storable_json(row["metadata"] or {})})
         found = await cur.fetchone()
         if found is not None:
             inserted.append((int(found[0]), row["content"]))
@@ -247,12 +286,12 @@ async def insert_imported(cur: Cursor, session_id: str, rows: Sequence[dict[str,
 
 
 async def export_messages(cur: Cursor, *, include_deleted: bool = False
-                          ) -> list[dict[str, Any]]:
+                          ) -> list[ExportedRow]:
     """Every message (live ones unless asked), by session and time."""
     live = "" if include_deleted else " WHERE deleted_at IS NULL"
-    return await fetch_all(
+    return cast(list[ExportedRow], await fetch_all(
         cur, "SELECT session_id, role, content, model, created_at, metadata FROM conversations"
-             f"{live} ORDER BY session_id, created_at, id")
+             f"{live} ORDER BY session_id, created_at, id"))
 
 
 async def usage_by_session(cur: Cursor, limit: int, offset: int

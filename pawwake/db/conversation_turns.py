@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict, cast
 
 from pawwake.db.pool import Cursor, rows_as_dicts
 
@@ -42,7 +43,16 @@ async def set_search_terms(cur: Cursor, terms_by_id: Sequence[tuple[int, list[st
         " AS v(id, terms) WHERE c.id = v.id", params)
 
 
-async def turn_rows(cur: Cursor, first_id: int) -> list[dict[str, Any]]:
+class TurnRow(TypedDict):
+    """A stored message of one sidecar turn, as its reply replacement reads it."""
+
+    id: int
+    role: str
+    content: str
+    deleted_at: datetime | None
+
+
+async def turn_rows(cur: Cursor, first_id: int) -> list[TurnRow]:
     """The rows of the turn whose first message is ``first_id``, in order; empty when the
     turn did not record its length (stored before it did)."""
     await cur.execute("SELECT session_id, source, (metadata->'turn'->>'messages')::int"
@@ -56,7 +66,7 @@ async def turn_rows(cur: Cursor, first_id: int) -> list[dict[str, Any]]:
         "SELECT id, role, content, deleted_at FROM conversations"
         " WHERE session_id = %s AND source = %s AND id >= %s ORDER BY id LIMIT %s",
         (head[0], head[1], first_id, head[2]))
-    rows = rows_as_dicts(cur, await cur.fetchall())
+    rows = cast(list[TurnRow], rows_as_dicts(cur, await cur.fetchall()))
     return rows if len(rows) == head[2] else []
 
 

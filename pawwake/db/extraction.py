@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, cast
+from datetime import date, datetime
+from typing import Any, TypedDict, cast
 
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.conversations import NOT_INCOMPLETE
@@ -14,6 +14,25 @@ from pawwake.text.storable import storable_json
 
 MEMORY_FIELDS = "id, content, importance, layer, is_active, superseded_by, remind_at," \
                 " reminder_delivered_at, created_at, event_date"
+
+
+class KnownMemory(TypedDict):
+    """A memory the extraction shows the model, or changes (``MEMORY_FIELDS``)."""
+
+    id: int
+    content: str
+    importance: int
+    layer: int
+    is_active: bool
+    superseded_by: int | None
+    remind_at: datetime | None
+    reminder_delivered_at: datetime | None
+    created_at: datetime
+    event_date: date | None
+
+
+async def _known(cur: Cursor) -> list[KnownMemory]:
+    return cast(list[KnownMemory], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def session_skeleton(cur: Cursor, session_id: str) -> list[MessageSkeleton]:
@@ -36,7 +55,7 @@ async def session_history(cur: Cursor, session_id: str) -> list[StoredMessage]:
     return cast(list[StoredMessage], rows_as_dicts(cur, await cur.fetchall()))
 
 
-async def related_active(cur: Cursor, terms: list[str], limit: int) -> list[dict[str, Any]]:
+async def related_active(cur: Cursor, terms: list[str], limit: int) -> list[KnownMemory]:
     """Active memories sharing the most keyword terms with ``terms`` (read-only)."""
     if not terms:
         return []
@@ -46,29 +65,29 @@ async def related_active(cur: Cursor, terms: list[str], limit: int) -> list[dict
         " ORDER BY cardinality(ARRAY(SELECT unnest(search_terms) INTERSECT"
         "   SELECT unnest(%s::text[]))) DESC, created_at DESC LIMIT %s",
         (terms, terms, limit))
-    return rows_as_dicts(cur, await cur.fetchall())
+    return await _known(cur)
 
 
-async def active_by_ids(cur: Cursor, ids: list[int]) -> list[dict[str, Any]]:
+async def active_by_ids(cur: Cursor, ids: list[int]) -> list[KnownMemory]:
     """The active memories among ``ids``, in the order given (read-only)."""
     if not ids:
         return []
     await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories"
                       " WHERE is_active AND id = ANY(%s::bigint[])"
                       " ORDER BY array_position(%s::bigint[], id)", (ids, ids))
-    return rows_as_dicts(cur, await cur.fetchall())
+    return await _known(cur)
 
 
-async def latest_active(cur: Cursor, limit: int) -> list[dict[str, Any]]:
+async def latest_active(cur: Cursor, limit: int) -> list[KnownMemory]:
     await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE is_active"
                       " ORDER BY created_at DESC, id DESC LIMIT %s", (limit,))
-    return rows_as_dicts(cur, await cur.fetchall())
+    return await _known(cur)
 
 
-async def lock_memory(cur: Cursor, memory_id: int) -> dict[str, Any] | None:
+async def lock_memory(cur: Cursor, memory_id: int) -> KnownMemory | None:
     await cur.execute(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = %s FOR UPDATE",
                       (memory_id,))
-    rows = rows_as_dicts(cur, await cur.fetchall())
+    rows = await _known(cur)
     return rows[0] if rows else None
 
 

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TypedDict, cast
 
 from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
 
 
-async def list_threads(cur: Cursor) -> list[dict[str, Any]]:
+class ThreadRow(TypedDict):
+    """A session with live messages, or a thread that only has its partition state."""
+
+    thread_id: str
+    messages: int
+    last_activity: datetime | None
+    has_state: bool
+    summary_parts: int
+
+
+async def list_threads(cur: Cursor) -> list[ThreadRow]:
     """Every session with live messages, plus threads that only have a state row."""
     await cur.execute(
         "WITH m AS (SELECT session_id, count(*) AS messages, max(created_at) AS last_activity"
@@ -20,7 +30,7 @@ async def list_threads(cur: Cursor) -> list[dict[str, Any]]:
         " COALESCE(jsonb_array_length(s.summary_parts), 0) AS summary_parts"
         " FROM m FULL JOIN partition_state s ON s.thread_id = m.session_id"
         " ORDER BY m.last_activity DESC NULLS LAST, 1")
-    return rows_as_dicts(cur, await cur.fetchall())
+    return cast(list[ThreadRow], rows_as_dicts(cur, await cur.fetchall()))
 
 
 async def state_exists(cur: Cursor, thread_id: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, TypeGuard, cast
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict, TypeGuard, cast
 
 from pawwake.db.pool import Cursor
 
@@ -191,11 +191,11 @@ async def memory_usage(cur: Cursor, memory_id: int, *, limit: int = 20) -> Memor
     rows = await cur.fetchall()
     turns: list[MemoryUse] = []
     for message_id, session_id, created_at, record in rows:
-        entry: dict[str, Any] = next((e for e in record if e.get("kind") == "memory"
-                                      and e.get("id") == memory_id), {})
+        used = next((e for e in cast(list[InjectedEntry], record)
+                     if e["kind"] == "memory" and e["id"] == memory_id), None)
         turns.append({"message_id": int(message_id), "session_id": session_id,
-                      "created_at": created_at, "score": entry.get("score"),
-                      "relevance": entry.get("relevance")})
+                      "created_at": created_at, "score": used["score"] if used else None,
+                      "relevance": used["relevance"] if used else None})
     return {"count": int(count), "last_at": last, "turns": turns}
 
 

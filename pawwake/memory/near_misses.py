@@ -82,10 +82,10 @@ def record_entries(recall: Recall) -> list[InjectedEntry]:
                                       "floor": round(recall.floor, 4),
                                       "fallback": recall.fallback}]
     entries += [{"kind": "memory", "id": r.id, "score": round(float(r.score), 4),
-                 "relevance": round(float(r.relevance), 4), "text": str(r.memory["content"])}
+                 "relevance": round(float(r.relevance), 4), "text": r.memory["content"]}
                 for r in recall.injected]
     entries += [{"kind": "near_miss", "id": miss.result.id, "reason": miss.reason,
                  "relevance": round(float(miss.result.relevance), 4),
                  "floor": round(recall.floor, 4),  # each entry read alone (a memory's page)
-                 "text": str(miss.result.memory["content"])} for miss in recall.near_misses]
+                 "text": miss.result.memory["content"]} for miss in recall.near_misses]
     return entries

@@ -6,8 +6,6 @@ Opened after the database and HTTP client and before the job runner, closed in r
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +19,7 @@ from pawwake.memory.vectors import VectorStore
 from pawwake.search.terms import ensure_tokenizer
 from pawwake.search.vector_index import warm_if_numpy
 from pawwake.settings import Settings
+from pawwake.tasks import running_beside
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,11 @@ async def open_embedder(settings: Settings, config: RuntimeConfig, database: Dat
     if database is not None:
         if settings.MEMORY_ENABLED or settings.CONVERSATION_RECALL_ENABLED:
             await ensure_tokenizer(settings.PAWWAKE_DATA_DIR)
-    warming = asyncio.create_task(_when_database(config, database, embedder, vectors),
-                                  name="warm-vector-index")
     try:
-        yield
+        async with running_beside(_when_database(config, database, embedder, vectors),
+                                  name="warm-vector-index"):
+            yield
     finally:
-        warming.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await warming
         await embedder.close()
 
 

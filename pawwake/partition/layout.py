@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from pawwake.text.messages import ChatMessage, StoredMessage
-from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
+from pawwake.text.rounds import StoredRound, tool_call_id_of, tool_calls_of
 
 SUMMARY_HEADING = "Summary of the earlier conversation:"
 
@@ -59,7 +59,7 @@ def replay(row: StoredMessage) -> ChatMessage:
     return message
 
 
-def settled_messages(round_: Round[StoredMessage]) -> list[ChatMessage]:
+def settled_messages(round_: StoredRound) -> list[ChatMessage]:
     """A history round replayed; tool calls that never got a result (an abandoned tool round)
     are removed, since providers reject calls without results."""
     pending = round_.pending_tool_ids
@@ -107,7 +107,8 @@ class Layout:
     zone_b_rounds: int
 
 
-def zone_split(history: Sequence[Round[StoredMessage]], x: int) -> tuple[list[Round[StoredMessage]], list[Round[StoredMessage]]]:
+def zone_split(history: Sequence[StoredRound], x: int
+               ) -> tuple[list[StoredRound], list[StoredRound]]:
     """Zone A is the oldest X live rounds, zone B the rest; fewer than X rounds: no zones."""
     if len(history) < x:
         return [], list(history)
@@ -131,7 +132,7 @@ def with_note(messages: Sequence[ChatMessage], note: str) -> list[ChatMessage]:
 
 
 def assemble(*, persona: str, summary_parts: Sequence[str],
-             history: Sequence[Round[StoredMessage]], current: Sequence[ChatMessage], x: int,
+             history: Sequence[StoredRound], current: Sequence[ChatMessage], x: int,
              ttl: str, note: str = "") -> tuple[list[ChatMessage], Layout]:
     """The upstream messages: ``history`` are the live rounds (from the zone start on),
     ``current`` the messages of the turn being answered (already in provider form), ``note``

@@ -26,15 +26,15 @@ import aiohttp
 from pawwake.db.partition_state import PartitionState
 from pawwake.llm.upstream import UsageBooking, complete
 from pawwake.settings import Settings
-from pawwake.text.messages import ChatMessage, StoredMessage
-from pawwake.text.rounds import Round, dialogue_text
+from pawwake.text.messages import ChatMessage
+from pawwake.text.rounds import StoredRound, dialogue_text
 
 log = logging.getLogger(__name__)
 
 HISTORY_CAP_FACTOR = 3
 _MAX_ERROR_CHARS = 300
 
-Summariser = Callable[[Sequence[Round[StoredMessage]]], Awaitable[str]]
+Summariser = Callable[[Sequence[StoredRound]], Awaitable[str]]
 Folder = Callable[[Sequence[str]], Awaitable[str]]
 KEPT_OLDER_PARTS = 2  # older parts kept verbatim by a fold, besides the new part
 
@@ -49,7 +49,7 @@ SUMMARY_INSTRUCTIONS = (
     "language the conversation uses. Output only the summary.")
 
 
-def summary_prompt(rounds: Sequence[Round[StoredMessage]]) -> list[ChatMessage]:
+def summary_prompt(rounds: Sequence[StoredRound]) -> list[ChatMessage]:
     lines = [f"{role}: {text}" for role, text in dialogue_text(rounds)]
     return [{"role": "system", "content": SUMMARY_INSTRUCTIONS},
             {"role": "user", "content": "\n\n".join(lines)}]
@@ -60,7 +60,7 @@ def model_summariser(http: aiohttp.ClientSession, settings: Settings,
     """Summaries through the configured upstream with CACHE_SUMMARY_MODEL; ``usage`` books
     every call's tokens (a summary that is then refused included)."""
 
-    async def summarise(rounds: Sequence[Round[StoredMessage]]) -> str:
+    async def summarise(rounds: Sequence[StoredRound]) -> str:
         reply = await complete(http, settings, summary_prompt(rounds),
                                model=settings.CACHE_SUMMARY_MODEL,
                                max_tokens=settings.CACHE_SUMMARY_MAX_TOKENS, attempts=1,
@@ -111,7 +111,7 @@ async def folded_parts(parts: list[str], budget: int, fold: Folder) -> list[str]
     return [base, *kept]
 
 
-def _slide(state: PartitionState, history: Sequence[Round[StoredMessage]], x: int, **changes: Any
+def _slide(state: PartitionState, history: Sequence[StoredRound], x: int, **changes: Any
            ) -> PartitionState:
     start = history[x].messages[0]["id"]
     return replace(state, zone_start_message_id=start, rotations=state.rotations + 1,
@@ -123,7 +123,7 @@ def _describe(exc: BaseException) -> str:
     return text[:_MAX_ERROR_CHARS]
 
 
-def rotation_due(history: Sequence[Round[StoredMessage]], x: int, settings: Settings, now: datetime) -> bool:
+def rotation_due(history: Sequence[StoredRound], x: int, settings: Settings, now: datetime) -> bool:
     """Zone B holds X rounds; with the ``time`` trigger zone A's newest message must also be
     older than CACHE_PARTITION_WINDOW minutes (unless the history is over its cap)."""
     if len(history) < 2 * x:
@@ -141,7 +141,7 @@ def rotations_allowed(settings: Settings) -> int:
     return 1
 
 
-async def rotate(state: PartitionState, history: Sequence[Round[StoredMessage]], settings: Settings,
+async def rotate(state: PartitionState, history: Sequence[StoredRound], settings: Settings,
                  summarise: Summariser, now: datetime, fold: Folder | None = None
                  ) -> PartitionState | None:
     """The new state after at most one rotation, or None when nothing changes.
@@ -178,9 +178,9 @@ def live_round_limit(x: int) -> int:
     return HISTORY_CAP_FACTOR * max(1, x) + 2
 
 
-async def catch_up(state: PartitionState, history: Sequence[Round[StoredMessage]], settings: Settings,
+async def catch_up(state: PartitionState, history: Sequence[StoredRound], settings: Settings,
                    summarise: Summariser, fold: Folder | None = None
-                   ) -> tuple[PartitionState, list[Round[StoredMessage]]]:
+                   ) -> tuple[PartitionState, list[StoredRound]]:
     """(new state, live history) for a thread read past ``live_round_limit``: the zone start
     jumps to the newest X settled rounds, as if one rotation had just happened.
 

@@ -38,8 +38,8 @@ from pawwake.partition.layout import Layout, assemble, replay, time_note
 from pawwake.partition.rotation import model_folder, model_summariser
 from pawwake.partition.thread_rotation import ThreadRead, read_thread, unavailable
 from pawwake.settings import Settings
-from pawwake.text.messages import ChatMessage, StoredMessage
-from pawwake.text.rounds import Round, tool_call_id_of
+from pawwake.text.messages import ChatMessage
+from pawwake.text.rounds import StoredRound, tool_call_id_of
 
 
 def _without_cache_control(message: ChatMessage) -> ChatMessage:
@@ -67,9 +67,9 @@ def client_tail(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMessage]
                        "tool results.", param="messages")
 
 
-def current_turn(rounds: list[Round[StoredMessage]], role: str, tail: list[ChatMessage],
+def current_turn(rounds: list[StoredRound], role: str, tail: list[ChatMessage],
                  earlier: Sequence[ChatMessage] | None = None
-                 ) -> tuple[list[Round[StoredMessage]], list[ChatMessage], list[ChatMessage]]:
+                 ) -> tuple[list[StoredRound], list[ChatMessage], list[ChatMessage]]:
     """(history rounds, current turn for upstream, messages the turn writer compares).
 
     Tool results continue the last stored round when they answer its pending calls; that
@@ -98,7 +98,7 @@ def current_turn(rounds: list[Round[StoredMessage]], role: str, tail: list[ChatM
     return rounds, current, stored_last + current
 
 
-def is_reroll(last: Round[StoredMessage], tail: list[ChatMessage], earlier: Sequence[ChatMessage]) -> bool:
+def is_reroll(last: StoredRound, tail: list[ChatMessage], earlier: Sequence[ChatMessage]) -> bool:
     """The client asks again for the answer to the last stored round.
 
     Same text as that round's question, and either the round has no reply yet, or the
@@ -116,7 +116,7 @@ def is_reroll(last: Round[StoredMessage], tail: list[ChatMessage], earlier: Sequ
     return bool(dialogue) and not repeats_stored_reply(dialogue, last.messages[1:])
 
 
-def reanswered_tool_turn(last: Round[StoredMessage], tail: list[ChatMessage]) -> list[ChatMessage]:
+def reanswered_tool_turn(last: StoredRound, tail: list[ChatMessage]) -> list[ChatMessage]:
     """A re-roll after tool results: the client sends again results the last round already
     holds. The round up to the last of those results (as stored) becomes the current turn;
     what followed is what the turn writer replaces. Empty when this is no such re-roll."""

@@ -42,8 +42,8 @@ from pawwake.partition.rotation import (
     rotations_allowed,
 )
 from pawwake.settings import Settings
-from pawwake.text.messages import ChatMessage, StoredMessage
-from pawwake.text.rounds import Round, group_rounds
+from pawwake.text.messages import ChatMessage
+from pawwake.text.rounds import StoredRound, group_rounds
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ _POLL_FIRST, _POLL_MAX = 0.05, 1.0  # waiting for another request's rotation
 _ROTATED: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
 
 # The client's turn against the rounds read: (history rounds, current turn, compared).
-Split = Callable[[list[Round[StoredMessage]]],
-                 tuple[list[Round[StoredMessage]], list[ChatMessage], list[ChatMessage]]]
+Split = Callable[[list[StoredRound]],
+                 tuple[list[StoredRound], list[ChatMessage], list[ChatMessage]]]
 
 
 def unavailable() -> ChatRejected:
@@ -72,13 +72,13 @@ class ThreadRead:
     """The active thread as one request sees it, after any rotation it made or found."""
 
     state: PartitionState
-    rounds: list[Round[StoredMessage]]  # as read: settled rounds and the current tool round
-    history: list[Round[StoredMessage]]  # the live history behind the current turn
+    rounds: list[StoredRound]  # as read: settled rounds and the current tool round
+    history: list[StoredRound]  # the live history behind the current turn
     current: list[ChatMessage]
     compared: list[ChatMessage]
     over: bool = False  # older live rounds were left out of the read (catch-up due)
     # the history as split, unrotated
-    settled: list[Round[StoredMessage]] = field(default_factory=list)
+    settled: list[StoredRound] = field(default_factory=list)
 
     @property
     def consumed(self) -> bool:
@@ -86,7 +86,7 @@ class ThreadRead:
         return len(self.settled) < len(self.rounds)
 
 
-def _live(history: list[Round[StoredMessage]], start_id: int | None) -> list[Round[StoredMessage]]:
+def _live(history: list[StoredRound], start_id: int | None) -> list[StoredRound]:
     if start_id is None:
         return history
     for index, round_ in enumerate(history):
@@ -95,9 +95,9 @@ def _live(history: list[Round[StoredMessage]], start_id: int | None) -> list[Rou
     return history
 
 
-async def rotations(state: PartitionState, history: list[Round[StoredMessage]], settings: Settings,
+async def rotations(state: PartitionState, history: list[StoredRound], settings: Settings,
                     summarise: Summariser, fold: Folder, now: datetime
-                    ) -> tuple[PartitionState, list[Round[StoredMessage]]]:
+                    ) -> tuple[PartitionState, list[StoredRound]]:
     """Rotate as often as allowed and due; the final state and the live history."""
     for _ in range(rotations_allowed(settings)):
         rotated = await rotate(state, history, settings, summarise, now, fold)
@@ -128,7 +128,7 @@ def _due(read: ThreadRead, settings: Settings, x: int, now: datetime) -> bool:
 
 
 async def _rotate(read: ThreadRead, settings: Settings, summarise: Summariser, fold: Folder,
-                  now: datetime) -> tuple[PartitionState, list[Round[StoredMessage]]]:
+                  now: datetime) -> tuple[PartitionState, list[StoredRound]]:
     state, history = read.state, read.history
     if read.over:
         state, history = await catch_up(state, history, settings, summarise, fold)
@@ -169,7 +169,7 @@ async def _release(pool: aiopg.Pool, thread: str, version: int) -> None:
 
 async def _rotate_leased(pool: aiopg.Pool, read: ThreadRead, version: int, settings: Settings,
                          summarise: Summariser, fold: Folder, now: datetime
-                         ) -> tuple[PartitionState, list[Round[StoredMessage]]]:
+                         ) -> tuple[PartitionState, list[StoredRound]]:
     """The rotation under a lease held at ``version``: renewed meanwhile, given back when
     the rotation ends in anything but a save."""
     thread = read.state.thread_id

@@ -8,7 +8,8 @@ the thread's rotation lock and the session's write lock, so a chat turn never in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pawwake.api_error import ApiError
 from pawwake.conversations.manage import session_id_of
@@ -17,7 +18,7 @@ from pawwake.db.conversation_admin import trash_session
 from pawwake.db.conversation_turns import lock_session_writes
 from pawwake.db.errors import Conflict, NotFound
 from pawwake.db.partition_state import load_state, lock_thread
-from pawwake.db.pool import cursor, transaction
+from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.partition.step import active_thread
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ MAX_SUMMARY = 200_000
 __all__ = ["session_id_of"]
 
 
-async def _lock(cur: Any, *thread_ids: str) -> None:
+async def _lock(cur: Cursor, *thread_ids: str) -> None:
     """Rotation lock and session write lock of each thread, in a fixed order (no deadlock)."""
     for thread_id in sorted(set(thread_ids)):
         await lock_thread(cur, thread_id)
@@ -68,11 +69,21 @@ async def status(database: Database, *, settings: Settings) -> dict[str, Any]:
     }
 
 
-async def list_threads(database: Database, *, settings: Settings) -> list[dict[str, Any]]:
+class ThreadListed(TypedDict):
+    """A thread as the threads page and the API list it."""
+
+    thread_id: str
+    messages: int
+    last_activity: datetime | None
+    active: bool  # the one every client continues (PARTITION_SESSION_ID)
+    has_summary: bool
+
+
+async def list_threads(database: Database, *, settings: Settings) -> list[ThreadListed]:
     active = active_thread(settings)
     async with cursor(database.pool) as cur:
         rows = await db.list_threads(cur)
-    threads = [{"thread_id": r["thread_id"], "messages": r["messages"],
+    threads: list[ThreadListed] = [{"thread_id": r["thread_id"], "messages": r["messages"],
                 "last_activity": r["last_activity"], "active": r["thread_id"] == active,
                 "has_summary": r["summary_parts"] > 0} for r in rows]
     if not any(t["active"] for t in threads):

@@ -10,8 +10,6 @@ neighbours' rows to check them: trash, restore, edits and deletes count at once.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +27,7 @@ from pawwake.recall import background
 from pawwake.recall.background import Background
 from pawwake.search.vector_backend import VectorBackend
 from pawwake.search.vector_index import VectorIndex, warm_if_numpy
+from pawwake.tasks import running_beside
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -161,14 +160,9 @@ async def warming_message_vectors(vectors: MessageVectors, config: RuntimeConfig
                                   memory_vectors: VectorBackend) -> AsyncIterator[None]:
     """While the app runs (after the embedder): the message vectors, preloaded in the
     background when recall searches will use the numpy index."""
-    warming = asyncio.create_task(_warm(vectors, config, database, embedder, memory_vectors),
-                                  name="warm-message-vectors")
-    try:
+    async with running_beside(_warm(vectors, config, database, embedder, memory_vectors),
+                              name="warm-message-vectors"):
         yield
-    finally:
-        warming.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await warming
 
 
 async def _warm(vectors: MessageVectors, config: RuntimeConfig, database: Database | None,

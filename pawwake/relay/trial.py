@@ -30,6 +30,7 @@ from pawwake.llm.upstream_errors import error_body_text, log_upstream_error
 from pawwake.llm.upstream_health import UpstreamHealth
 from pawwake.relay.ending import TurnEnd, end_turn, failed, finished, incomplete
 from pawwake.settings import Settings
+from pawwake.text.messages import ChatMessage
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class TrialParts:
 
 
 async def trial_chat(parts: TrialParts, session_id: str, model: str,
-                     messages: list[dict[str, Any]], *, settings: Settings
+                     messages: list[ChatMessage], *, settings: Settings
                      ) -> AsyncIterator[tuple[str, Any]]:
     """Run one streamed turn; see the module docstring for the events.
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from pawwake.api_error import ApiError
 from pawwake.app_faces import CONFIG, RECALL, database_of, face_of, settings_of
 from pawwake.conversations import manage as service
+from pawwake.db.conversation_admin import MessageRow
 from pawwake.db.errors import NotFound
 from pawwake.local_time import file_stamp, zone_of
 from pawwake.routes.api_body import Parser, read_fields, read_json, read_object
@@ -66,7 +67,7 @@ def _message_id(request: web.Request) -> int:
     return value
 
 
-def _message(row: dict[str, Any]) -> dict[str, Any]:
+def _message(row: MessageRow) -> dict[str, object]:
     return {"id": row["id"], "session_id": row["session_id"], "role": row["role"],
             "content": row["content"], "model": row["model"], "created_at": row["created_at"],
             "metadata": row["metadata"], "deleted_at": row["deleted_at"],

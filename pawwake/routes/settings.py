@@ -12,7 +12,8 @@ from pawwake.auth import key_matches
 from pawwake.live_settings import AdminOnly
 from pawwake.llm.models import ModelsUnavailable
 from pawwake.routes.api_body import read_json
-from pawwake.settings import GROUPS, SettingError
+from pawwake.settings import GROUPS
+from pawwake.settings.entry import SettingError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pawwake.partition.threads import session_id_of
 from pawwake.routes.api_body import Parser, optional, read_fields
 from pawwake.routes.database_required import database_required
 from pawwake.routes.json_reply import json_body
-from pawwake.settings import SettingError
+from pawwake.settings.entry import SettingError
 
 
 def _thread_id(name: str) -> Callable[[Any], str]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from pawwake.text.messages import Message, ToolCall
+from pawwake.text.messages import Message, StoredMessage, ToolCall
 
 M = TypeVar("M", bound=Message)  # a round holds one kind: a client's messages or stored ones
 
@@ -68,6 +68,10 @@ class Round(Generic[M]):
     @property
     def final_reply(self) -> M | None:
         return self.messages[-1] if self.complete else None
+
+
+# A round of stored messages: the partition cache's history, extraction's dialogue.
+StoredRound = Round[StoredMessage]
 
 
 def group_rounds(messages: Sequence[M]) -> list[Round[M]]:

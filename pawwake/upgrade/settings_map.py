@@ -21,7 +21,9 @@ from typing import Any
 
 from pawwake.llm.embeddings import provider_for
 from pawwake.removed_settings import REMOVED
-from pawwake.settings import BY_NAME, SettingError, Settings, parse_value
+from pawwake.settings import BY_NAME, Settings
+from pawwake.settings.entry import SettingError
+from pawwake.settings.values import parse_value
 
 RENAMED = {"systemPrompt": "SYSTEM_PROMPT", "partition_session_id": "PARTITION_SESSION_ID"}
 

@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from pawwake.app import create_app
 from pawwake.settings import Settings
-from tests.fake_upstream import FakeUpstream
+from tests.fake_upstream import FakeUpstream, on_loopback
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -87,9 +87,7 @@ async def aiohttp_client(aiohttp_server: Callable[..., Any]
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def upstream(aiohttp_server: Any) -> FakeUpstream:
-    fake = FakeUpstream()
-    fake.server = await aiohttp_server(fake.build_app())
-    return fake
+    return await on_loopback(FakeUpstream(), aiohttp_server)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

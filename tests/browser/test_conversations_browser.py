@@ -12,6 +12,7 @@ from pawwake.app import create_app
 from pawwake.conversations import manage as service
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
+from tests.browser.test_tryit_browser import signed_in
 from tests.dashboard_support import PASSWORD, SECRET
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
@@ -42,15 +43,8 @@ async def test_find_open_edit_trash_and_restore(browser: Any, aiohttp_server: An
     pool = services_of(server.app).database.pool
     base = str(server.make_url("/")).rstrip("/")
 
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    page = await context.new_page()
-    console_errors: list[str] = []
-    page.on("console", lambda message: console_errors.append(message.text)
-            if message.type == "error" else None)
-    await page.goto(base + "/dashboard/conversations")
-    await page.fill("#password", PASSWORD)
-    await page.click("form.login-form button[type=submit]")
-    await page.wait_for_url(base + "/dashboard/conversations")
+    context, page, console_errors = await signed_in(browser, base, 1280, "/dashboard/conversations",
+                                                    wait_ms=None)
     assert await page.inner_text("h1") == "对话记录"
     # The old conversation is not on the first page of 26 sessions ...
     assert await page.locator("tr[data-session='kyoto-trip']").count() == 0

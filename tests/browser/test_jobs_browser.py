@@ -12,7 +12,8 @@ from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job
 from pawwake.services import services_of
-from tests.dashboard_support import PASSWORD, dashboard_client
+from tests.browser.test_tryit_browser import signed_in
+from tests.dashboard_support import dashboard_client
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
@@ -33,16 +34,7 @@ async def test_jobs_page_end_to_end(browser: Any, make_client: Any, tmp_path: Pa
     await services_of(app).jobs.run_until_idle()
     base = str(client.make_url("/")).rstrip("/")
 
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(10_000)
-    page = await context.new_page()
-    console_errors: list[str] = []
-    page.on("console", lambda message: console_errors.append(message.text)
-            if message.type == "error" else None)
-    await page.goto(base + "/dashboard")
-    await page.fill("#password", PASSWORD)
-    await page.click("form.login-form button[type=submit]")
-    await page.wait_for_url(base + "/dashboard")
+    context, page, console_errors = await signed_in(browser, base, 1280, "/dashboard")
 
     # The status page says memory extraction is failing and links to the jobs.
     assert await page.get_attribute("[data-jobs-health]", "data-jobs-health") == "problems"

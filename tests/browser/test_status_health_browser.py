@@ -11,16 +11,12 @@ import pytest
 
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import cursor
-from pawwake.jobs import Job
 from pawwake.services import services_of
 from tests.browser.test_tryit_browser import overflow, signed_in
 from tests.dashboard_support import dashboard_client
+from tests.test_dashboard_status_health import failed_extraction
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
-
-
-async def failing(job: Job) -> None:
-    raise ValueError("the memory model answered nonsense")
 
 
 @pytest.mark.parametrize("width", [1366, 390])
@@ -31,10 +27,7 @@ async def test_failing_extraction_shown_and_retried_from_status(browser: Any, ma
                                     MEMORY_VECTOR_ENABLED=False)
     app = client.server.app
     pool = services_of(app).database.pool
-    services_of(app).jobs.register("memory_extract", failing)
-    async with cursor(pool) as cur:
-        dead = await jobs_db.enqueue(cur, "memory_extract", {}, max_attempts=1)
-    await services_of(app).jobs.run_until_idle()
+    dead = await failed_extraction(app)
     base = str(client.make_url("/")).rstrip("/")
     context, page, errors = await signed_in(browser, base, width, "/dashboard")
 

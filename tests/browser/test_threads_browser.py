@@ -11,6 +11,7 @@ import pytest
 
 from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.services import services_of
+from tests.browser.test_tryit_browser import signed_in
 from tests.dashboard_support import PASSWORD, SECRET
 from tests.partition_support import PARTITION, now_turn, say, state_row, system
 
@@ -71,16 +72,7 @@ async def test_threads_page_end_to_end(browser: Any, gateway: Any, upstream: Any
     shots = tmp_path / "screenshots"
     shots.mkdir()
 
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(10_000)
-    page = await context.new_page()
-    console_errors: list[str] = []
-    page.on("console", lambda message: console_errors.append(message.text)
-            if message.type == "error" else None)
-    await page.goto(base + "/dashboard/threads")
-    await page.fill("#password", PASSWORD)
-    await page.click("form.login-form button[type=submit]")
-    await page.wait_for_url(base + "/dashboard/threads")
+    context, page, console_errors = await signed_in(browser, base, 1280, "/dashboard/threads")
 
     # The active thread and its rotation progress.
     assert await page.inner_text("h1") == "对话线管理"

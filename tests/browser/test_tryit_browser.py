@@ -20,9 +20,12 @@ from tests.test_memory_injection import MEMORY_ON, add_memory
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 
 
-async def signed_in(browser: Any, base: str, width: int, path: str) -> tuple[Any, Any, list]:
+async def signed_in(browser: Any, base: str, width: int, path: str,
+                    wait_ms: float | None = 10_000) -> tuple[Any, Any, list]:
+    """A fresh browser context signed in at ``path``: (context, page, console errors)."""
     context = await browser.new_context(viewport={"width": width, "height": 900})
-    context.set_default_timeout(10_000)
+    if wait_ms is not None:  # how long a step may wait (None: Playwright's own 30 s)
+        context.set_default_timeout(wait_ms)
     page = await context.new_page()
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

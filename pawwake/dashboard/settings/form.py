@@ -7,7 +7,10 @@ from typing import Any
 
 from multidict import MultiMapping
 
-from pawwake.settings import BY_NAME, GROUPS, MASK, Setting, SettingError, Settings, parse_value
+from pawwake.settings import BY_NAME, GROUPS, Settings
+from pawwake.settings.entry import Setting, SettingError
+from pawwake.settings.secrets import MASK
+from pawwake.settings.values import parse_value
 
 # Form fields that are not settings start with this and are ignored by form_changes().
 CONTROL_PREFIX = "_"

@@ -14,7 +14,8 @@ from pawwake.dashboard.render import is_htmx, render
 from pawwake.dashboard.settings.form import form_changes, groups_view, submitted_values
 from pawwake.dashboard.settings.probe import test_connection
 from pawwake.llm.models import ModelsUnavailable
-from pawwake.settings import GROUPS, SettingError
+from pawwake.settings import GROUPS
+from pawwake.settings.entry import SettingError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from pawwake.dashboard.refusals import setting_error_text
 from pawwake.dashboard.render import render
 from pawwake.dashboard.settings.form import submitted_values
 from pawwake.llm.models import ModelsUnavailable, fetch_models
-from pawwake.settings import SettingError, Settings
+from pawwake.settings import Settings
+from pawwake.settings.entry import SettingError
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from pawwake.dashboard.refusals import PageRefusal
 from pawwake.dashboard.render import base_context, render
 from pawwake.partition.step import active_thread
 from pawwake.relay.trial import trial_chat
+from pawwake.text.messages import ChatMessage
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ MAX_HISTORY = 40
 RECENT_SESSIONS = 20
 
 
-def read_form(form: Any) -> tuple[str, str, list[dict[str, str]]]:
+def read_form(form: Any) -> tuple[str, str, list[ChatMessage]]:
     """(session id, model, messages) from the posted form, or PageRefusal."""
     session_id = str(form.get("session") or "").strip() or DEFAULT_SESSION
     if len(session_id) > MAX_SESSION_ID:
@@ -47,7 +48,7 @@ def read_form(form: Any) -> tuple[str, str, list[dict[str, str]]]:
         raise PageRefusal("tryit.error_empty")
     if len(text) > MAX_MESSAGE_CHARS:
         raise PageRefusal("tryit.error_long")
-    history: list[dict[str, str]] = []
+    history: list[ChatMessage] = []
     raw = str(form.get("history") or "")
     if raw:
         try:
@@ -149,7 +150,8 @@ async def send(request: web.Request) -> web.StreamResponse:
                         settings=await settings_of(request))
     if streaming:
         return await _stream(request, events, lang)
-    return await _collected(request, events, lang, session_id, model, messages[-1]["content"])
+    return await _collected(request, events, lang, session_id, model,
+                            str(messages[-1]["content"]))  # the text just read
 
 
 async def _stream(request: web.Request, events: Any, lang: str) -> web.StreamResponse:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pawwake.db import extraction as db
-from pawwake.db.pool import cursor, transaction
+from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
@@ -46,7 +46,7 @@ CANDIDATES_LATEST = 10
 PROMPT = (Path(__file__).with_name("prompts") / "extract.txt").read_text(encoding="utf-8")
 
 
-def render_prompt(settings: Settings, candidates: list[dict[str, Any]],
+def render_prompt(settings: Settings, candidates: list[db.KnownMemory],
                   dialogue: list[tuple[str, str]], now: datetime) -> str:
     local_now = now.astimezone(zone_of(settings))
     hours = settings.TIMEZONE_HOURS
@@ -61,8 +61,8 @@ def render_prompt(settings: Settings, candidates: list[dict[str, Any]],
             .replace("{dialogue}", dialogue_lines))
 
 
-async def candidate_memories(cur: Any, query_text: str,
-                             similar_ids: list[int] | None = None) -> list[dict[str, Any]]:
+async def candidate_memories(cur: Cursor, query_text: str,
+                             similar_ids: list[int] | None = None) -> list[db.KnownMemory]:
     """Top related plus latest active memories, read-only (no access times touched).
 
     ``similar_ids``: the related memories as hybrid search ranked them (when vectors are on);
@@ -178,7 +178,7 @@ async def apply_items(writes: MemoryWrites, job: Job, session_id: str, items: li
     return counts
 
 
-async def _apply_item(cur: Any, item: ExtractedItem, terms: list[str], session_id: str,
+async def _apply_item(cur: Cursor, item: ExtractedItem, terms: list[str], session_id: str,
                       candidate_ids: set[int], message_ids: list[int],
                       counts: dict[str, int]) -> None:
     candidate = None

@@ -23,8 +23,8 @@ from pawwake.protocols.anthropic.replay import (
     round_messages,
     without_cache_control,
 )
-from pawwake.text.messages import ChatMessage, StoredMessage
-from pawwake.text.rounds import Round
+from pawwake.text.messages import ChatMessage
+from pawwake.text.rounds import StoredRound
 
 
 def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
@@ -49,7 +49,7 @@ def system_blocks(client_system: Any, persona: str, summary_parts: list[str],
     return blocks
 
 
-def current_messages(rounds: list[Round[StoredMessage]], consumed: bool, role: str,
+def current_messages(rounds: list[StoredRound], consumed: bool, role: str,
                      compared: Sequence[ChatMessage], client_last: dict[str, Any]
                      ) -> list[dict[str, Any]]:
     """The turn being answered, in Messages form: the client's last message, after the
@@ -64,7 +64,7 @@ def current_messages(rounds: list[Round[StoredMessage]], consumed: bool, role: s
     return as_messages(stored[:len(compared)])  # asked again: the stored results stand
 
 
-def assemble_messages(history: list[Round[StoredMessage]], current: list[dict[str, Any]], x: int,
+def assemble_messages(history: list[StoredRound], current: list[dict[str, Any]], x: int,
                       marker: dict[str, str]) -> list[dict[str, Any]]:
     zone_a, zone_b = zone_split(history, x)
     a_messages = round_messages(zone_a)

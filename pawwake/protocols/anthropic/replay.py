@@ -16,7 +16,7 @@ from typing import Any
 
 from pawwake.protocols.anthropic.request import PROTOCOL
 from pawwake.text.messages import StoredMessage
-from pawwake.text.rounds import Round, tool_call_id_of, tool_calls_of
+from pawwake.text.rounds import StoredRound, tool_call_id_of, tool_calls_of
 
 _OMITTED = "[{kind} omitted]"
 
@@ -84,7 +84,7 @@ def as_messages(rows: Iterable[StoredMessage],
     return messages
 
 
-def round_messages(rounds: Iterable[Round[StoredMessage]]) -> list[dict[str, Any]]:
+def round_messages(rounds: Iterable[StoredRound]) -> list[dict[str, Any]]:
     """History rounds replayed; tool calls of an abandoned round (never answered) dropped."""
     rows: list[StoredMessage] = []
     dropped: set[str] = set()
