@@ -104,7 +104,8 @@ async def term_counts(cur: Cursor, terms: Sequence[str]) -> dict[str, int]:
 
 async def term_frequencies(cur: Cursor, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
     """(searchable messages, messages containing each term), counted exactly: the IDF
-    statistics of small collections (``recall.stats`` caches and estimates at scale)."""
+    statistics of small collections, for comparison (``search.term_stats`` caches and
+    estimates at scale)."""
     count, _ = await searchable_count(cur)
     return count, await term_counts(cur, terms)
 

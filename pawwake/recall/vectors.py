@@ -51,10 +51,7 @@ class MessageVectors:
     async def store(self, pool: aiopg.Pool, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
         """Save vectors and add them to the numpy index; returns the message ids stored."""
-        async with cursor(pool) as cur:
-            stored = set(await db.store_vectors(cur, provenance, rows))
-        self.index.add(provenance, [row for row in rows if row[0] in stored])
-        return sorted(stored)
+        return await self.index.store(pool, provenance, rows)
 
     async def nearest(self, pool: aiopg.Pool, provenance: Provenance, query: np.ndarray,
                       k: int, exclude_sessions: Sequence[str], *, pgvector: bool,
