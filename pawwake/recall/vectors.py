@@ -129,7 +129,8 @@ class MessageVectors:
             values = row.get("dots") if pgvector else dots.get(message_id)
             facts[message_id] = CandidateFacts(
                 row["prev_id"], row["next_id"],
-                tuple(float(v) for v in values) if values else None, row.get("head"))
+                tuple(float(v) for v in values) if values else None, row.get("head"),
+                row.get("role"))
         return facts
 
 
@@ -147,6 +148,7 @@ class CandidateFacts:
     next_id: int | None  # ... and after it
     dots: tuple[float, ...] | None  # with the vectors asked for, when it has a current vector
     head: str | None  # the head of its text, when asked for
+    role: str | None = None  # who wrote it: user or assistant
 
 
 @asynccontextmanager
