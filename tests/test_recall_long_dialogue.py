@@ -151,3 +151,39 @@ async def test_partition_mode_injects_the_answering_message(gateway: Any, upstre
         block = turn.split("</retrieved_conversations>")[0]
         assert block.startswith("<retrieved_conversations>"), turn
         assert evidence in block, turn
+
+
+async def test_a_question_naming_one_of_the_two_finds_what_that_person_said(
+        make_client: Any) -> None:
+    """Tom greets Maya in every session and she answers by name, so "Maya" names the user and
+    "Tom" the assistant; "What is Maya's phobia?"
+    is answered by her line, not by Tom's newer one on the same word (keywords only here:
+    both lines share the keyword, and recency alone put Tom's first)."""
+    client = await make_client(**SETTINGS)
+    start = datetime(2024, 3, 1, 9, tzinfo=UTC)
+    for number in range(12):
+        exchange = [(A, "Hey Maya! How's your week going?"), (U, "Busy but fine, Tom.")]
+        if number == 3:
+            exchange.append((U, "I have a silly phobia of moths, ever since I was little."))
+        if number == 8:
+            exchange.append((A, "Confession: I have a phobia of spiders."))
+        resp = await client.post("/api/conversations/turn", headers=HEADERS, json={
+            "turn_id": f"t{number}", "session_id": f"s{number:02d}", "source": "test",
+            "occurred_at": (start + timedelta(days=3 * number)).isoformat(),
+            "messages": [{"role": role, "content": text} for role, text in exchange]})
+        assert resp.status == 201, await resp.text()
+    resp = await client.post("/api/chat/search-fragments", headers=HEADERS, json={
+        "q": "What is Maya's phobia?", "max_sessions": 2, "mode": "keyword"})
+    found = await resp.json()
+    first = found["fragments"][0]
+    assert first["session_id"] == "s03", found
+    assert first["parts"]["speaker"] == 1.0
+    # the other way round: a question naming Tom (the assistant) prefers his line
+    resp = await client.post("/api/chat/search-fragments", headers=HEADERS, json={
+        "q": "What is Tom's phobia?", "max_sessions": 2, "mode": "keyword"})
+    assert (await resp.json())["fragments"][0]["session_id"] == "s08"
+    # naming both tells no side: recency decides between the two lines again
+    resp = await client.post("/api/chat/search-fragments", headers=HEADERS, json={
+        "q": "Which phobia do Maya and Tom share?", "max_sessions": 2, "mode": "keyword"})
+    first = (await resp.json())["fragments"][0]
+    assert first["session_id"] == "s08" and "speaker" not in first["parts"]

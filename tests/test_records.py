@@ -17,6 +17,7 @@ from pawwake.db import (
     extraction,
     fragments,
     memories,
+    memory_rows,
     memory_search,
     partition_state,
     threads,
@@ -41,20 +42,20 @@ def keys(record: Any) -> set[str]:
 
 async def test_memory_rows_have_their_records_keys(client: Any) -> None:
     made = await create(client, "用户的狗叫豆豆，是一只柯基", event_date="2025-03-01")
-    assert set(made) - {"inserted"} == keys(memories.MemoryRow)
+    assert set(made) - {"inserted"} == keys(memory_rows.MemoryRow)
     async with cursor(services_of(client.server.app).database.pool) as cur:
         row = await memories.get_memory(cur, made["id"])
-        assert row is not None and set(row) == keys(memories.MemoryRow)
+        assert row is not None and set(row) == keys(memory_rows.MemoryRow)
         [listed] = await memories.list_memories(cur, active=True, layer=None, limit=5, offset=0)
-        assert set(listed) == keys(memories.MemoryRow)
+        assert set(listed) == keys(memory_rows.MemoryRow)
         [dated] = await consolidation.rows_by_ids(cur, [made["id"]], 8)
         assert set(dated) == keys(consolidation.DatedMemoryRow)
         [stored] = await fetch_all(cur, "SELECT search_terms FROM memories WHERE id = %s",
                                    (made["id"],))
         [sharing] = await memories.rows_sharing_terms(cur, stored["search_terms"], 5)
-        assert set(sharing) == keys(memories.TermsRow)
+        assert set(sharing) == keys(memory_rows.TermsRow)
         [counted] = await memories.layer_counts(cur)
-        assert set(counted) == keys(memories.LayerCount)
+        assert set(counted) == keys(memory_rows.LayerCount)
         [known] = await extraction.latest_active(cur, 5)
         assert set(known) == keys(extraction.KnownMemory)
         [fetched] = await memory_search.fetch_rows(cur, [made["id"]], [])

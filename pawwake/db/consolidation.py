@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any, TypedDict, cast
 
-from pawwake.db.memories import COLUMNS, MemoryRow
+from pawwake.db.memories import COLUMNS
+from pawwake.db.memory_rows import MemoryRow
 from pawwake.db.pool import Cursor, Row, rows_as_dicts
 from pawwake.text.storable import storable_json
 

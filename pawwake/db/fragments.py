@@ -104,7 +104,8 @@ async def term_counts(cur: Cursor, terms: Sequence[str]) -> dict[str, int]:
 
 async def term_frequencies(cur: Cursor, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
     """(searchable messages, messages containing each term), counted exactly: the IDF
-    statistics of small collections (``recall.stats`` caches and estimates at scale)."""
+    statistics of small collections, for comparison (``search.term_stats`` caches and
+    estimates at scale)."""
     count, _ = await searchable_count(cur)
     return count, await term_counts(cur, terms)
 
@@ -121,7 +122,7 @@ async def keyword_matches(cur: Cursor, terms: Sequence[str],
     searchable messages, so a common word never makes a search read a large part of the table.
     """
     gather = [t for t in terms if t not in windowed]
-    columns = "c.id, c.session_id, c.created_at, c.search_terms"
+    columns = "c.id, c.session_id, c.role, c.created_at, c.search_terms"
     live = f"{_SEARCHABLE} AND NOT (c.session_id = ANY(%(exclude)s::text[]) AND {_KEPT})"
     sources = []
     if gather:
@@ -137,7 +138,7 @@ async def keyword_matches(cur: Cursor, terms: Sequence[str],
         return []
     return await fetch_all(
         cur,
-        "SELECT m.id, m.session_id, m.created_at, m.search_terms"
+        "SELECT m.id, m.session_id, m.role, m.created_at, m.search_terms"
         f" FROM ({' UNION ALL '.join(sources)}) AS m"
         " ORDER BY cardinality(ARRAY(SELECT unnest(m.search_terms)"
         "   INTERSECT SELECT unnest(%(terms)s::text[]))) DESC, m.created_at DESC, m.id DESC"
@@ -279,7 +280,7 @@ async def candidate_facts(cur: Cursor, message_ids: Sequence[int], *,
     from the background): looking both up for every candidate cost more than the rest."""
     if not message_ids:
         return []
-    inner = ["c.id", "c.session_id", "c.created_at"]
+    inner = ["c.id", "c.session_id", "c.role", "c.created_at"]
     params: dict[str, Any] = {"ids": list(message_ids), "adjacent": list(adjacent),
                               "best": adjacent_best}
     joined, order = "", "NULL::float8"

@@ -216,8 +216,8 @@ async def memory_near_misses(cur: Cursor, memory_id: int, *, window: int = 2000,
         {"window": window, "id": memory_id, "limit": limit})
     rows = await cur.fetchall()
     turns: list[MemoryMiss] = [
-             {"message_id": int(message_id), "session_id": session_id, "created_at": created_at,
-              "reason": entry.get("reason"), "relevance": entry.get("relevance"),
-              "floor": entry.get("floor")}
-             for message_id, session_id, created_at, entry, _total in rows]
+        {"message_id": int(message_id), "session_id": session_id, "created_at": created_at,
+         "reason": entry.get("reason"), "relevance": entry.get("relevance"),
+         "floor": entry.get("floor")}
+        for message_id, session_id, created_at, entry, _total in rows]
     return {"count": int(rows[0][4]) if rows else 0, "window": window, "turns": turns}

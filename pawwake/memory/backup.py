@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
-from pawwake.db.memories import DanglingLink, MemoryRow, NewMemory
+from pawwake.db.memory_rows import DanglingLink, MemoryRow, NewMemory
 from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory.backup_format import (
     BackupInvalid,

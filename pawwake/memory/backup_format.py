@@ -13,7 +13,7 @@ from datetime import date, datetime
 from typing import Any
 
 from pawwake.api_error import ApiError
-from pawwake.db.memories import MemoryRow, NewMemory
+from pawwake.db.memory_rows import MemoryRow, NewMemory
 from pawwake.memory.fields import (
     FieldError,
     parse_bool,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
-from pawwake.db.memories import TermsRow
+from pawwake.db.memory_rows import TermsRow
 from pawwake.db.pool import cursor
 from pawwake.search.terms import terms_for
 

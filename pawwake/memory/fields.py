@@ -12,7 +12,7 @@ from datetime import date, datetime
 from typing import Any, cast
 
 from pawwake.api_error import ApiError
-from pawwake.db.memories import MemoryChanges, NewMemory
+from pawwake.db.memory_rows import MemoryChanges, NewMemory
 from pawwake.local_time import MAX_YEAR, MIN_YEAR, date_in_range, moment_in_range
 from pawwake.text.numbers import whole_number
 from pawwake.text.storable import storable_text

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
-from pawwake.db.memories import NewMemory
+from pawwake.db.memory_rows import NewMemory
 from pawwake.db.pool import transaction
 from pawwake.memory.describe import enqueue_describing
 from pawwake.memory.embedding_jobs import enqueue_embedding

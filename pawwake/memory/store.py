@@ -16,7 +16,7 @@ from pawwake.api_error import ApiError
 from pawwake.database import require_database
 from pawwake.db import memories as db
 from pawwake.db.errors import NotFound
-from pawwake.db.memories import MemoryChanges, MemoryRow, NewMemory
+from pawwake.db.memory_rows import LayerCount, MemoryChanges, MemoryRow, NewMemory
 from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory import fresh_vectors
 from pawwake.memory.describe import enqueue_describing, request_describing
@@ -85,7 +85,9 @@ async def create_memory(writes: MemoryWrites, fields: NewMemory) -> tuple[Memory
                 await enqueue_embedding(cur, delay_seconds=fresh_vectors.job_delay(
                     writes.config.current(), 1))
                 break
-            existing = await db.get_by_external_id(cur, str(fields.get("external_id")))
+            # Nothing inserted: the external_id is taken (no other clash skips a row).
+            external_id = fields.get("external_id")
+            existing = await db.get_by_external_id(cur, external_id) if external_id else None
             if existing is not None:
                 return existing, False
         else:  # the clashing row vanished between our statements three times
@@ -294,7 +296,7 @@ async def list_memories(database: Database, *, active: bool, layer: int | None, 
 async def layer_stats(database: Database) -> dict[str, Any]:
     async with cursor(database.pool) as cur:
         counts = {row["layer"]: row for row in await db.layer_counts(cur)}
-    none = db.LayerCount(layer=0, active=0, archived=0)
+    none = LayerCount(layer=0, active=0, archived=0)
     layers = [{"layer": layer, "name": name,
                "active": int(counts.get(layer, none)["active"]),
                "archived": int(counts.get(layer, none)["archived"])}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.database import require_database
 from pawwake.db import memories as db
-from pawwake.db.memories import NewMemory
+from pawwake.db.memory_rows import NewMemory
 from pawwake.db.pool import cursor, transaction
 from pawwake.llm import upstream
 from pawwake.llm.models import memory_model

@@ -83,10 +83,7 @@ class VectorStore(VectorBackend):
     async def store(self, database: Database, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
         """Save vectors and add them to this process's numpy index; returns the ids stored."""
-        async with cursor(database.pool) as cur:
-            stored_ids = set(await vectors_db.store_vectors(cur, provenance, rows))
-        self.index.add(provenance, [row for row in rows if row[0] in stored_ids])
-        return sorted(stored_ids)
+        return await self.index.store(database.pool, provenance, rows)
 
     async def nearest(self, database: Database, settings: Settings,
                       provenance: Provenance, query: np.ndarray, k: int,

@@ -16,7 +16,10 @@ Every candidate message is scored on its own evidence:
 - recency: ``1 / (1 + days)`` of its own age, so it decides between equals;
 - when the question names a date, whether the message falls in that window; when it asks
   "when", whether the message places something in time ("yesterday", "昨天下午"): the
-  message that pins an event's day is the answer.
+  message that pins an event's day is the answer;
+- when the question names one of the two people (``search.named_speaker``), whether that
+  person wrote the message (``SPEAKER_WEIGHT``): "What is Maya afraid of?" is answered by a
+  line of Maya's, and the other person's lines on the same topic are the near misses.
 
 A session ranks by its best message, plus a small share of its next best (``SUPPORT``): a
 conversation that keeps returning to the question's topic beats one stray line. The
@@ -40,6 +43,7 @@ MATCHES_PER_FRAGMENT = 3
 SUPPORT = 0.2  # weight of a session's second and third best messages in its score
 DATE_WEIGHT = 0.3  # what being in the question's date window adds to a message's score
 TIME_WEIGHT = 0.15  # what placing something in time adds when the question asks "when"
+SPEAKER_WEIGHT = 0.1  # what being written by the person the question names adds
 NEIGHBOUR_SHARE = 0.3  # of an adjacent message's semantic evidence, when higher than its own
 SCALE_ZERO_SD = 1.0  # semantic 0 sits this many deviations below the nearest messages' mean
 SCALE_TOP_SD = 6.0  # ... and 1.0 at the best, or this far above the mean if nothing stands out
@@ -75,6 +79,7 @@ class MessageHit:
     next_id: int | None = None
     timed: bool = False  # its text places something in time (looked at for "when" questions)
     only_common: bool = False  # of the query's keywords it holds only common ones (names...)
+    role: str | None = None  # who wrote it (user, assistant), when known
 
 
 @dataclass(frozen=True)
@@ -168,10 +173,12 @@ class Weights:
 
 @dataclass(frozen=True)
 class Question:
-    """What the question asks beyond its words: a date window, whether it asks "when"."""
+    """What the question asks beyond its words: a date window, whether it asks "when", and
+    which side of the conversation (user, assistant) the person it names is."""
 
     window: TimeWindow | None = None
     asks_when: bool = False
+    speaker: str | None = None
 
 
 def score_message(hit: MessageHit, *, now: datetime, weights: Weights, semantic: float,
@@ -189,6 +196,9 @@ def score_message(hit: MessageHit, *, now: datetime, weights: Weights, semantic:
     if question.asks_when:
         parts["time"] = 1.0 if hit.timed else 0.0
         score += TIME_WEIGHT * parts["time"]
+    if question.speaker is not None:
+        parts["speaker"] = 1.0 if hit.role == question.speaker else 0.0
+        score += SPEAKER_WEIGHT * parts["speaker"]
     return ScoredMessage(hit, round(score, 6), parts)
 
 

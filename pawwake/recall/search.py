@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,7 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
                                             windowed=plan.windowed, window=plan.window,
                                             gather_cap=plan.gather_cap)
         common = common_terms(rows, keywords, plan.sessions)
+        question = replace(question, speaker=named_speaker(rows, common))
         weights = {t: tokens.idf_weight(plan.collection, frequencies.get(t, 0))
                    * (COMMON_KEYWORD_WEIGHT if t in common else 1.0) for t in keywords}
         total = sum(weights.values())
@@ -110,7 +112,8 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
             share = keyword_score(sum(w for t, w in weights.items() if t in present), total)
             hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"], share,
                                          only_common=bool(common) and
-                                         present.intersection(keywords) <= common)
+                                         present.intersection(keywords) <= common,
+                                         role=row["role"])
 
     semantic = SemanticOutcome(False)
     if mode == "hybrid":
@@ -164,6 +167,28 @@ def common_terms(rows: Sequence[Mapping[str, Any]], keywords: Sequence[str], ses
         for term in wanted.intersection(row["search_terms"] or ()):
             seen.setdefault(term, set()).add(row["session_id"])
     return {t for t, s in seen.items() if len(s) >= COMMON_SESSION_SHARE * sessions}
+
+
+NAMED_SHARE = 0.9  # of a common keyword's messages written by one side: it names the other
+
+
+def named_speaker(rows: Sequence[Mapping[str, Any]], common: set[str]) -> str | None:
+    """The side of the conversation (user or assistant) the question's person is, when its
+    common keywords tell: in a two-person history a name is said by the other person, the
+    one who addresses them ("Hey Maya!" is Tom's line), so a common keyword found almost only
+    in one side's messages (``NAMED_SHARE``) names the other side. "What is Maya afraid of?"
+    is answered by a line Maya wrote. None when no common keyword tells or they disagree
+    (the question names both)."""
+    sides = []
+    for term in common:
+        roles = Counter(row["role"] for row in rows if term in (row["search_terms"] or ()))
+        for role, count in roles.items():
+            if role in SIDES and count >= NAMED_SHARE * sum(roles.values()):
+                sides.append(SIDES[role])
+    return sides[0] if sides and len(set(sides)) == 1 else None
+
+
+SIDES = {"user": "assistant", "assistant": "user"}  # who is addressed by whom
 
 
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")

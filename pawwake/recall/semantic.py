@@ -124,4 +124,5 @@ async def add_time_words(recall: ConversationRecall, hits: Mapping[int, MessageH
 
 def _note(hit: MessageHit, found: CandidateFacts) -> None:
     hit.prev_id, hit.next_id = found.prev_id, found.next_id
+    hit.role = hit.role or found.role
     hit.timed = found.head is not None and when.mentions_time(found.head)

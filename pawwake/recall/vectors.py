@@ -53,10 +53,7 @@ class MessageVectors:
     async def store(self, pool: aiopg.Pool, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
         """Save vectors and add them to the numpy index; returns the message ids stored."""
-        async with cursor(pool) as cur:
-            stored = set(await db.store_vectors(cur, provenance, rows))
-        self.index.add(provenance, [row for row in rows if row[0] in stored])
-        return sorted(stored)
+        return await self.index.store(pool, provenance, rows)
 
     async def nearest(self, pool: aiopg.Pool, provenance: Provenance, query: np.ndarray,
                       k: int, exclude_sessions: Sequence[str], *, pgvector: bool,
@@ -150,7 +147,8 @@ class MessageVectors:
             values = row.get("dots") if pgvector else dots.get(message_id)
             facts[message_id] = CandidateFacts(
                 row["prev_id"], row["next_id"],
-                tuple(float(v) for v in values) if values else None, row.get("head"))
+                tuple(float(v) for v in values) if values else None, row.get("head"),
+                row.get("role"))
         return facts
 
 
@@ -168,6 +166,7 @@ class CandidateFacts:
     next_id: int | None  # ... and after it
     dots: tuple[float, ...] | None  # with the vectors asked for, when it has a current vector
     head: str | None  # the head of its text, when asked for
+    role: str | None = None  # who wrote it: user or assistant
 
 
 @asynccontextmanager

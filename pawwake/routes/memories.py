@@ -9,7 +9,7 @@ from aiohttp import web
 
 from pawwake.app_faces import MEMORY_SEARCH, MEMORY_WRITES, database_of, face_of
 from pawwake.db.errors import NotFound
-from pawwake.db.memories import MemoryChanges
+from pawwake.db.memory_rows import MemoryChanges
 from pawwake.memory import duplicates, store
 from pawwake.memory.fields import (
     BULK_FIELDS,

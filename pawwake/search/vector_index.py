@@ -27,7 +27,7 @@ import numpy as np
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
 from pawwake.db.pool import DATABASE_ERRORS, cursor
-from pawwake.db.vector_rows import VectorTable
+from pawwake.db.vector_rows import VectorSource, VectorTable
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -145,6 +145,15 @@ class VectorIndex:
     @property
     def size(self) -> int:
         return self._matrix.live if self._matrix is not None else 0
+
+    async def store(self, pool: aiopg.Pool, provenance: VectorSource,
+                    rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
+        """Save ``(source id, content sha, vector)`` rows in this index's table and add them
+        here; returns the ids stored (rows edited or deleted meanwhile are skipped)."""
+        async with cursor(pool) as cur:
+            stored = set(await vector_rows.store_vectors(cur, self.table, provenance, rows))
+        self.add(provenance, [row for row in rows if row[0] in stored])
+        return sorted(stored)
 
     def add(self, provenance: Any, rows: Sequence[tuple[int, str, np.ndarray]]) -> None:
         """Vectors this process just stored; ignored unless the index holds (or is loading)

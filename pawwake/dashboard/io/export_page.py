@@ -15,7 +15,7 @@ from pawwake.conversations import manage as conversations
 from pawwake.dashboard.i18n import request_language, translate
 from pawwake.dashboard.render import render
 from pawwake.db.errors import DatabaseUnavailable, NotFound
-from pawwake.db.memories import DanglingLink
+from pawwake.db.memory_rows import DanglingLink
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import file_stamp, zone_of

@@ -26,7 +26,7 @@ from pawwake.dashboard.memories.listing import (
 from pawwake.dashboard.memories.merge_context import blocker_key, candidates_context
 from pawwake.dashboard.memories.view import LAYER_KEYS, View, parse_view
 from pawwake.db.errors import NotFound
-from pawwake.db.memories import MemoryRow
+from pawwake.db.memory_rows import MemoryRow
 from pawwake.memory import store
 from pawwake.memory.consolidation import merge
 from pawwake.memory.consolidation.merge import DetailedConflict, MergeRequest

@@ -19,7 +19,7 @@ from pawwake.db import consolidation as db
 from pawwake.db import jobs as jobs_db
 from pawwake.db.consolidation import DatedMemoryRow
 from pawwake.db.errors import NotFound
-from pawwake.db.memories import MemoryRow
+from pawwake.db.memory_rows import MemoryRow
 from pawwake.db.pool import cursor
 from pawwake.jobs import Job, RetryLater, backoff_seconds
 from pawwake.llm.models import memory_model

@@ -19,7 +19,7 @@ from pawwake.database import require_database
 from pawwake.db import consolidation as db
 from pawwake.db import memories as memories_db
 from pawwake.db.errors import NotFound
-from pawwake.db.memories import MemoryRow
+from pawwake.db.memory_rows import MemoryRow
 from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.memory.consolidation import parse
 from pawwake.memory.consolidation.parse import CONSOLIDATE_KIND, CORE_LAYER

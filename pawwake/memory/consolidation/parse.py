@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, date
 from typing import Any, TypedDict
 
-from pawwake.db.memories import MemoryRow
+from pawwake.db.memory_rows import MemoryRow
 from pawwake.local_time import zone_at
 from pawwake.text.model_json import AnswerNotJson, json_in_answer
 from pawwake.text.numbers import whole_number
