@@ -79,14 +79,15 @@ async def main() -> None:
                  " (%d samples, %d right)", -fitted[0], fitted[1], fitted[2], fitted[3],
                  int(with_cosine.sum()), int(labels[with_cosine].sum()))
         log.info("in use:     offset %.2f, standing %.2f, keyword %.2f, cross keyword %.2f",
-                 relevance.OFFSET, relevance.STANDING, relevance.KEYWORD,
-                 relevance.CROSS_KEYWORD)
+                 relevance.CALIBRATED.offset, relevance.CALIBRATED.standing,
+                 relevance.CALIBRATED.keyword, relevance.CALIBRATED.cross_keyword)
         keyword, labels = await samples(app, devset, ids,
                                         base.with_values({"MEMORY_VECTOR_ENABLED": False}))
         fitted = logistic_fit(keyword[:, 1:2], labels)
         log.info("keyword-only fit: offset %.2f, keyword %.2f (%d samples, %d right);"
                  " in use: offset %.2f, keyword %.2f", -fitted[0], fitted[1], len(labels),
-                 int(labels.sum()), relevance.KEYWORD_ONLY_OFFSET, relevance.KEYWORD_ONLY)
+                 int(labels.sum()), relevance.CALIBRATED.keyword_only_offset,
+                 relevance.CALIBRATED.keyword_only)
 
 
 if __name__ == "__main__":

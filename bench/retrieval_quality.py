@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
@@ -36,19 +37,21 @@ log = logging.getLogger("bench")
 
 
 async def main(overrides: dict[str, object], sizes: list[int], quality: bool,
-               fusing: fusion.Fusion) -> None:
+               fusing: fusion.Fusion, judging: relevance.Relevance,
+               misses: bool = False) -> None:
     devset = devset_mod.load()
     log.info("dev set: %d memories, %d queries, %d none-queries", len(devset.memories),
              len(devset.queries), len(devset.none))
     async with memory_app() as app:
         if quality:
-            await run(app, devset, overrides, fusing)
+            await run(app, devset, overrides, fusing, judging)
         if sizes:
-            await by_size(app, overrides, sizes, fusing)
+            await by_size(app, overrides, sizes, fusing, judging, misses)
 
 
 async def by_size(app: web.Application, overrides: dict[str, object], sizes: list[int],
-                  fusing: fusion.Fusion) -> None:
+                  fusing: fusion.Fusion, judging: relevance.Relevance,
+                  misses: bool = False) -> None:
     import tempfile
 
     data = sizes_mod.corpus(Path(tempfile.gettempdir()), max(sizes))
@@ -56,20 +59,25 @@ async def by_size(app: web.Application, overrides: dict[str, object], sizes: lis
     floor = float(settings.MEMORY_INJECT_MIN_RELEVANCE)
     log.info("natural questions: %d about %d memories, %d unrelated chats",
              len(data.natural.questions), len(data.natural.memories), len(data.natural.none))
-    reports = {size: await sizes_mod.evaluate_size(app, data, size, settings, fusing=fusing)
+    reports = {size: await sizes_mod.evaluate_size(app, data, size, settings, fusing=fusing,
+                                                       judging=judging)
                for size in sizes}
     log.info("%s", sizes_mod.size_table("without a memory model", reports, floor))
     log.info("%s", sizes_mod.frontier("without a memory model", reports))
+    if misses:
+        log.info("%s", sizes_mod.misses_table("without a memory model", reports, floor))
     helped = {size: await sizes_mod.evaluate_size(app, data, size, settings,
-                                                  sizes_mod.model_described, fusing)
+                                                  sizes_mod.model_described, fusing, judging)
               for size in sizes}
     label = "with a memory model (deterministic stand-in, tests/memory_model_fake.py)"
     log.info("%s", sizes_mod.size_table(label, helped, floor))
     log.info("%s", sizes_mod.frontier(label, helped))
+    if misses:
+        log.info("%s", sizes_mod.misses_table("with a memory model", helped, floor))
 
 
 async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[str, object],
-              fusing: fusion.Fusion) -> None:
+              fusing: fusion.Fusion, judging: relevance.Relevance) -> None:
     from pawwake.search.terms import ensure_tokenizer
 
     await ensure_tokenizer(services_of(app).settings.PAWWAKE_DATA_DIR)
@@ -82,8 +90,8 @@ async def run(app: web.Application, devset: devset_mod.DevSet, overrides: dict[s
                          ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
                          ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
         settings = base.with_values(extra)
-        await devset_mod.evaluate(app, devset, ids, settings, fusing)  # warm caches, indexes
-        report = await devset_mod.evaluate(app, devset, ids, settings, fusing)
+        await devset_mod.evaluate(app, devset, ids, settings, fusing, judging)  # warm caches
+        report = await devset_mod.evaluate(app, devset, ids, settings, fusing, judging)
         log.info("%s", devset_mod.table(label, report))
 
 
@@ -99,19 +107,23 @@ if __name__ == "__main__":
                         help="store sizes for the injection report (empty: none)")
     parser.add_argument("--no-quality", action="store_true",
                         help="skip the dev-set recall figures")
+    parser.add_argument("--misses", action="store_true",
+                        help="list each question whose memory is not injected, with why")
     parser.add_argument("--relevance", metavar="STANDING,KEYWORD,CROSS,OFFSET",
-                        help="try other coefficients of search/relevance.py")
+                        help="try other coefficients of search/relevance.py (passed down the search)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    judging = relevance.CALIBRATED
     if args.relevance:
-        (relevance.STANDING, relevance.KEYWORD, relevance.CROSS_KEYWORD,
-         relevance.OFFSET) = (float(v) for v in args.relevance.split(","))
+        standing, keyword, cross, offset = (float(v) for v in args.relevance.split(","))
+        judging = replace(judging, standing=standing, keyword=keyword, cross_keyword=cross,
+                          offset=offset)
     fusing = fusion.Fusion(args.fusion, literal_first=not args.no_literal_first)
     values = {}
     for item in args.set:
         name, _, raw = item.partition("=")
         values[name] = json.loads(raw) if raw[:1] in "-0123456789tfn" else raw
     asyncio.run(main(values, [int(n) for n in args.sizes.split(",") if n],
-                     not args.no_quality, fusing))
+                     not args.no_quality, fusing, judging, args.misses))

@@ -23,7 +23,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
-from pawwake.search import fusion
+from pawwake.search import fusion, relevance
 from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.query import embedding_text
@@ -159,10 +159,11 @@ class Report:
 
 
 async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
-                   settings: Mapping[str, Any], fusing: fusion.Fusion = fusion.CALIBRATED
-                   ) -> Report:
+                   settings: Mapping[str, Any], fusing: fusion.Fusion = fusion.CALIBRATED,
+                   judging: relevance.Relevance = relevance.CALIBRATED) -> Report:
     """Recall@1, recall@5 and MRR per category; memories injected for the "none" queries
-    (``fusing``: the fusion searched with, the product's unless the benchmark compares)."""
+    (``fusing``, ``judging``: the fusion and relevance searched with, the product's unless
+    the benchmark compares)."""
     sums: dict[str, list[float]] = {c: [0.0, 0.0, 0.0, 0.0] for c in CATEGORIES}
     latency: list[float] = []
     modes: set[str] = set()
@@ -171,7 +172,7 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     for query in devset.queries:
         started = time.perf_counter()
         outcome = await search_memories(services_of(app).memory_search, query.text, limit=10, settings=settings,
-                                        touch=False, fusing=fusing)
+                                        touch=False, fusing=fusing, judging=judging)
         latency.append((time.perf_counter() - started) * 1000.0)
         modes.add(outcome.mode)
         found = [r.id for r in outcome.results]
@@ -194,10 +195,12 @@ async def evaluate(app: Any, devset: DevSet, ids: Sequence[int],
     unfloored = settings.with_values({"MEMORY_INJECT_MIN_RELEVANCE": 0.0})
     for text in devset.none:
         results, _ = await recall_for_request(services_of(app).memory_search, settings, "devset", text,
-                                              partition=False, touch=False, fusing=fusing)
+                                              partition=False, touch=False, fusing=fusing,
+                                              judging=judging)
         injected += len(results)
         results, _ = await recall_for_request(services_of(app).memory_search, unfloored, "devset", text,
-                                              partition=False, touch=False, fusing=fusing)
+                                              partition=False, touch=False, fusing=fusing,
+                                              judging=judging)
         for floor in FLOORS:
             by_floor[floor] += sum(r.relevance >= floor for r in results)
     figures = {c: {"recall1": s[0] / s[3], "recall5": s[1] / s[3], "mrr": s[2] / s[3],

@@ -24,7 +24,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor
 from pawwake.memory import inject
 from pawwake.memory.search import SearchResult, search_memories
-from pawwake.search import fusion
+from pawwake.search import fusion, relevance
 from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.language import language_of
@@ -231,17 +231,41 @@ async def fill_store(app: Any, data: Corpus, store: Store, settings: Mapping[str
         cache[(provenance, embedding_text(text, tokens.query_keywords(text)))] = vector
 
 
+@dataclass(frozen=True)
+class Seen:
+    """One question's outcome: its memory's place among the candidates (None: not one),
+    relevance and evidence, and the relevances ranked before it."""
+
+    question: str
+    memory: str
+    place: int | None
+    relevance: float | None
+    evidence: str
+    before: tuple[float, ...]
+
+    def ahead(self, floor: float) -> int:
+        return sum(r >= floor for r in self.before)
+
+
 @dataclass
 class SizeReport:
     """Per language pair, for each question: the relevances of what would be injected before
     its memory (in injection order) and its memory's (None: not a candidate). Per unrelated
     chat: the relevances of its candidates in injection order. Floors are applied afterwards,
-    as ``recall_for_request`` applies them: the first ``limit`` results that reach it."""
+    as ``recall_for_request`` applies them: the ``limit`` most relevant results that reach
+    it (``before`` holds the relevances of the results that would go first: ranked before it
+    by relevance, ties broken by score)."""
 
     limit: int = 15
     reached: dict[str, list[tuple[list[float], float | None]]] = field(
         default_factory=lambda: {p: [] for p in PAIRS})
     unrelated: list[list[float]] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)  # every question, for ``misses``
+
+    def misses(self, floor: float) -> list[Seen]:
+        """The questions whose memory is not injected at ``floor``."""
+        return [s for s in self.seen if s.relevance is None or s.relevance < floor
+                or s.ahead(floor) >= self.limit]
 
     def injected(self, floor: float, pair: str | None = None) -> float:
         values = [v for p in ([pair] if pair else PAIRS) for v in self.reached[p]]
@@ -254,17 +278,18 @@ class SizeReport:
                    for chat in self.unrelated) / max(1, len(self.unrelated))
 
 
-async def _candidates(app: Any, settings: Any, text: str, fusing: fusion.Fusion
-                      ) -> list[SearchResult]:
+async def _candidates(app: Any, settings: Any, text: str, fusing: fusion.Fusion,
+                      judging: relevance.Relevance) -> list[SearchResult]:
     """What ``recall_for_request`` looks at (plain mode), relevant or not."""
     outcome = await search_memories(services_of(app).memory_search, text, limit=inject.CANDIDATES,
-                                    settings=settings, touch=False, fusing=fusing)
+                                    settings=settings, touch=False, fusing=fusing,
+                                    judging=judging)
     return outcome.results
 
 
 async def evaluate_size(app: Any, data: Corpus, size: int, settings: Any,
-                        memory_model: Any = None, fusing: fusion.Fusion = fusion.CALIBRATED
-                        ) -> SizeReport:
+                        memory_model: Any = None, fusing: fusion.Fusion = fusion.CALIBRATED,
+                        judging: relevance.Relevance = relevance.CALIBRATED) -> SizeReport:
     """Every store of ``size``: each natural question whose memory it holds, and the
     unrelated chats, searched as ``recall_for_request`` does with the lowest floor of the
     frontier (the report applies each floor afterwards)."""
@@ -278,16 +303,45 @@ async def evaluate_size(app: Any, data: Corpus, size: int, settings: Any,
             if question.memory not in store.natural:
                 continue
             memory = data.natural.memories[question.memory]
-            results = await _candidates(app, lowest, question.text, fusing)
+            results = await _candidates(app, lowest, question.text, fusing, judging)
             place = next((n for n, r in enumerate(results) if r.memory["content"] == memory),
                          None)
+            before = [r.relevance for n, r in enumerate(results)
+                      if place is not None and n != place
+                      and (r.relevance, r.score, r.id) > (results[place].relevance,
+                                                          results[place].score,
+                                                          results[place].id)]
+            mine = results[place] if place is not None else None
             report.reached[question.pair(memory)].append(
-                ([r.relevance for r in results[:place]] if place is not None else [],
-                 results[place].relevance if place is not None else None))
+                (before, mine.relevance if mine is not None else None))
+            report.seen.append(Seen(question.text, memory, place,
+                                    mine.relevance if mine is not None else None,
+                                    _explained(mine), tuple(before)))
         for chat in data.natural.none:
             report.unrelated.append([r.relevance for r in
-                                     await _candidates(app, lowest, chat, fusing)])
+                                     await _candidates(app, lowest, chat, fusing, judging)])
     return report
+
+
+def _explained(result: SearchResult | None) -> str:
+    if result is None or result.evidence is None:
+        return "not a candidate" if result is None else ""
+    e = result.evidence
+    standing = "-" if e.standing is None else f"{e.standing:.2f}"
+    return (f"standing {standing} keyword {e.keyword:.2f}{' cross' if e.cross else ''}"
+            f" cosine {result.similarity if result.similarity is not None else float('nan'):.3f}")
+
+
+def misses_table(label: str, reports: Mapping[int, SizeReport], floor: float) -> str:
+    """Each question whose memory is not injected at ``floor``, per size, with why."""
+    lines = [f"{label}: misses at floor {floor:g}"]
+    for size, report in reports.items():
+        for seen in report.misses(floor):
+            where = "-" if seen.place is None else str(seen.place + 1)
+            value = "-" if seen.relevance is None else f"{seen.relevance:.2f}"
+            lines.append(f"  {size:>6}  {seen.question}  ->  {seen.memory}  (place {where},"
+                         f" relevance {value}, {seen.ahead(floor)} ahead; {seen.evidence})")
+    return "\n".join(lines)
 
 
 def size_table(label: str, reports: Mapping[int, SizeReport], floor: float) -> str:

@@ -203,3 +203,21 @@ async def test_the_request_log_counts_reminders_with_memories(
     assert "用户的猫叫小橘" in sent and "提醒用户给妈妈打电话" in sent
     [line] = [r.getMessage() for r in caplog.records if r.name == "pawwake.routes.chat"]
     assert " memories=2 " in line
+
+
+def test_the_most_relevant_are_injected_when_more_pass_the_floor_than_the_limit() -> None:
+    """Among a thousand memories, dozens of other people's birthdays pass the floor for "When
+    is my birthday?" and outscore the user's own, which holds every keyword and stands out
+    most: the limit keeps the most relevant, not the first by score."""
+    from pawwake.memory.near_misses import OVER_LIMIT, sort_out
+    from pawwake.memory.search import SearchOutcome, SearchResult
+
+    def result(memory_id: int, score: float, relevance: float) -> SearchResult:
+        return SearchResult({"id": memory_id, "content": f"memory {memory_id}"}, score, {},
+                            None, relevance)
+
+    outcome = SearchOutcome([result(1, 0.9, 0.6), result(2, 0.8, 0.55), result(3, 0.2, 0.99),
+                             result(4, 0.1, 0.3)], "hybrid", [], floor=0.5)
+    recall = sort_out(outcome, limit=2)
+    assert [r.id for r in recall.injected] == [3, 1]
+    assert (recall.near_misses[0].result.id, recall.near_misses[0].reason) == (2, OVER_LIMIT)

@@ -10,7 +10,7 @@ from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.inject import recall_for_request
 from pawwake.memory.search import search_memories
-from pawwake.search import fusion
+from pawwake.search import fusion, relevance
 from pawwake.services import services_of
 from tests.memory_fixtures import MEMORIES, UNRELATED_QUERIES, insert_fixture, insert_memory
 
@@ -268,3 +268,25 @@ async def test_a_search_fuses_as_it_is_told_and_leaves_nothing_switched(make_cli
     assert await scores() == product
     assert fusion.CALIBRATED == fusion.Fusion("sum", literal_first=True)
     assert not {"METHOD", "LITERAL_FIRST"} & set(vars(fusion))
+
+
+async def test_a_search_judges_relevance_as_it_is_told_and_leaves_nothing_switched(
+        make_client: Any) -> None:
+    """The benchmark tries other relevance coefficients by passing them down the search, as
+    it does fusions; the module's own stay in force for the next search."""
+    _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    services = services_of(app)
+    settings = services.config.current()
+
+    async def judged(**told: Any) -> list[tuple[int, float]]:
+        outcome = await search_memories(services.memory_search, "Kyoto marathon sister manager",
+                                        limit=5, settings=settings, touch=False, **told)
+        return [(r.id, round(r.relevance, 6)) for r in outcome.results]
+
+    product = await judged()
+    stricter = await judged(judging=relevance.Relevance(keyword_only_offset=6.0))
+    assert product and all(new < old for (_, new), (_, old) in zip(stricter, product,
+                                                                    strict=True))
+    assert await judged() == product
+    assert relevance.CALIBRATED == relevance.Relevance()
+    assert not {"STANDING", "KEYWORD", "CROSS_KEYWORD", "OFFSET"} & set(vars(relevance))

@@ -95,3 +95,28 @@ async def test_expired_statistics_are_refreshed_without_making_the_search_wait(a
     await stats._reloading
     assert stats._reloading.exception() is None
     assert (await stats.plan(pool, TERMS)).collection == 2
+
+
+async def test_a_keyword_counts_once_however_many_of_its_translations_a_row_holds(
+        app: Any) -> None:
+    """The memory model writes each memory's words in the other language too ("最近": recent,
+    soon, nearest). A row holding three translations of the question's common word must not
+    outrank the one holding its rare word: with more such rows than the keyword pool takes,
+    the dog's memory used to be left out of the pool altogether."""
+    from pawwake.memory.model_terms import searchable_text
+    from pawwake.memory.search import search_memories
+    from pawwake.text import tokens
+
+    pool = services_of(app).database.pool
+    dog = await insert_memory(pool, "用户的狗叫豆豆，是一只柯基")
+    async with cursor(pool) as cur:
+        for n in range(520):  # the pool takes 100; 120 rows carry the three translations
+            text = f"用户的同事{n}号最近在学吉他"
+            written = ["recent", "soon", "nearest"] if n < 120 else []
+            await cur.execute(
+                "INSERT INTO memories (content, importance, search_terms) VALUES (%s, 5, %s)",
+                (text, tokens.index_terms(searchable_text(text, written))))
+    settings = services_of(app).config.current()
+    outcome = await search_memories(services_of(app).memory_search, "豆豆最近好吗", limit=10,
+                                    settings=settings, touch=False)
+    assert [r.id for r in outcome.results][:1] == [dog]

@@ -83,16 +83,20 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
                             limit: int,
                             rank_weights: tuple[float, float, float], now: datetime,
                             today: date, vectors_of: VectorSource | None = None,
-                            counted: Sequence[str] | None = None) -> list[CandidateRow]:
+                            concept_of: Mapping[str, str] | None = None
+                            ) -> list[CandidateRow]:
     """The ``limit`` best active, not excluded keyword candidates by
     ``wk*share + wi*importance/10 + wr*recency``, with their ``search_terms`` and the query's
     ``term_weights`` (term -> IDF weight, the same on every row). ``collection=None``: N is
     the active memories counted by this statement (small collections, no extra round-trip).
     With ``vectors_of`` (pgvector), each row also brings its stored vector of that provenance
     in ``vector`` (``memory_embeddings.sent_vector_sql``; NULL when it has none): read before
-    the query's vector exists, so the rows' cosines cost nothing after it. ``counted``: the
-    terms whose weights make the share's whole (default all): a query's other-language terms
-    find rows without diluting its own keywords' share.
+    the query's vector exists, so the rows' cosines cost nothing after it. ``concept_of``:
+    the query keyword each term stands for (default: itself). A row's hit counts each
+    keyword once, with the keyword's weight, whether it holds the keyword or one of its
+    other-language terms, and the share's whole is the keywords' weights: other-language
+    terms find rows without diluting the share, and a row holding several translations of
+    one keyword does not outrank one holding two different keywords.
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
@@ -101,7 +105,8 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "terms": terms, "estimates": [estimates.get(t) for t in terms],
         "collection": collection, "exclude": list(exclude),
         "limit": limit, "wk": rank_weights[0], "wi": rank_weights[1], "wr": rank_weights[2],
-        "now": now, "today": today, "counted": list(counted if counted is not None else [])}
+        "now": now, "today": today,
+        "concept_of": [(concept_of or {}).get(t, t) for t in terms]}
     if not terms:
         return []
     vector, with_vector = "", ""
@@ -130,17 +135,19 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     return cast(list[CandidateRow], await fetch_all(
         cur,
         f"WITH gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
-        " hits AS MATERIALIZED (SELECT g.id, q.term FROM gathered g"
-        "   JOIN unnest(%(terms)s::text[]) AS q (term) ON q.term = ANY(g.search_terms)),"
-        " counts AS (SELECT term, count(*) AS n FROM hits GROUP BY term),"
+        " held AS MATERIALIZED (SELECT g.id, q.term, q.concept FROM gathered g"
+        "   JOIN unnest(%(terms)s::text[], %(concept_of)s::text[]) AS q (term, concept)"
+        "   ON q.term = ANY(g.search_terms)),"
+        " counts AS (SELECT term, count(*) AS n FROM held GROUP BY term),"
         f" weights AS MATERIALIZED (SELECT q.term, ln(({size} + 1.0)"
         "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"
         "   FROM unnest(%(terms)s::text[], %(estimates)s::bigint[]) AS q (term, estimate)"
         "   LEFT JOIN counts c ON c.term = q.term),"
         " total AS (SELECT sum(weight) AS weight FROM weights"
-        "   WHERE cardinality(%(counted)s::text[]) = 0 OR term = ANY(%(counted)s::text[])),"
-        " scores AS (SELECT h.id, sum(w.weight) AS hit FROM hits h"
-        "   JOIN weights w ON w.term = h.term GROUP BY h.id),"
+        "   WHERE term = ANY(%(concept_of)s::text[])),"
+        " scores AS (SELECT h.id, sum(w.weight) AS hit"
+        "   FROM (SELECT DISTINCT id, concept FROM held) AS h"
+        "   JOIN weights w ON w.term = h.concept GROUP BY h.id),"
         " best AS (SELECT g.id FROM gathered g JOIN scores s ON s.id = g.id"
         "   WHERE NOT (g.id = ANY(%(exclude)s::bigint[]))"
         f"   ORDER BY {score} DESC, g.id DESC LIMIT %(limit)s)"

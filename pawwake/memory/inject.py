@@ -20,7 +20,7 @@ from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.local_time import zone_of
 from pawwake.memory.near_misses import Recall, sort_out
 from pawwake.memory.search import SearchResult, search_memories, touch_results
-from pawwake.search import fusion
+from pawwake.search import fusion, relevance
 from pawwake.settings import Settings
 from pawwake.text.query import users_words
 
@@ -71,20 +71,22 @@ def plain_system_text(block: str, has_reminders: bool) -> str:
 async def recall_for_request(search: MemorySearch, settings: Settings, session_id: str,
                              query: str, *, partition: bool, touch: bool = True,
                              timings: dict[str, float] | None = None,
-                             fusing: fusion.Fusion = fusion.CALIBRATED
+                             fusing: fusion.Fusion = fusion.CALIBRATED,
+                             judging: relevance.Relevance = relevance.CALIBRATED
                              ) -> tuple[list[SearchResult], str]:
     """The memories to inject for this turn and the search mode (``recall_with_reasons``
     without the near misses)."""
     recall = await recall_with_reasons(search, settings, session_id, query,
                                        partition=partition, touch=touch, timings=timings,
-                                       fusing=fusing)
+                                       fusing=fusing, judging=judging)
     return recall.injected, recall.mode
 
 
 async def recall_with_reasons(search: MemorySearch, settings: Settings, session_id: str,
                               query: str, *, partition: bool, touch: bool = True,
                               timings: dict[str, float] | None = None,
-                              fusing: fusion.Fusion = fusion.CALIBRATED) -> Recall:
+                              fusing: fusion.Fusion = fusion.CALIBRATED,
+                              judging: relevance.Relevance = relevance.CALIBRATED) -> Recall:
     """Search memories for this turn; in partition mode skip ones the session saw recently
     (excluded before the limit, so the next candidates move up; scored aside, so they can be
     named as near misses). Only results whose relevance reaches the floor
@@ -105,7 +107,7 @@ async def recall_with_reasons(search: MemorySearch, settings: Settings, session_
     # not (a Chinese question's English memory, found through the lexicon, ranks low).
     outcome = await search_memories(search, query, limit=max(limit, CANDIDATES),
                                     held_back=seen, settings=settings, touch=False,
-                                    fusing=fusing)
+                                    fusing=fusing, judging=judging)
     if timings is not None:
         timings.update(outcome.timings)
     recall = sort_out(outcome, limit)

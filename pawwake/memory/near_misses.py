@@ -59,11 +59,15 @@ def _due_reminder(memory: MemoryHit, now: datetime) -> bool:
 
 
 def sort_out(outcome: SearchOutcome, limit: int) -> Recall:
-    """Split a search made wider than ``limit``: the first ``limit`` that reach the floor are
-    injected; the others that reach it (over the limit), the held-back ones that would have
-    (seen) and those under it are the near misses, the most relevant first."""
+    """Split a search made wider than ``limit``: the ``limit`` most relevant that reach the
+    floor are injected, most relevant first (the score ranks candidates; relevance says how
+    surely a memory is what the chat is about, so among many near misses that pass the
+    floor, the one that holds every keyword and stands out is not cut for them); the others
+    that reach it (over the limit), the held-back ones that would have (seen) and those
+    under it are the near misses, the most relevant first."""
     floor = outcome.floor
-    passing = [r for r in outcome.results if r.relevance >= floor]
+    passing = sorted((r for r in outcome.results if r.relevance >= floor),
+                     key=lambda r: (-r.relevance, -r.score, -r.id))
     injected = passing[:limit]
     missed = [NearMiss(r, OVER_LIMIT) for r in passing[limit:]]
     missed += [NearMiss(r, BELOW_FLOOR) for r in outcome.results if r.relevance < floor]

@@ -13,8 +13,8 @@ on how many other memories are stored:
   languages (from Chinese, the local model ranks the right English memory in its top five for
   0.05 of the dev set's questions), so there the keyword evidence carries more.
 
-``relevance = logistic(STANDING * standing + KEYWORD * keyword [+ CROSS_KEYWORD * keyword
-when cross] - OFFSET - many(store size))``, chosen by the benchmarks. ``bench/relevance_fit.py``
+``relevance = logistic(s * standing + k * keyword [+ c * keyword when cross] - offset
+- many(store size))``, with ``Relevance``'s coefficients, chosen by the benchmarks. ``bench/relevance_fit.py``
 fits it on the dev set, whose near-miss distractors share the true memory's words by design, so
 there keywords weigh little (1.2 per deviation, 1.4 for keywords, 0.4 more across languages).
 On the natural questions (``bench/retrieval_quality.py``: questions worded as a user would ask
@@ -24,7 +24,7 @@ unrelated chat up to 100 memories. The offset puts the default floor (0.5) where
 chat brings at most about 0.3 memories at every size, with the memory model's keywords and
 questions too (they give unrelated chats more words to meet: at offset 6.8, 0.62 memories per
 unrelated chat at 1,000 memories; at 7.2, 0.25, for 0.76 instead of 0.82 of the questions'
-memories injected, the frontier of ``bench/retrieval_quality.py``); past ``MANY_FROM`` memories it grows as
+memories injected, the frontier of ``bench/retrieval_quality.py``); past ``many_from`` memories it grows as
 the best of n unrelated memories does (``many``: about one more deviation of standing at
 10,000), so what an unrelated chat brings stays the same as the store grows. Without a cosine
 (keyword-only search, or a memory not yet embedded) keyword evidence alone decides: 0.3 of the
@@ -36,13 +36,41 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-STANDING = 1.4  # per deviation above the background
-KEYWORD = 5.0  # for all of the query's keywords found
-CROSS_KEYWORD = 2.0  # added when the memory is in the other language
-OFFSET = 7.2
-KEYWORD_ONLY = 8.5
-KEYWORD_ONLY_OFFSET = 2.5
-MANY_FROM = 100  # store size up to which the offset holds as it is (see ``many``)
+
+@dataclass(frozen=True)
+class Relevance:
+    """The model's coefficients. ``CALIBRATED`` is the product's; a benchmark passes others
+    down the search (``search_memories(..., judging=)``) to compare, changing nothing global."""
+
+    standing: float = 1.4  # per deviation above the background
+    keyword: float = 5.0  # for all of the query's keywords found
+    cross_keyword: float = 2.0  # added when the memory is in the other language
+    offset: float = 7.2
+    keyword_only: float = 8.5
+    keyword_only_offset: float = 2.5
+    many_from: int = 100  # store size up to which the offset holds as it is (see ``many``)
+
+    def of(self, evidence: Evidence) -> float:
+        """0..1: the number the injection floor compares."""
+        if evidence.standing is None:
+            return _logistic(self.keyword_only * evidence.keyword - self.keyword_only_offset
+                             - self.many(evidence.store_size))
+        keyword = self.keyword + (self.cross_keyword if evidence.cross else 0.0)
+        return _logistic(self.standing * evidence.standing + keyword * evidence.keyword
+                         - self.offset - self.many(evidence.store_size))
+
+    def many(self, store_size: int) -> float:
+        """What a larger store asks more, so an unrelated chat brings as few memories at
+        10,000 as at 100: among n unrelated memories the best stands about sqrt(2 ln n)
+        deviations above their mean, so past ``many_from`` memories the evidence asked for
+        grows by that much."""
+        if store_size <= self.many_from:
+            return 0.0
+        return self.standing * (math.sqrt(2 * math.log(store_size))
+                                - math.sqrt(2 * math.log(self.many_from)))
+
+
+CALIBRATED = Relevance()
 
 
 @dataclass(frozen=True)
@@ -53,24 +81,6 @@ class Evidence:
     keyword: float
     cross: bool
     store_size: int = 0  # active memories the query was searched among
-
-    def relevance(self) -> float:
-        """0..1: the number the injection floor compares."""
-        if self.standing is None:
-            return _logistic(KEYWORD_ONLY * self.keyword - KEYWORD_ONLY_OFFSET
-                             - many(self.store_size))
-        keyword = KEYWORD + (CROSS_KEYWORD if self.cross else 0.0)
-        return _logistic(STANDING * self.standing + keyword * self.keyword - OFFSET
-                         - many(self.store_size))
-
-
-def many(store_size: int) -> float:
-    """What a larger store asks more, so an unrelated chat brings as few memories at 10,000
-    as at 100: among n unrelated memories the best stands about sqrt(2 ln n) deviations above
-    their mean, so past ``MANY_FROM`` memories the evidence asked for grows by that much."""
-    if store_size <= MANY_FROM:
-        return 0.0
-    return STANDING * (math.sqrt(2 * math.log(store_size)) - math.sqrt(2 * math.log(MANY_FROM)))
 
 
 def _logistic(value: float) -> float:

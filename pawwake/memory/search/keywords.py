@@ -116,7 +116,7 @@ async def keyword_candidates(search: MemorySearch, database: Database, keywords:
             gather_cap=plan.gather_cap,
             exclude=exclude, limit=pool_size, now=now, today=today,
             rank_weights=(weights.keyword, weights.importance, weights.recency),
-            vectors_of=vectors_of, counted=keywords)
+            vectors_of=vectors_of, concept_of=concept_terms(keywords, alternatives))
     if rows:
         term_weights = {t: float(w) for t, w in rows[0]["term_weights"].items()}
     else:  # nothing gathered: a gathered term occurs nowhere
@@ -130,6 +130,17 @@ async def keyword_candidates(search: MemorySearch, database: Database, keywords:
                   for n, vector in sent_vectors(sent, int(vectors_of.dim)).items()}
     return KeywordCandidates(rows, concepts, fixed_parts(rows, concepts, now, today),
                              vectors.ReadVectors.of(stored), vectors_of)
+
+
+def concept_terms(keywords: Sequence[str], alternatives: Mapping[str, list[str]]
+                  ) -> dict[str, str]:
+    """Each term searched for, mapped to the query keyword it stands for (the first one,
+    should two keywords share a translation)."""
+    made: dict[str, str] = {keyword: keyword for keyword in keywords}
+    for keyword in keywords:
+        for term in alternatives.get(keyword, ()):
+            made.setdefault(term, keyword)
+    return made
 
 
 def fixed_parts(rows: Sequence[CandidateRow], concepts: Sequence[Concept],
