@@ -55,6 +55,8 @@ KEYWORD_ROWS = 1000
 COMMON_SESSION_SHARE = 0.2  # a keyword in this share of sessions is not sent to the model
 COMMON_MIN_SESSIONS = 10  # ... once there are this many sessions to tell
 COMMON_KEYWORD_WEIGHT = 0.5  # ... and keeps half its IDF weight as a keyword
+NAMED_SHARE = 0.9  # of a common keyword's messages written by one side: it names the other
+ADDRESSED = {"user": "assistant", "assistant": "user"}  # who a side's lines address
 CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left them bare
 
 
@@ -169,9 +171,6 @@ def common_terms(rows: Sequence[Mapping[str, Any]], keywords: Sequence[str], ses
     return {t for t, s in seen.items() if len(s) >= COMMON_SESSION_SHARE * sessions}
 
 
-NAMED_SHARE = 0.9  # of a common keyword's messages written by one side: it names the other
-
-
 def named_speaker(rows: Sequence[Mapping[str, Any]], common: set[str]) -> str | None:
     """The side of the conversation (user or assistant) the question's person is, when its
     common keywords tell: in a two-person history a name is said by the other person, the
@@ -179,16 +178,15 @@ def named_speaker(rows: Sequence[Mapping[str, Any]], common: set[str]) -> str | 
     in one side's messages (``NAMED_SHARE``) names the other side. "What is Maya afraid of?"
     is answered by a line Maya wrote. None when no common keyword tells or they disagree
     (the question names both)."""
-    sides = []
-    for term in common:
-        roles = Counter(row["role"] for row in rows if term in (row["search_terms"] or ()))
-        for role, count in roles.items():
-            if role in SIDES and count >= NAMED_SHARE * sum(roles.values()):
-                sides.append(SIDES[role])
-    return sides[0] if sides and len(set(sides)) == 1 else None
-
-
-SIDES = {"user": "assistant", "assistant": "user"}  # who is addressed by whom
+    if not common:
+        return None
+    said: dict[str, Counter[str]] = {term: Counter() for term in common}
+    for row in rows:
+        for term in common.intersection(row["search_terms"] or ()):
+            said[term][row["role"]] += 1
+    sides = {ADDRESSED[role] for roles in said.values() for role, count in roles.items()
+             if role in ADDRESSED and count >= NAMED_SHARE * sum(roles.values())}
+    return sides.pop() if len(sides) == 1 else None
 
 
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
