@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from anthropic import AsyncAnthropic
 
 from pawwake.db.pool import cursor, fetch_all
 from pawwake.services import services_of
@@ -36,3 +37,10 @@ async def usage_with_cache(client: TestClient) -> list[dict[str, Any]]:
                                "SELECT session_id, model, prompt_tokens, completion_tokens,"
                                " total_tokens, cached_tokens, cache_creation_tokens"
                                " FROM token_usage ORDER BY id")
+
+
+def sdk(client: Any, **kwargs: Any) -> AsyncAnthropic:
+    """The real ``anthropic`` SDK pointed at the gateway under test, no retries."""
+    options: dict[str, Any] = {"api_key": GATEWAY_KEY, "max_retries": 0}
+    options.update(kwargs)
+    return AsyncAnthropic(base_url=str(client.make_url("")), **options)
