@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy  # noqa: F401  (loads the BLAS whose threads are set here)
 
@@ -45,11 +46,12 @@ def _openblas() -> ctypes.CDLL | None:
     return None
 
 
-def _function(library: ctypes.CDLL, names: tuple[str, ...]) -> ctypes._CFuncPtr | None:
+def _function(library: ctypes.CDLL, names: tuple[str, ...]) -> Any:
+    """The first of ``names`` the library exports (None: none)."""
     for name in names:
         found = getattr(library, name, None)
         if found is not None:
-            return found  # type: ignore[no-any-return]
+            return found
     return None
 
 
