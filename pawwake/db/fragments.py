@@ -291,8 +291,11 @@ async def candidate_facts(cur: Cursor, message_ids: Sequence[int], *,
                     for i in range(len(vectors))]
         inner.append(f"CASE WHEN e.message_id IS NULL THEN NULL ELSE ARRAY[{', '.join(products)}]"
                      " END AS dots")
-        joined = (" LEFT JOIN conversation_embeddings e ON e.message_id = c.id"
-                  f" AND {OF_PROVENANCE} AND e.content_sha = {_SHA}")
+        # by key, one candidate at a time (``OFFSET 0``): as a plain join the planner hashes
+        # the candidates and reads every vector of the table past them
+        joined = (" LEFT JOIN LATERAL (SELECT e.message_id, e.embedding"
+                  " FROM conversation_embeddings e WHERE e.message_id = c.id"
+                  f" AND {OF_PROVENANCE} AND e.content_sha = {_SHA} OFFSET 0) AS e ON true")
         order = (f"CASE WHEN e.message_id IS NULL THEN NULL ELSE {' - '.join(products[:2])}"
                  " END")
         params.update(provenance_params(provenance))
