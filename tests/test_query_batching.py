@@ -20,6 +20,7 @@ from pawwake.priority_worker import CHAT, PriorityWorker
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text.query import nothing_to_search
+from tests.conditions import until
 from tests.embedding_server import fake_vector, serve_embeddings
 
 
@@ -29,9 +30,11 @@ class FakeModel:
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
         self.gate = threading.Event()
+        self.holding = threading.Event()  # the lane is inside the "hold" call
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if texts == ["hold"]:  # keeps the lane busy until the test opens the gate
+            self.holding.set()
             self.gate.wait()
         self.calls.append(list(texts))
         if any("boom" in text for text in texts):
@@ -48,10 +51,9 @@ async def held(batcher: QueryBatcher, model: FakeModel, texts: list[str]) -> lis
     """Keep the lane busy with a first query, then queue ``texts``: while it runs they gather
     into the next batch. Returns their requests; open ``model.gate`` to go on."""
     first = batcher.submit("hold")
-    await asyncio.sleep(0.01)
+    await until(model.holding.is_set)
     requests = [batcher.submit(text) for text in texts]
-    await asyncio.sleep(0.01)
-    assert not any(r.started for r in requests)
+    assert batcher.waiting == len(texts) and not any(r.started for r in requests)
     return [first, *requests]
 
 
@@ -67,7 +69,7 @@ async def test_concurrent_queries_share_a_call_and_each_gets_its_own_vector() ->
         gate = threading.Event()
         blocker = lanes[0].submit(CHAT, gate.wait)
         tasks = [asyncio.create_task(batcher.embed(text)) for text in texts]
-        await asyncio.sleep(0.01)
+        await until(lambda: batcher.running == 1 and batcher.waiting == len(texts) - 1)
         gate.set()
         await asyncio.wrap_future(blocker)
         results = await asyncio.gather(*tasks)
@@ -121,7 +123,7 @@ async def test_a_batch_every_caller_left_is_not_computed() -> None:
         blocker = batcher.lanes[0].submit(CHAT, gate.wait)
         # The lane looks free to the batcher: this request is sent at once, behind the blocker.
         request = batcher.submit("nobody waits")
-        await asyncio.sleep(0.01)
+        await until(blocker.running)  # the lane is busy: the batch waits behind the blocker
         request.future.cancel()
         gate.set()
         await asyncio.wrap_future(blocker)
@@ -144,7 +146,7 @@ async def test_the_query_cache_is_bounded_and_kept_per_provider_and_model(
         def api(model: str) -> Settings:
             return Settings.from_env({}, EMBEDDING_PROVIDER="api", EMBEDDING_API_KEY="k-123",
                                      EMBEDDING_BASE_URL=fake.base_url, EMBEDDING_MODEL=model,
-                                     EMBEDDING_DIM=16)
+                                     EMBEDDING_DIM=16, QUERY_EMBEDDING_TIMEOUT=60)
 
         try:
             first, prov_one = await embedder.embed_query(api("model-one"), "cat food")
@@ -152,7 +154,9 @@ async def test_the_query_cache_is_bounded_and_kept_per_provider_and_model(
             assert len(fake.requests) == 1 and np.array_equal(first, again)  # cached
             _other, prov_two = await embedder.embed_query(api("model-two"), "cat food")
             assert len(fake.requests) == 2  # another model: not the same cache entry
-            local, prov_local = await embedder.embed_query(Settings.from_env({}), "cat food")
+            # the local model's first query (loading it) may take seconds on a loaded machine
+            local, prov_local = await embedder.embed_query(
+                Settings.from_env({}, QUERY_EMBEDDING_TIMEOUT=60), "cat food")
             assert prov_local.provider == "local" and local.shape == (embeddings.LOCAL_DIM,)
             assert {prov_one, prov_two, prov_local} == {
                 Provenance("api", "model-one", 16), Provenance("api", "model-two", 16),
@@ -180,7 +184,10 @@ def test_messages_with_something_to_search(text: str) -> None:
 
 
 async def test_trivial_messages_skip_the_embedding(make_client: Any) -> None:
-    client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, EMBEDDING_PROVIDER="local")
+    # No deadline or shedding on the way: on a loaded machine the model's first query (loading
+    # it) may take seconds, and a search past its deadline would be keyword-only.
+    client = await make_client(JOB_WORKERS=0, MEMORY_ENABLED=True, EMBEDDING_PROVIDER="local",
+                               QUERY_EMBEDDING_TIMEOUT=60, QUERY_EMBEDDING_MAX_WAIT=0)
     app = client.server.app
     embedder = services_of(app).embedder
     settings = services_of(app).config.current()
@@ -190,6 +197,7 @@ async def test_trivial_messages_skip_the_embedding(make_client: Any) -> None:
     assert not embedder._queries and not embedder.local.batcher.lanes[0].pending
     assert "embed_compute" not in outcome.timings
     outcome = await search_memories(services_of(app).memory_search, "小橘喜欢什么", settings=settings)
+    assert outcome.fallback == "no_vectors", outcome.warning  # its vector came; none stored
     assert len(embedder._queries) == 1  # a real question is embedded
     assert outcome.timings["embed_compute"] > 0 and outcome.timings["embed_batch"] == 1
     assert {"tokenise", "keyword_fetch", "embed_wait", "retrieve", "scoring"} <= set(
