@@ -27,6 +27,7 @@ from pawwake.c_heap import map_large_blocks
 from pawwake.data_folder import announce_data_folder
 from pawwake.logs import configure_logging, listening_line
 from pawwake.removed_settings import warn_removed
+from pawwake.serving import serve
 from pawwake.settings import Settings, environment_errors
 from pawwake.tasks import REQUEST_GRACE_SECONDS, SHUTDOWN_SECONDS
 
@@ -108,15 +109,17 @@ def main() -> None:
     app = create_app(settings)
     app.on_shutdown.insert(0, watchdog(settings.SHUTDOWN_GRACE_SECONDS))
     line = listening_line(args.host, settings.PORT)
-    # run_app calls ``print`` once the socket is bound: our one line instead of aiohttp's banner.
+    # Once the socket is bound: our one line (aiohttp's banner is not printed).
     # Request bodies are never inflated (pawwake/request_body.py refuses compressed ones). A
     # client that hangs up cancels its request's handler, and so the database statement it
     # waits for (as in aiohttp's test server: the tests run the path production runs); work
     # that must outlive its client (a chat's relay, the turn stored after it) runs as tasks.
-    web.run_app(app, host=args.host, port=settings.PORT, access_log=None,
-                print=lambda _banner: log.info("%s", line),
-                shutdown_timeout=REQUEST_GRACE_SECONDS, auto_decompress=False,
-                handler_cancellation=True)
+    # A request's headers must arrive within REQUEST_HEADER_TIMEOUT (pawwake/slow_clients.py).
+    serve(app, host=args.host, port=settings.PORT,
+          header_seconds=settings.REQUEST_HEADER_TIMEOUT,
+          listening=lambda: log.info("%s", line), access_log=None,
+          shutdown_timeout=REQUEST_GRACE_SECONDS, auto_decompress=False,
+          handler_cancellation=True)
     if _shutdown_started:
         log.info("stopped in %.1f s", time.monotonic() - _shutdown_started[0])
 

@@ -24,6 +24,7 @@ from pawwake.request_statements import bounded_statements_middleware
 from pawwake.routes import setup_routes
 from pawwake.services import MEGABYTE, Services, build_services, install_faces
 from pawwake.settings import Settings
+from pawwake.slow_clients import body_deadline_middleware
 from pawwake.tasks import draining
 from pawwake.upgrade.adopt import finish_adoption
 
@@ -39,7 +40,8 @@ def create_app(settings: Settings) -> web.Application:
     set_blas_threads(1)  # the vector index's scans: one BLAS thread each (blas_threads)
     # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
     app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
-                          middlewares=[bounded_statements_middleware])
+                          middlewares=[body_deadline_middleware(settings.REQUEST_BODY_TIMEOUT),
+                                       bounded_statements_middleware])
     services = build_services(settings)
     install_faces(app, services)
     # Opened in this order, closed in reverse: background work drains before its resources go.

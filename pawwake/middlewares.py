@@ -81,4 +81,4 @@ def _sentence(clause: str) -> str:
 
 def _code_for(status: int) -> str:
     return {400: "bad_request", 404: "not_found", 405: "method_not_allowed",
-            409: "conflict", 413: "request_too_large"}.get(status, f"http_{status}")
+            408: "request_timeout", 409: "conflict", 413: "request_too_large"}.get(status, f"http_{status}")

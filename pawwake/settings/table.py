@@ -284,6 +284,17 @@ class SettingsTable:
     MAX_REQUEST_MB = setting(
         "int", 32, "advanced", "单个请求体的最大大小（MB）",
         "Largest request body in MB", hot=False, minimum=1, maximum=1024)
+    REQUEST_HEADER_TIMEOUT = setting(
+        "float", 10.0, "advanced",
+        "一个请求的请求头从第一个字节起必须在多少秒内收完，否则回复 408 并断开连接（防止慢速攻击）",
+        "Seconds a request's headers may take to arrive from their first byte; past them the "
+        "client gets a 408 and the connection is closed (slow clients)",
+        hot=False, minimum=1, maximum=600)
+    REQUEST_BODY_TIMEOUT = setting(
+        "float", 60.0, "advanced",
+        "请求头收完后，请求体必须在多少秒内收完，否则回复 408 并断开连接",
+        "Seconds a request's body may take to arrive once its headers are in; past them the "
+        "client gets a 408 and the connection is closed", hot=False, minimum=1, maximum=3600)
     JOB_WORKERS = setting(
         "int", 2, "advanced", "后台任务（记忆提取、向量补算等）的并发数",
         "Concurrent background workers (extraction, embedding backfill...)", hot=False,
