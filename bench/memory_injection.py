@@ -3,6 +3,7 @@
     python bench/memory_injection.py [--memories 10000] [--real 300] [--samples 200]
                                      [--sessions 200] [--parts ttft,load,extract]
                                      [--duration 6] [--env NAME=VALUE] [--baseline DIR]
+                                     [--streams 1,20,50] [--profile FILE]
 
 Part ``ttft``: one throwaway embedded PostgreSQL (started here, in a temporary data dir) gets
 ``--memories`` memories of real Chinese/English dictionary words with their index terms. Their
@@ -31,7 +32,9 @@ messages. Ratios count within one run (the machine is shared). With ``--env LOG_
 the memory-on gateway's own per-step times are read from its log, per phase (short messages,
 @1, @20, @50): its embedding compute against the whole memory step, as the gateway saw them,
 and the share of memory-on searches that had a query vector (the rest shed under load or past
-their deadline: keywords only).
+their deadline: keywords only). ``--streams`` chooses the concurrencies; ``--profile FILE`` runs
+the memory-on gateway under cProfile and prints where its event loop's thread spent its time
+(at 20 streams its loop mostly waits: the CPU goes to PostgreSQL and the model).
 
 Part ``extract``: in-process ``create_app`` with JOB_WORKERS=0 and an instant fake model that
 answers every extraction prompt with two new memories. ``--sessions`` conversations of one
@@ -49,6 +52,7 @@ import asyncio
 import json
 import logging
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -168,16 +172,20 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
 
 def start_gateway(port: int, upstream_port: int, uri: str, memory: bool | None,
                   data_dir: Path, extra: dict[str, str] | None = None,
-                  tree: Path = BENCH.parent) -> subprocess.Popen[bytes]:
+                  tree: Path = BENCH.parent, profile: Path | None = None
+                  ) -> subprocess.Popen[bytes]:
     """A gateway on the shared database with memory on or off; ``memory=None``: pure
-    forwarding (no database at all). ``tree``: the checkout whose ``pawwake.py`` runs."""
+    forwarding (no database at all). ``tree``: the checkout whose ``pawwake.py`` runs;
+    ``profile``: run it under cProfile (the event loop's thread), its figures written there
+    when it stops."""
     env = overhead.gateway_env(upstream_port, "pure" if memory is None else "persist", data_dir)
     if memory is not None:
         env.update({"DATABASE_URL": uri, "MEMORY_ENABLED": "true" if memory else "false",
                     "EMBEDDING_PROVIDER": "local", "MEMORY_EXTRACT_INTERVAL": "0"})
     env.update(extra or {})
     with (data_dir / "gateway.log").open("wb") as log_file:
-        return subprocess.Popen([sys.executable, "pawwake.py", "--host", "127.0.0.1",
+        profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
+        return subprocess.Popen([sys.executable, *profiled, "pawwake.py", "--host", "127.0.0.1",
                                  "--port", str(port)], cwd=tree, stdout=log_file,
                                 stderr=subprocess.STDOUT, env=env)
 
@@ -249,7 +257,7 @@ def report_added(name: str, on: list[float], off: list[float], steps: StepLog) -
         sys.stdout.write(f"(step log: {len(lines)} lines for {len(added)} requests; not paired)\n")
 
 
-LOAD_CONCURRENCY = (1, 20, 50)
+LOAD_CONCURRENCY = (1, 20, 50)  # streams at once, unless --streams says otherwise
 
 
 async def load_run(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
@@ -356,7 +364,7 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace,
         short_times = await overhead.ttft_pairs(session, targets, short, args.short_samples)
         for log_of in steps.values():
             log_of.read("short messages")
-        for concurrency in LOAD_CONCURRENCY:
+        for concurrency in args.streams:
             for name, (url, headers) in targets.items():
                 if name in steps:
                     steps[name].mark()
@@ -374,13 +382,13 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace,
     sys.stdout.write(f"load, {args.duration:.0f} s per run, fresh 5-14-word messages\n")
     sys.stdout.write(f"{'target':<12}" + "".join(
         f"{'@' + str(c) + ' streams/s (x direct)':>28}{'TTFT p50':>12}"
-        for c in LOAD_CONCURRENCY) + "\n")
+        for c in args.streams) + "\n")
     for name in targets:
         sys.stdout.write(f"{name:<12}" + "".join(
             f"{figures[name, c][0]:>18.1f} ({figures[name, c][0] / figures['direct', c][0]:.2f}x)"
-            f"{figures[name, c][1]:>10.1f}ms" for c in LOAD_CONCURRENCY) + "\n")
+            f"{figures[name, c][1]:>10.1f}ms" for c in args.streams) + "\n")
     if "pure" in targets and "memory_on" in targets:
-        top = LOAD_CONCURRENCY[-1]
+        top = args.streams[-1]
         sys.stdout.write(
             f"TTFT p50 @{top}: memory_on / pure = "
             f"{figures['memory_on', top][1] / figures['pure', top][1]:.2f}x\n")
@@ -419,6 +427,15 @@ async def search_steps(uri: str, data_dir: Path, runs: int) -> None:
         await runner.cleanup()
 
 
+def report_profile(path: Path, top: int = 30) -> None:
+    """The memory-on gateway's event loop under cProfile: where its thread's time went."""
+    if not path.exists():
+        sys.stdout.write(f"(no profile written to {path})\n")
+        return
+    sys.stdout.write(f"\nmemory_on gateway's event loop thread, cProfile ({path}), by own time:\n")
+    pstats.Stats(str(path), stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def run_ttft(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-inject-"))
     (workdir / "run").mkdir(mode=0o700)
@@ -446,8 +463,10 @@ def run_ttft(args: argparse.Namespace) -> None:
             ports[name] = overhead.free_port()
             data_dir = workdir / name
             data_dir.mkdir()
+            profile = (Path(args.profile).resolve() if args.profile and name == "memory_on"
+                       else None)
             gateways[name] = start_gateway(ports[name], upstream_port, uri, memory, data_dir,
-                                           extra, trees[name])
+                                           extra, trees[name], profile)
             processes.append(gateways[name])
             # one at a time: two gateways starting together would race on migrations
             asyncio.run(overhead.wait_until_up(f"http://127.0.0.1:{ports[name]}/"))
@@ -471,6 +490,8 @@ def run_ttft(args: argparse.Namespace) -> None:
                 for name, process in gateways.items()) + "\n")
         for process in reversed(processes):
             overhead.stop(process)
+        if args.profile:
+            report_profile(Path(args.profile))
         asyncio.run(search_steps(uri, workdir / "steps", 100))
     finally:
         for process in reversed(processes):
@@ -603,6 +624,12 @@ if __name__ == "__main__":
                              " forwarding gateway for reference), extract")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per load run")
     parser.add_argument("--short-samples", type=int, default=100)
+    parser.add_argument("--streams", type=lambda v: [int(n) for n in v.split(",")],
+                        default=list(LOAD_CONCURRENCY),
+                        help="concurrent streams of the load runs (default 1,20,50)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="run the memory-on gateway under cProfile, write its figures to"
+                             " FILE and print where the event loop's thread spent its time")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also a memory-on gateway run from another checkout (an earlier"
                              " version), measured in the same run, interleaved")

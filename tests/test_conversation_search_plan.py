@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
-from pawwake.db import conversation_admin
+from pawwake.db import conversation_admin, fragments
 from pawwake.db.pool import Cursor, create_pool, cursor, execute
 from pawwake.services import services_of
 
@@ -112,3 +113,46 @@ async def test_a_search_reads_each_message_a_bounded_number_of_times(
     reads = [message_reads(plan) for plan in plans]
     assert len(reads) == 2 and all(0 < n <= LINEAR_READS for n in reads), \
         f"{reads} message reads for {MESSAGES} messages"
+
+
+def vector_reads(plan: dict[str, Any]) -> int:
+    """Rows every scan of ``conversation_embeddings`` looked at, over its loops."""
+    return sum(int((node["Actual Rows"] + node.get("Rows Removed by Filter", 0))
+                   * node["Actual Loops"])
+               for node in nodes(plan) if node.get("Relation Name") == "conversation_embeddings")
+
+
+async def test_recall_reads_the_vectors_of_its_candidates_only(make_client: Any) -> None:
+    """The statement that gives recall's candidates their dot products (pgvector) reads each
+    candidate's vector by key: as a plain join the planner hashed the candidates and read
+    every vector of the table past them (at about 1,000 messages, the size recall's latency
+    target is set at: a thousand vector rows of 1.5 KB for 150 candidates)."""
+    client = await make_client(JOB_WORKERS=0, CONVERSATION_RECALL_ENABLED=True)
+    database = services_of(client.server.app).database
+    assert database is not None
+    if not database.pgvector:
+        pytest.skip("pgvector is not installed")
+    total, dim = 1000, 384
+    source = type("Source", (), {"provider": "local", "model": "m", "dim": dim})()
+    async with cursor(database.pool) as cur:
+        await execute(cur, "INSERT INTO conversations (session_id, role, content, created_at)"
+                           " SELECT 's' || (g / 30), 'user', 'line ' || g,"
+                           " now() - make_interval(secs => %s - g)"
+                           " FROM generate_series(1, %s) g", (total, total))
+        await execute(cur, "INSERT INTO conversation_embeddings (message_id, provider, model,"
+                           " dim, content_sha, embedding)"
+                           " SELECT c.id, 'local', 'm', %s,"
+                           " encode(sha256(convert_to(c.content, 'UTF8')), 'hex'),"
+                           " array_fill((1.0 / sqrt(%s))::real, ARRAY[%s])"
+                           " FROM conversations c", (dim, dim, dim))
+        await execute(cur, "ANALYZE conversations; ANALYZE conversation_embeddings")
+        await cur.execute("SELECT id FROM conversations ORDER BY id DESC LIMIT 150")
+        ids = [int(row[0]) for row in await cur.fetchall()]
+        explaining = Explaining(cur)
+        vector = np.full(dim, 1.0 / np.sqrt(dim), dtype=np.float32)
+        rows = await fragments.candidate_facts(
+            explaining, ids, provenance=source, vectors=[vector, vector],  # type: ignore[arg-type]
+            adjacent_best=60)
+    assert len(rows) == len(ids) and all(row["dots"] is not None for row in rows)
+    reads = vector_reads(explaining.plans[0])
+    assert reads <= 2 * len(ids), f"{reads} vector rows read for {len(ids)} candidates"
