@@ -29,6 +29,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pawwake.app import create_app
+from pawwake.blas_threads import blas_threads, set_blas_threads
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.embedded import start_embedded, stop_embedded
 from pawwake.db.pool import connection, cursor
@@ -45,6 +46,7 @@ ENGLISH = ("coffee dentist marathon guitar sister visa budget flight hotel meeti
            "allergy vegetarian camera bakery garden weekend deadline interview").split()
 QUERIES = 40
 PLANTED = 20  # memories placed near each query vector
+blas_default: int | None = None  # OpenBLAS threads per product before the app set them
 
 
 def vocabulary(size: int = 4000) -> list[str]:
@@ -165,6 +167,8 @@ async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[fl
 async def memory_app(keep: Path | None = None) -> AsyncIterator[web.Application]:
     """A set-up gateway app (not serving) on a fresh embedded PostgreSQL with local
     embeddings: the ground the memory benches stand on."""
+    global blas_default
+    blas_default = blas_threads()  # before the app sets one
     workdir = keep or Path(tempfile.mkdtemp(prefix="pawwake-bench-"))
     (workdir / "run").mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
@@ -184,6 +188,10 @@ async def memory_app(keep: Path | None = None) -> AsyncIterator[web.Application]
         stop_embedded(server)
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
@@ -248,8 +256,15 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
                 ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
                 ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
             p50, p95, found = await time_mode(app, queries, runs, **overrides)
-            log.info("%-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query)", label, p50, p95,
-                     found)
+            log.info("%-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query)  load %s", label,
+                     p50, p95, found, load_average())
+        if blas_default and blas_default > 1:  # before/after of one BLAS thread, alternated
+            for threads in (blas_default, 1, blas_default, 1):
+                set_blas_threads(threads)
+                p50, p95, _ = await time_mode(app, queries, runs // 2, VECTOR_BACKEND="numpy")
+                log.info("numpy, %s BLAS thread(s): p50 %6.2f ms  p95 %6.2f ms  load %s",
+                         threads, p50, p95, load_average())
+            set_blas_threads(1)
 
 
 if __name__ == "__main__":

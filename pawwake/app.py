@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from aiohttp import web
 
 from pawwake.auth import warn_if_open
+from pawwake.blas_threads import set_blas_threads
 from pawwake.config_problems import configuration_problems
 from pawwake.conversations.turn_spool import open_turn_spool
 from pawwake.conversations.turn_writer import spooled_turn_writer
@@ -35,6 +36,7 @@ Resource = Callable[[], AbstractAsyncContextManager[None]]
 def create_app(settings: Settings) -> web.Application:
     """Build the whole gateway for ``settings``: every shared object is built here (see
     ``pawwake.services``) and opens in app start-up, in order."""
+    set_blas_threads(1)  # the vector index's scans: one BLAS thread each (blas_threads)
     # /v1, /api, /mcp and /dashboard are sub-apps with their own middlewares (routes/, sub_apps.py).
     app = web.Application(client_max_size=settings.MAX_REQUEST_MB * MEGABYTE,
                           middlewares=[bounded_statements_middleware])

@@ -342,7 +342,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("db", ("db",)),
     ("text", ("text", "priority_worker")),
     ("base", ("settings", "keys", "local_time", "api_error", "removed_settings",
-              "data_folder", "proxies", "logs", "c_heap", "")),
+              "data_folder", "proxies", "logs", "c_heap", "blas_threads", "")),
 )
 # The one module allowed to name ``Services`` (and the app's own factory beside it).
 ASSEMBLY = {"pawwake.app", "pawwake.services"}
