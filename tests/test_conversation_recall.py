@@ -9,6 +9,7 @@ import pytest
 
 from pawwake.app import create_app
 from pawwake.db.pool import cursor, execute
+from pawwake.db.statement_bounds import BoundedStatements
 from pawwake.recall.inject import (
     format_retrieved_conversations,
     fragments_to_exclude,
@@ -212,3 +213,31 @@ async def test_rebuild_indexes_rows_written_without_terms(client: Any) -> None:
     assert body["keyword_index"] == {"indexed": 8, "total": 8}
     found = await search(client, q="京都清水寺", mode="keyword")
     assert [f["session_id"] for f in found["fragments"]] == ["trip"]
+
+
+async def test_a_search_indexes_messages_a_writer_left_without_terms(client: Any) -> None:
+    pool = services_of(client.server.app).database.pool
+    async with cursor(pool) as cur:
+        await execute(cur, "UPDATE conversations SET search_terms = NULL")
+    found = await search(client, q="京都清水寺", mode="keyword")
+    assert [f["session_id"] for f in found["fragments"]] == ["trip"]
+
+
+async def test_a_keyword_search_takes_three_statements(client: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keyword side is one statement: the matching messages, the document frequencies of
+    their terms and whether a writer left messages without terms come together (with the
+    collection's count and the fragments' context, three round trips; there were five)."""
+    await search(client, q="京都清水寺", mode="keyword")  # statistics and caches warm
+    sent: list[str] = []
+    original = BoundedStatements.execute
+
+    def counted(self: BoundedStatements, query: Any, vars: Any = None) -> None:
+        sent.append(str(query))
+        original(self, query, vars)
+
+    monkeypatch.setattr(BoundedStatements, "execute", counted)
+    found = await search(client, q="京都清水寺", mode="keyword")
+    monkeypatch.undo()
+    assert [f["session_id"] for f in found["fragments"]] == ["trip"]
+    assert len(sent) == 3, sent

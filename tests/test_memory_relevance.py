@@ -49,7 +49,7 @@ QUESTIONS = [
     ("what music do I like", "用户喜欢听爵士乐"),
     ("我平时怎么锻炼？", "用户每天早上跑步五公里"),
 ]
-MISSED_AMONG_A_THOUSAND = ["豆豆最近好吗", "When is my birthday?", "我的生日是几月几号？",
+MISSED_AMONG_A_THOUSAND = ["When is my birthday?", "我的生日是几月几号？",
                            "Can I eat a peanut butter sandwich?"]
 UNRELATED = ("Tell me a joke about computers", "今天天气怎么样", "帮我写一首关于秋天的诗",
              "How do I make a good cup of tea?", "地球到月球有多远")
@@ -116,6 +116,7 @@ async def test_the_same_questions_find_their_memory_among_a_thousand(gateway: An
             brought += len(block.splitlines())
     # Known misses (equality, so one that starts to pass must leave the list): the store holds
     # dozens of other people's birthdays, which fill the keyword pool before the user's own;
-    # the dog's name alone and one food word of four are weak evidence among a thousand.
+    # one food word of four is weak evidence among a thousand. ("豆豆最近好吗" passes since
+    # the question's frame words, 最近 among them, are not its keywords.)
     assert missed == MISSED_AMONG_A_THOUSAND, missed
     assert brought <= 1, brought  # over five unrelated chats

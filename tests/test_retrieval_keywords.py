@@ -44,6 +44,19 @@ def test_query_and_index_sides_use_the_same_rules() -> None:
     assert "what" not in tokens.query_keywords("What's my cat called?")
 
 
+@pytest.mark.parametrize(("question", "keywords"), [
+    ("我的生日是几月几号？", ["生日"]),  # 几月, 几号 outweighed 生日 three to one
+    ("我几点坐火车上班？", ["坐火车", "上班", "火车"]),
+    ("豆豆最近好吗", ["豆豆"]),
+    ("Any tips for my fear of flights before the trip?", ["fear", "flight", "trip"]),
+    ("几点了？", ["几点"]),  # nothing but the frame: the frame is searched
+])
+def test_a_questions_frame_words_are_not_its_keywords(question: str,
+                                                      keywords: list[str]) -> None:
+    tokens.load()
+    assert tokens.query_keywords(question) == keywords
+
+
 def test_one_character_words_are_index_terms() -> None:
     assert "猫" in tokens.index_terms("我的猫叫小橘")
     assert "狗" in tokens.index_terms("我的狗叫旺财")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypedDict, cast
+from typing import Any, NamedTuple, TypedDict, cast
 
 import numpy as np
 
@@ -110,12 +110,35 @@ async def term_frequencies(cur: Cursor, terms: Sequence[str]) -> tuple[int, dict
     return count, await term_counts(cur, terms)
 
 
+class KeywordEvidence(NamedTuple):
+    """What recall's keyword side reads in one statement (``keyword_evidence``)."""
+
+    rows: list[dict[str, Any]]  # the messages sharing terms with the query, best first
+    counts: dict[str, int]  # searchable messages holding each of the terms asked to count
+    bare: bool  # some message waits for its index terms (a writer left it without)
+
+
 async def keyword_matches(cur: Cursor, terms: Sequence[str],
                           exclude_sessions: Sequence[str], limit: int, *,
                           windowed: Sequence[str] = (), window: int = 1000,
                           gather_cap: int | None = None, keep_below: int = 0
                           ) -> list[dict[str, Any]]:
-    """Messages sharing terms with the query, most shared terms first, then newest.
+    """Messages sharing terms with the query (``keyword_evidence``'s rows)."""
+    found = await keyword_evidence(cur, terms, exclude_sessions, limit, windowed=windowed,
+                                   window=window, gather_cap=gather_cap,
+                                   keep_below=keep_below)
+    return found.rows
+
+
+async def keyword_evidence(cur: Cursor, terms: Sequence[str],
+                           exclude_sessions: Sequence[str], limit: int, *,
+                           counted: Sequence[str] = (), windowed: Sequence[str] = (),
+                           window: int = 1000, gather_cap: int | None = None,
+                           keep_below: int = 0) -> KeywordEvidence:
+    """Messages sharing terms with the query, most shared terms first, then newest; in the
+    same statement the searchable messages holding each ``counted`` term (on the GIN index,
+    as ``term_counts``) and whether any message has no index terms yet: one round trip
+    where a search made three.
 
     Every message containing one of ``terms`` is a candidate (at most ``gather_cap`` of
     them); the frequent ``windowed`` terms are only matched among the ``window`` newest
@@ -134,18 +157,33 @@ async def keyword_matches(cur: Cursor, terms: Sequence[str],
                        "   ORDER BY c.created_at DESC LIMIT %(window)s) AS recent"
                        " WHERE recent.search_terms && %(windowed)s::text[]"
                        " AND NOT (recent.search_terms && %(gather)s::text[]))")
-    if not sources:
-        return []
-    return await fetch_all(
+    matches = ("SELECT NULL::bigint AS id, NULL::text AS session_id, NULL::text AS role,"
+               " NULL::timestamptz AS created_at, NULL::text[] AS search_terms,"
+               " 0 AS shared WHERE false")
+    if sources:
+        matches = ("SELECT m.*, cardinality(ARRAY(SELECT unnest(m.search_terms)"
+                   "   INTERSECT SELECT unnest(%(terms)s::text[]))) AS shared"
+                   f" FROM ({' UNION ALL '.join(sources)}) AS m"
+                   " ORDER BY shared DESC, m.created_at DESC, m.id DESC LIMIT %(limit)s")
+    # one row at least (the counts and the flag), the matches joined to it
+    rows = await fetch_all(
         cur,
-        "SELECT m.id, m.session_id, m.role, m.created_at, m.search_terms"
-        f" FROM ({' UNION ALL '.join(sources)}) AS m"
-        " ORDER BY cardinality(ARRAY(SELECT unnest(m.search_terms)"
-        "   INTERSECT SELECT unnest(%(terms)s::text[]))) DESC, m.created_at DESC, m.id DESC"
-        " LIMIT %(limit)s",
+        "SELECT h.counts, h.bare, m.id, m.session_id, m.role, m.created_at, m.search_terms"
+        " FROM (SELECT (SELECT coalesce(array_agg((SELECT count(*) FROM conversations c"
+        f"     WHERE c.search_terms @> ARRAY[u.t] AND {_SEARCHABLE}) ORDER BY u.o), '{{}}')"
+        "   FROM unnest(%(counted)s::text[]) WITH ORDINALITY AS u (t, o)) AS counts,"
+        "  EXISTS (SELECT 1 FROM conversations WHERE search_terms IS NULL) AS bare) AS h"
+        f" LEFT JOIN LATERAL ({matches}) AS m ON true"
+        " ORDER BY m.shared DESC, m.created_at DESC, m.id DESC",
         {"terms": list(terms), "gather": gather, "windowed": list(windowed),
          "window": window, "cap": gather_cap, "exclude": list(exclude_sessions),
-         "keep_below": keep_below, "limit": limit})
+         "keep_below": keep_below, "limit": limit, "counted": list(counted)})
+    first = rows[0]
+    return KeywordEvidence(
+        [{k: row[k] for k in ("id", "session_id", "role", "created_at", "search_terms")}
+         for row in rows if row["id"] is not None],
+        {t: int(n) for t, n in zip(counted, first["counts"], strict=True)},
+        bool(first["bare"]))
 
 
 # -- vectors ---------------------------------------------------------------------------------

@@ -120,17 +120,12 @@ def repeated_lines(hits: Mapping[int, MessageHit]) -> set[int]:
     questions because it is short and says little; word for word in two conversations, it
     tells neither apart. On the long-dialogue dev set the first five fragments held a line
     repeated elsewhere for about half of their wrong matches."""
+    keys = {i: (round(h.cosine, 6), round(h.centred, 6)) for i, h in hits.items()
+            if h.cosine is not None and h.centred is not None}
     sessions: dict[tuple[float, float], set[str]] = {}
-    for hit in hits.values():
-        if hit.cosine is not None and hit.centred is not None:
-            sessions.setdefault(_vector_key(hit), set()).add(hit.session_id)
-    return {i for i, h in hits.items() if h.cosine is not None and h.centred is not None
-            and len(sessions[_vector_key(h)]) > 1}
-
-
-def _vector_key(hit: MessageHit) -> tuple[float, float]:
-    assert hit.cosine is not None and hit.centred is not None
-    return round(hit.cosine, 6), round(hit.centred, 6)
+    for message_id, key in keys.items():
+        sessions.setdefault(key, set()).add(hits[message_id].session_id)
+    return {i for i, key in keys.items() if len(sessions[key]) > 1}
 
 
 def semantic_evidence(hits: Mapping[int, MessageHit], floor: float) -> dict[int, float]:

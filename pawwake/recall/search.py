@@ -41,6 +41,7 @@ from pawwake.recall.rank import (
 )
 from pawwake.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
 from pawwake.search.scoring import keyword_score
+from pawwake.search.term_stats import KeywordPlan
 from pawwake.settings import Settings
 from pawwake.text import english, offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
@@ -86,7 +87,6 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     now = now or datetime.now(UTC)
     excluded_sessions = sorted(set(exclude_session_ids))
     excluded_fragments = set(exclude_fragment_ids)
-    await conversation_index.index_pending(recall, limit=CATCH_UP_LIMIT)
     window = when.find_window(query, zone_of(settings), now)
     asked = when.without(query, window)
     question = Question(window, when.asks_when(query))
@@ -95,15 +95,14 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     common: set[str] = set()
 
     if keywords:
-        plan = await recall.term_stats.plan(database.pool, keywords)
-        estimated = recall.term_stats.estimated(keywords)  # the listed ones; others counted
-        async with cursor(database.pool) as cur:
-            frequencies = {**await db.term_counts(cur, [t for t in keywords
-                                                         if t not in estimated]), **estimated}
-            rows = await db.keyword_matches(cur, keywords, excluded_sessions,
-                                            KEYWORD_ROWS, keep_below=keep_excluded_below,
-                                            windowed=plan.windowed, window=plan.window,
-                                            gather_cap=plan.gather_cap)
+        plan, found = await _keyword_side(recall, keywords, excluded_sessions,
+                                          keep_below=keep_excluded_below)
+        if found.bare and await conversation_index.index_pending(recall,
+                                                                 limit=CATCH_UP_LIMIT):
+            plan, found = await _keyword_side(recall, keywords, excluded_sessions,
+                                              keep_below=keep_excluded_below)
+        rows = found.rows
+        frequencies = {**found.counts, **recall.term_stats.estimated(keywords)}
         common = common_terms(rows, keywords, plan.sessions)
         question = replace(question, speaker=named_speaker(rows, common))
         weights = {t: tokens.idf_weight(plan.collection, frequencies.get(t, 0))
@@ -142,6 +141,22 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     return RecallOutcome(fragments=fragments, mode="hybrid" if semantic.used else "keyword",
                          keywords=keywords, warning=semantic.warning,
                          threshold=semantic.threshold, candidates=len(ranked))
+
+
+async def _keyword_side(recall: ConversationRecall, keywords: list[str],
+                        excluded_sessions: list[str], *, keep_below: int
+                        ) -> tuple[KeywordPlan, db.KeywordEvidence]:
+    """The keyword plan, the matching messages and the document frequencies of the terms the
+    statistics do not list (and whether some message still lacks its terms)."""
+    database = require_database(recall.database)
+    plan = await recall.term_stats.plan(database.pool, keywords)
+    estimated = recall.term_stats.estimated(keywords)  # the listed ones; others counted
+    async with cursor(database.pool) as cur:
+        found = await db.keyword_evidence(
+            cur, keywords, excluded_sessions, KEYWORD_ROWS,
+            counted=[t for t in keywords if t not in estimated], keep_below=keep_below,
+            windowed=plan.windowed, window=plan.window, gather_cap=plan.gather_cap)
+    return plan, found
 
 
 async def _keywords(text: str) -> list[str]:

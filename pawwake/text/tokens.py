@@ -55,6 +55,16 @@ def _stopwords() -> frozenset[str]:
 
 
 STOPWORDS = _stopwords()
+
+
+def _frame_words() -> frozenset[str]:
+    """The question frame words of ``data/frame_words.txt``, English ones as index terms."""
+    lines = (_DATA / "frame_words.txt").read_text(encoding="utf-8").splitlines()
+    words = [w.strip().lower() for w in lines if w.strip() and not w.startswith("#")]
+    return frozenset(w if _HAN.search(w) else (english.normalise(w) or w) for w in words)
+
+
+FRAME_WORDS = _frame_words()
 _idf = dictionary.IdfTable({}, {}, np.zeros(0), 10.0)
 
 
@@ -174,13 +184,16 @@ def index_terms(text: str) -> list[str]:
 def _query_keywords(text: str, top_k: int) -> tuple[str, ...]:
     body = strip_timestamp(text)
     han = _han_terms(_segments(body))
+    latin = list(dict.fromkeys(latin_terms(body)))
+    if any(t not in FRAME_WORDS for t in [*han, *latin]):  # the frame only when nothing else
+        han = [t for t in han if t not in FRAME_WORDS]
+        latin = [t for t in latin if t not in FRAME_WORDS]
     if any(len(t) >= 2 for t in han):
         han = [t for t in han if len(t) >= 2]  # single characters only when nothing better
     counts = Counter(han)
     total = sum(counts.values()) or 1
     idf = _idf.weights(list(counts), _idf.median)
     ranked = sorted(counts, key=lambda w: (-(counts[w] / total) * idf[w], w))
-    latin = list(dict.fromkeys(latin_terms(body)))
     return tuple(dict.fromkeys(ranked[:top_k] + _sub_words(body, ranked[:top_k]) + latin))
 
 
@@ -191,7 +204,8 @@ def _sub_words(body: str, words: list[str]) -> list[str]:
 
     chosen = set(words)
     inner = [w for w in _han_terms(jieba.lcut_for_search(body, HMM=False)) if len(w) >= 2]
-    return [w for w in inner if w not in chosen and any(w in word for word in chosen)]
+    return [w for w in inner if w not in chosen and w not in FRAME_WORDS
+            and any(w in word for word in chosen)]
 
 
 @lru_cache(maxsize=2048)
@@ -224,7 +238,10 @@ def keywords_and_runs(text: str, top_k: int = 10) -> tuple[list[str], list[str]]
 
 
 def query_keywords(text: str, top_k: int = 10) -> list[str]:
-    """Keywords of a search query: TF-IDF top ``top_k`` Chinese words plus English/number terms."""
+    """Keywords of a search query: TF-IDF top ``top_k`` Chinese words plus English/number terms,
+    without the question's frame words (``FRAME_WORDS``: "几月", "哪个", "suggest") unless
+    nothing else is left: no memory holds them, and as rare words they outweighed what the
+    question is about ("我的生日是几月几号？" held 生日 for a quarter of its keyword weight)."""
     return list(_query_keywords(bounded(text, QUERY_HEAD_CHARS, QUERY_TAIL_CHARS), top_k))
 
 
