@@ -29,11 +29,6 @@ async def rows_needing_vectors(cur: Cursor, provenance: VectorSource, after_id: 
                                                   limit)
 
 
-async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
-    """(questions with a vector of ``provenance``, all questions)."""
-    return await vector_rows.coverage(cur, QUESTION_VECTORS, provenance)
-
-
 async def owners(cur: Cursor, *, after_id: int = 0, ids: Sequence[int] | None = None
                  ) -> list[tuple[int, int]]:
     """``(question id, memory id)`` of the questions past ``after_id`` or among ``ids``."""
@@ -51,6 +46,11 @@ async def questions_of(cur: Cursor, memory_id: int) -> list[str]:
     rows = await fetch_all(cur, "SELECT content FROM memory_questions WHERE memory_id = %s"
                                 " ORDER BY id", (memory_id,))
     return [str(row["content"]) for row in rows]
+
+
+async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
+    """(questions with a vector of ``provenance``, all questions)."""
+    return await vector_rows.coverage(cur, QUESTION_VECTORS, provenance)
 
 
 @dataclass

@@ -15,17 +15,14 @@ CREATE TABLE memory_questions (
     UNIQUE (memory_id, content)
 );
 
--- One vector per question, as memory_embeddings holds one per memory (real[], provenance,
--- digest of the text; with pgvector an HNSW expression index per provenance at run time).
+-- One vector per question, with the columns of memory_embeddings (provenance, digest of the
+-- text, real[]; with pgvector an HNSW expression index per provenance at run time), keyed by
+-- the question instead of the memory.
 CREATE TABLE memory_question_embeddings (
     question_id bigint PRIMARY KEY REFERENCES memory_questions (id) ON DELETE CASCADE,
-    provider    text NOT NULL,
-    model       text NOT NULL,
-    dim         integer NOT NULL,
-    content_sha text NOT NULL,
-    embedding   real[] NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
+    LIKE memory_embeddings INCLUDING DEFAULTS
 );
+ALTER TABLE memory_question_embeddings DROP COLUMN memory_id;
 CREATE INDEX memory_question_embeddings_recent
     ON memory_question_embeddings (provider, model, dim, created_at)
     INCLUDE (question_id, content_sha);
