@@ -139,7 +139,7 @@ async def test_the_migration_gives_an_existing_database_its_questions(make_clien
     client = await make_client()
     # The database as it was before: no question tables, memories with written questions.
     await sql(client, "DROP TABLE memory_question_embeddings, memory_questions;"
-                      " DROP FUNCTION memory_questions_follow() CASCADE;"
+                      " DROP FUNCTION pawwake_internal.memory_questions_follow() CASCADE;"
                       " DELETE FROM schema_migrations WHERE name = '0026_memory_questions.sql'")
     memory = (await create(client, "用户喜欢听爵士乐"))["id"]
     await sql(client, "UPDATE memories SET model_questions = %s WHERE id = %s",

@@ -30,7 +30,12 @@ CREATE INDEX memory_question_embeddings_by_question
     ON memory_question_embeddings (provider, model, dim, question_id)
     INCLUDE (created_at, content_sha);
 
-CREATE FUNCTION memory_questions_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The trigger function lives in a schema of its own, outside the tables' schema: a rollback
+-- to Pawwake 4.x (db/legacy/aside.py) moves our tables away and must leave that schema as 4.x
+-- had it.
+CREATE SCHEMA IF NOT EXISTS pawwake_internal;
+CREATE OR REPLACE FUNCTION pawwake_internal.memory_questions_follow() RETURNS trigger
+LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM memory_questions
         WHERE memory_id = NEW.id AND NOT (content = ANY (NEW.model_questions));
@@ -42,10 +47,11 @@ END
 $$;
 
 CREATE TRIGGER memory_questions_on_insert AFTER INSERT ON memories
-    FOR EACH ROW WHEN (NEW.model_questions <> '{}') EXECUTE FUNCTION memory_questions_follow();
+    FOR EACH ROW WHEN (NEW.model_questions <> '{}')
+    EXECUTE FUNCTION pawwake_internal.memory_questions_follow();
 CREATE TRIGGER memory_questions_on_update AFTER UPDATE OF model_questions ON memories
     FOR EACH ROW WHEN (OLD.model_questions IS DISTINCT FROM NEW.model_questions)
-    EXECUTE FUNCTION memory_questions_follow();
+    EXECUTE FUNCTION pawwake_internal.memory_questions_follow();
 
 INSERT INTO memory_questions (memory_id, content)
     SELECT DISTINCT m.id, q FROM memories m CROSS JOIN LATERAL unnest(m.model_questions) AS q
