@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import knn_params
-from pawwake.db.pool import Cursor, TextRow, fetch_all
+from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
+from pawwake.db.pool import Cursor, TextRow, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, VectorTable
 
 QUESTION_VECTORS = VectorTable("memory_question_embeddings", "question_id", "memory_questions",
@@ -57,42 +59,63 @@ async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
 class QuestionMatches:
     """What a query's vector finds among the written questions: the memories of its nearest
     questions, best first, and each memory's best question cosine (those nearest, and the
-    ``known`` memories that have a question vector)."""
+    ``known`` memories that have a question vector). On pgvector also the rows of the
+    leading memories not ``known``, and their own vector's cosine with the query
+    (``rows``, ``cosines``; None and empty on the numpy index)."""
 
     nearest: list[tuple[int, float]] = field(default_factory=list)  # (memory id, cosine)
     best: dict[int, float] = field(default_factory=dict)
+    rows: dict[int, CandidateRow] | None = None
+    cosines: dict[int, float] = field(default_factory=dict)
 
 
 async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,
-                            k: int, exclude: Sequence[int], known: Sequence[int]
-                            ) -> QuestionMatches:
+                            k: int, exclude: Sequence[int], known: Sequence[int],
+                            rows_within: int) -> QuestionMatches:
     """The memories (active, not excluded) of the ``k`` questions nearest to ``query``
-    (pgvector HNSW), with their best cosine, and the best question cosine of each ``known``
+    (pgvector HNSW) with their best cosine, the rows and own cosines of those ranked within
+    ``rows_within`` that are not ``known``, and the best question cosine of each ``known``
     memory: one round trip."""
     dim = int(provenance.dim)
     distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
+    blanks = ", ".join(["NULL"] * (len(MEMORY_COLUMNS.split(", ")) + 2))  # own, columns, terms
     known_part = (
-        f" UNION ALL SELECT 'known', mq.memory_id, max(1 - ({distance}))"
+        f" UNION ALL SELECT 'known', mq.memory_id, max(1 - ({distance})), {blanks}"
         " FROM memory_questions mq JOIN memory_question_embeddings e ON e.question_id = mq.id"
         f"  AND {OF_PROVENANCE} WHERE mq.memory_id = ANY(%(known)s::bigint[])"
         " GROUP BY mq.memory_id") if known else ""
+    own = f"1 - (me.embedding::vector({dim}) <=> (SELECT v FROM q))"
     await cur.execute(
         "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
         f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
         f" near AS MATERIALIZED (SELECT e.question_id, 1 - ({distance}) AS cosine"
         f"   FROM memory_question_embeddings e WHERE {OF_PROVENANCE}"
-        f"   ORDER BY {distance} LIMIT %(k)s)"
-        " SELECT 'near', mq.memory_id, max(n.cosine) FROM near n"
-        " JOIN memory_questions mq ON mq.id = n.question_id"
-        " JOIN memories m ON m.id = mq.memory_id"
-        " WHERE m.is_active AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
-        f" GROUP BY mq.memory_id{known_part}",
-        {**knn_params(provenance, query, k, exclude), "known": list(known)})
-    found = QuestionMatches()
-    for kind, memory_id, cosine in await cur.fetchall():
-        value = float(cosine)
+        f"   ORDER BY {distance} LIMIT %(k)s),"
+        " best AS (SELECT mq.memory_id AS id, max(n.cosine) AS cosine FROM near n"
+        "   JOIN memory_questions mq ON mq.id = n.question_id"
+        "   JOIN memories m ON m.id = mq.memory_id"
+        "   WHERE m.is_active AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
+        "   GROUP BY mq.memory_id),"
+        " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM best)"
+        f" SELECT 'near' AS kind, r.id AS hit, r.cosine, {own} AS own, {MEMORY_COLUMNS},"
+        " m.search_terms FROM ranked r LEFT JOIN memories m ON m.id = r.id"
+        "  AND r.place <= %(within)s AND NOT (r.id = ANY(%(known)s::bigint[]))"
+        f" LEFT JOIN memory_embeddings me ON me.memory_id = m.id"
+        f"  AND me.provider = %(provider)s AND me.model = %(model)s AND me.dim = %(dim)s"
+        f"{known_part}",
+        {**knn_params(provenance, query, k, exclude), "known": list(known),
+         "within": rows_within})
+    found = QuestionMatches(rows={})
+    assert found.rows is not None
+    for row in rows_as_dicts(cur, await cur.fetchall()):
+        kind, memory_id, cosine = row.pop("kind"), int(row.pop("hit")), float(row.pop("cosine"))
+        own_cosine = row.pop("own")
         if kind == "near":
-            found.nearest.append((int(memory_id), value))
-        found.best[int(memory_id)] = max(value, found.best.get(int(memory_id), value))
+            found.nearest.append((memory_id, cosine))
+            if row["id"] is not None:
+                found.rows[memory_id] = cast(CandidateRow, row)
+                if own_cosine is not None:
+                    found.cosines[memory_id] = float(own_cosine)
+        found.best[memory_id] = max(cosine, found.best.get(memory_id, cosine))
     found.nearest.sort(key=lambda item: (-item[1], item[0]))
     return found

@@ -62,15 +62,17 @@ class QuestionVectors:
 
     async def nearest(self, database: Database, settings: Settings, provenance: Provenance,
                       query: np.ndarray, *, known: Sequence[int], exclude: Sequence[int],
-                      k: int = NEAREST_QUESTIONS) -> QuestionMatches:
+                      rows_within: int = 0, k: int = NEAREST_QUESTIONS) -> QuestionMatches:
         """The memories of the ``k`` questions nearest to ``query`` and the best question
         cosine of each of them and of the ``known`` memories. pgvector leaves out archived
-        and excluded memories; the numpy index leaves out the excluded ones (archived rows
-        are dropped by the row fetch, as for memory vectors)."""
+        and excluded memories and brings the rows of the memories ranked within
+        ``rows_within`` that are not ``known``; the numpy index leaves out the excluded ones
+        (archived rows are dropped by the row fetch, as for memory vectors)."""
         if self.backend.backend(settings, database, provenance) == "pgvector":
             async with cursor(database.pool) as cur:
                 return await questions_db.nearest_questions(cur, provenance, query, k=k,
-                                                            exclude=exclude, known=known)
+                                                            exclude=exclude, known=known,
+                                                            rows_within=rows_within)
         found = await self.index.search(database.pool, provenance, query, k)
         await self._owners(database.pool, [i for i, _ in found])
         skip = set(exclude)

@@ -49,6 +49,8 @@ class Relevance:
     keyword_only: float = 8.5
     keyword_only_offset: float = 2.5
     many_from: int = 100  # store size up to which the offset holds as it is (see ``many``)
+    question: float = 1.0  # per deviation the best written question stands past ...
+    question_from: float = 3.0  # ... this many deviations above the background
 
     def of(self, evidence: Evidence) -> float:
         """0..1: the number the injection floor compares."""
@@ -56,8 +58,10 @@ class Relevance:
             return _logistic(self.keyword_only * evidence.keyword - self.keyword_only_offset
                              - self.many(evidence.store_size))
         keyword = self.keyword + (self.cross_keyword if evidence.cross else 0.0)
+        asked = (0.0 if evidence.question is None
+                 else self.question * max(0.0, evidence.question - self.question_from))
         return _logistic(self.standing * evidence.standing + keyword * evidence.keyword
-                         - self.offset - self.many(evidence.store_size))
+                         + asked - self.offset - self.many(evidence.store_size))
 
     def many(self, store_size: int) -> float:
         """What a larger store asks more, so an unrelated chat brings as few memories at
@@ -81,6 +85,9 @@ class Evidence:
     keyword: float
     cross: bool
     store_size: int = 0  # active memories the query was searched among
+    # How far the best question the memory model wrote for the memory stands above the
+    # query's background (deviations; None: no question vector)
+    question: float | None = None
 
 
 def _logistic(value: float) -> float:
