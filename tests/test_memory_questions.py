@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from pawwake.db.memory_questions import QuestionMatches
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import cursor, fetch_all, transaction
 from pawwake.memory.embedding_jobs import request_embedding
+from pawwake.memory.search import questions, search_memories
 from pawwake.services import services_of
 from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.memory_model_fake import describe, describing_responder
@@ -174,3 +176,34 @@ async def test_a_rebuild_for_another_model_embeds_the_questions_again(
     assert confirmed.status == 202
     await services_of(app).jobs.run_until_idle()
     assert [r["model"] for r in await question_rows(client)] == ["fake-b"]
+
+
+@pytest.mark.parametrize("backend", ["pgvector", "numpy"])
+async def test_a_search_weighs_the_best_written_question(make_client: Any, upstream: Any,
+                                                         backend: str) -> None:
+    upstream.responder = describing_responder
+    client = await make_client(**DESCRIBED, VECTOR_BACKEND=backend)
+    ids = {text: (await create(client, text))["id"] for text in EIGHT}
+    undescribed = (await create(client, "用户的猫叫咪咪"))["id"]
+    await services_of(client.server.app).jobs.run_until_idle()
+    await sql(client, "UPDATE memories SET model_questions = '{}' WHERE id = %s",
+              (undescribed,))
+    services = services_of(client.server.app)
+    settings = services.config.current()
+    outcome = await search_memories(services.memory_search, "Can I eat a peanut butter sandwich?",
+                                    settings=settings, touch=False)
+    by_id = {r.id: r for r in outcome.results}
+    peanuts = by_id[ids["The user is allergic to peanuts"]]
+    assert peanuts.evidence is not None and peanuts.evidence.question is not None
+    assert peanuts.evidence.question > questions.ADMIT_STANDING
+    assert peanuts.relevance >= outcome.floor
+    outcome = await search_memories(services.memory_search, "我的猫叫什么名字？",
+                                    settings=settings, touch=False)
+    cat = {r.id: r for r in outcome.results}[undescribed]
+    assert cat.evidence is not None and cat.evidence.question is None  # no question: as before
+
+
+def test_a_memory_is_admitted_by_a_question_that_stands_out() -> None:
+    matches = QuestionMatches(nearest=[(7, 0.9), (3, 0.88), (5, 0.8)])
+    stands = {7: 5.0, 3: questions.ADMIT_STANDING, 5: 1.0}
+    assert questions.admitted(matches, stands, present={7}) == [3]

@@ -9,11 +9,18 @@ on how many other memories are stored:
   specific it is in its language (a name counts more than "最近"), a keyword counting as found
   through the other language's terms too (``text.lexicon``) and through the keywords and
   questions a memory model wrote for the memory;
+- ``question``: how many deviations the best of the questions the memory model wrote for the
+  memory (each with its own vector, ``memory.search.questions``) stands above the query's
+  background on the same fixed reference set; it adds ``question`` per deviation past
+  ``question_from`` (a question worded like the user's says more than the memory's own words,
+  and one barely above the background says nothing); None without a question vector, so a
+  store without a memory model is judged as before;
 - ``cross``: query and memory are in different languages. The models see little across
   languages (from Chinese, the local model ranks the right English memory in its top five for
   0.05 of the dev set's questions), so there the keyword evidence carries more.
 
-``relevance = logistic(s * standing + k * keyword [+ c * keyword when cross] - offset
+``relevance = logistic(s * standing + k * keyword [+ c * keyword when cross]
++ q * max(0, question - question_from) - offset
 - many(store size))``, with ``Relevance``'s coefficients, chosen by the benchmarks. ``bench/relevance_fit.py``
 fits it on the dev set, whose near-miss distractors share the true memory's words by design, so
 there keywords weigh little (1.2 per deviation, 1.4 for keywords, 0.4 more across languages).
