@@ -328,7 +328,8 @@ def _explained(result: SearchResult | None) -> str:
         return "not a candidate" if result is None else ""
     e = result.evidence
     standing = "-" if e.standing is None else f"{e.standing:.2f}"
-    return (f"standing {standing} keyword {e.keyword:.2f}{' cross' if e.cross else ''}"
+    asked = "" if e.question is None else f" question {e.question:.2f}"
+    return (f"standing {standing}{asked} keyword {e.keyword:.2f}{' cross' if e.cross else ''}"
             f" cosine {result.similarity if result.similarity is not None else float('nan'):.3f}")
 
 
@@ -396,3 +397,25 @@ async def model_described(app: Any, store: Store) -> None:
     async with cursor(pool) as cur:
         await cur.execute("ANALYZE memories")
     services_of(app).term_stats._loaded_at = -1e9
+    await embed_questions(app)
+
+
+async def embed_questions(app: Any) -> None:
+    """Give every written question its vector of the local model, as the embedding job
+    does (computed once per text and kept in the temp folder: the stand-in writes few
+    distinct questions)."""
+    import tempfile
+
+    services = services_of(app)
+    pool = services.database.pool
+    provenance = await services.embedder.provenance(services.config.current())
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id, content FROM memory_questions ORDER BY id")
+        rows = await cur.fetchall()
+    texts = sorted({content for _, content in rows})
+    passages, _ = _vectors(texts, [], Path(tempfile.gettempdir()))
+    vectors = dict(zip(texts, passages, strict=True))
+    for start in range(0, len(rows), 2000):
+        await services.vectors.questions.store(services.database, provenance, [
+            (question_id, vectors_db.content_sha(content), vectors[content])
+            for question_id, content in rows[start:start + 2000]])

@@ -49,8 +49,10 @@ QUESTIONS = [
     ("what music do I like", "用户喜欢听爵士乐"),
     ("我平时怎么锻炼？", "用户每天早上跑步五公里"),
 ]
-MISSED_AMONG_A_THOUSAND = ["When is my birthday?", "我的生日是几月几号？",
-                           "Can I eat a peanut butter sandwich?"]
+# ("Can I eat a peanut butter sandwich?" left the list when each written question got a
+# vector of its own: "What am I allergic to, what can't I eat?" is what it meets; "豆豆最近好吗"
+# when a question's frame words stopped counting as keywords.)
+MISSED_AMONG_A_THOUSAND = ["When is my birthday?", "我的生日是几月几号？"]
 UNRELATED = ("Tell me a joke about computers", "今天天气怎么样", "帮我写一首关于秋天的诗",
              "How do I make a good cup of tea?", "地球到月球有多远")
 

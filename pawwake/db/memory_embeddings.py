@@ -92,7 +92,8 @@ async def vector_count(cur: Cursor, provenance: VectorSource) -> int:
 
 # -- pgvector -------------------------------------------------------------------------------
 
-VECTOR_TABLES = ("memory_embeddings", "conversation_embeddings")  # (provider, model, dim,
+VECTOR_TABLES = ("memory_embeddings", "conversation_embeddings",
+                 "memory_question_embeddings")  # (provider, model, dim,
 # embedding real[]) tables that get per-provenance HNSW indexes
 
 

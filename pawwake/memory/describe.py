@@ -7,7 +7,8 @@ Extraction and scored imports ask for them in the same call that makes the memor
 how it was written. Batches of ``BATCH`` memories, one model call each, committed per batch:
 an interrupted run loses at most one batch. An answer the job cannot use marks its memories
 described with nothing written (found by their content alone, as before) so they are not
-asked about again; an unreachable model makes the job retry later.
+asked about again; an unreachable model makes the job retry later. Questions written ask for
+their vectors (``memory_embed``) in the batch's transaction.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pawwake.db.pool import Cursor, cursor, transaction
 from pawwake.jobs import Job, RetryLater
 from pawwake.llm.models import memory_model
 from pawwake.llm.upstream import UpstreamFailure, UpstreamStatusError, UsageBooking, complete
+from pawwake.memory.embedding_jobs import enqueue_embedding
 from pawwake.memory.model_terms import ModelTerms, searchable_text
 from pawwake.search.terms import terms_for
 from pawwake.settings import Settings
@@ -95,11 +97,13 @@ async def describe_memories(learning: MemoryLearning, job: Job) -> dict[str, Any
     pool = job.database.pool
     model = memory_model(settings)
     job.model = model
-    after, counts = 0, {"described": 0, "unusable": 0}
+    after, counts, asked = 0, {"described": 0, "unusable": 0}, False
     while True:
         async with cursor(pool) as cur:
             rows = await db.undescribed(cur, after, BATCH)
         if not rows:
+            if asked:
+                learning.writes.jobs.wake()
             return counts
         after = rows[-1]["id"]
         contents = [str(row["content"]) for row in rows]
@@ -114,6 +118,9 @@ async def describe_memories(learning: MemoryLearning, job: Job) -> dict[str, Any
             counts["described"] += await db.store_descriptions(cur, [
                 (row["id"], text, made.keywords, made.questions, cut)
                 for row, text, made, cut in zip(rows, contents, written, terms, strict=True)])
+            if any(made.questions for made in written):
+                await enqueue_embedding(cur)  # the questions' vectors
+                asked = True
 
 
 async def _ask(learning: MemoryLearning, settings: Settings, model: str, lines: list[str]

@@ -1,8 +1,11 @@
-"""The "memory_embed" job: give every memory a vector of the configured provenance.
+"""The "memory_embed" job: give every memory, and every question the memory model wrote for
+one, a vector of the configured provenance.
 
 Works in batches in id order and commits each batch, so an interrupted run loses at most one
 batch and the next run starts with what is still missing. Progress is ``done/total`` over all
-memories (active or archived). Running it again when nothing is missing embeds nothing.
+memories (active or archived). Running it again when nothing is missing embeds nothing. The questions follow the memories in
+the same run (their own batches and coverage), under the memories' provenance: a confirmed
+rebuild for another model re-embeds them too.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db import memory_questions as questions_db
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory import vectors
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 32
+QUESTION_TABLE = questions_db.QUESTION_VECTORS.name
 
 
 async def embed_missing_memories(embedding: MemoryEmbedding, job: Job) -> dict[str, Any]:
@@ -41,12 +46,23 @@ async def embed_missing_memories(embedding: MemoryEmbedding, job: Job) -> dict[s
         log.warning("memory vectors were made by another model; waiting for a confirmed rebuild")
         return {"skipped": "needs_rebuild", "provenance": provenance.as_dict()}
     await store.ensure_hnsw_index(database, settings, provenance)
+    await store.ensure_hnsw_index(database, settings, provenance, QUESTION_TABLE)
 
     target = EmbeddingTarget("memory",
                              needing=on_pool(database.pool, vectors_db.rows_needing_vectors),
                              coverage=on_pool(database.pool, vectors_db.coverage),
                              store=partial(store.store, database),
                              switch="MEMORY_VECTOR_ENABLED")
-    return await embed_missing(embedding.config, embedding.embedder, job, provenance, target,
-                               batch)
+    result = await embed_missing(embedding.config, embedding.embedder, job, provenance, target,
+                                 batch)
+    if "stopped" in result:
+        return result
+    questions = EmbeddingTarget("memory question",
+                                needing=on_pool(database.pool, questions_db.rows_needing_vectors),
+                                coverage=on_pool(database.pool, questions_db.coverage),
+                                store=partial(store.questions.store, database),
+                                switch="MEMORY_VECTOR_ENABLED")
+    asked = await embed_missing(embedding.config, embedding.embedder, job, provenance,
+                                questions, batch)
+    return {**result, "questions": {k: v for k, v in asked.items() if k != "provenance"}}
 

@@ -23,6 +23,7 @@ from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import memory_search as search_db
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import Provenance
+from pawwake.memory.question_vectors import QuestionVectors
 from pawwake.search.vector_backend import VectorBackend
 from pawwake.search.vector_index import VectorIndex
 from pawwake.settings import Settings
@@ -74,11 +75,13 @@ async def confirm_provenance(database: Database, configured: Provenance) -> None
 
 class VectorStore(VectorBackend):
     """Memory vectors: stored, and their neighbours found, on the backend the gateway's
-    choice (``VectorBackend``) gives a search (one per process)."""
+    choice (``VectorBackend``) gives a search (one per process), with the vectors of the
+    questions the memory model wrote for them (``questions``) on the same backend."""
 
     def __init__(self, index: VectorIndex | None = None) -> None:
         super().__init__()
         self.index = index or VectorIndex()
+        self.questions = QuestionVectors(self)
 
     async def store(self, database: Database, provenance: Provenance,
                     rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:

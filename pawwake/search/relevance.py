@@ -9,11 +9,18 @@ on how many other memories are stored:
   specific it is in its language (a name counts more than "最近"), a keyword counting as found
   through the other language's terms too (``text.lexicon``) and through the keywords and
   questions a memory model wrote for the memory;
+- ``question``: how many deviations the best of the questions the memory model wrote for the
+  memory (each with its own vector, ``memory.search.questions``) stands above the query's
+  background on the same fixed reference set; it adds ``question`` per deviation past
+  ``question_from`` (a question worded like the user's says more than the memory's own words,
+  and one barely above the background says nothing); None without a question vector, so a
+  store without a memory model is judged as before;
 - ``cross``: query and memory are in different languages. The models see little across
   languages (from Chinese, the local model ranks the right English memory in its top five for
   0.05 of the dev set's questions), so there the keyword evidence carries more.
 
-``relevance = logistic(s * standing + k * keyword [+ c * keyword when cross] - offset
+``relevance = logistic(s * standing + k * keyword [+ c * keyword when cross]
++ q * max(0, question - question_from) - offset
 - many(store size))``, with ``Relevance``'s coefficients, chosen by the benchmarks. ``bench/relevance_fit.py``
 fits it on the dev set, whose near-miss distractors share the true memory's words by design, so
 there keywords weigh little (1.2 per deviation, 1.4 for keywords, 0.4 more across languages).
@@ -49,6 +56,8 @@ class Relevance:
     keyword_only: float = 8.5
     keyword_only_offset: float = 2.5
     many_from: int = 100  # store size up to which the offset holds as it is (see ``many``)
+    question: float = 1.0  # per deviation the best written question stands past ...
+    question_from: float = 3.0  # ... this many deviations above the background
 
     def of(self, evidence: Evidence) -> float:
         """0..1: the number the injection floor compares."""
@@ -56,8 +65,10 @@ class Relevance:
             return _logistic(self.keyword_only * evidence.keyword - self.keyword_only_offset
                              - self.many(evidence.store_size))
         keyword = self.keyword + (self.cross_keyword if evidence.cross else 0.0)
+        asked = (0.0 if evidence.question is None
+                 else self.question * max(0.0, evidence.question - self.question_from))
         return _logistic(self.standing * evidence.standing + keyword * evidence.keyword
-                         - self.offset - self.many(evidence.store_size))
+                         + asked - self.offset - self.many(evidence.store_size))
 
     def many(self, store_size: int) -> float:
         """What a larger store asks more, so an unrelated chat brings as few memories at
@@ -81,6 +92,9 @@ class Evidence:
     keyword: float
     cross: bool
     store_size: int = 0  # active memories the query was searched among
+    # How far the best question the memory model wrote for the memory stands above the
+    # query's background (deviations; None: no question vector)
+    question: float | None = None
 
 
 def _logistic(value: float) -> float:

@@ -31,6 +31,7 @@ from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.memory_search import CandidateRow
 from pawwake.db.pool import cursor
 from pawwake.local_time import local_today, zone_of
+from pawwake.memory.search import questions
 from pawwake.memory.search.clock import StepClock
 from pawwake.memory.search.keywords import keyword_candidates, vectors_to_read
 from pawwake.memory.search.query_vector import QueryVector, start_vector
@@ -128,6 +129,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
 
     rows, concepts = found_by_keywords.rows, found_by_keywords.concepts
     cosines: dict[int, float] = {}
+    asked_standing: dict[int, float] = {}
     normalised: dict[int, float] = {}
     hood: fusion.Neighbourhood | None = None
     if semantic is not None:
@@ -137,11 +139,17 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         # memory it is about ranks below every Chinese one by raw cosine.
         across = (semantic.reference.across(semantic.query) if semantic.language == "zh"
                   else None)
-        found = await search.vectors.neighbourhood(
-            database, settings, semantic.provenance, semantic.query, k=fusion.NEIGHBOURHOOD,
-            exclude=exclude, known=known, rows_within=fusion.ADMIT_TOP_K,
-            cosines_of=[*([] if read else known), *held], across=across, across_k=ACROSS_K)
+        # The written questions' statement runs beside the nearest memories' one.
+        found, asked = await asyncio.gather(
+            search.vectors.neighbourhood(
+                database, settings, semantic.provenance, semantic.query,
+                k=fusion.NEIGHBOURHOOD, exclude=exclude, known=known,
+                rows_within=fusion.ADMIT_TOP_K, cosines_of=[*([] if read else known), *held],
+                across=across, across_k=ACROSS_K),
+            questions.nearest_questions(search, database, settings, semantic,
+                                        known=[*known, *held], exclude=exclude))
         cosines = found.cosines
+        asked_standing = questions.standing(asked, semantic)
         if read:
             cosines.update(found_by_keywords.stored.cosines(semantic.query))
         if not found.nearest:
@@ -151,8 +159,14 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         else:
             cosines.update(found.nearest)
             cosines.update(found.across)
+            brought = questions.admitted(asked, asked_standing, {row["id"] for row in rows})
+            cosines.update(asked.cosines)
+            if asked.rows is None and brought:  # numpy: their own cosines in process
+                cosines.update(await search.vectors.index.cosines_for(
+                    database.pool, semantic.provenance, semantic.query, brought))
             rows, normalised, hood = await _semantic_candidates(
-                database, rows, found, cosines, semantic.threshold, exclude)
+                database, rows, found, cosines, semantic.threshold, exclude,
+                brought, asked.rows)
         clock.lap("neighbours")
 
     weights = scoring.hybrid_weights(settings) if semantic else scoring.KEYWORD_ONLY
@@ -162,7 +176,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                                    weights, now, today, hood, semantic, size,
                                    floor=float(settings.MIN_SCORE_THRESHOLD),
                                    relevant_enough=relevant_enough, fusing=fusing,
-                                 judging=judging), limit,
+                                 judging=judging, questions=asked_standing), limit,
                             relevant_enough)
     held_results = scored(held_rows, {}, concepts,
                           {row["id"]: hood.score(cosines[row["id"]]) for row in held_rows
@@ -170,7 +184,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                           cosines, weights, now, today, hood, semantic, size,
                           floor=float(settings.MIN_SCORE_THRESHOLD),
                           relevant_enough=relevant_enough, fusing=fusing,
-                          judging=judging) if held_rows else []
+                          judging=judging, questions=asked_standing) if held_rows else []
     clock.lap("scoring")
     if touch:
         await touch_results(search, results)
@@ -193,24 +207,28 @@ def keyword_pool(limit: int) -> int:
 async def _semantic_candidates(database: Database, rows: list[CandidateRow],
                                found: search_db.Neighbourhood,
                                cosines: Mapping[int, float], floor: float,
-                               exclude: list[int]
+                               exclude: list[int], brought: Sequence[int] = (),
+                               brought_rows: Mapping[int, CandidateRow] | None = None
                                ) -> tuple[list[CandidateRow], dict[int, float],
                                           fusion.Neighbourhood | None]:
-    """The keyword rows plus the neighbours admitted by rank and margin (``fusion``), and
-    every row's semantic part: its place in the query's neighbourhood. The admitted rows come
-    with the neighbourhood (pgvector) or are fetched (numpy index, which may also hold
-    archived memories: the fetch leaves them out)."""
+    """The keyword rows plus the neighbours admitted by rank and margin (``fusion``) and the
+    memories ``brought`` by their written questions, and every row's semantic part: its
+    place in the query's neighbourhood. The admitted rows come with their statements
+    (pgvector: ``found.rows``, ``brought_rows``) or are fetched in one statement (numpy
+    index, which may also hold archived memories: the fetch leaves them out)."""
     hood = fusion.Neighbourhood.of([c for _, c in found.nearest], floor)
     if hood is None:
         return rows, {}, None
     known = {row["id"] for row in rows}
     similar = [i for i in fusion.admitted(found.nearest, hood) if i not in known]
     similar += [i for i, _ in found.across if i not in known and i not in similar]
-    if found.rows is not None:
-        rows = rows + [found.rows[i] for i in similar if i in found.rows]
-    elif similar:
+    similar += [i for i in brought if i not in known and i not in similar]
+    given = {**(brought_rows or {}), **(found.rows or {})}
+    missing = [i for i in similar if i not in given]
+    rows = rows + [given[i] for i in similar if i in given]
+    if missing and (found.rows is None or brought_rows is None):
         async with cursor(database.pool) as cur:
-            rows = rows + await search_db.fetch_rows(cur, similar, exclude)
+            rows = rows + await search_db.fetch_rows(cur, missing, exclude)
     return rows, {row["id"]: hood.score(cosines[row["id"]])
                   for row in rows if row["id"] in cosines}, hood
 

@@ -22,13 +22,14 @@ def scored(rows: list[CandidateRow], fixed: Mapping[int, Fixed],
            weights: scoring.Weights, now: datetime, today: date,
            hood: fusion.Neighbourhood | None, semantic: QueryVector | None,
            store_size: int, *, floor: float, relevant_enough: float, fusing: fusion.Fusion,
-           judging: Relevance = CALIBRATED
+           judging: Relevance = CALIBRATED, questions: Mapping[int, float] | None = None
            ) -> list[SearchResult]:
     """Final scores, best first, each with its relevance (``search.relevance``); rows below
     ``floor`` are left out unless their relevance reaches ``relevant_enough`` (a Chinese
     question that finds an English memory through the lexicon ranks low, its semantic part
     small, and is still what the chat is about). ``fixed`` holds the parts already worked
-    out (keyword rows); the other rows' are worked out here."""
+    out (keyword rows); the other rows' are worked out here. ``questions``: each memory's
+    best written question's standing (``memory.search.questions``)."""
     fixed = {**fixed, **fixed_parts([row for row in rows if row["id"] not in fixed],
                                     concepts, now, today)}
     keyword = {row["id"]: fixed[row["id"]].keyword for row in rows}
@@ -50,7 +51,8 @@ def scored(rows: list[CandidateRow], fixed: Mapping[int, Fixed],
         score = scoring.combine(weights, keyword=kw, semantic=sem,
                                 importance=row["importance"], recency_value=parts["recency"])
         cosine = cosines.get(row["id"])
-        evidence = _evidence(row, cosine, fixed[row["id"]].evidence, semantic, store_size)
+        evidence = _evidence(row, cosine, fixed[row["id"]].evidence, semantic, store_size,
+                             (questions or {}).get(row["id"]))
         relevant = judging.of(evidence)
         if score >= floor or relevant >= relevant_enough:
             results.append(SearchResult(row, score, parts, cosine, relevant, evidence))
@@ -75,9 +77,10 @@ def within_limit(results: list[SearchResult], limit: int, relevant_enough: float
 
 
 def _evidence(row: MemoryHit, cosine: float | None, keyword: float,
-              semantic: QueryVector | None, store_size: int) -> Evidence:
+              semantic: QueryVector | None, store_size: int, question: float | None = None
+              ) -> Evidence:
     language = language_of(str(row["content"]))
     if semantic is None or cosine is None:
         return Evidence(None, keyword, False, store_size)
     return Evidence(semantic.background.standing(cosine, language), keyword,
-                    language != semantic.language, store_size)
+                    language != semantic.language, store_size, question)

@@ -1,0 +1,121 @@
+"""SQL for the questions the memory model wrote for memories and their vectors.
+
+``memory_questions`` holds one row per written question (kept in step with
+``memories.model_questions`` by the triggers of migration 0026), ``memory_question_embeddings``
+one vector per question, like ``memory_embeddings`` per memory. A question row is never
+rewritten, so a vector of the configured provenance is current for as long as its row exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import numpy as np
+
+from pawwake.db import vector_rows
+from pawwake.db.memory_embeddings import knn_params
+from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
+from pawwake.db.pool import Cursor, TextRow, fetch_all, rows_as_dicts
+from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, VectorTable
+
+QUESTION_VECTORS = VectorTable("memory_question_embeddings", "question_id", "memory_questions",
+                               stale="false")
+
+
+async def rows_needing_vectors(cur: Cursor, provenance: VectorSource, after_id: int, limit: int
+                               ) -> list[TextRow]:
+    """Questions (of active or archived memories) without a vector, in id order."""
+    return await vector_rows.rows_needing_vectors(cur, QUESTION_VECTORS, provenance, after_id,
+                                                  limit)
+
+
+async def owners(cur: Cursor, *, after_id: int = 0, ids: Sequence[int] | None = None
+                 ) -> list[tuple[int, int]]:
+    """``(question id, memory id)`` of the questions past ``after_id`` or among ``ids``."""
+    if ids is not None:
+        await cur.execute("SELECT id, memory_id FROM memory_questions"
+                          " WHERE id = ANY(%s::bigint[])", (list(ids),))
+    else:
+        await cur.execute("SELECT id, memory_id FROM memory_questions WHERE id > %s"
+                          " ORDER BY id", (after_id,))
+    return [(int(row[0]), int(row[1])) for row in await cur.fetchall()]
+
+
+async def questions_of(cur: Cursor, memory_id: int) -> list[str]:
+    """One memory's questions as stored, in the order they were written."""
+    rows = await fetch_all(cur, "SELECT content FROM memory_questions WHERE memory_id = %s"
+                                " ORDER BY id", (memory_id,))
+    return [str(row["content"]) for row in rows]
+
+
+async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
+    """(questions with a vector of ``provenance``, all questions)."""
+    return await vector_rows.coverage(cur, QUESTION_VECTORS, provenance)
+
+
+@dataclass
+class QuestionMatches:
+    """What a query's vector finds among the written questions: the memories of its nearest
+    questions, best first, and each memory's best question cosine (those nearest, and the
+    ``known`` memories that have a question vector). On pgvector also the rows of the
+    leading memories not ``known``, and their own vector's cosine with the query
+    (``rows``, ``cosines``; None and empty on the numpy index)."""
+
+    nearest: list[tuple[int, float]] = field(default_factory=list)  # (memory id, cosine)
+    best: dict[int, float] = field(default_factory=dict)
+    rows: dict[int, CandidateRow] | None = None
+    cosines: dict[int, float] = field(default_factory=dict)
+
+
+async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,
+                            k: int, exclude: Sequence[int], known: Sequence[int],
+                            rows_within: int) -> QuestionMatches:
+    """The memories (active, not excluded) of the ``k`` questions nearest to ``query``
+    (pgvector HNSW) with their best cosine, the rows and own cosines of those ranked within
+    ``rows_within`` that are not ``known``, and the best question cosine of each ``known``
+    memory: one round trip."""
+    dim = int(provenance.dim)
+    distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
+    blanks = ", ".join(["NULL"] * (len(MEMORY_COLUMNS.split(", ")) + 2))  # own, columns, terms
+    known_part = (
+        f" UNION ALL SELECT 'known', mq.memory_id, max(1 - ({distance})), {blanks}"
+        " FROM memory_questions mq JOIN memory_question_embeddings e ON e.question_id = mq.id"
+        f"  AND {OF_PROVENANCE} WHERE mq.memory_id = ANY(%(known)s::bigint[])"
+        " GROUP BY mq.memory_id") if known else ""
+    own = f"1 - (me.embedding::vector({dim}) <=> (SELECT v FROM q))"
+    await cur.execute(
+        "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
+        f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
+        f" near AS MATERIALIZED (SELECT e.question_id, 1 - ({distance}) AS cosine"
+        f"   FROM memory_question_embeddings e WHERE {OF_PROVENANCE}"
+        f"   ORDER BY {distance} LIMIT %(k)s),"
+        " best AS (SELECT mq.memory_id AS id, max(n.cosine) AS cosine FROM near n"
+        "   JOIN memory_questions mq ON mq.id = n.question_id"
+        "   JOIN memories m ON m.id = mq.memory_id"
+        "   WHERE m.is_active AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
+        "   GROUP BY mq.memory_id),"
+        " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM best)"
+        f" SELECT 'near' AS kind, r.id AS hit, r.cosine, {own} AS own, {MEMORY_COLUMNS},"
+        " m.search_terms FROM ranked r LEFT JOIN memories m ON m.id = r.id"
+        "  AND r.place <= %(within)s AND NOT (r.id = ANY(%(known)s::bigint[]))"
+        f" LEFT JOIN memory_embeddings me ON me.memory_id = m.id"
+        f"  AND me.provider = %(provider)s AND me.model = %(model)s AND me.dim = %(dim)s"
+        f"{known_part}",
+        {**knn_params(provenance, query, k, exclude), "known": list(known),
+         "within": rows_within})
+    found = QuestionMatches(rows={})
+    assert found.rows is not None
+    for row in rows_as_dicts(cur, await cur.fetchall()):
+        kind, memory_id, cosine = row.pop("kind"), int(row.pop("hit")), float(row.pop("cosine"))
+        own_cosine = row.pop("own")
+        if kind == "near":
+            found.nearest.append((memory_id, cosine))
+            if row["id"] is not None:
+                found.rows[memory_id] = cast(CandidateRow, row)
+                if own_cosine is not None:
+                    found.cosines[memory_id] = float(own_cosine)
+        found.best[memory_id] = max(cosine, found.best.get(memory_id, cosine))
+    found.nearest.sort(key=lambda item: (-item[1], item[0]))
+    return found

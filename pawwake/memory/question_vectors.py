@@ -1,0 +1,115 @@
+"""The vectors of the questions a memory answers (written by the memory model): stored, and
+the questions nearest to a query found, on the backend memory vectors use.
+
+A user's question is worded like the questions the model wrote for its memory, not like the
+memory ("我能吃花生酱吗？" / "The user is allergic to peanuts" / "What am I allergic to?"), so
+each written question has a vector of its own and a memory counts by its best one: on the
+natural questions among 300 other memories, the right memory is in the top five for 0.88 of
+the questions by its best question's cosine, 0.67 by its own vector (figures in
+``tests/data/retrieval/README.md``).
+
+On pgvector one statement (``db.memory_questions.nearest_questions``) gives the memories of
+the nearest questions and the best question cosine of the keyword candidates; on the numpy
+index both are products in process, with the questions' memories held here (question rows
+never change owner, so the map only grows; new questions are read by id at most every
+``REFRESH_SECONDS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pawwake.db import memory_questions as questions_db
+from pawwake.db.memory_questions import QUESTION_VECTORS, QuestionMatches
+from pawwake.db.pool import cursor
+from pawwake.search.vector_index import VectorIndex
+
+if TYPE_CHECKING:
+    import aiopg
+
+    from pawwake.database import Database
+    from pawwake.llm.embeddings import Provenance
+    from pawwake.search.vector_backend import VectorBackend
+    from pawwake.settings import Settings
+
+NEAREST_QUESTIONS = 40  # questions a search looks at (several may belong to one memory)
+REFRESH_SECONDS = 3.0
+LATE_IDS = 1000  # question ids below the newest seen read again (a late commit's rows)
+
+
+class QuestionVectors:
+    """Question vectors of this process: the numpy index over them and who owns each."""
+
+    def __init__(self, backend: VectorBackend, index: VectorIndex | None = None) -> None:
+        self.backend = backend
+        self.index = index or VectorIndex(table=QUESTION_VECTORS)
+        self._owner: dict[int, int] = {}  # question id -> memory id
+        self._asked: dict[int, set[int]] = {}  # memory id -> its question ids
+        self._newest = 0
+        self._checked_at = -REFRESH_SECONDS
+        self._lock = asyncio.Lock()
+
+    async def store(self, database: Database, provenance: Provenance,
+                    rows: Sequence[tuple[int, str, np.ndarray]]) -> list[int]:
+        """Save question vectors (``(question id, content sha, vector)``) and add them to the
+        numpy index; returns the ids stored (questions gone meanwhile are skipped)."""
+        return await self.index.store(database.pool, provenance, rows)
+
+    async def nearest(self, database: Database, settings: Settings, provenance: Provenance,
+                      query: np.ndarray, *, known: Sequence[int], exclude: Sequence[int],
+                      rows_within: int = 0, k: int = NEAREST_QUESTIONS) -> QuestionMatches:
+        """The memories of the ``k`` questions nearest to ``query`` and the best question
+        cosine of each of them and of the ``known`` memories. pgvector leaves out archived
+        and excluded memories and brings the rows of the memories ranked within
+        ``rows_within`` that are not ``known``; the numpy index leaves out the excluded ones
+        (archived rows are dropped by the row fetch, as for memory vectors)."""
+        if self.backend.backend(settings, database, provenance) == "pgvector":
+            async with cursor(database.pool) as cur:
+                return await questions_db.nearest_questions(cur, provenance, query, k=k,
+                                                            exclude=exclude, known=known,
+                                                            rows_within=rows_within)
+        found = await self.index.search(database.pool, provenance, query, k)
+        await self._owners(database.pool, [i for i, _ in found])
+        skip = set(exclude)
+        matches = QuestionMatches()
+        for question_id, cosine in found:
+            memory_id = self._owner.get(question_id)
+            if memory_id is None or memory_id in skip:
+                continue
+            if memory_id not in matches.best:
+                matches.nearest.append((memory_id, cosine))
+                matches.best[memory_id] = cosine
+        asked = [q for m in known if m not in matches.best for q in self._asked.get(m, ())]
+        if asked:
+            cosines = await self.index.cosines_for(database.pool, provenance, query, asked)
+            for question_id, cosine in cosines.items():
+                memory_id = self._owner[question_id]
+                matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
+        return matches
+
+    async def _owners(self, pool: aiopg.Pool, found: Sequence[int]) -> None:
+        """Learn the memories of new questions: every question past the newest id seen, at
+        most every ``REFRESH_SECONDS``, and any of ``found`` still unknown."""
+        unknown = [i for i in found if i not in self._owner]
+        if not unknown and time.monotonic() - self._checked_at < REFRESH_SECONDS:
+            return
+        async with self._lock:
+            async with cursor(pool) as cur:
+                if time.monotonic() - self._checked_at >= REFRESH_SECONDS:
+                    self._learn(await questions_db.owners(
+                        cur, after_id=max(0, self._newest - LATE_IDS)))
+                    self._checked_at = time.monotonic()
+                unknown = [i for i in found if i not in self._owner]
+                if unknown:
+                    self._learn(await questions_db.owners(cur, ids=unknown))
+
+    def _learn(self, pairs: Sequence[tuple[int, int]]) -> None:
+        for question_id, memory_id in pairs:
+            self._owner[question_id] = memory_id
+            self._asked.setdefault(memory_id, set()).add(question_id)
+            self._newest = max(self._newest, question_id)

@@ -1,0 +1,61 @@
+"""The written questions' part of a memory search: the query's nearest questions looked up
+beside its nearest memories, the memories they bring as candidates, and each candidate's
+best question standing (the evidence ``search.relevance`` reads).
+
+A memory whose written question is nearest to the user's becomes a candidate even when its
+own vector and its keywords did not bring it ("Can I eat a peanut butter sandwich?" /
+"What am I allergic to?" / "The user is allergic to peanuts"); it is admitted when it ranks
+among the ``ADMIT_TOP`` memories by best question and that question stands at least
+``ADMIT_STANDING`` deviations above the query's background in its language (the fixed
+reference set, so the bar is the same at 5 memories and at 10,000).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pawwake.database import Database
+from pawwake.db.memory_questions import QuestionMatches
+from pawwake.db.memory_search import CandidateRow
+from pawwake.memory.search.query_vector import QueryVector
+from pawwake.settings import Settings
+
+if TYPE_CHECKING:
+    from pawwake.memory.faces import MemorySearch
+
+ADMIT_TOP = 5  # memories (by their best question) that may be admitted
+ADMIT_STANDING = 3.0  # deviations above the background a question must stand to admit
+
+
+async def nearest_questions(search: MemorySearch, database: Database, settings: Settings,
+                            semantic: QueryVector, *, known: Sequence[int],
+                            exclude: Sequence[int]) -> QuestionMatches:
+    """The query's nearest written questions (one statement on pgvector, run beside the
+    nearest memories' one), with the rows of the leading memories."""
+    return await search.vectors.questions.nearest(
+        database, settings, semantic.provenance, semantic.query, known=known,
+        exclude=exclude, rows_within=ADMIT_TOP)
+
+
+def standing(matches: QuestionMatches, semantic: QueryVector) -> dict[int, float]:
+    """Each memory's best question cosine as deviations above the query's background in the
+    query's language (the model writes each question in both languages; the one in the
+    query's language is the one that meets it)."""
+    return {memory_id: semantic.background.standing(cosine, semantic.language)
+            for memory_id, cosine in matches.best.items()}
+
+
+def admitted(matches: QuestionMatches, stands: dict[int, float], present: set[int]
+             ) -> list[int]:
+    """Memories brought by their questions that are not candidates yet, best first."""
+    leading = [memory_id for memory_id, _ in matches.nearest[:ADMIT_TOP]]
+    return [memory_id for memory_id in leading
+            if memory_id not in present and stands.get(memory_id, 0.0) >= ADMIT_STANDING]
+
+
+def rows_of(matches: QuestionMatches, ids: Sequence[int]) -> tuple[list[CandidateRow], list[int]]:
+    """The rows the question statement brought for ``ids``, and the ids it did not (the
+    numpy index brings none: the caller fetches them)."""
+    rows = matches.rows or {}
+    return [rows[i] for i in ids if i in rows], [i for i in ids if i not in rows]
