@@ -55,9 +55,9 @@ def _function(library: ctypes.CDLL, names: tuple[str, ...]) -> Any:
     return None
 
 
-def blas_threads() -> int | None:
+def blas_threads(library: ctypes.CDLL | None = None) -> int | None:
     """The threads OpenBLAS uses per product now (None: no OpenBLAS found)."""
-    library = _openblas()
+    library = library or _openblas()
     getter = _function(library, _GETTERS) if library is not None else None
     if getter is None:
         return None
@@ -70,10 +70,10 @@ def set_blas_threads(count: int = 1) -> int | None:
     (None, and nothing changed, when there is no OpenBLAS)."""
     library = _openblas()
     setter = _function(library, _SETTERS) if library is not None else None
-    if library is None or setter is None:
+    if setter is None:
         log.debug("no OpenBLAS found: its thread count is left alone")
         return None
-    before = blas_threads()
+    before = blas_threads(library)
     setter.argtypes = [ctypes.c_int]
     setter.restype = None
     setter(int(count))

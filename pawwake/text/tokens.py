@@ -49,22 +49,16 @@ QUERY_HEAD_CHARS = 1000
 QUERY_TAIL_CHARS = 3000
 
 
-def _stopwords() -> frozenset[str]:
-    words = (_DATA / "stopwords.txt").read_text(encoding="utf-8").split()
-    return frozenset(w.strip().lower() for w in words if w.strip())
+def _word_list(name: str) -> list[str]:
+    """The words of ``data/NAME``, one a line, lower-cased; ``#`` lines are comments."""
+    lines = (_DATA / name).read_text(encoding="utf-8").splitlines()
+    return [w.strip().lower() for w in lines if w.strip() and not w.startswith("#")]
 
 
-STOPWORDS = _stopwords()
-
-
-def _frame_words() -> frozenset[str]:
-    """The question frame words of ``data/frame_words.txt``, English ones as index terms."""
-    lines = (_DATA / "frame_words.txt").read_text(encoding="utf-8").splitlines()
-    words = [w.strip().lower() for w in lines if w.strip() and not w.startswith("#")]
-    return frozenset(w if _HAN.search(w) else (english.normalise(w) or w) for w in words)
-
-
-FRAME_WORDS = _frame_words()
+STOPWORDS = frozenset(_word_list("stopwords.txt"))
+# question frame words, English ones as index terms (compared after normalisation)
+FRAME_WORDS = frozenset(w if _HAN.search(w) else (english.normalise(w) or w)
+                        for w in _word_list("frame_words.txt"))
 _idf = dictionary.IdfTable({}, {}, np.zeros(0), 10.0)
 
 
