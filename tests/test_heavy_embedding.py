@@ -95,6 +95,8 @@ async def test_chat_during_a_long_local_embedding_is_not_held(gateway: Any,
                                                               upstream: Any) -> None:
     client = await local_gateway(gateway)
     embedder = services_of(client.server.app).embedder
+    # the model loaded first: a cold load from disk alone can outlast the 0.5 s deadline
+    await embedder.local.query(embedder.local.submit_query("预热"))
     gate = threading.Event()
     busy = embedder.local.worker.submit(BACKGROUND, gate.wait)  # a long embedding holds the model
     try:
@@ -112,6 +114,7 @@ async def test_a_late_query_vector_makes_the_search_keyword_only(
         gateway: Any, upstream: Any, caplog: pytest.LogCaptureFixture) -> None:
     client = await local_gateway(gateway)
     embedder = services_of(client.server.app).embedder
+    await embedder.local.query(embedder.local.submit_query("预热"))  # loaded, as above
     gate = threading.Event()
     busy = embedder.local.batcher.lanes[0].submit(CHAT, gate.wait)  # the query lane is stuck
     try:
