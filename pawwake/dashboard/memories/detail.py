@@ -63,7 +63,8 @@ def search_cues(cues: dict[str, Any], described: bool) -> dict[str, Any]:
         state = "none"
     else:
         state = "pending" if described else "off"
-    return {"state": state, "keywords": keywords, "questions": questions}
+    return {"state": state, "keywords": keywords, "questions": questions,
+            "note_key": f"memory.cues_{state}"}
 
 
 def setup(dashboard: web.Application) -> None:
