@@ -34,6 +34,7 @@ from pawwake.app import create_app
 from pawwake.conversations.manage import list_conversations
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db import message_vectors
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM
 from pawwake.recall.search import search_fragments
@@ -91,7 +92,7 @@ async def plant_near(pool: Any, provenance: Any, query_vectors: list[np.ndarray]
         v = query_vectors[i // PLANTED] + rng.standard_normal(LOCAL_DIM).astype(np.float32) * .02
         planted.append((rid, fragments_db.content_sha(content), v / np.linalg.norm(v)))
     async with cursor(pool) as cur:
-        await fragments_db.store_vectors(cur, provenance, planted)
+        await message_vectors.store_vectors(cur, provenance, planted)
 
 
 async def time_search(app: web.Application, queries: list[str], runs: int, mode: str
@@ -149,10 +150,10 @@ async def explain_nearest(app: web.Application, provenance: Any, vector: np.ndar
     if services_of(app).vectors.backend(settings, database, provenance) != "pgvector":
         return
     pool = database.pool
-    params = fragments_db.nearest_params(provenance, vector, 100, [])
+    params = message_vectors.nearest_params(provenance, vector, 100, [])
     async with cursor(pool) as cur:
         await cur.execute("SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
-                          " EXPLAIN (ANALYZE, COSTS OFF) " + fragments_db.nearest_sql(provenance),
+                          " EXPLAIN (ANALYZE, COSTS OFF) " + message_vectors.nearest_sql(provenance),
                           params)
         plan = "\n".join(row[0] for row in await cur.fetchall())
     log.info("  nearest-message plan:\n%s", plan)

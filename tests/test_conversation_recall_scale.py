@@ -9,7 +9,7 @@ import pytest
 
 from pawwake.db import fragments as fragments_db
 from pawwake.db import memory_embeddings as vectors_db
-from pawwake.db import memory_search
+from pawwake.db import memory_search, message_vectors
 from pawwake.db.pool import cursor, execute
 from pawwake.search import term_stats
 from pawwake.search.term_stats import CONVERSATIONS, TermStats
@@ -40,8 +40,8 @@ async def test_the_embedding_job_builds_the_index_the_search_walks(client: Any) 
                                                             "京都")
     async with pool.acquire() as conn, conn.cursor() as cur:
         await cur.execute("SET enable_seqscan = off")  # eight rows: force the planner's hand
-        await cur.execute("EXPLAIN " + fragments_db.nearest_sql(provenance),
-                          fragments_db.nearest_params(provenance, vector, 5, []))
+        await cur.execute("EXPLAIN " + message_vectors.nearest_sql(provenance),
+                          message_vectors.nearest_params(provenance, vector, 5, []))
         plan = "\n".join(row[0] for row in await cur.fetchall())
         await cur.execute("RESET enable_seqscan")
     assert vectors_db.hnsw_index_name(provenance, TABLE) in plan, plan

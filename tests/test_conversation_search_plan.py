@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pawwake.db import conversation_admin, fragments
+from pawwake.db import conversation_admin, message_vectors
 from pawwake.db.pool import Cursor, create_pool, cursor, execute
 from pawwake.services import services_of
 
@@ -150,7 +150,7 @@ async def test_recall_reads_the_vectors_of_its_candidates_only(make_client: Any)
         ids = [int(row[0]) for row in await cur.fetchall()]
         explaining = Explaining(cur)
         vector = np.full(dim, 1.0 / np.sqrt(dim), dtype=np.float32)
-        rows = await fragments.candidate_facts(
+        rows = await message_vectors.candidate_facts(
             explaining, ids, provenance=source, vectors=[vector, vector],  # type: ignore[arg-type]
             adjacent_best=60)
     assert len(rows) == len(ids) and all(row["dots"] is not None for row in rows)

@@ -17,6 +17,7 @@ from pawwake.database import connected_database, require_database
 from pawwake.db import conversation_turns as turns_db
 from pawwake.db import fragments as db
 from pawwake.db import jobs as jobs_db
+from pawwake.db import message_vectors
 from pawwake.db.pool import cursor, transaction
 from pawwake.jobs import Job
 from pawwake.llm.embeddings import EmbeddingError, Provenance
@@ -104,8 +105,8 @@ async def embed_missing_messages(recall: ConversationRecall, job: Job) -> dict[s
         raise retry_for(exc, job) from None
     await ensure_vector_index(recall, settings, provenance)
     target = EmbeddingTarget(
-        "conversation", needing=on_pool(database.pool, db.messages_needing_vectors),
-        coverage=on_pool(database.pool, db.vector_coverage),
+        "conversation", needing=on_pool(database.pool, message_vectors.messages_needing_vectors),
+        coverage=on_pool(database.pool, message_vectors.vector_coverage),
         store=partial(recall.recall_vectors.store, database.pool),
         switch="CONVERSATION_RECALL_ENABLED")
     return await embed_missing(recall.config, recall.embedder, job, provenance, target,
@@ -136,7 +137,7 @@ async def index_status(recall: ConversationRecall, *, settings: Settings) -> dic
         counts = await db.index_counts(cur)
     provenance = recall.embedder.configured_provenance(settings)
     async with cursor(database.pool) as cur:
-        done, total = await db.vector_coverage(cur, provenance)
+        done, total = await message_vectors.vector_coverage(cur, provenance)
         job = await jobs_db.latest_of_kind(cur, EMBED_KIND)
     return {
         "enabled": bool(settings.CONVERSATION_RECALL_ENABLED),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import aiopg
 import numpy as np
 
-from pawwake.db import fragments as db
+from pawwake.db import message_vectors as db
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.recall import background
