@@ -98,15 +98,55 @@ def describe(content: str) -> ModelTerms:
         if chinese in content or english.lower() in text:
             keywords += [chinese, english]
     questions: list[str] = []
+    whose = _whose(content)
     for triggers, words, asked in TOPICS:
         if any(trigger in text for trigger in triggers):
             keywords += words
-            questions += asked
+            # The topic's own subject ("用户的妹妹...": the sister topic) is asked as it is.
+            named = whose is not None and not any(t in whose.lower() + " " for t in triggers)
+            questions += [_asked_about(q, whose) for q in asked] if named else asked
     for word in tokens.index_terms(content):
         keywords += (lexicon.english_terms(word) if language_of(word) == "zh"
                      else lexicon.chinese_words(word)[:2])
     return ModelTerms.of({"keywords": list(dict.fromkeys(keywords))[:MAX_KEYWORDS],
                           "questions": questions})
+
+
+# Who or what a memory "The user's X ..." / "用户的X..." is about: X, up to where its fact starts.
+_WHOSE_EN = re.compile(r"^the user's (.+?) (?:is|has|was|are|just|bought|lives|drinks|collects"
+                       r"|spends|opened|changed|takes|plays|moved)\b", re.IGNORECASE)
+_WHOSE_ZH = re.compile(r"^用户的(.+?)(?:的|叫|住|是|在|下周|最近|买|养|周末|上个月|每天|喜欢|刚|对|今年)")
+
+
+def _whose(content: str) -> str | None:
+    """X of "The user's X ..." / "用户的X...", as written (None: the memory is the user's)."""
+    match = _WHOSE_EN.match(content) or _WHOSE_ZH.match(content)
+    return match.group(1) if match else None
+
+
+def _in_language(words: str, language: str) -> str:
+    """``words`` with each word the dictionary knows in ``language`` (names stay as written)."""
+    if language_of(words) == language:
+        return words
+    if language == "en":
+        return " ".join((lexicon.english_terms(w) or [w])[0] for w in tokens.index_terms(words)
+                        if len(w) > 1) or words
+    return "".join(w if w[:1].isupper() else (lexicon.chinese_words(w) or [w])[0]
+                   for w in words.split())
+
+
+def _asked_about(question: str, whose: str) -> str:
+    """The topic's question asked about ``whose`` instead of the user."""
+    whose = _in_language(whose, language_of(question))
+    if language_of(question) == "zh":
+        return (question.replace("我的", f"我{whose}的", 1) if "我的" in question
+                else question.replace("我", f"我{whose}", 1))
+    for mine, theirs in (("am I", f"is my {whose}"), ("do I", f"does my {whose}"),
+                         ("Do I", f"Does my {whose}")):
+        question = question.replace(mine, theirs)
+    if whose not in question:
+        question = re.sub(r"\bmy\b", f"my {whose}'s", question, count=1)
+    return re.sub(r"\bI\b", f"my {whose}", question)
 
 
 _NUMBERED = re.compile(r"^\d+\. (.*)$")

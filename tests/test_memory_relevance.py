@@ -51,8 +51,10 @@ QUESTIONS = [
 ]
 # ("Can I eat a peanut butter sandwich?" left the list when each written question got a
 # vector of its own: "What am I allergic to, what can't I eat?" is what it meets; "豆豆最近好吗"
-# when a question's frame words stopped counting as keywords.)
-MISSED_AMONG_A_THOUSAND = ["When is my birthday?", "我的生日是几月几号？"]
+# when a question's frame words stopped counting as keywords; the two birthday questions when
+# the model's questions named whose fact a memory is and the most relevant were kept past the
+# search's limit.)
+MISSED_AMONG_A_THOUSAND: list[str] = []
 UNRELATED = ("Tell me a joke about computers", "今天天气怎么样", "帮我写一首关于秋天的诗",
              "How do I make a good cup of tea?", "地球到月球有多远")
 
@@ -116,9 +118,9 @@ async def test_the_same_questions_find_their_memory_among_a_thousand(gateway: An
         if "<retrieved_memories>" in text:
             block = text.split("<retrieved_memories>\n", 1)[1].split("</retrieved_memories>")[0]
             brought += len(block.splitlines())
-    # Known misses (equality, so one that starts to pass must leave the list): the store holds
-    # dozens of other people's birthdays, which fill the keyword pool before the user's own;
-    # one food word of four is weak evidence among a thousand. ("豆豆最近好吗" passes since
-    # the question's frame words, 最近 among them, are not its keywords.)
+    # Known misses (equality, so one that starts to pass must leave the list). The store holds
+    # dozens of other people's birthdays, as relevant by keywords and cosine as the user's own:
+    # the user's passes since its written question is the one asked ("When is my birthday?",
+    # theirs "When is my cousin Jake's birthday?") and the most relevant are kept.
     assert missed == MISSED_AMONG_A_THOUSAND, missed
     assert brought <= 1, brought  # over five unrelated chats

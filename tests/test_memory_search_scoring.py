@@ -110,3 +110,23 @@ def test_recency_counts_days_from_the_event_date_when_set() -> None:
     assert scoring.recency(0.0) == 1.0 and scoring.recency(1.0) == 0.5
     future_created = now + timedelta(hours=1)  # clock skew never gives recency above 1
     assert scoring.age_days(future_created, None, now, today) == 0.0
+
+
+def test_more_relevant_results_than_the_limit_keep_the_most_relevant() -> None:
+    """Dozens of other people's birthdays score above the user's own (keywords, cosine) and
+    are all relevant enough; the user's, whose written question is the one asked, is the
+    most relevant and must not be cut by the limit. Fewer relevant than the limit: the best
+    by score, a relevant one taking the place of one that is not."""
+    from pawwake.memory.search.ranking import within_limit
+    from pawwake.memory.search.results import SearchResult
+
+    def result(memory_id: int, score: float, relevant: float) -> SearchResult:
+        return SearchResult({"id": memory_id}, score, {}, None, relevant)  # type: ignore[arg-type]
+
+    theirs = [result(n, 0.9 - n / 100, 0.98) for n in range(1, 6)]
+    mine = result(99, 0.5, 0.999)
+    kept = within_limit([*theirs, mine], 3, 0.5)
+    assert 99 in [r.id for r in kept] and len(kept) == 3
+    assert [r.score for r in kept] == sorted((r.score for r in kept), reverse=True)
+    loose = [result(1, 0.9, 0.1), result(2, 0.8, 0.2), result(3, 0.7, 0.6)]
+    assert [r.id for r in within_limit(loose, 2, 0.5)] == [1, 3]

@@ -52,12 +52,15 @@ class Relevance:
     standing: float = 1.4  # per deviation above the background
     keyword: float = 5.0  # for all of the query's keywords found
     cross_keyword: float = 2.0  # added when the memory is in the other language
+    # 7.4 keeps unrelated chats at <= 0.25 memories at every size with the memory model's
+    # questions but loses a cross-language question at 1,000 (tests/data/retrieval/README.md)
     offset: float = 7.2
     keyword_only: float = 8.5
     keyword_only_offset: float = 2.5
     many_from: int = 100  # store size up to which the offset holds as it is (see ``many``)
     question: float = 1.0  # per deviation the best written question stands past ...
-    question_from: float = 3.0  # ... this many deviations above the background
+    question_from: float = 3.0  # ... this many deviations above the background (on the
+    # frontier; 1.5 past 4.0 injects the same, past 2.0 unrelated chats bring more)
 
     def of(self, evidence: Evidence) -> float:
         """0..1: the number the injection floor compares."""

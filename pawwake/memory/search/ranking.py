@@ -64,14 +64,21 @@ def within_limit(results: list[SearchResult], limit: int, relevant_enough: float
                   ) -> list[SearchResult]:
     """The best ``limit`` by score, except that a result relevant enough to be injected is
     not cut for one that is not: it takes the place of the lowest such one (a memory found
-    only across languages scores low and is still what the chat is about)."""
-    kept, rest = results[:limit], results[limit:]
-    waiting = [r for r in rest if r.relevance >= relevant_enough]
-    for index in range(len(kept) - 1, -1, -1):
-        if not waiting:
-            break
-        if kept[index].relevance < relevant_enough:
-            kept[index] = waiting.pop(0)
+    only across languages scores low and is still what the chat is about). When more than
+    ``limit`` are relevant enough, the most relevant are kept, as the injection takes them
+    (among dozens of other people's birthdays, the one whose written question is the user's
+    own scores below them by keywords and cosine, and stands above them by relevance)."""
+    relevant = [r for r in results if r.relevance >= relevant_enough]
+    if len(relevant) >= limit:
+        kept = sorted(relevant, key=lambda r: (-r.relevance, -r.score, -r.id))[:limit]
+    else:
+        kept, rest = results[:limit], results[limit:]
+        waiting = [r for r in rest if r.relevance >= relevant_enough]
+        for index in range(len(kept) - 1, -1, -1):
+            if not waiting:
+                break
+            if kept[index].relevance < relevant_enough:
+                kept[index] = waiting.pop(0)
     kept.sort(key=lambda r: (-r.score, -r.id))
     return kept
 
