@@ -10,6 +10,12 @@ listed, and only vectors not held yet are fetched); deletions are noticed by a c
 are appended and never overwritten in place: a replaced or deleted vector's row is marked dead
 and the arrays are compacted into new ones once enough rows died, so a search running on a
 snapshot in a worker thread never sees a half-written row.
+
+A scan of the rows is the cost of a search (at 100k vectors of 384 dims, 150 MB read per
+product). A search that also looks from a second vector in the plane of the query and one
+fixed direction (a Chinese query with its language's pull taken out,
+``search.background.Reference.across``) needs no second scan: each row's product with the
+direction is kept beside it, and ``X (a q + b d) = a (X q) + b (X d)``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ class _Matrix:
         self.dead = 0
         self.rows: dict[int, int] = {}  # source id -> row
         self.shas: dict[int, str] = {}
+        self.direction: np.ndarray | None = None  # the fixed direction ``along`` is kept for
+        self.along = np.zeros(capacity, dtype=np.float32)  # each row's product with it
+        self.compactions = 0
 
     def append(self, source_id: int, sha: str, vector: np.ndarray) -> None:
         old = self.rows.get(source_id)
@@ -65,6 +74,8 @@ class _Matrix:
             self._grow()
         norm = float(np.linalg.norm(vector))
         self.vectors[self.size] = vector / norm if norm else vector
+        if self.direction is not None:
+            self.along[self.size] = self.vectors[self.size] @ self.direction
         self.ids[self.size] = source_id
         self.rows[source_id] = self.size
         self.shas[source_id] = sha
@@ -84,19 +95,24 @@ class _Matrix:
         capacity = max(1024, int(len(self.ids) * 1.5))
         vectors = np.zeros((capacity, self.dim), dtype=np.float32)
         ids = np.full(capacity, -1, dtype=np.int64)
+        along = np.zeros(capacity, dtype=np.float32)
         vectors[: self.size] = self.vectors[: self.size]
         ids[: self.size] = self.ids[: self.size]
-        self.vectors, self.ids = vectors, ids
+        along[: self.size] = self.along[: self.size]
+        self.vectors, self.ids, self.along = vectors, ids, along
 
     def _compact(self) -> None:
         live = np.flatnonzero(self.ids[: self.size] >= 0)
         capacity = max(1024, int(len(live) * 1.25))
         vectors = np.zeros((capacity, self.dim), dtype=np.float32)
         ids = np.full(capacity, -1, dtype=np.int64)
+        along = np.zeros(capacity, dtype=np.float32)
         vectors[: len(live)] = self.vectors[live]
         ids[: len(live)] = self.ids[live]
-        self.vectors, self.ids = vectors, ids
+        along[: len(live)] = self.along[live]
+        self.vectors, self.ids, self.along = vectors, ids, along
         self.size, self.dead = len(live), 0
+        self.compactions += 1
         self.rows = {int(source_id): row for row, source_id in enumerate(ids[: self.size])}
 
     @property
@@ -107,20 +123,75 @@ class _Matrix:
         """Views that later appends and marks cannot tear (rows are never rewritten)."""
         return self.vectors[: self.size], self.ids[: self.size]
 
+    def aims_at(self, direction: np.ndarray) -> bool:
+        return self.direction is not None and np.array_equal(self.direction, direction)
+
+    def aim(self, direction: np.ndarray, products: np.ndarray, compactions: int) -> bool:
+        """Keep ``along`` for ``direction``, given the products of the first
+        ``len(products)`` rows made while ``compactions`` compactions had run (a compaction
+        since moved the rows: False, nothing changed). Later rows are multiplied here."""
+        if compactions != self.compactions or len(products) > self.size:
+            return False
+        along = np.zeros(len(self.ids), dtype=np.float32)
+        along[: len(products)] = products
+        along[len(products): self.size] = self.vectors[len(products): self.size] @ direction
+        self.along, self.direction = along, direction
+        return True
+
+
+def _best(scores: np.ndarray, ids: np.ndarray, k: int,
+          shut: np.ndarray) -> list[tuple[int, float]]:
+    """The ``k`` best ``scores`` whose row is not ``shut``, as ``(source id, score)``."""
+    if len(ids) == 0 or k <= 0:
+        return []
+    scores[shut] = -np.inf
+    k = min(k, len(scores))
+    picked = np.argpartition(-scores, k - 1)[:k]
+    picked = picked[np.argsort(-scores[picked], kind="stable")]
+    return [(int(ids[i]), float(scores[i])) for i in picked if np.isfinite(scores[i])]
+
+
+def _shut(ids: np.ndarray, exclude: frozenset[int]) -> np.ndarray:
+    shut = ids < 0
+    if exclude:
+        shut |= np.isin(ids, np.fromiter(exclude, dtype=np.int64))
+    return shut
+
 
 def top_k(vectors: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
           exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
     """The ``k`` live rows most similar to ``query`` as ``(source id, cosine)``, best first."""
     if len(ids) == 0 or k <= 0:
         return []
+    return _best(vectors @ query, ids, k, _shut(ids, exclude))
+
+
+def top_k_pair(vectors: np.ndarray, ids: np.ndarray, along: np.ndarray, query: np.ndarray,
+               k: int, mix: tuple[float, float], other_k: int,
+               exclude: frozenset[int] = frozenset()
+               ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """``top_k`` of ``query`` and of ``mix[0] * query + mix[1] * direction`` (``along``: each
+    row's product with the direction) from one product over the rows."""
+    if len(ids) == 0:
+        return [], []
     scores = vectors @ query
-    scores[ids < 0] = -np.inf
-    if exclude:
-        scores[np.isin(ids, np.fromiter(exclude, dtype=np.int64))] = -np.inf
-    k = min(k, len(scores))
-    picked = np.argpartition(-scores, k - 1)[:k]
-    picked = picked[np.argsort(-scores[picked], kind="stable")]
-    return [(int(ids[i]), float(scores[i])) for i in picked if np.isfinite(scores[i])]
+    shut = _shut(ids, exclude)
+    other = mix[0] * scores + mix[1] * along
+    return _best(scores, ids, k, shut), _best(other, ids, other_k, shut)
+
+
+def in_plane(query: np.ndarray, direction: np.ndarray,
+             other: np.ndarray) -> tuple[float, float] | None:
+    """``(a, b)`` with ``other == a * query + b * direction`` (None when ``other`` is not in
+    their plane, or the two are parallel)."""
+    q, d, o = (np.asarray(v, dtype=np.float64) for v in (query, direction, other))
+    gram = np.array([[q @ q, q @ d], [q @ d, d @ d]])
+    if abs(float(np.linalg.det(gram))) < 1e-9:
+        return None
+    a, b = np.linalg.solve(gram, np.array([o @ q, o @ d]))
+    if float(np.linalg.norm(o - a * q - b * d)) > 1e-5 * max(1.0, float(np.linalg.norm(o))):
+        return None
+    return float(a), float(b)
 
 
 class VectorIndex:
@@ -141,6 +212,7 @@ class VectorIndex:
         self._lock = asyncio.Lock()
         self.loads = 0  # full loads so far (figures tests and the benchmark read)
         self.fetched = 0  # vectors read from the database so far
+        self.scans = 0  # products over all the rows so far
 
     @property
     def size(self) -> int:
@@ -174,10 +246,49 @@ class VectorIndex:
         matrix = await self._current(pool, provenance)
         vectors, ids = matrix.snapshot()
         excluded = frozenset(int(i) for i in exclude)
+        self.scans += 1
         if len(ids) > THREAD_THRESHOLD:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(None, top_k, vectors, ids, query, k, excluded)
         return top_k(vectors, ids, query, k, excluded)
+
+    async def search_pair(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
+                          other: np.ndarray, other_k: int, direction: np.ndarray,
+                          exclude: Iterable[int] = ()
+                          ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """``search`` of ``query`` and of ``other`` at the cost of one: ``other`` lies in the
+        plane of ``query`` and ``direction``, a fixed vector (the same on every call) whose
+        product with each row is kept. Any other ``other`` takes a second scan."""
+        mix = in_plane(query, direction, other)
+        if mix is None:
+            return (await self.search(pool, provenance, query, k, exclude),
+                    await self.search(pool, provenance, other, other_k, exclude))
+        while True:  # the rows' products with the direction: made once, then kept
+            matrix = await self._current(pool, provenance)
+            if matrix.aims_at(direction):
+                break
+            vectors, _ids = matrix.snapshot()
+            compactions = matrix.compactions
+            products = await self._product(vectors, direction)
+            matrix.aim(np.array(direction, dtype=np.float32), products, compactions)
+        vectors, ids = matrix.snapshot()
+        along = matrix.along[: len(ids)]
+        excluded = frozenset(int(i) for i in exclude)
+        self.scans += 1
+        if len(ids) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, top_k_pair, vectors, ids, along, query, k,
+                                              mix, other_k, excluded)
+        return top_k_pair(vectors, ids, along, query, k, mix, other_k, excluded)
+
+    async def _product(self, vectors: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        self.scans += 1
+        if len(vectors) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            found: np.ndarray = await loop.run_in_executor(None, np.dot, vectors, vector)
+            return found
+        product: np.ndarray = vectors @ vector
+        return product
 
     async def cosines_for(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray,
                           source_ids: Iterable[int]) -> dict[int, float]:
@@ -198,6 +309,7 @@ class VectorIndex:
         count = int(live.sum())
         if not count:
             return None, 0
+        self.scans += 1
         if len(ids) > THREAD_THRESHOLD:
             loop = asyncio.get_running_loop()
             total = await loop.run_in_executor(None, np.dot, live, vectors)
