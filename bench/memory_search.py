@@ -6,7 +6,7 @@ dictionary words (Zipf-distributed, so some terms are common) with real index te
 candidates exist). Then it times ``search_memories`` for keyword-only, hybrid on pgvector and
 hybrid on the numpy index, for Chinese queries (whose search also looks from the query with
 its language's pull taken out) and English ones. On numpy a Chinese query's two looks are timed
-both ways, alternated in the same run: one product over the rows (the kept products with the
+both ways, interleaved search by search: one product over the rows (the kept products with the
 fixed direction) and two (``direction`` not given), with their results compared. The query
 embedding is cached before timing and measured apart.
 
@@ -152,10 +152,7 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def time_mode(app, queries: list[str], runs: int, answers: dict[str, list[int]] | None = None,
-                    **overrides) -> tuple[float, float, int]:
-    """p50, p95 (ms) and results per query of ``runs`` searches; with ``answers``, each
-    query's result ids are kept there, or compared with those already kept."""
+async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[float, float, int]:
     settings = services_of(app).config.current().with_values(overrides)
     for q in queries:  # warm: query vector cached, numpy index loaded
         await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
@@ -167,9 +164,6 @@ async def time_mode(app, queries: list[str], runs: int, answers: dict[str, list[
         outcome = await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
         times.append((time.perf_counter() - started) * 1000)
         found += len(outcome.results)
-        if answers is not None:
-            ids = [r.id for r in outcome.results]
-            assert answers.setdefault(q, ids) == ids, (q, answers[q], ids)
         for step, ms in outcome.timings.items():
             steps.setdefault(step, []).append(ms)
         expected = "hybrid" if overrides.get("MEMORY_VECTOR_ENABLED", True) else "keyword"
@@ -290,23 +284,33 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
 
 async def one_or_two_products(app, queries: list[str], runs: int) -> None:
     """Chinese queries on numpy with their two looks from one product over the rows and from
-    two (``direction`` dropped, as before the kept products), alternated; same results."""
+    two (``direction`` dropped, as before the kept products), interleaved search by search
+    (which way goes first alternates); both ways must give the same results."""
     store = services_of(app).vectors
     neighbourhood = store.neighbourhood
-    answers: dict[str, list[int]] = {}
+    settings = services_of(app).config.current().with_values({"VECTOR_BACKEND": "numpy"})
+    search = services_of(app).memory_search
 
     async def two_products(*args, **kwargs):
         return await neighbourhood(*args, **{**kwargs, "direction": None})
 
+    times: dict[str, list[float]] = {"one": [], "two": []}
+    answers: dict[str, list[int]] = {}
     try:
-        for label in ("two", "one", "two", "one"):
-            store.neighbourhood = two_products if label == "two" else neighbourhood
-            p50, p95, _ = await time_mode(app, queries, runs // 2, answers,
-                                          VECTOR_BACKEND="numpy")
-            log.info("zh numpy, %s product(s): p50 %6.2f ms  p95 %6.2f ms  load %s", label,
-                     p50, p95, load_average())
+        for i in range(runs):
+            q = queries[i % len(queries)]
+            for label in (("one", "two") if i % 2 else ("two", "one")):
+                store.neighbourhood = two_products if label == "two" else neighbourhood
+                started = time.perf_counter()
+                outcome = await search_memories(search, q, limit=10, settings=settings)
+                times[label].append((time.perf_counter() - started) * 1000)
+                ids = [r.id for r in outcome.results]
+                assert answers.setdefault(q, ids) == ids, (q, answers[q], ids)
     finally:
         store.neighbourhood = neighbourhood
+    for label, taken in times.items():
+        log.info("zh numpy, %s product(s) over the rows: p50 %6.2f ms  p95 %6.2f ms  load %s",
+                 label, pct(taken, 50), pct(taken, 95), load_average())
     log.info("same results both ways for %d queries", len(answers))
 
 

@@ -13,7 +13,8 @@ from pawwake.db.pool import cursor, execute
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import search_memories
-from pawwake.search.vector_index import VectorIndex, _Matrix, in_plane, top_k, top_k_pair
+from pawwake.search.vector_index import VectorIndex
+from pawwake.search.vector_matrix import Matrix, in_plane, top_k, top_k_pair
 from pawwake.services import services_of
 from tests.memory_fixtures import insert_fixture, insert_memory
 
@@ -26,7 +27,7 @@ def unit(seed: int, dim: int = 8) -> np.ndarray:
 
 
 def test_top_k_orders_by_cosine_and_skips_dead_and_excluded_rows() -> None:
-    matrix = _Matrix(8)
+    matrix = Matrix(8)
     for memory_id in range(1, 21):
         matrix.append(memory_id, f"sha{memory_id}", unit(memory_id))
     query = unit(5)
@@ -45,7 +46,7 @@ def test_top_k_orders_by_cosine_and_skips_dead_and_excluded_rows() -> None:
 
 
 def test_rows_are_never_rewritten_under_a_snapshot() -> None:
-    matrix = _Matrix(8, capacity=4)
+    matrix = Matrix(8, capacity=4)
     for memory_id in range(1, 4):
         matrix.append(memory_id, "a", unit(memory_id))
     vectors, _ids = matrix.snapshot()
@@ -61,7 +62,7 @@ def test_rows_are_never_rewritten_under_a_snapshot() -> None:
 
 
 def test_compaction_after_many_deletions_keeps_the_live_rows() -> None:
-    matrix = _Matrix(8)
+    matrix = Matrix(8)
     for memory_id in range(1, 3001):
         matrix.append(memory_id, "a", unit(memory_id))
     matrix.remove(range(1, 2001))
@@ -79,7 +80,7 @@ def shifted(query: np.ndarray, direction: np.ndarray, strength: float = 1.5) -> 
 def test_a_look_from_the_shifted_query_needs_no_second_product() -> None:
     """Each row's product with the fixed direction is kept through appends, replacements,
     growth and compaction; the shifted query's nearest are those a scan of it finds."""
-    matrix = _Matrix(8, capacity=4)
+    matrix = Matrix(8, capacity=4)
     direction = unit(1000)
     for memory_id in range(1, 40):
         matrix.append(memory_id, "a", unit(memory_id))

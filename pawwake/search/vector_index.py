@@ -6,16 +6,13 @@ this process stores are added directly (also while the index loads: kept for the
 arrays); vectors written by other processes are found by a
 cheap "newest write" check at most every ``refresh_seconds`` (only their ids and digests are
 listed, and only vectors not held yet are fetched); deletions are noticed by a count every
-``reconcile_seconds``. Rows
-are appended and never overwritten in place: a replaced or deleted vector's row is marked dead
-and the arrays are compacted into new ones once enough rows died, so a search running on a
-snapshot in a worker thread never sees a half-written row.
+``reconcile_seconds``. The rows and the products over them (append-only, so a search on a
+snapshot in a worker thread never sees a half-written row): ``search.vector_matrix``.
 
 A scan of the rows is the cost of a search (at 100k vectors of 384 dims, 150 MB read per
 product). A search that also looks from a second vector in the plane of the query and one
 fixed direction (a Chinese query with its language's pull taken out,
-``search.background.Reference.across``) needs no second scan: each row's product with the
-direction is kept beside it, and ``X (a q + b d) = a (X q) + b (X d)``.
+``search.background.Reference.across``) needs no second scan (``search_pair``).
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.db.vector_rows import VectorSource, VectorTable
+from pawwake.search.vector_matrix import Matrix, in_plane, top_k, top_k_pair
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -48,152 +46,6 @@ LATE_COMMIT_WINDOW = timedelta(seconds=60)  # a transaction may commit after new
 THREAD_THRESHOLD = 20_000  # rows above which the product runs in a worker thread
 
 
-class _Matrix:
-    """Append-only rows of unit vectors plus their source ids (-1 = dead row)."""
-
-    def __init__(self, dim: int, capacity: int = 1024) -> None:
-        self.dim = dim
-        self.vectors = np.zeros((capacity, dim), dtype=np.float32)
-        self.ids = np.full(capacity, -1, dtype=np.int64)
-        self.size = 0
-        self.dead = 0
-        self.rows: dict[int, int] = {}  # source id -> row
-        self.shas: dict[int, str] = {}
-        self.direction: np.ndarray | None = None  # the fixed direction ``along`` is kept for
-        self.along = np.zeros(capacity, dtype=np.float32)  # each row's product with it
-        self.compactions = 0
-
-    def append(self, source_id: int, sha: str, vector: np.ndarray) -> None:
-        old = self.rows.get(source_id)
-        if old is not None:
-            if self.shas.get(source_id) == sha:
-                return
-            self.ids[old] = -1
-            self.dead += 1
-        if self.size == len(self.ids):
-            self._grow()
-        norm = float(np.linalg.norm(vector))
-        self.vectors[self.size] = vector / norm if norm else vector
-        if self.direction is not None:
-            self.along[self.size] = self.vectors[self.size] @ self.direction
-        self.ids[self.size] = source_id
-        self.rows[source_id] = self.size
-        self.shas[source_id] = sha
-        self.size += 1
-
-    def remove(self, source_ids: Iterable[int]) -> None:
-        for source_id in source_ids:
-            row = self.rows.pop(source_id, None)
-            self.shas.pop(source_id, None)
-            if row is not None:
-                self.ids[row] = -1
-                self.dead += 1
-        if self.dead > 1024 and self.dead * 4 > self.size:
-            self._compact()
-
-    def _grow(self) -> None:
-        capacity = max(1024, int(len(self.ids) * 1.5))
-        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-        ids = np.full(capacity, -1, dtype=np.int64)
-        along = np.zeros(capacity, dtype=np.float32)
-        vectors[: self.size] = self.vectors[: self.size]
-        ids[: self.size] = self.ids[: self.size]
-        along[: self.size] = self.along[: self.size]
-        self.vectors, self.ids, self.along = vectors, ids, along
-
-    def _compact(self) -> None:
-        live = np.flatnonzero(self.ids[: self.size] >= 0)
-        capacity = max(1024, int(len(live) * 1.25))
-        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-        ids = np.full(capacity, -1, dtype=np.int64)
-        along = np.zeros(capacity, dtype=np.float32)
-        vectors[: len(live)] = self.vectors[live]
-        ids[: len(live)] = self.ids[live]
-        along[: len(live)] = self.along[live]
-        self.vectors, self.ids, self.along = vectors, ids, along
-        self.size, self.dead = len(live), 0
-        self.compactions += 1
-        self.rows = {int(source_id): row for row, source_id in enumerate(ids[: self.size])}
-
-    @property
-    def live(self) -> int:
-        return self.size - self.dead
-
-    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
-        """Views that later appends and marks cannot tear (rows are never rewritten)."""
-        return self.vectors[: self.size], self.ids[: self.size]
-
-    def aims_at(self, direction: np.ndarray) -> bool:
-        return self.direction is not None and np.array_equal(self.direction, direction)
-
-    def aim(self, direction: np.ndarray, products: np.ndarray, compactions: int) -> bool:
-        """Keep ``along`` for ``direction``, given the products of the first
-        ``len(products)`` rows made while ``compactions`` compactions had run (a compaction
-        since moved the rows: False, nothing changed). Later rows are multiplied here."""
-        if compactions != self.compactions or len(products) > self.size:
-            return False
-        along = np.zeros(len(self.ids), dtype=np.float32)
-        along[: len(products)] = products
-        along[len(products): self.size] = self.vectors[len(products): self.size] @ direction
-        self.along, self.direction = along, direction
-        return True
-
-
-def _best(scores: np.ndarray, ids: np.ndarray, k: int,
-          shut: np.ndarray) -> list[tuple[int, float]]:
-    """The ``k`` best ``scores`` whose row is not ``shut``, as ``(source id, score)``."""
-    if len(ids) == 0 or k <= 0:
-        return []
-    scores[shut] = -np.inf
-    k = min(k, len(scores))
-    picked = np.argpartition(-scores, k - 1)[:k]
-    picked = picked[np.argsort(-scores[picked], kind="stable")]
-    return [(int(ids[i]), float(scores[i])) for i in picked if np.isfinite(scores[i])]
-
-
-def _shut(ids: np.ndarray, exclude: frozenset[int]) -> np.ndarray:
-    shut = ids < 0
-    if exclude:
-        shut |= np.isin(ids, np.fromiter(exclude, dtype=np.int64))
-    return shut
-
-
-def top_k(vectors: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
-          exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
-    """The ``k`` live rows most similar to ``query`` as ``(source id, cosine)``, best first."""
-    if len(ids) == 0 or k <= 0:
-        return []
-    return _best(vectors @ query, ids, k, _shut(ids, exclude))
-
-
-def top_k_pair(vectors: np.ndarray, ids: np.ndarray, along: np.ndarray, query: np.ndarray,
-               k: int, mix: tuple[float, float], other_k: int,
-               exclude: frozenset[int] = frozenset()
-               ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    """``top_k`` of ``query`` and of ``mix[0] * query + mix[1] * direction`` (``along``: each
-    row's product with the direction) from one product over the rows."""
-    if len(ids) == 0:
-        return [], []
-    scores = vectors @ query
-    shut = _shut(ids, exclude)
-    other = mix[0] * scores + mix[1] * along
-    return _best(scores, ids, k, shut), _best(other, ids, other_k, shut)
-
-
-def in_plane(query: np.ndarray, direction: np.ndarray,
-             other: np.ndarray) -> tuple[float, float] | None:
-    """``(a, b)`` with ``other == a * query + b * direction`` (None when ``other`` is not in
-    their plane, or the two are parallel)."""
-    q, d, o = (np.asarray(v, dtype=np.float64) for v in (query, direction, other))
-    gram = np.array([[q @ q, q @ d], [q @ d, d @ d]])
-    if abs(float(np.linalg.det(gram))) < 1e-9:
-        return None
-    a, b = np.linalg.solve(gram, np.array([o @ q, o @ d]))
-    if float(np.linalg.norm(o - a * q - b * d)) > 1e-5 * max(1.0, float(np.linalg.norm(o))):
-        return None
-    return float(a), float(b)
-
-
 class VectorIndex:
     """Cosine search over one provenance's vectors, kept in memory and refreshed cheaply."""
 
@@ -204,7 +56,7 @@ class VectorIndex:
         self.reconcile_seconds = reconcile_seconds
         self._reconciled_at = 0.0
         self._provenance: Any = None
-        self._matrix: _Matrix | None = None
+        self._matrix: Matrix | None = None
         self._loading: Any = None  # the provenance being loaded
         self._stored_while_loading: list[tuple[int, str, np.ndarray]] = []
         self._newest: datetime | None = None
@@ -317,7 +169,7 @@ class VectorIndex:
             total = live @ vectors
         return total / count, count
 
-    async def _current(self, pool: aiopg.Pool, provenance: Any) -> _Matrix:
+    async def _current(self, pool: aiopg.Pool, provenance: Any) -> Matrix:
         if (self._matrix is not None and provenance == self._provenance
                 and time.monotonic() - self._checked_at < self.refresh_seconds):
             return self._matrix
@@ -341,7 +193,7 @@ class VectorIndex:
         async with cursor(pool) as cur:
             count = await vector_rows.vector_count(cur, self.table, provenance)
             newest = await vector_rows.newest_vector(cur, self.table, provenance)
-        matrix = _Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
+        matrix = Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
         after = 0
         while True:
             async with cursor(pool) as cur:
@@ -378,7 +230,7 @@ class VectorIndex:
             async with cursor(pool) as cur:
                 recent = await vector_rows.vector_shas_since(cur, self.table, provenance, since)
             await self._fetch_ids(pool, provenance, [
-                source_id for source_id, sha in recent if matrix.shas.get(source_id) != sha])
+                source_id for source_id, sha in recent if matrix.sha_of(source_id) != sha])
             self._newest = newest
         now = time.monotonic()
         if now - self._reconciled_at >= self.reconcile_seconds:
