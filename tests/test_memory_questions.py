@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from bs4 import BeautifulSoup
 
 from pawwake.db.memory_questions import QuestionMatches
 from pawwake.db.migrate import migrate
@@ -16,6 +17,7 @@ from pawwake.db.pool import cursor, fetch_all, transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import questions, search_memories
 from pawwake.services import services_of
+from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.embedding_server import FakeEmbeddings, serve_embeddings
 from tests.memory_model_fake import describe, describing_responder
 from tests.memory_support import create, pool, sql
@@ -134,6 +136,35 @@ async def test_edits_archives_and_deletes_keep_the_questions_in_step(
     assert await question_rows(client) == []
     async with cursor(pool(client)) as cur:
         assert await fetch_all(cur, "SELECT * FROM memory_question_embeddings") == []
+
+
+async def cues_on_page(client: Any, memory_id: int) -> tuple[str, list[str], list[str]]:
+    page = BeautifulSoup(await (await client.get(f"/dashboard/memories/{memory_id}")).text(),
+                         "html.parser")
+    card = page.select_one("[data-memory-cues]")
+    assert card is not None
+    return (str(card["data-memory-cues"]),
+            [node.text for node in card.select("[data-cue-keyword]")],
+            [node.text for node in card.select("[data-cue-question]")])
+
+
+async def test_a_memory_page_shows_what_the_model_wrote_to_find_it(make_client: Any,
+                                                                  upstream: Any) -> None:
+    upstream.responder = describing_responder
+    client = await make_client(**DESCRIBED, DASHBOARD_PASSWORD=PASSWORD, SESSION_SECRET=SECRET)
+    assert (await login(client)).status == 303
+    peanuts = (await create(client, "The user is allergic to peanuts"))["id"]
+    assert (await cues_on_page(client, peanuts))[0] == "pending"  # the job has not run yet
+    await services_of(client.server.app).jobs.run_until_idle()
+    written = describe("The user is allergic to peanuts")
+    state, keywords, asked = await cues_on_page(client, peanuts)
+    assert (state, asked) == ("written", list(written.questions)) and asked
+    assert keywords == list(written.keywords)
+
+    upstream.reply_text('[{"keywords": [], "questions": []}]')  # described, nothing usable
+    sky = (await create(client, "用户喜欢看星星"))["id"]
+    await services_of(client.server.app).jobs.run_until_idle()
+    assert await cues_on_page(client, sky) == ("none", [], [])
 
 
 async def test_the_migration_gives_an_existing_database_its_questions(make_client: Any

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pawwake.local_time import zone_at
-from pawwake.recall.search import common_terms, without_terms
+from pawwake.recall.search import common_terms, named_speaker, names, one_sided, without_terms
 from pawwake.recall.when import find_window, without
 
 NOW = datetime(2026, 5, 20, 12, tzinfo=UTC)
@@ -59,3 +59,22 @@ def test_words_common_to_most_sessions_are_kept_from_the_model() -> None:
         "What breed is the dog family adopted?"
     assert without_terms("林晓领养的狗是什么品种？", {"林", "晓"}) == "领养的狗是什么品种？"
     assert without_terms("Maya?", {"maya"}) == "Maya?"  # nothing left to search: as asked
+
+
+def test_only_the_names_among_common_words_are_kept_from_the_model() -> None:
+    # "maya" is said by the other side only (Tom addresses her), "work" by both
+    rows = [{"session_id": f"s{i}", "role": "user", "search_terms": ["maya", "work"]}
+            for i in range(10)]
+    rows += [{"session_id": f"s{i}", "role": "assistant", "search_terms": ["work"]}
+             for i in range(10)]
+    common = common_terms(rows, ["maya", "work", "unpaid"], sessions=10)
+    assert common == {"maya", "work"}
+    sides = one_sided(rows, common)
+    assert sides == {"maya": "user"}
+    assert named_speaker(sides) == "assistant"  # Maya's lines are the other side's
+    assert names(common, sides, set()) == {"maya"}
+    assert without_terms("What unpaid work has Maya taken up?", names(common, sides, set())) \
+        == "What unpaid work has taken up?"
+    # a word the dictionary lacks is a name whoever says it; 新 stays: it says what is asked
+    assert names({"林", "晓", "新"}, {}, {"林", "晓"}) == {"林", "晓"}
+    assert named_speaker({"maya": "user", "tom": "assistant"}) is None  # both named

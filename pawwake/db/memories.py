@@ -75,6 +75,16 @@ async def get_memory(cur: Cursor, memory_id: int, *, for_update: bool = False
     return await _one(cur)
 
 
+async def model_cues(cur: Cursor, memory_id: int) -> dict[str, Any]:
+    """What the memory model wrote to find one memory by, and when (None: not described)."""
+    await cur.execute("SELECT model_keywords, model_questions, described_at FROM memories"
+                      " WHERE id = %s", (memory_id,))
+    row = await cur.fetchone()
+    keywords, questions, described_at = row if row else ([], [], None)
+    return {"keywords": list(keywords or []), "questions": list(questions or []),
+            "described_at": described_at}
+
+
 async def lock_memories(cur: Cursor, ids: Sequence[int]) -> list[MemoryRow]:
     """Lock existing rows among ``ids`` (in id order, so two callers cannot deadlock)."""
     await cur.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ANY(%s) ORDER BY id"

@@ -6,7 +6,8 @@ messages to the query's vector (``recall.semantic``); each gets both kinds of ev
 Each chosen session gives one fragment: its best messages as the matched ones, with
 ``context`` neighbours on each side. A date the question names (``recall.when``) is a part of
 the score and leaves both the keywords and the text sent to the embedding model; words common
-to many sessions (names, greetings) are kept from the embedding model (``common_terms``).
+to many sessions weigh half as keywords (``common_terms``), and those of them that name one of
+the two people are kept from the embedding model (``names``).
 Stateless: callers pass the sessions and fragment ids to leave out (the next candidates move
 up).
 """
@@ -90,9 +91,9 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     window = when.find_window(query, zone_of(settings), now)
     asked = when.without(query, window)
     question = Question(window, when.asks_when(query))
-    keywords = await _keywords(asked)
+    keywords, run_chars = await _keywords(asked)
     hits: dict[int, MessageHit] = {}
-    common: set[str] = set()
+    named: set[str] = set()
 
     if keywords:
         plan, found = await _keyword_side(recall, keywords, excluded_sessions,
@@ -104,7 +105,9 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
         rows = found.rows
         frequencies = {**found.counts, **recall.term_stats.estimated(keywords)}
         common = common_terms(rows, keywords, plan.sessions)
-        question = replace(question, speaker=named_speaker(rows, common))
+        sides = one_sided(rows, common)
+        named = names(common, sides, run_chars)
+        question = replace(question, speaker=named_speaker(sides))
         weights = {t: tokens.idf_weight(plan.collection, frequencies.get(t, 0))
                    * (COMMON_KEYWORD_WEIGHT if t in common else 1.0) for t in keywords}
         total = sum(weights.values())
@@ -119,7 +122,7 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     semantic = SemanticOutcome(False)
     if mode == "hybrid":
         semantic = await add_semantic_evidence(
-            recall, settings, embedding_text(without_terms(asked, common), keywords), hits,
+            recall, settings, embedding_text(without_terms(asked, named), keywords), hits,
             excluded_sessions=excluded_sessions, keep_below=keep_excluded_below,
             pool_size=max(20, 3 * max_sessions), asks_when=question.asks_when)
     if question.asks_when and not semantic.used and hits:
@@ -159,11 +162,13 @@ async def _keyword_side(recall: ConversationRecall, keywords: list[str],
     return plan, found
 
 
-async def _keywords(text: str) -> list[str]:
+async def _keywords(text: str) -> tuple[list[str], set[str]]:
     """The query's keywords, plus the single characters of names and other words the
-    dictionary lacks (index terms hold single characters, so "林晓" is found as 林 + 晓)."""
+    dictionary lacks (index terms hold single characters, so "林晓" is found as 林 + 晓);
+    and those characters."""
     keywords, runs = await offload.keywords_and_runs(text)
-    return list(dict.fromkeys([*keywords, *(ch for run in runs for ch in run)]))
+    chars = [ch for run in runs for ch in run]
+    return list(dict.fromkeys([*keywords, *chars])), set(chars)
 
 
 def common_terms(rows: Sequence[Mapping[str, Any]], keywords: Sequence[str], sessions: int
@@ -172,10 +177,9 @@ def common_terms(rows: Sequence[Mapping[str, Any]], keywords: Sequence[str], ses
     the keyword rows, which hold every message with a keyword below the gathering bounds).
 
     Such a word says who or when rather than what: the two people's names, which greetings
-    and good-nights repeat in session after session, or "work" and "day". Sent to the
-    embedding model it pulls every "Hey Maya!" above the message that answers a question
-    about Maya; it still counts as a keyword, at half its IDF weight (on the dev set, half
-    beat full weight and none)."""
+    and good-nights repeat in session after session, or "work" and "day". It counts as a
+    keyword at half its IDF weight (on the dev set, half beat full weight and none); the
+    names among them are kept from the embedding model (``names``)."""
     if sessions < COMMON_MIN_SESSIONS:
         return set()
     seen: dict[str, set[str]] = {}
@@ -186,22 +190,37 @@ def common_terms(rows: Sequence[Mapping[str, Any]], keywords: Sequence[str], ses
     return {t for t, s in seen.items() if len(s) >= COMMON_SESSION_SHARE * sessions}
 
 
-def named_speaker(rows: Sequence[Mapping[str, Any]], common: set[str]) -> str | None:
-    """The side of the conversation (user or assistant) the question's person is, when its
-    common keywords tell: in a two-person history a name is said by the other person, the
-    one who addresses them ("Hey Maya!" is Tom's line), so a common keyword found almost only
-    in one side's messages (``NAMED_SHARE``) names the other side. "What is Maya afraid of?"
-    is answered by a line Maya wrote. None when no common keyword tells or they disagree
-    (the question names both)."""
-    if not common:
-        return None
+def one_sided(rows: Sequence[Mapping[str, Any]], common: set[str]) -> dict[str, str]:
+    """The common keywords found almost only in one side's messages (``NAMED_SHARE``), each
+    with the side (user or assistant) that writes it."""
     said: dict[str, Counter[str]] = {term: Counter() for term in common}
     for row in rows:
         for term in common.intersection(row["search_terms"] or ()):
             said[term][row["role"]] += 1
-    sides = {ADDRESSED[role] for roles in said.values() for role, count in roles.items()
-             if role in ADDRESSED and count >= NAMED_SHARE * sum(roles.values())}
-    return sides.pop() if len(sides) == 1 else None
+    return {term: role for term, roles in said.items() for role, count in roles.items()
+            if role in ADDRESSED and count >= NAMED_SHARE * sum(roles.values())}
+
+
+def names(common: set[str], sides: Mapping[str, str], run_chars: set[str]) -> set[str]:
+    """The common keywords that name one of the two people: one side's words
+    (``one_sided``), and the characters of a word the dictionary lacks ("林晓" as 林, 晓).
+
+    Only these are kept from the embedding model: a name pulls every "Hey Maya!" above the
+    line that answers, while the question's other common words say what it is about ("unpaid
+    work", "搬进新家"). On the long-dialogue dev set keeping every common word from the model
+    lost the evidence session for a twelfth of the questions that keeping only names found."""
+    return {t for t in common if t in sides or t in run_chars}
+
+
+def named_speaker(sides: Mapping[str, str]) -> str | None:
+    """The side of the conversation (user or assistant) the question's person is, when its
+    one-sided common keywords tell (``one_sided``): in a two-person history a name is said by
+    the other person, the one who addresses them ("Hey Maya!" is Tom's line), so a word found
+    almost only in one side's messages names the other side. "What is Maya afraid of?" is
+    answered by a line Maya wrote. None when none tells or they disagree (the question names
+    both)."""
+    addressed = {ADDRESSED[role] for role in sides.values()}
+    return addressed.pop() if len(addressed) == 1 else None
 
 
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")

@@ -4,6 +4,8 @@ learnt from, and its version chain."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from pawwake.app_faces import DATABASE, face_of, settings_of
@@ -13,6 +15,7 @@ from pawwake.db import memories as db
 from pawwake.db.pool import cursor
 from pawwake.db.turn_injections import memory_near_misses, memory_usage
 from pawwake.local_time import zone_of, zoned_minute
+from pawwake.memory.describe import describing
 
 TEMPLATE = "dashboard/memory.html"
 
@@ -22,7 +25,8 @@ async def memory_detail(request: web.Request) -> web.Response:
     if database is None:
         raise web.HTTPNotFound()
     memory_id = int(request.match_info["memory_id"])
-    zone = zone_of(await settings_of(request))
+    settings = await settings_of(request)
+    zone = zone_of(settings)
     async with cursor(database.pool) as cur:
         memory = await db.get_memory(cur, memory_id)
         if memory is None:
@@ -31,6 +35,7 @@ async def memory_detail(request: web.Request) -> web.Response:
         sources = await db.source_messages(cur, memory_id)
         usage = await memory_usage(cur, memory_id)
         missed = await memory_near_misses(cur, memory_id)
+        cues = await db.model_cues(cur, memory_id)
     return render(request, TEMPLATE, {
         "memory": memory, "layer_key": LAYER_KEYS[int(memory["layer"])],
         "created": zoned_minute(memory["created_at"], zone),
@@ -42,9 +47,24 @@ async def memory_detail(request: web.Request) -> web.Response:
                                        for turn in missed["turns"]]},
         "sources": [{**row, "when": zoned_minute(row["created_at"], zone),
                      "role_key": f"conv.role_{row['role']}"} for row in sources],
+        "cues": search_cues(cues, describing(settings)),
         "chain": [{**row, "when": zoned_minute(row["created_at"], zone)} for row in chain]
         if len(chain) > 1 else [],
     })
+
+
+def search_cues(cues: dict[str, Any], described: bool) -> dict[str, Any]:
+    """What the memory model wrote to find this memory by (its keywords and the questions it
+    answers), or why there is nothing: descriptions off, not described yet, nothing usable."""
+    keywords, questions = cues["keywords"], cues["questions"]
+    if keywords or questions:
+        state = "written"
+    elif cues["described_at"] is not None:
+        state = "none"
+    else:
+        state = "pending" if described else "off"
+    return {"state": state, "keywords": keywords, "questions": questions,
+            "note_key": f"memory.cues_{state}"}
 
 
 def setup(dashboard: web.Application) -> None:
