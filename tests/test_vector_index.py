@@ -13,7 +13,8 @@ from pawwake.db.pool import cursor, execute
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import search_memories
-from pawwake.search.vector_index import VectorIndex, _Matrix, top_k
+from pawwake.search.vector_index import VectorIndex
+from pawwake.search.vector_matrix import Matrix, in_plane, top_k, top_k_pair
 from pawwake.services import services_of
 from tests.memory_fixtures import insert_fixture, insert_memory
 
@@ -26,7 +27,7 @@ def unit(seed: int, dim: int = 8) -> np.ndarray:
 
 
 def test_top_k_orders_by_cosine_and_skips_dead_and_excluded_rows() -> None:
-    matrix = _Matrix(8)
+    matrix = Matrix(8)
     for memory_id in range(1, 21):
         matrix.append(memory_id, f"sha{memory_id}", unit(memory_id))
     query = unit(5)
@@ -45,7 +46,7 @@ def test_top_k_orders_by_cosine_and_skips_dead_and_excluded_rows() -> None:
 
 
 def test_rows_are_never_rewritten_under_a_snapshot() -> None:
-    matrix = _Matrix(8, capacity=4)
+    matrix = Matrix(8, capacity=4)
     for memory_id in range(1, 4):
         matrix.append(memory_id, "a", unit(memory_id))
     vectors, _ids = matrix.snapshot()
@@ -61,13 +62,50 @@ def test_rows_are_never_rewritten_under_a_snapshot() -> None:
 
 
 def test_compaction_after_many_deletions_keeps_the_live_rows() -> None:
-    matrix = _Matrix(8)
+    matrix = Matrix(8)
     for memory_id in range(1, 3001):
         matrix.append(memory_id, "a", unit(memory_id))
     matrix.remove(range(1, 2001))
     assert matrix.size == 1000 and matrix.dead == 0  # compacted
     assert top_k(*matrix.snapshot(), unit(2500), 1)[0][0] == 2500
     assert set(matrix.rows) == set(range(2001, 3001))
+
+
+def shifted(query: np.ndarray, direction: np.ndarray, strength: float = 1.5) -> np.ndarray:
+    """The query with its share along ``direction`` taken out (as ``Reference.across``)."""
+    moved = query - strength * float(query @ direction) * direction
+    return (moved / np.linalg.norm(moved)).astype(np.float32)
+
+
+def test_a_look_from_the_shifted_query_needs_no_second_product() -> None:
+    """Each row's product with the fixed direction is kept through appends, replacements,
+    growth and compaction; the shifted query's nearest are those a scan of it finds."""
+    matrix = Matrix(8, capacity=4)
+    direction = unit(1000)
+    for memory_id in range(1, 40):
+        matrix.append(memory_id, "a", unit(memory_id))
+    assert matrix.aim(direction, matrix.snapshot()[0] @ direction, matrix.compactions)
+    assert not matrix.aim(direction, np.zeros(99, dtype=np.float32), matrix.compactions)
+    for memory_id in range(40, 1600):  # grows after aiming
+        matrix.append(memory_id, "a", unit(memory_id))
+    matrix.append(7, "b", unit(2000))  # replaced: a new row
+    matrix.remove(range(100, 1200))  # compacted
+    assert matrix.dead == 0 and matrix.compactions == 1
+    vectors, ids = matrix.snapshot()
+    assert np.allclose(matrix.along[: len(ids)], vectors @ direction, atol=1e-6)
+    for seed in (5, 7, 2000, 1500, 3):
+        query = unit(seed)
+        other = shifted(query, direction)
+        mix = in_plane(query, direction, other)
+        assert mix is not None
+        near, near_other = top_k_pair(vectors, ids, matrix.along[: len(ids)], query, 10,
+                                      mix, 20, frozenset({3}))
+        assert near == top_k(vectors, ids, query, 10, frozenset({3}))
+        expected = top_k(vectors, ids, other, 20, frozenset({3}))
+        assert [i for i, _ in near_other] == [i for i, _ in expected]
+        assert [c for _, c in near_other] == pytest.approx([c for _, c in expected], abs=1e-5)
+    assert in_plane(unit(1), direction, unit(2)) is None  # not in their plane
+    assert in_plane(direction, direction, unit(2)) is None  # no plane
 
 
 async def store_rows(pool: Any, count: int, offset: int = 0) -> list[int]:
@@ -137,6 +175,50 @@ async def test_a_vector_stored_while_the_index_loads_is_kept(make_client: Any) -
     await loading
     assert (await index.search(pool, PROV, unit(888), 1))[0][0] == own
     assert index.size == 6 and index.loads == 1
+
+
+async def test_a_pair_of_searches_costs_one_scan(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0)
+    pool = services_of(client.server.app).database.pool
+    ids = await store_rows(pool, 30)
+    index = VectorIndex(refresh_seconds=3600.0, reconcile_seconds=3600.0)
+    direction = unit(1000)
+    query = unit(4)
+    near, near_other = await index.search_pair(pool, PROV, query, 5, shifted(query, direction),
+                                               8, direction, exclude=[ids[4]])
+    assert index.scans == 2  # the first one also multiplies the rows with the direction
+    assert near == await index.search(pool, PROV, query, 5, [ids[4]])
+    expected = await index.search(pool, PROV, shifted(query, direction), 8, [ids[4]])
+    assert [i for i, _ in near_other] == [i for i, _ in expected]
+    assert [c for _, c in near_other] == pytest.approx([c for _, c in expected], abs=1e-5)
+    own = await insert_memory(pool, "memory own")
+    index.add(PROV, [(own, vectors_db.content_sha("memory own"), unit(777))])
+    scans = index.scans
+    near, near_other = await index.search_pair(pool, PROV, unit(777), 1,
+                                               shifted(unit(777), direction), 3, direction)
+    assert near[0][0] == own and index.scans == scans + 1
+    assert near_other == await index.search(pool, PROV, shifted(unit(777), direction), 3)
+    scans = index.scans
+    _, near_other = await index.search_pair(pool, PROV, unit(777), 5, unit(3), 1, direction)
+    assert near_other[0][0] == ids[3] and index.scans == scans + 2  # not in the plane: two
+
+
+async def test_a_chinese_query_scans_the_numpy_index_once(make_client: Any) -> None:
+    client = await make_client(JOB_WORKERS=0, EMBEDDING_PROVIDER="local",
+                               VECTOR_BACKEND="numpy")
+    app = client.server.app
+    await insert_fixture(services_of(app).database.pool)
+    await request_embedding(services_of(app).memory_writes)
+    await services_of(app).jobs.run_until_idle()
+    index = services_of(app).vectors.index
+    settings = services_of(app).config.current()
+    await search_memories(services_of(app).memory_search, "小橘爱吃什么", limit=10,
+                          settings=settings)
+    scans = index.scans
+    outcome = await search_memories(services_of(app).memory_search, "看牙医", limit=10,
+                                    settings=settings)
+    assert outcome.backend == "numpy" and outcome.mode == "hybrid"
+    assert index.scans == scans + 1
 
 
 async def test_a_quiet_table_costs_no_vector_reads(make_client: Any) -> None:

@@ -10,9 +10,9 @@ the questions by its best question's cosine, 0.67 by its own vector (figures in
 
 On pgvector one statement (``db.memory_questions.nearest_questions``) gives the memories of
 the nearest questions and the best question cosine of the keyword candidates; on the numpy
-index both are products in process, with the questions' memories held here (question rows
-never change owner, so the map only grows; new questions are read by id at most every
-``REFRESH_SECONDS``).
+index, both are products in process, with the questions' memories held here in arrays
+(``memory.question_owners``; question rows never change owner, so the map only grows; new
+questions are read by id at most every ``REFRESH_SECONDS``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 from pawwake.db import memory_questions as questions_db
 from pawwake.db.memory_questions import QUESTION_VECTORS, QuestionMatches
 from pawwake.db.pool import cursor
+from pawwake.memory.question_owners import QuestionOwners
 from pawwake.search.vector_index import VectorIndex
 
 if TYPE_CHECKING:
@@ -48,9 +49,7 @@ class QuestionVectors:
     def __init__(self, backend: VectorBackend, index: VectorIndex | None = None) -> None:
         self.backend = backend
         self.index = index or VectorIndex(table=QUESTION_VECTORS)
-        self._owner: dict[int, int] = {}  # question id -> memory id
-        self._asked: dict[int, set[int]] = {}  # memory id -> its question ids
-        self._newest = 0
+        self.owners = QuestionOwners()
         self._checked_at = -REFRESH_SECONDS
         self._lock = asyncio.Lock()
 
@@ -78,38 +77,33 @@ class QuestionVectors:
         skip = set(exclude)
         matches = QuestionMatches()
         for question_id, cosine in found:
-            memory_id = self._owner.get(question_id)
+            memory_id = self.owners.owner(question_id)
             if memory_id is None or memory_id in skip:
                 continue
             if memory_id not in matches.best:
                 matches.nearest.append((memory_id, cosine))
                 matches.best[memory_id] = cosine
-        asked = [q for m in known if m not in matches.best for q in self._asked.get(m, ())]
+        asked = self.owners.asked([m for m in known if m not in matches.best])
         if asked:
             cosines = await self.index.cosines_for(database.pool, provenance, query, asked)
             for question_id, cosine in cosines.items():
-                memory_id = self._owner[question_id]
-                matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
+                memory_id = self.owners.owner(question_id)
+                if memory_id is not None:
+                    matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
         return matches
 
     async def _owners(self, pool: aiopg.Pool, found: Sequence[int]) -> None:
         """Learn the memories of new questions: every question past the newest id seen, at
         most every ``REFRESH_SECONDS``, and any of ``found`` still unknown."""
-        unknown = [i for i in found if i not in self._owner]
+        unknown = [i for i in found if self.owners.owner(i) is None]
         if not unknown and time.monotonic() - self._checked_at < REFRESH_SECONDS:
             return
         async with self._lock:
             async with cursor(pool) as cur:
                 if time.monotonic() - self._checked_at >= REFRESH_SECONDS:
-                    self._learn(await questions_db.owners(
-                        cur, after_id=max(0, self._newest - LATE_IDS)))
+                    self.owners.learn(await questions_db.owners(
+                        cur, after_id=max(0, self.owners.newest - LATE_IDS)))
                     self._checked_at = time.monotonic()
-                unknown = [i for i in found if i not in self._owner]
+                unknown = [i for i in found if self.owners.owner(i) is None]
                 if unknown:
-                    self._learn(await questions_db.owners(cur, ids=unknown))
-
-    def _learn(self, pairs: Sequence[tuple[int, int]]) -> None:
-        for question_id, memory_id in pairs:
-            self._owner[question_id] = memory_id
-            self._asked.setdefault(memory_id, set()).add(question_id)
-            self._newest = max(self._newest, question_id)
+                    self.owners.learn(await questions_db.owners(cur, ids=unknown))

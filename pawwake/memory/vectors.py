@@ -104,13 +104,15 @@ class VectorStore(VectorBackend):
                             provenance: Provenance, query: np.ndarray, *, k: int,
                             exclude: Sequence[int], known: Sequence[int], rows_within: int,
                             cosines_of: Sequence[int] | None = None,
-                            across: np.ndarray | None = None, across_k: int = 0
+                            across: np.ndarray | None = None, across_k: int = 0,
+                            direction: np.ndarray | None = None
                             ) -> search_db.Neighbourhood:
         """``nearest`` and the cosines of ``cosines_of`` (default ``known``) at once, and
         with ``across`` its ``across_k`` nearest with their cosine with ``query``. On
         pgvector one statement also brings the rows of the neighbours ranked within
         ``rows_within`` that are not ``known`` (``rows``); on numpy both are in process and
-        ``rows`` is None."""
+        ``rows`` is None, and an ``across`` in the plane of ``query`` and the fixed
+        ``direction`` costs no second scan of the rows."""
         wanted = list(known if cosines_of is None else cosines_of)
         if self.backend(settings, database, provenance) == "pgvector":
             async with cursor(database.pool) as cur:
@@ -119,16 +121,21 @@ class VectorStore(VectorBackend):
                                                      rows_within=rows_within,
                                                      cosines_of=wanted, across=across,
                                                      across_k=across_k)
-        nearest = await self.index.search(database.pool, provenance, query, k, exclude)
-        found_across: list[tuple[int, float]] = []
-        if across is not None and across_k > 0:
+        ids: list[int] = []
+        if across is None or across_k <= 0:
+            nearest = await self.index.search(database.pool, provenance, query, k, exclude)
+        elif direction is None:
+            nearest = await self.index.search(database.pool, provenance, query, k, exclude)
             ids = [i for i, _ in await self.index.search(database.pool, provenance, across,
                                                          across_k, exclude)]
-            wanted += ids
+        else:
+            nearest, near_across = await self.index.search_pair(
+                database.pool, provenance, query, k, across, across_k, direction, exclude)
+            ids = [i for i, _ in near_across]
+        wanted += ids
         cosines = (await self.index.cosines_for(database.pool, provenance, query, wanted)
                    if wanted else {})
-        if across is not None and across_k > 0:
-            found_across = [(i, cosines[i]) for i in ids if i in cosines]
+        found_across = [(i, cosines[i]) for i in ids if i in cosines]
         return search_db.Neighbourhood(nearest, cosines, None, found_across)
 
 

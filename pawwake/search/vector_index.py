@@ -6,10 +6,13 @@ this process stores are added directly (also while the index loads: kept for the
 arrays); vectors written by other processes are found by a
 cheap "newest write" check at most every ``refresh_seconds`` (only their ids and digests are
 listed, and only vectors not held yet are fetched); deletions are noticed by a count every
-``reconcile_seconds``. Rows
-are appended and never overwritten in place: a replaced or deleted vector's row is marked dead
-and the arrays are compacted into new ones once enough rows died, so a search running on a
-snapshot in a worker thread never sees a half-written row.
+``reconcile_seconds``. The rows and the products over them (append-only, so a search on a
+snapshot in a worker thread never sees a half-written row): ``search.vector_matrix``.
+
+A scan of the rows is the cost of a search (at 100k vectors of 384 dims, 150 MB read per
+product). A search that also looks from a second vector in the plane of the query and one
+fixed direction (a Chinese query with its language's pull taken out,
+``search.background.Reference.across``) needs no second scan (``search_pair``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
 from pawwake.db.pool import DATABASE_ERRORS, cursor
 from pawwake.db.vector_rows import VectorSource, VectorTable
+from pawwake.search.vector_matrix import Matrix, in_plane, top_k, top_k_pair
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -42,87 +46,6 @@ LATE_COMMIT_WINDOW = timedelta(seconds=60)  # a transaction may commit after new
 THREAD_THRESHOLD = 20_000  # rows above which the product runs in a worker thread
 
 
-class _Matrix:
-    """Append-only rows of unit vectors plus their source ids (-1 = dead row)."""
-
-    def __init__(self, dim: int, capacity: int = 1024) -> None:
-        self.dim = dim
-        self.vectors = np.zeros((capacity, dim), dtype=np.float32)
-        self.ids = np.full(capacity, -1, dtype=np.int64)
-        self.size = 0
-        self.dead = 0
-        self.rows: dict[int, int] = {}  # source id -> row
-        self.shas: dict[int, str] = {}
-
-    def append(self, source_id: int, sha: str, vector: np.ndarray) -> None:
-        old = self.rows.get(source_id)
-        if old is not None:
-            if self.shas.get(source_id) == sha:
-                return
-            self.ids[old] = -1
-            self.dead += 1
-        if self.size == len(self.ids):
-            self._grow()
-        norm = float(np.linalg.norm(vector))
-        self.vectors[self.size] = vector / norm if norm else vector
-        self.ids[self.size] = source_id
-        self.rows[source_id] = self.size
-        self.shas[source_id] = sha
-        self.size += 1
-
-    def remove(self, source_ids: Iterable[int]) -> None:
-        for source_id in source_ids:
-            row = self.rows.pop(source_id, None)
-            self.shas.pop(source_id, None)
-            if row is not None:
-                self.ids[row] = -1
-                self.dead += 1
-        if self.dead > 1024 and self.dead * 4 > self.size:
-            self._compact()
-
-    def _grow(self) -> None:
-        capacity = max(1024, int(len(self.ids) * 1.5))
-        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-        ids = np.full(capacity, -1, dtype=np.int64)
-        vectors[: self.size] = self.vectors[: self.size]
-        ids[: self.size] = self.ids[: self.size]
-        self.vectors, self.ids = vectors, ids
-
-    def _compact(self) -> None:
-        live = np.flatnonzero(self.ids[: self.size] >= 0)
-        capacity = max(1024, int(len(live) * 1.25))
-        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
-        ids = np.full(capacity, -1, dtype=np.int64)
-        vectors[: len(live)] = self.vectors[live]
-        ids[: len(live)] = self.ids[live]
-        self.vectors, self.ids = vectors, ids
-        self.size, self.dead = len(live), 0
-        self.rows = {int(source_id): row for row, source_id in enumerate(ids[: self.size])}
-
-    @property
-    def live(self) -> int:
-        return self.size - self.dead
-
-    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
-        """Views that later appends and marks cannot tear (rows are never rewritten)."""
-        return self.vectors[: self.size], self.ids[: self.size]
-
-
-def top_k(vectors: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int,
-          exclude: frozenset[int] = frozenset()) -> list[tuple[int, float]]:
-    """The ``k`` live rows most similar to ``query`` as ``(source id, cosine)``, best first."""
-    if len(ids) == 0 or k <= 0:
-        return []
-    scores = vectors @ query
-    scores[ids < 0] = -np.inf
-    if exclude:
-        scores[np.isin(ids, np.fromiter(exclude, dtype=np.int64))] = -np.inf
-    k = min(k, len(scores))
-    picked = np.argpartition(-scores, k - 1)[:k]
-    picked = picked[np.argsort(-scores[picked], kind="stable")]
-    return [(int(ids[i]), float(scores[i])) for i in picked if np.isfinite(scores[i])]
-
-
 class VectorIndex:
     """Cosine search over one provenance's vectors, kept in memory and refreshed cheaply."""
 
@@ -133,7 +56,7 @@ class VectorIndex:
         self.reconcile_seconds = reconcile_seconds
         self._reconciled_at = 0.0
         self._provenance: Any = None
-        self._matrix: _Matrix | None = None
+        self._matrix: Matrix | None = None
         self._loading: Any = None  # the provenance being loaded
         self._stored_while_loading: list[tuple[int, str, np.ndarray]] = []
         self._newest: datetime | None = None
@@ -141,6 +64,7 @@ class VectorIndex:
         self._lock = asyncio.Lock()
         self.loads = 0  # full loads so far (figures tests and the benchmark read)
         self.fetched = 0  # vectors read from the database so far
+        self.scans = 0  # products over all the rows so far
 
     @property
     def size(self) -> int:
@@ -174,10 +98,49 @@ class VectorIndex:
         matrix = await self._current(pool, provenance)
         vectors, ids = matrix.snapshot()
         excluded = frozenset(int(i) for i in exclude)
+        self.scans += 1
         if len(ids) > THREAD_THRESHOLD:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(None, top_k, vectors, ids, query, k, excluded)
         return top_k(vectors, ids, query, k, excluded)
+
+    async def search_pair(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray, k: int,
+                          other: np.ndarray, other_k: int, direction: np.ndarray,
+                          exclude: Iterable[int] = ()
+                          ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """``search`` of ``query`` and of ``other`` at the cost of one: ``other`` lies in the
+        plane of ``query`` and ``direction``, a fixed vector (the same on every call) whose
+        product with each row is kept. Any other ``other`` takes a second scan."""
+        mix = in_plane(query, direction, other)
+        if mix is None:
+            return (await self.search(pool, provenance, query, k, exclude),
+                    await self.search(pool, provenance, other, other_k, exclude))
+        while True:  # the rows' products with the direction: made once, then kept
+            matrix = await self._current(pool, provenance)
+            if matrix.aims_at(direction):
+                break
+            vectors, _ids = matrix.snapshot()
+            compactions = matrix.compactions
+            products = await self._product(vectors, direction)
+            matrix.aim(np.array(direction, dtype=np.float32), products, compactions)
+        vectors, ids = matrix.snapshot()
+        along = matrix.along[: len(ids)]
+        excluded = frozenset(int(i) for i in exclude)
+        self.scans += 1
+        if len(ids) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, top_k_pair, vectors, ids, along, query, k,
+                                              mix, other_k, excluded)
+        return top_k_pair(vectors, ids, along, query, k, mix, other_k, excluded)
+
+    async def _product(self, vectors: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        self.scans += 1
+        if len(vectors) > THREAD_THRESHOLD:
+            loop = asyncio.get_running_loop()
+            found: np.ndarray = await loop.run_in_executor(None, np.dot, vectors, vector)
+            return found
+        product: np.ndarray = vectors @ vector
+        return product
 
     async def cosines_for(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray,
                           source_ids: Iterable[int]) -> dict[int, float]:
@@ -198,6 +161,7 @@ class VectorIndex:
         count = int(live.sum())
         if not count:
             return None, 0
+        self.scans += 1
         if len(ids) > THREAD_THRESHOLD:
             loop = asyncio.get_running_loop()
             total = await loop.run_in_executor(None, np.dot, live, vectors)
@@ -205,7 +169,7 @@ class VectorIndex:
             total = live @ vectors
         return total / count, count
 
-    async def _current(self, pool: aiopg.Pool, provenance: Any) -> _Matrix:
+    async def _current(self, pool: aiopg.Pool, provenance: Any) -> Matrix:
         if (self._matrix is not None and provenance == self._provenance
                 and time.monotonic() - self._checked_at < self.refresh_seconds):
             return self._matrix
@@ -229,7 +193,7 @@ class VectorIndex:
         async with cursor(pool) as cur:
             count = await vector_rows.vector_count(cur, self.table, provenance)
             newest = await vector_rows.newest_vector(cur, self.table, provenance)
-        matrix = _Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
+        matrix = Matrix(int(provenance.dim), capacity=max(1024, int(count * 1.1) + 64))
         after = 0
         while True:
             async with cursor(pool) as cur:
@@ -266,7 +230,7 @@ class VectorIndex:
             async with cursor(pool) as cur:
                 recent = await vector_rows.vector_shas_since(cur, self.table, provenance, since)
             await self._fetch_ids(pool, provenance, [
-                source_id for source_id, sha in recent if matrix.shas.get(source_id) != sha])
+                source_id for source_id, sha in recent if matrix.sha_of(source_id) != sha])
             self._newest = newest
         now = time.monotonic()
         if now - self._reconciled_at >= self.reconcile_seconds:

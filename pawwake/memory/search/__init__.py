@@ -145,7 +145,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                 database, settings, semantic.provenance, semantic.query,
                 k=fusion.NEIGHBOURHOOD, exclude=exclude, known=known,
                 rows_within=fusion.ADMIT_TOP_K, cosines_of=[*([] if read else known), *held],
-                across=across, across_k=ACROSS_K),
+                across=across, across_k=ACROSS_K, direction=semantic.reference.direction),
             questions.nearest_questions(search, database, settings, semantic,
                                         known=[*known, *held], exclude=exclude))
         cosines = found.cosines
