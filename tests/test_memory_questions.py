@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from pawwake.db.memory_questions import QuestionMatches
+from pawwake.db.memory_questions import QuestionMatches, Split
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import cursor, fetch_all, transaction
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.search import questions, search_memories
+from pawwake.search.background import reference_for
 from pawwake.services import services_of
 from tests.dashboard_support import PASSWORD, SECRET, login
 from tests.embedding_server import FakeEmbeddings, serve_embeddings
@@ -238,3 +239,36 @@ def test_a_memory_is_admitted_by_a_question_that_stands_out() -> None:
     matches = QuestionMatches(nearest=[(7, 0.9), (3, 0.88), (5, 0.8)])
     stands = {7: 5.0, 3: questions.ADMIT_STANDING, 5: 1.0}
     assert questions.admitted(matches, stands, present={7}) == [3]
+
+
+@pytest.mark.parametrize("backend", ["pgvector", "numpy"])
+async def test_a_question_stands_in_its_own_language(make_client: Any, upstream: Any,
+                                                     backend: str) -> None:
+    """A Chinese question about an English memory: the English question the model wrote
+    counts against the English background (4.0 deviations for the local model), not only
+    the Chinese one against the Chinese background (2.5: every Chinese text is near a
+    Chinese query)."""
+    upstream.responder = describing_responder
+    client = await make_client(**DESCRIBED, VECTOR_BACKEND=backend)
+    ids = {text: (await create(client, text))["id"] for text in EIGHT}
+    await services_of(client.server.app).jobs.run_until_idle()
+    services = services_of(client.server.app)
+    settings = services.config.current()
+    peanuts = ids["The user is allergic to peanuts"]
+    provenance = await services.embedder.provenance(settings)
+    reference = await reference_for(services.references, services.embedder, settings,
+                                    provenance)
+    query, _ = await services.embedder.embed_query(settings, "我能吃花生酱吗？")
+    found = await services.vectors.questions.nearest(
+        services.database, settings, provenance, query, known=[peanuts], exclude=[],
+        split=Split(reference.direction, reference.midpoint))
+    sides = found.sides[peanuts]
+    assert set(sides) == {"zh", "en"}  # "我对什么过敏…" and "What am I allergic to…"
+    assert sides["zh"] > sides["en"] and max(sides.values()) == found.best[peanuts]
+    background = reference.background(query)
+    assert background.standing(sides["en"], "en") > background.standing(sides["zh"], "zh")
+    outcome = await search_memories(services.memory_search, "我能吃花生酱吗？",
+                                    settings=settings, touch=False)
+    result = {r.id: r for r in outcome.results}[peanuts]
+    assert result.evidence is not None and result.evidence.question is not None
+    assert result.evidence.question > questions.ADMIT_STANDING  # 2.5 by the Chinese side

@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.memory_embeddings import knn_params
+from pawwake.db.memory_embeddings import knn_params, vector_literal
 from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
 from pawwake.db.pool import Cursor, TextRow, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, VectorTable
@@ -61,55 +61,90 @@ class QuestionMatches:
     questions, best first, and each memory's best question cosine (those nearest, and the
     ``known`` memories that have a question vector). On pgvector also the rows of the
     leading memories not ``known``, and their own vector's cosine with the query
-    (``rows``, ``cosines``; None and empty on the numpy index)."""
+    (``rows``, ``cosines``; None and empty on the numpy index). Asked with a ``Split``,
+    each memory's best question cosine on each language side too (``sides``)."""
 
     nearest: list[tuple[int, float]] = field(default_factory=list)  # (memory id, cosine)
     best: dict[int, float] = field(default_factory=dict)
     rows: dict[int, CandidateRow] | None = None
     cosines: dict[int, float] = field(default_factory=dict)
+    sides: dict[int, dict[str, float]] = field(default_factory=dict)  # memory -> side -> cos
+
+    def on_side(self, memory_id: int, side: str, cosine: float) -> None:
+        """Count one question's cosine on its language side."""
+        held = self.sides.setdefault(memory_id, {})
+        held[side] = max(cosine, held.get(side, cosine))
+
+
+@dataclass(frozen=True)
+class Split:
+    """Where a question vector's language side is read: its product with ``direction``
+    past ``midpoint`` is the Chinese side (``search.background.Reference``: the direction
+    from the English reference memories' centre to the Chinese ones', halfway between)."""
+
+    direction: np.ndarray
+    midpoint: float
+
+    def side(self, along: float) -> str:
+        return "zh" if along > self.midpoint else "en"
 
 
 async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,
                             k: int, exclude: Sequence[int], known: Sequence[int],
-                            rows_within: int) -> QuestionMatches:
+                            rows_within: int, split: Split | None = None) -> QuestionMatches:
     """The memories (active, not excluded) of the ``k`` questions nearest to ``query``
     (pgvector HNSW) with their best cosine, the rows and own cosines of those ranked within
     ``rows_within`` that are not ``known``, and the best question cosine of each ``known``
-    memory: one round trip."""
+    memory: one round trip. With ``split``, the best on each language side too."""
     dim = int(provenance.dim)
     distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
+    chinese = (f"-(e.embedding::vector({dim}) <#> %(towards)s::vector({dim})) > %(midpoint)s"
+               if split is not None else "NULL::boolean")
     blanks = ", ".join(["NULL"] * (len(MEMORY_COLUMNS.split(", ")) + 2))  # own, columns, terms
     known_part = (
-        f" UNION ALL SELECT 'known', mq.memory_id, max(1 - ({distance})), {blanks}"
+        f" UNION ALL SELECT 'known', mq.memory_id, max(1 - ({distance})),"
+        f" max(1 - ({distance})) FILTER (WHERE {chinese}),"
+        f" max(1 - ({distance})) FILTER (WHERE NOT ({chinese})), {blanks}"
         " FROM memory_questions mq JOIN memory_question_embeddings e ON e.question_id = mq.id"
         f"  AND {OF_PROVENANCE} WHERE mq.memory_id = ANY(%(known)s::bigint[])"
         " GROUP BY mq.memory_id") if known else ""
     own = f"1 - (me.embedding::vector({dim}) <=> (SELECT v FROM q))"
+    params = {**knn_params(provenance, query, k, exclude), "known": list(known),
+              "within": rows_within}
+    if split is not None:
+        params.update(towards=vector_literal(split.direction), midpoint=split.midpoint)
     await cur.execute(
         "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
         f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
-        f" near AS MATERIALIZED (SELECT e.question_id, 1 - ({distance}) AS cosine"
+        f" near AS MATERIALIZED (SELECT e.question_id, 1 - ({distance}) AS cosine,"
+        f"   {chinese} AS zh"
         f"   FROM memory_question_embeddings e WHERE {OF_PROVENANCE}"
         f"   ORDER BY {distance} LIMIT %(k)s),"
-        " best AS (SELECT mq.memory_id AS id, max(n.cosine) AS cosine FROM near n"
+        " best AS (SELECT mq.memory_id AS id, max(n.cosine) AS cosine,"
+        "   max(n.cosine) FILTER (WHERE n.zh) AS zh,"
+        "   max(n.cosine) FILTER (WHERE NOT n.zh) AS en FROM near n"
         "   JOIN memory_questions mq ON mq.id = n.question_id"
         "   JOIN memories m ON m.id = mq.memory_id"
         "   WHERE m.is_active AND NOT (m.id = ANY(%(exclude)s::bigint[]))"
         "   GROUP BY mq.memory_id),"
-        " ranked AS (SELECT id, cosine, rank() OVER (ORDER BY cosine DESC) AS place FROM best)"
-        f" SELECT 'near' AS kind, r.id AS hit, r.cosine, {own} AS own, {MEMORY_COLUMNS},"
+        " ranked AS (SELECT id, cosine, zh, en, rank() OVER (ORDER BY cosine DESC) AS place"
+        "   FROM best)"
+        f" SELECT 'near' AS kind, r.id AS hit, r.cosine, r.zh AS zh_cosine,"
+        f" r.en AS en_cosine, {own} AS own, {MEMORY_COLUMNS},"
         " m.search_terms FROM ranked r LEFT JOIN memories m ON m.id = r.id"
         "  AND r.place <= %(within)s AND NOT (r.id = ANY(%(known)s::bigint[]))"
         f" LEFT JOIN memory_embeddings me ON me.memory_id = m.id"
         f"  AND me.provider = %(provider)s AND me.model = %(model)s AND me.dim = %(dim)s"
-        f"{known_part}",
-        {**knn_params(provenance, query, k, exclude), "known": list(known),
-         "within": rows_within})
+        f"{known_part}", params)
     found = QuestionMatches(rows={})
     assert found.rows is not None
     for row in rows_as_dicts(cur, await cur.fetchall()):
         kind, memory_id, cosine = row.pop("kind"), int(row.pop("hit")), float(row.pop("cosine"))
         own_cosine = row.pop("own")
+        for side in ("zh", "en"):
+            on_side = row.pop(f"{side}_cosine")
+            if on_side is not None:
+                found.on_side(memory_id, side, float(on_side))
         if kind == "near":
             found.nearest.append((memory_id, cosine))
             if row["id"] is not None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pawwake.db import memory_questions as questions_db
-from pawwake.db.memory_questions import QUESTION_VECTORS, QuestionMatches
+from pawwake.db.memory_questions import QUESTION_VECTORS, QuestionMatches, Split
 from pawwake.db.pool import cursor
 from pawwake.memory.question_owners import QuestionOwners
 from pawwake.search.vector_index import VectorIndex
@@ -61,35 +61,50 @@ class QuestionVectors:
 
     async def nearest(self, database: Database, settings: Settings, provenance: Provenance,
                       query: np.ndarray, *, known: Sequence[int], exclude: Sequence[int],
-                      rows_within: int = 0, k: int = NEAREST_QUESTIONS) -> QuestionMatches:
+                      rows_within: int = 0, k: int = NEAREST_QUESTIONS,
+                      split: Split | None = None) -> QuestionMatches:
         """The memories of the ``k`` questions nearest to ``query`` and the best question
-        cosine of each of them and of the ``known`` memories. pgvector leaves out archived
-        and excluded memories and brings the rows of the memories ranked within
-        ``rows_within`` that are not ``known``; the numpy index leaves out the excluded ones
-        (archived rows are dropped by the row fetch, as for memory vectors)."""
+        cosine of each of them and of the ``known`` memories (with ``split``, on each
+        language side too). pgvector leaves out archived and excluded memories and brings
+        the rows of the memories ranked within ``rows_within`` that are not ``known``; the
+        numpy index leaves out the excluded ones (archived rows are dropped by the row
+        fetch, as for memory vectors)."""
         if self.backend.backend(settings, database, provenance) == "pgvector":
             async with cursor(database.pool) as cur:
                 return await questions_db.nearest_questions(cur, provenance, query, k=k,
                                                             exclude=exclude, known=known,
-                                                            rows_within=rows_within)
+                                                            rows_within=rows_within,
+                                                            split=split)
         found = await self.index.search(database.pool, provenance, query, k)
         await self._owners(database.pool, [i for i, _ in found])
         skip = set(exclude)
         matches = QuestionMatches()
+        counted: list[tuple[int, int, float]] = []  # (question, memory, cosine)
         for question_id, cosine in found:
             memory_id = self.owners.owner(question_id)
             if memory_id is None or memory_id in skip:
                 continue
+            counted.append((question_id, memory_id, cosine))
             if memory_id not in matches.best:
                 matches.nearest.append((memory_id, cosine))
                 matches.best[memory_id] = cosine
-        asked = self.owners.asked([m for m in known if m not in matches.best])
+        # With a split every question of a known memory counts, as on pgvector: its best
+        # one on the other language's side may not be among the nearest.
+        asked = self.owners.asked([m for m in known
+                                   if split is not None or m not in matches.best])
         if asked:
             cosines = await self.index.cosines_for(database.pool, provenance, query, asked)
             for question_id, cosine in cosines.items():
                 memory_id = self.owners.owner(question_id)
                 if memory_id is not None:
+                    counted.append((question_id, memory_id, cosine))
                     matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
+        if split is not None and counted:
+            along = await self.index.cosines_for(database.pool, provenance, split.direction,
+                                                 [question_id for question_id, _, _ in counted])
+            for question_id, memory_id, cosine in counted:
+                if question_id in along:
+                    matches.on_side(memory_id, split.side(along[question_id]), cosine)
         return matches
 
     async def _owners(self, pool: aiopg.Pool, found: Sequence[int]) -> None:

@@ -65,6 +65,16 @@ class Reference:
         unit: np.ndarray = (towards / norm if norm > 0 else towards).astype(np.float32)
         return unit
 
+    @cached_property
+    def midpoint(self) -> float:
+        """Halfway between the two reference sets' centres along ``direction``: a vector past
+        it lies on the Chinese side of the model's space, before it on the English side (for
+        the local model 0.11; every written question of the stand-in model,
+        ``tests/memory_model_fake.py``, falls on its own language's side, Chinese ones at
+        0.27 or more, English ones at 0.03 or less)."""
+        return 0.5 * (float(self.vectors["zh"].mean(axis=0) @ self.direction)
+                      + float(self.vectors["en"].mean(axis=0) @ self.direction))
+
     def across(self, query: np.ndarray) -> np.ndarray:
         """The query with its pull towards Chinese texts taken out (``ACROSS_STRENGTH`` times
         its share along ``direction``): its nearest memories are the English ones a

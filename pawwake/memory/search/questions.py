@@ -1,6 +1,7 @@
 """The written questions' part of a memory search: the query's nearest questions looked up
 beside its nearest memories, the memories they bring as candidates, and each candidate's
-best question standing (the evidence ``search.relevance`` reads).
+best question standing in that question's language (the evidence ``search.relevance``
+reads).
 
 A memory whose written question is nearest to the user's becomes a candidate even when its
 own vector and its keywords did not bring it ("Can I eat a peanut butter sandwich?" /
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pawwake.database import Database
-from pawwake.db.memory_questions import QuestionMatches
+from pawwake.db.memory_questions import QuestionMatches, Split
 from pawwake.db.memory_search import CandidateRow
 from pawwake.memory.search.query_vector import QueryVector
 from pawwake.settings import Settings
@@ -35,15 +36,26 @@ async def nearest_questions(search: MemorySearch, database: Database, settings: 
     nearest memories' one), with the rows of the leading memories."""
     return await search.vectors.questions.nearest(
         database, settings, semantic.provenance, semantic.query, known=known,
-        exclude=exclude, rows_within=ADMIT_TOP)
+        exclude=exclude, rows_within=ADMIT_TOP,
+        split=Split(semantic.reference.direction, semantic.reference.midpoint))
 
 
 def standing(matches: QuestionMatches, semantic: QueryVector) -> dict[int, float]:
-    """Each memory's best question cosine as deviations above the query's background in the
-    query's language (the model writes each question in both languages; the one in the
-    query's language is the one that meets it)."""
-    return {memory_id: semantic.background.standing(cosine, semantic.language)
-            for memory_id, cosine in matches.best.items()}
+    """Each memory's best question as deviations above the query's background in that
+    question's language (the side of the model's space its vector lies on): the model
+    writes each question in both languages, and a Chinese query stands out among English
+    texts by its cosine with the English question ("我能吃花生酱吗？" / "What am I allergic
+    to, what can't I eat?": 4.0 deviations above the English background) more than among
+    Chinese texts by its cosine with the Chinese one (2.5 above the Chinese background),
+    since the model scores every Chinese text high for a Chinese query. A memory whose
+    questions' sides are unknown counts its best cosine in the query's language."""
+    background = semantic.background
+    made = {}
+    for memory_id, cosine in matches.best.items():
+        sides = matches.sides.get(memory_id)
+        made[memory_id] = (max(background.standing(c, side) for side, c in sides.items())
+                           if sides else background.standing(cosine, semantic.language))
+    return made
 
 
 def admitted(matches: QuestionMatches, stands: dict[int, float], present: set[int]
