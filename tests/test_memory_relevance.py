@@ -54,9 +54,11 @@ QUESTIONS = [
 # when a question's frame words stopped counting as keywords; the two birthday questions when
 # the model's questions named whose fact a memory is and the most relevant were kept past the
 # search's limit. "我能吃花生酱吗？" joined it when the offset went from 7.2 to 7.4, which keeps
-# unrelated chats at <= 0.25 memories at every store size: its relevance is 0.46, a Chinese
-# question meeting an English memory through one written question standing 2.5.)
-MISSED_AMONG_A_THOUSAND: list[str] = ["我能吃花生酱吗？"]
+# unrelated chats at <= 0.25 memories at every store size: its relevance was 0.46, a Chinese
+# question meeting an English memory through its Chinese written question standing 2.5; it
+# left when each written question came to stand in its own language: the English one stands
+# 4.0 above the English background.)
+MISSED_AMONG_A_THOUSAND: list[str] = []
 UNRELATED = ("Tell me a joke about computers", "今天天气怎么样", "帮我写一首关于秋天的诗",
              "How do I make a good cup of tea?", "地球到月球有多远")
 
