@@ -159,6 +159,40 @@ async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
     assert index.size == 31 and index.fetched == 32 and index.loads == 1
 
 
+async def test_a_bounded_index_holds_only_the_newest_rows(make_client: Any) -> None:
+    """``most``: the newest rows by id are loaded, later ones added, the oldest let go at the
+    reconcile, and an older one comes back when a newer one is deleted."""
+    client = await make_client(JOB_WORKERS=0)
+    pool = services_of(client.server.app).database.pool
+    ids = await store_rows(pool, 30)
+    index = VectorIndex(refresh_seconds=0.0, reconcile_seconds=0.0, most=10)
+
+    async def held() -> list[int]:
+        return sorted(i for i, _ in await index.search(pool, PROV, unit(0), 100))
+
+    assert await held() == ids[20:]
+    assert index.loads == 1 and index.fetched == 10
+    new = await store_rows(pool, 2, offset=100)  # written elsewhere
+    assert await held() == ids[22:] + new
+    own = await insert_memory(pool, "memory own")  # stored by this process
+    row = (own, vectors_db.content_sha("memory own"), unit(777))
+    async with cursor(pool) as cur:
+        await vectors_db.store_vectors(cur, PROV, [row])
+    index.add(PROV, [row])
+    assert await held() == [*ids[23:], *new, own]
+    old = (ids[0], vectors_db.content_sha("memory 0"), unit(0))
+    index.add(PROV, [old])  # below the held rows: not taken
+    assert ids[0] not in await held()
+    async with cursor(pool) as cur:
+        await execute(cur, "DELETE FROM memories WHERE id = %s", (ids[25],))
+    assert await held() == [ids[22], *ids[23:25], *ids[26:], *new, own]
+    assert index.size == 10 and index.loads == 1
+    index.most = 0
+    assert await held() == [] and index.loads == 2
+    index.most = None
+    assert len(await held()) == 32 and index.loads == 3
+
+
 async def test_a_vector_stored_while_the_index_loads_is_kept(make_client: Any) -> None:
     """The load may have read past a row before this process stored its vector: the vector
     is kept for the loaded arrays instead of waiting for the next refresh."""
