@@ -77,6 +77,22 @@ def shifted(query: np.ndarray, direction: np.ndarray, strength: float = 1.5) -> 
     return (moved / np.linalg.norm(moved)).astype(np.float32)
 
 
+def test_a_full_matrix_with_many_dead_rows_is_compacted_not_grown() -> None:
+    """A bounded index lets its oldest rows go as new ones come: the arrays stay near the
+    bound instead of growing by half each time they fill."""
+    matrix = Matrix(8, capacity=1024)
+    for i in range(1024):
+        matrix.append(i, f"{i:064x}", unit(i))
+    matrix.remove(range(200))  # an eighth and more let go: below the compaction of remove()
+    assert len(matrix.ids) == 1024 and matrix.dead == 200
+    for i in range(1024, 1224):
+        matrix.append(i, f"{i:064x}", unit(i))
+    assert len(matrix.ids) == 1030 and matrix.live == 1024 and matrix.compactions == 1
+    vectors, ids = matrix.snapshot()
+    assert sorted(ids.tolist()) == list(range(200, 1224))
+    assert top_k(vectors, ids, unit(1100), 1)[0][0] == 1100
+
+
 def test_a_look_from_the_shifted_query_needs_no_second_product() -> None:
     """Each row's product with the fixed direction is kept through appends, replacements,
     growth and compaction; the shifted query's nearest are those a scan of it finds."""
