@@ -259,7 +259,7 @@ async def nearest_with_facts(cur: Cursor, provenance: VectorSource, k: int,
                    f" ORDER BY {distance} LIMIT %(fetch)s")
         live = ("SELECT c.id, c.session_id, c.created_at, 1 - e.distance AS cosine"
                 f" FROM near e CROSS JOIN LATERAL ({_LIVE_NEIGHBOUR}) AS c"
-                " ORDER BY e.distance, c.id LIMIT %(k)s")
+                " ORDER BY e.distance, c.id DESC LIMIT %(k)s")
         prefix = "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
     else:
         params.update({"ids": ids_literal(i for i, _ in near),
