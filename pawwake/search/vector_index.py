@@ -162,6 +162,21 @@ class VectorIndex:
                 found[int(source_id)] = float(matrix.vectors[row] @ query)
         return found
 
+    async def products_for(self, pool: aiopg.Pool, provenance: Any,
+                           vectors: Sequence[np.ndarray], source_ids: Iterable[int]
+                           ) -> dict[int, list[float]]:
+        """Each held row's dot products with ``vectors``, in one product over the rows asked
+        for (``cosines_for`` per row and vector took 12 ms for 500 rows and two vectors on
+        a loaded machine)."""
+        matrix = await self._current(pool, provenance)
+        held = [(int(i), row) for i in source_ids
+                if (row := matrix.rows.get(int(i))) is not None]
+        if not held or not vectors:
+            return {}
+        rows = np.fromiter((row for _, row in held), dtype=np.intp, count=len(held))
+        products = matrix.vectors[rows] @ np.stack(vectors, axis=1).astype(np.float32)
+        return {i: values for (i, _), values in zip(held, products.tolist(), strict=True)}
+
     async def mean(self, pool: aiopg.Pool, provenance: Any) -> tuple[np.ndarray | None, int]:
         """The mean of the provenance's live vectors and their number (None when empty):
         the collection's background. A product over the rows, no copy of them."""
