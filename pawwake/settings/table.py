@@ -212,6 +212,13 @@ class SettingsTable:
         "向量检索后端：auto（有 pgvector 用 pgvector）、pgvector、numpy",
         "Vector search backend: auto (pgvector when present), pgvector, numpy",
         choices=("auto", "pgvector", "numpy"))
+    NUMPY_QUESTION_ROWS = setting(
+        "int", 100_000, "vector",
+        "numpy 索引最多保存多少条记忆问题向量（最新的优先；每条约 1.5 KB，100000 条约 147 MB）；"
+        "更早的问题仍按关键词找到；0 表示问题只按关键词",
+        "Most written-question vectors the numpy index holds (the newest first; about 1.5 KB "
+        "each, 147 MB at 100000); older questions are still found by their keywords; 0: "
+        "questions by keywords only", minimum=0, maximum=10_000_000)
     # conversation recall
     CONVERSATION_RECALL_ENABLED = setting(
         "bool", False, "recall", "对话召回总开关",
