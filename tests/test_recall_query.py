@@ -9,8 +9,8 @@ import pytest
 from pawwake.local_time import zone_at
 from pawwake.recall.search import common_terms, named_speaker, names, one_sided, without_terms
 from pawwake.recall.variants import variants
-from pawwake.text import tokens
 from pawwake.recall.when import find_window, without
+from pawwake.text import tokens
 
 NOW = datetime(2026, 5, 20, 12, tzinfo=UTC)
 UTC8 = zone_at(8)
