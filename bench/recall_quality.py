@@ -229,7 +229,8 @@ async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally:
             tally.add(["all", dialogue.lang, question.category, part], turn5, all5, sess5,
                       turn3)
             if turn5 < 1.0:
-                tally.misses.append(f"{dialogue.name} {question.category:<8} {question.text}")
+                tally.misses.append(f"{dialogue.name} {question.category:<8} turn {turn5:.1f}"
+                                    f" session {sess5:.1f}  {question.text}")
 
 
 def create_database(server: Any, name: str) -> str:

@@ -241,3 +241,13 @@ async def test_a_keyword_search_takes_two_statements(client: Any,
     monkeypatch.undo()
     assert [f["session_id"] for f in found["fragments"]] == ["trip"]
     assert len(sent) == 2, sent
+
+
+async def test_a_keyword_finds_a_message_saying_a_variant_of_it(make_client: Any) -> None:
+    """"阿杰最害怕什么？" shares no word with "我从小就恐高": the lexicon's variants of 害怕
+    (怕, 恐, 吓) do, at part of the keyword's weight."""
+    client = await recall_client(make_client)
+    await store(client, "heights", [("我从小就恐高，站在阳台上都腿软。", "那就别去玻璃栈道了。")], 9)
+    found = await search(client, q="阿杰最害怕什么？", mode="keyword")
+    assert [f["session_id"] for f in found["fragments"]] == ["heights"]
+    assert 0 < found["fragments"][0]["parts"]["keyword"] < 1

@@ -8,7 +8,9 @@ import pytest
 
 from pawwake.local_time import zone_at
 from pawwake.recall.search import common_terms, named_speaker, names, one_sided, without_terms
+from pawwake.recall.variants import variants
 from pawwake.recall.when import find_window, without
+from pawwake.text import tokens
 
 NOW = datetime(2026, 5, 20, 12, tzinfo=UTC)
 UTC8 = zone_at(8)
@@ -78,3 +80,13 @@ def test_only_the_names_among_common_words_are_kept_from_the_model() -> None:
     # a word the dictionary lacks is a name whoever says it; 新 stays: it says what is asked
     assert names({"林", "晓", "新"}, {}, {"林", "晓"}) == {"林", "晓"}
     assert named_speaker({"maya": "user", "tom": "assistant"}) is None  # both named
+
+
+def test_a_keyword_has_its_variants_from_the_lexicon() -> None:
+    tokens.load()  # with the lexicon
+    found = variants(["害怕", "afraid"])
+    assert {"怕", "恐"} <= set(found["害怕"])  # 害怕 -> afraid, scare -> 怕, 恐, 吓
+    assert "scare" in found["afraid"]  # afraid -> 怕, 害怕 -> fear, scare, ...
+    assert variants(["怕"]) == {}  # a single character is part of too many words
+    assert "恐" not in variants(["害怕", "恐"])["害怕"]  # a keyword already
+    assert variants(["豆豆"]) == {}  # a name the lexicon lacks

@@ -7,7 +7,9 @@ Each chosen session gives one fragment: its best messages as the matched ones, w
 ``context`` neighbours on each side. A date the question names (``recall.when``) is a part of
 the score and leaves both the keywords and the text sent to the embedding model; words common
 to many sessions weigh half as keywords (``common_terms``), and those of them that name one of
-the two people are kept from the embedding model (``names``).
+the two people are kept from the embedding model (``names``). A message holding none of a
+keyword but one of its variants in the lexicon (``recall.variants``: 害怕 -> 怕, 恐) earns
+``VARIANT_SHARE`` of that keyword's weight.
 Stateless: callers pass the sessions and fragment ids to leave out (the next candidates move
 up).
 """
@@ -41,6 +43,7 @@ from pawwake.recall.rank import (
     trim,
 )
 from pawwake.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
+from pawwake.recall.variants import variants
 from pawwake.search.scoring import keyword_score
 from pawwake.search.term_stats import Counts, KeywordPlan
 from pawwake.settings import Settings
@@ -60,6 +63,7 @@ COMMON_KEYWORD_WEIGHT = 0.5  # ... and keeps half its IDF weight as a keyword
 NAMED_SHARE = 0.9  # of a common keyword's messages written by one side: it names the other
 ADDRESSED = {"user": "assistant", "assistant": "user"}  # who a side's lines address
 CATCH_UP_LIMIT = 2000  # messages indexed on the search path when a writer left them bare
+VARIANT_SHARE = 0.5  # of its keyword's weight, what a message holding only a variant earns
 
 
 @dataclass
@@ -96,11 +100,12 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
     named: set[str] = set()
 
     if keywords:
-        plan, found = await _keyword_side(recall, keywords, excluded_sessions,
+        others = variants(keywords) if VARIANT_SHARE else {}
+        plan, found = await _keyword_side(recall, keywords, others, excluded_sessions,
                                           keep_below=keep_excluded_below)
         if found.bare and await conversation_index.index_pending(recall,
                                                                  limit=CATCH_UP_LIMIT):
-            plan, found = await _keyword_side(recall, keywords, excluded_sessions,
+            plan, found = await _keyword_side(recall, keywords, others, excluded_sessions,
                                               keep_below=keep_excluded_below)
         rows = found.rows
         frequencies = {**found.counts, **recall.term_stats.estimated(keywords)}
@@ -113,10 +118,12 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
         total = sum(weights.values())
         for row in rows:
             present = set(row["search_terms"] or ())
-            share = keyword_score(sum(w for t, w in weights.items() if t in present), total)
-            hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"], share,
-                                         only_common=bool(common) and
-                                         present.intersection(keywords) <= common,
+            said = {t for t in keywords if t in present}  # the keywords it holds ...
+            meant = {t for t, vs in others.items() if t not in said and present.intersection(vs)}
+            credit = sum(weights[t] for t in said) + VARIANT_SHARE * sum(weights[t] for t in meant)
+            hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"],
+                                         keyword_score(credit, total),
+                                         only_common=bool(common) and said | meant <= common,
                                          role=row["role"])
 
     semantic = SemanticOutcome(False)
@@ -147,27 +154,29 @@ async def search_fragments(recall: ConversationRecall, query: str, *, max_sessio
 
 
 async def _keyword_side(recall: ConversationRecall, keywords: list[str],
-                        excluded_sessions: list[str], *, keep_below: int
-                        ) -> tuple[KeywordPlan, db.KeywordEvidence]:
-    """The keyword plan, the matching messages and the document frequencies of the terms the
-    statistics do not list (and whether some message still lacks its terms)."""
+                        others: Mapping[str, list[str]], excluded_sessions: list[str], *,
+                        keep_below: int) -> tuple[KeywordPlan, db.KeywordEvidence]:
+    """The keyword plan, the messages holding a keyword or one of its ``others`` (variants)
+    and the document frequencies of the keywords the statistics do not list (and whether
+    some message still lacks its terms)."""
     database = require_database(recall.database)
     stats = recall.term_stats
+    searched = list(dict.fromkeys([*keywords, *(v for vs in others.values() for v in vs)]))
     if stats.counted_by_caller():  # a small collection: counted in the statement itself
         async with cursor(database.pool) as cur:
             found = await db.keyword_evidence(
-                cur, keywords, excluded_sessions, KEYWORD_ROWS, counted=keywords,
+                cur, searched, excluded_sessions, KEYWORD_ROWS, counted=keywords,
                 keep_below=keep_below, totals=True)
         assert found.totals is not None
         size, sessions, rows = found.totals
-        plan = stats.plan_counted(keywords, Counts(size, rows, sessions))
+        plan = stats.plan_counted(searched, Counts(size, rows, sessions))
         if plan is not None:
             return plan, found
-    plan = await stats.plan(database.pool, keywords)
+    plan = await stats.plan(database.pool, searched)
     estimated = stats.estimated(keywords)  # the listed ones; others counted
     async with cursor(database.pool) as cur:
         found = await db.keyword_evidence(
-            cur, keywords, excluded_sessions, KEYWORD_ROWS,
+            cur, searched, excluded_sessions, KEYWORD_ROWS,
             counted=[t for t in keywords if t not in estimated], keep_below=keep_below,
             windowed=plan.windowed, window=plan.window, gather_cap=plan.gather_cap)
     return plan, found
