@@ -23,8 +23,10 @@ import numpy as np
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db.pool import cursor
 from pawwake.memory import inject
+from pawwake.memory.question_vectors import QuestionVectors
 from pawwake.memory.search import SearchResult, search_memories
 from pawwake.search import fusion, relevance
+from pawwake.search.vector_index import VectorIndex
 from pawwake.services import services_of
 from pawwake.text import tokens
 from pawwake.text.language import language_of
@@ -226,6 +228,10 @@ async def fill_store(app: Any, data: Corpus, store: Store, settings: Mapping[str
     async with cursor(pool) as cur:
         await cur.execute("ANALYZE memories")
     services.term_stats._loaded_at = -1e9  # the next plan reads the new collection
+    # The numpy indexes load the new store on their next search, as after a restart (else
+    # the previous store's vectors would be held until the deletions are reconciled).
+    services.vectors.index = VectorIndex()
+    services.vectors.questions = QuestionVectors(services.vectors)
     cache = services.embedder._queries
     for text, vector in data.queries.items():
         cache[(provenance, embedding_text(text, tokens.query_keywords(text)))] = vector
