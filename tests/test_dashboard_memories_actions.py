@@ -246,6 +246,55 @@ async def test_backfill_panel_starts_polls_and_finishes(make_client: Any,
     assert response.headers["Location"] == "/dashboard/memories#backfill"
 
 
+async def test_backfill_panel_counts_written_questions_apart(make_client: Any,
+                                                              aiohttp_server: Any) -> None:
+    """One job embeds the memories, then the questions the memory model wrote: the panel
+    names which count it shows, and "complete" waits for both."""
+    fake = await serve_embeddings(aiohttp_server)
+    client = await signed_in(make_client, **embedding_settings(fake))
+    pool = services_of(client.server.app).database.pool
+    first = await insert_memory(pool, "用户的狗叫豆豆，是一只柯基")
+    await insert_memory(pool, "用户喜欢听爵士乐")
+    async with cursor(pool) as cur:  # the triggers keep memory_questions in step
+        await cur.execute("UPDATE memories SET model_questions = %s WHERE id = %s",
+                          (["我的狗叫什么？", "What breed is my dog?", "豆豆是什么品种？"], first))
+
+    async def panel() -> Any:
+        response = await client.get("/dashboard/memories/backfill",
+                                    headers={"HX-Request": "true"})
+        return soup(await response.text()).select_one("#backfill")
+
+    idle = await panel()
+    assert idle.select_one("[data-backfill-progress]").get_text() == "0 / 2"
+    assert idle.select_one("[data-backfill-questions]").get_text() == (
+        "记忆模型写下的问题：已生成向量 0 / 3")
+
+    await post(client, "/dashboard/memories/backfill", {})
+    await services_of(client.server.app).jobs.run_until_idle()
+    async with cursor(pool) as cur:
+        job = (await fetch_all(cur, "SELECT id, progress FROM jobs WHERE kind = 'memory_embed'"
+                                    " ORDER BY id DESC LIMIT 1"))[0]
+    assert job["progress"] == {"part": "memory question", "done": 3, "total": 3}
+    finished = await panel()
+    assert finished.select_one("[data-backfill-progress]").get_text() == "2 / 2"
+    assert finished.select_one("[data-backfill-questions]").get_text().endswith("3 / 3")
+
+    # Seen while the job is in its question part: the bar counts questions and says so,
+    # the memories' own count stays what it is.
+    async with cursor(pool) as cur:
+        await cur.execute("UPDATE jobs SET status = 'running', progress = %s::jsonb"
+                          " WHERE id = %s",
+                          ('{"part": "memory question", "done": 1, "total": 3}', job["id"]))
+    running = await panel()
+    assert running["data-backfill-status"] == "running"
+    assert running.select_one("[data-backfill-progress]").get_text() == "问题 1 / 3"
+    assert running.select_one("[data-backfill-questions]") is None
+    response = await client.get("/api/admin/backfill-memory-embeddings/status")
+    status = await response.json()
+    assert (status["part"], status["done"], status["total"], status["questions"]) == (
+        "questions", 2, 2, {"done": 1, "total": 3})
+
+
 async def test_backfill_asks_before_rebuilding_for_a_new_provider(make_client: Any,
                                                                   aiohttp_server: Any) -> None:
     fake = await serve_embeddings(aiohttp_server)

@@ -199,7 +199,10 @@ async def test_query_embeddings_are_cached_per_provenance(make_client: Any,
 
 async def test_local_model_uses_query_and_passage_roles() -> None:
     embedder = Embedder(http=None)
-    settings = Settings.from_env({}, EMBEDDING_PROVIDER="local")
+    settings = Settings.from_env({}, EMBEDDING_PROVIDER="local",
+                                 # a new engine loads inside the first query's wait:
+                                 # this test is about roles, not the deadline
+                                 QUERY_EMBEDDING_TIMEOUT=60)
     try:
         query, provenance = await embedder.embed_query(settings, "我的猫叫小橘")
         passages, passage_provenance = await embedder.embed_passages(

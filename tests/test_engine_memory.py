@@ -101,7 +101,8 @@ async def test_the_embedder_uses_one_engine_and_gives_memory_back_when_idle(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine_memory, "IDLE_SECONDS", 0.05)
     embedder = Embedder(None)
-    settings = Settings.from_env({}, EMBEDDING_PROVIDER="local")
+    # the engine loads inside the first query's wait; what is tested is memory, not deadlines
+    settings = Settings.from_env({}, EMBEDDING_PROVIDER="local", QUERY_EMBEDDING_TIMEOUT=60)
     try:
         query, _ = await embedder.embed_query(settings, TEXTS[0])
         passages, _ = await embedder.embed_passages(settings, TEXTS[1:4])

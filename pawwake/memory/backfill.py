@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 from pawwake.database import require_database
 from pawwake.db import jobs as jobs_db
 from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db import memory_questions as questions_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import EmbeddingError, Provenance
 from pawwake.memory import vectors
 from pawwake.memory.embedding_jobs import EMBED_KIND, enqueue_embedding
+from pawwake.memory.embedding_worker import QUESTION_LABEL
 
 if TYPE_CHECKING:
     from pawwake.memory.faces import MemoryEmbedding
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MEMORY_PART, QUESTION_PART = "memories", "questions"
 _JOB_STATUS = {"pending": "queued", "running": "running", "done": "done", "failed": "failed",
                "dead": "failed", "discarded": "failed"}
 
@@ -68,7 +71,11 @@ async def start_backfill(embedding: MemoryEmbedding, *, settings: Settings,
 
 
 async def backfill_status(embedding: MemoryEmbedding, *, settings: Settings) -> dict[str, Any]:
-    """``{status, done, total, provenance, stored_provenance, needs_rebuild, ...}``."""
+    """``{status, done, total, questions, part, provenance, stored_provenance, ...}``.
+
+    ``done``/``total`` count memories, ``questions`` the memory model's written questions:
+    one job embeds both, memories first, and reports the part it is in (``part``, while it
+    runs), so neither count is ever shown as the other."""
     database = require_database(embedding.database, "database_unavailable")
     embedder = embedding.embedder
     error = None
@@ -81,15 +88,23 @@ async def backfill_status(embedding: MemoryEmbedding, *, settings: Settings) -> 
         job = await jobs_db.latest_of_kind(cur, EMBED_KIND)
     status = _JOB_STATUS.get(job["status"], job["status"]) if job else "idle"
     progress = job["progress"] if job else {}
-    if status in ("queued", "running") and "total" in progress:
-        done, total = int(progress.get("done", 0)), int(progress["total"])
-    else:
-        async with cursor(database.pool) as cur:
-            done, total = await vectors_db.coverage(cur, provenance)
+    running = status in ("queued", "running") and "total" in progress
+    part = QUESTION_PART if running and progress.get("part") == QUESTION_LABEL else MEMORY_PART
+    async with cursor(database.pool) as cur:  # what the job reports counts for its own part
+        done, total = await vectors_db.coverage(cur, provenance)
+        asked = await questions_db.coverage(cur, provenance)
+    if running:
+        counted = (int(progress.get("done", 0)), int(progress["total"]))
+        if part == QUESTION_PART:
+            asked = counted
+        else:
+            done, total = counted
     return {
         "status": status,
         "done": done,
         "total": total,
+        "questions": {"done": asked[0], "total": asked[1]},
+        "part": part if running else None,
         "provenance": provenance.as_dict(),
         "stored_provenance": state.stored,
         "needs_rebuild": state.needs_rebuild,

@@ -2,10 +2,11 @@
 one, a vector of the configured provenance.
 
 Works in batches in id order and commits each batch, so an interrupted run loses at most one
-batch and the next run starts with what is still missing. Progress is ``done/total`` over all
-memories (active or archived). Running it again when nothing is missing embeds nothing. The questions follow the memories in
-the same run (their own batches and coverage), under the memories' provenance: a confirmed
-rebuild for another model re-embeds them too.
+batch and the next run starts with what is still missing. Running it again when nothing is
+missing embeds nothing. The questions follow the memories in the same run (their own batches
+and coverage), under the memories' provenance: a confirmed rebuild for another model re-embeds
+them too. Progress is ``done/total`` of the part the job is in, named by ``part`` (memories,
+active or archived, then questions), so the dashboard never shows one as the other.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 32
 QUESTION_TABLE = questions_db.QUESTION_VECTORS.name
+QUESTION_LABEL = "memory question"  # the part of the job (and its progress) that embeds questions
 
 
 async def embed_missing_memories(embedding: MemoryEmbedding, job: Job) -> dict[str, Any]:
@@ -57,7 +59,7 @@ async def embed_missing_memories(embedding: MemoryEmbedding, job: Job) -> dict[s
                                  batch)
     if "stopped" in result:
         return result
-    questions = EmbeddingTarget("memory question",
+    questions = EmbeddingTarget(QUESTION_LABEL,
                                 needing=on_pool(database.pool, questions_db.rows_needing_vectors),
                                 coverage=on_pool(database.pool, questions_db.coverage),
                                 store=partial(store.questions.store, database),

@@ -66,7 +66,7 @@ async def embed_missing(config: RuntimeConfig, embedder: Embedder, job: Job,
     if not await target.needing(provenance, 0, 1):
         return {"embedded": 0, "provenance": provenance.as_dict()}  # the common case: no count
     done, total = await target.coverage(provenance)
-    await job.progress(done=done, total=total)
+    await job.progress(part=target.label, done=done, total=total)
     embedded = 0
     for _sweep in range(MAX_SWEEPS):
         embedded_now, after = 0, 0
@@ -95,13 +95,13 @@ async def embed_missing(config: RuntimeConfig, embedder: Embedder, job: Job,
             embedded_now += len(stored)
             done = min(total, done + len(stored))
             after = rows[-1]["id"]
-            await job.progress(done=done, total=total)
+            await job.progress(part=target.label, done=done, total=total)
             await job.keep_alive()
         embedded += embedded_now
         if embedded_now == 0:
             break
     done, total = await target.coverage(provenance)
-    await job.progress(done=done, total=total)
+    await job.progress(part=target.label, done=done, total=total)
     log.info("%s vectors: %s embedded, %s of %s current (%s)", target.label, embedded, done,
              total, provenance.model)
     return {"embedded": embedded, "done": done, "total": total,

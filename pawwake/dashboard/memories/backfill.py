@@ -14,6 +14,7 @@ from pawwake.dashboard.render import is_htmx, render
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.memory.backfill import (
+    QUESTION_PART,
     RebuildNeedsConfirmation,
     VectorsDisabled,
     backfill_status,
@@ -36,15 +37,21 @@ async def backfill_context(request: web.Request, *, problem: str | None = None
     except DatabaseUnavailable:
         return {"available": False, "problem": problem}
     done, total = int(status["done"]), int(status["total"])
+    questions = status["questions"]
+    asking = status["part"] == QUESTION_PART  # the job has moved on to the written questions
+    shown_done, shown_total = ((questions["done"], questions["total"]) if asking
+                               else (done, total))
     return {
         "available": True,
         "status": status["status"],
         "status_key": STATUS_KEYS.get(status["status"], "backfill.status_idle"),
         "running": status["status"] in RUNNING,
-        "done": done,
-        "total": total,
-        "percent": 0 if total == 0 else min(100, done * 100 // total),
-        "complete": done >= total,
+        "done": shown_done,
+        "total": shown_total,
+        "count_key": "backfill.count_questions" if asking else "backfill.count",
+        "questions": questions,
+        "percent": 0 if shown_total == 0 else min(100, shown_done * 100 // shown_total),
+        "complete": done >= total and questions["done"] >= questions["total"],
         "vectors_enabled": status["vectors_enabled"],
         "needs_rebuild": status["needs_rebuild"],
         "configured": status["provenance"],
