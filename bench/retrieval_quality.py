@@ -124,6 +124,9 @@ if __name__ == "__main__":
     values = {}
     for item in args.set:
         name, _, raw = item.partition("=")
-        values[name] = json.loads(raw) if raw[:1] in "-0123456789tfn" else raw
+        try:  # numbers, true/false/null; anything else (VECTOR_BACKEND=numpy) as written
+            values[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[name] = raw
     asyncio.run(main(values, [int(n) for n in args.sizes.split(",") if n],
                      not args.no_quality, fusing, judging, args.misses))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiopg
 import pytest
 
 from pawwake.recall import vectors as recall_vectors
@@ -176,3 +177,84 @@ async def test_an_out_of_date_background_serves_while_a_new_one_is_averaged_besi
     await until(lambda: vectors._backgrounds[provenance][0] is not first)
     fresh = await vectors.background(pool, provenance, pgvector=True)
     assert fresh is not None and fresh.count == 32
+
+
+async def test_nearest_with_facts_reads_what_nearest_then_facts_read(client: Any) -> None:
+    """The one statement of a hybrid search's vector side gives the neighbours ``nearest``
+    gives and the facts ``facts`` gives of them and of the best keyword candidates not among
+    them, on both backends, sessions excluded or not."""
+    app = client.server.app
+    pool = services_of(app).database.pool
+    vectors = services_of(app).recall_vectors
+    current = services_of(app).config.current()
+    every = [row["id"] for row in await nearest_rows(app, "anything", 100)]
+    also = every[::-1][:12]  # "keyword candidates": the farthest first, some near ones too
+    for query in ("去日本关西玩的行程", "running a marathon", "爸妈的健康"):
+        vector, provenance = await services_of(app).embedder.embed_query(current, query)
+        background = await vectors.background(pool, provenance, pgvector=True)
+        assert background is not None
+        against = [vector, background.vector]
+        dots: dict[bool, dict[int, Any]] = {}
+        for pgvector in (True, False):
+            for excluded in ([], ["trip", "parents"]):
+                near = await vectors.nearest(pool, provenance, vector, 8, excluded,
+                                             pgvector=pgvector)
+                ids = [r["id"] for r in near]
+                looked_up = ids + [i for i in also if i not in ids][:5]
+                facts = await vectors.facts(pool, provenance, looked_up, against,
+                                            pgvector=pgvector, with_text=True, adjacent_best=6)
+                together, both = await vectors.nearest_with_facts(
+                    pool, provenance, vector, 8, excluded, pgvector=pgvector, also=also,
+                    also_limit=5, vectors=against, with_text=True, adjacent_best=6)
+                assert [r["id"] for r in together] == ids, (query, pgvector, excluded)
+                for a, b in zip(together, near, strict=True):
+                    assert a["session_id"] == b["session_id"]
+                    assert a["cosine"] == pytest.approx(b["cosine"], abs=1e-6)
+                assert both.keys() == facts.keys()
+                for message_id, fact in facts.items():
+                    other = both[message_id]
+                    assert (other.prev_id, other.next_id, other.head, other.role) == (
+                        fact.prev_id, fact.next_id, fact.head, fact.role), message_id
+                    assert other.dots == pytest.approx(fact.dots, abs=1e-6)
+                    dots.setdefault(pgvector, {})[message_id] = other.dots
+        shared = dots[True].keys() & dots[False].keys()  # the numpy index's products agree
+        assert len(shared) >= 8
+        for message_id in shared:
+            assert dots[False][message_id] == pytest.approx(dots[True][message_id], abs=1e-5)
+
+
+async def nearest_rows(app: Any, query: str, k: int) -> list[dict[str, Any]]:
+    settings = await services_of(app).config.fresh()
+    vector, provenance = await services_of(app).embedder.embed_query(settings, query)
+    return await services_of(app).recall_vectors.nearest(
+        services_of(app).database.pool, provenance, vector, k, [], pgvector=True)
+
+
+async def test_a_hybrid_search_takes_three_statements(client: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keywords (with a small collection's counts), the nearest messages with every
+    candidate's facts, the fragments' windows: three round trips on either backend (five
+    before: the counts, the keywords, the nearest, the facts, the windows)."""
+    app = client.server.app
+    current = services_of(app).config.current()
+    statements: list[str] = []
+    execute = aiopg.Cursor.execute
+
+    async def counted(self: aiopg.Cursor, operation: str, *args: Any, **kwargs: Any) -> Any:
+        statements.append(operation)
+        return await execute(self, operation, *args, **kwargs)
+
+    for backend in ("pgvector", "numpy"):
+        settings = current.with_values({"VECTOR_BACKEND": backend})
+        query = "京都的红叶和清水寺"  # keywords and meaning both
+        await search_fragments(services_of(app).recall, query, settings=settings)  # warm
+        await until(lambda: services_of(app).tasks.pending == 0)  # the index check
+        with monkeypatch.context() as patched:
+            # nothing out of date meanwhile: the background, the numpy index's newest row
+            patched.setattr(recall_vectors, "BACKGROUND_TTL", 3600.0)
+            patched.setattr(services_of(app).recall_vectors.index, "refresh_seconds", 3600.0)
+            patched.setattr(aiopg.Cursor, "execute", counted)
+            statements.clear()
+            found = await search_fragments(services_of(app).recall, query, settings=settings)
+        assert found.mode == "hybrid" and found.fragments
+        assert len(statements) == 3, (backend, statements)

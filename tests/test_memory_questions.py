@@ -45,10 +45,10 @@ async def embed_now(client: Any) -> None:
     await services.jobs.run_until_idle()
 
 
-async def nearest(client: Any, text: str, backend: str, known: list[int] | None = None
-                  ) -> Any:
+async def nearest(client: Any, text: str, backend: str, known: list[int] | None = None,
+                  **values: Any) -> Any:
     services = services_of(client.server.app)
-    settings = services.config.current().with_values({"VECTOR_BACKEND": backend})
+    settings = services.config.current().with_values({"VECTOR_BACKEND": backend, **values})
     provenance = await services.embedder.provenance(settings)
     query, _ = await services.embedder.embed_query(settings, text)
     return await services.vectors.questions.nearest(services.database, settings, provenance,
@@ -80,6 +80,37 @@ async def test_written_questions_are_embedded_once_and_found_on_both_backends(
         [job] = await fetch_all(cur, "SELECT result FROM jobs WHERE kind = 'memory_embed'"
                                      " ORDER BY id DESC LIMIT 1")
     assert job["result"]["embedded"] == 0 and job["result"]["questions"]["embedded"] == 0
+
+
+async def test_the_numpy_index_holds_the_newest_questions_within_its_bound(
+        make_client: Any, upstream: Any) -> None:
+    """``NUMPY_QUESTION_ROWS``: the numpy index holds only the newest questions (the older
+    memories' questions are left to pgvector and to their keywords); 0 holds none and
+    scans nothing."""
+    upstream.responder = describing_responder
+    client = await make_client(**DESCRIBED)
+    for text in EIGHT:
+        await create(client, text)
+    await services_of(client.server.app).jobs.run_until_idle()
+    stored = sorted(await question_rows(client), key=lambda r: r["id"])
+    bound = len(stored) // 2
+    held = {r["memory_id"] for r in stored[-bound:]}
+    old = next(r for r in stored if r["memory_id"] not in held)
+    new = stored[-1]
+    index = services_of(client.server.app).vectors.questions.index
+    found = await nearest(client, old["content"], "numpy", known=[old["memory_id"]],
+                          NUMPY_QUESTION_ROWS=bound)
+    assert old["memory_id"] not in found.best  # its questions are older than the bound's
+    found = await nearest(client, new["content"], "numpy", NUMPY_QUESTION_ROWS=bound)
+    assert found.nearest[0][0] == new["memory_id"] and index.size == bound
+    found = await nearest(client, old["content"], "pgvector", NUMPY_QUESTION_ROWS=bound)
+    assert found.nearest[0][0] == old["memory_id"]  # pgvector holds them all
+    scans = index.scans
+    found = await nearest(client, new["content"], "numpy", known=[new["memory_id"]],
+                          NUMPY_QUESTION_ROWS=0)
+    assert (found.nearest, found.best, index.scans) == ([], {}, scans)
+    found = await nearest(client, old["content"], "numpy")  # the default holds them all
+    assert found.nearest[0][0] == old["memory_id"] and index.size == len(stored)
 
 
 async def test_an_answer_with_no_questions_leaves_nothing_to_embed(make_client: Any,

@@ -77,6 +77,22 @@ def shifted(query: np.ndarray, direction: np.ndarray, strength: float = 1.5) -> 
     return (moved / np.linalg.norm(moved)).astype(np.float32)
 
 
+def test_a_full_matrix_with_many_dead_rows_is_compacted_not_grown() -> None:
+    """A bounded index lets its oldest rows go as new ones come: the arrays stay near the
+    bound instead of growing by half each time they fill."""
+    matrix = Matrix(8, capacity=1024)
+    for i in range(1024):
+        matrix.append(i, f"{i:064x}", unit(i))
+    matrix.remove(range(200))  # an eighth and more let go: below the compaction of remove()
+    assert len(matrix.ids) == 1024 and matrix.dead == 200
+    for i in range(1024, 1224):
+        matrix.append(i, f"{i:064x}", unit(i))
+    assert len(matrix.ids) == 1030 and matrix.live == 1024 and matrix.compactions == 1
+    vectors, ids = matrix.snapshot()
+    assert sorted(ids.tolist()) == list(range(200, 1224))
+    assert top_k(vectors, ids, unit(1100), 1)[0][0] == 1100
+
+
 def test_a_look_from_the_shifted_query_needs_no_second_product() -> None:
     """Each row's product with the fixed direction is kept through appends, replacements,
     growth and compaction; the shifted query's nearest are those a scan of it finds."""
@@ -157,6 +173,40 @@ async def test_loaded_once_then_updated_incrementally(make_client: Any) -> None:
     index.add(PROV, [row])
     assert (await index.search(pool, PROV, unit(777), 1))[0][0] == own
     assert index.size == 31 and index.fetched == 32 and index.loads == 1
+
+
+async def test_a_bounded_index_holds_only_the_newest_rows(make_client: Any) -> None:
+    """``most``: the newest rows by id are loaded, later ones added, the oldest let go at the
+    reconcile, and an older one comes back when a newer one is deleted."""
+    client = await make_client(JOB_WORKERS=0)
+    pool = services_of(client.server.app).database.pool
+    ids = await store_rows(pool, 30)
+    index = VectorIndex(refresh_seconds=0.0, reconcile_seconds=0.0, most=10)
+
+    async def held() -> list[int]:
+        return sorted(i for i, _ in await index.search(pool, PROV, unit(0), 100))
+
+    assert await held() == ids[20:]
+    assert index.loads == 1 and index.fetched == 10
+    new = await store_rows(pool, 2, offset=100)  # written elsewhere
+    assert await held() == ids[22:] + new
+    own = await insert_memory(pool, "memory own")  # stored by this process
+    row = (own, vectors_db.content_sha("memory own"), unit(777))
+    async with cursor(pool) as cur:
+        await vectors_db.store_vectors(cur, PROV, [row])
+    index.add(PROV, [row])
+    assert await held() == [*ids[23:], *new, own]
+    old = (ids[0], vectors_db.content_sha("memory 0"), unit(0))
+    index.add(PROV, [old])  # below the held rows: not taken
+    assert ids[0] not in await held()
+    async with cursor(pool) as cur:
+        await execute(cur, "DELETE FROM memories WHERE id = %s", (ids[25],))
+    assert await held() == [ids[22], *ids[23:25], *ids[26:], *new, own]
+    assert index.size == 10 and index.loads == 1
+    index.most = 0
+    assert await held() == [] and index.loads == 2
+    index.most = None
+    assert len(await held()) == 32 and index.loads == 3
 
 
 async def test_a_vector_stored_while_the_index_loads_is_kept(make_client: Any) -> None:

@@ -64,6 +64,13 @@ async def searchable_count(cur: Cursor) -> tuple[int, int]:
     return int(searchable), int(estimated or 0)
 
 
+# ``searchable_totals`` as one array column of another statement
+_TOTALS = ("(SELECT ARRAY[count(*), count(DISTINCT c.session_id),"
+           " (SELECT greatest(reltuples, 0)::bigint FROM pg_class"
+           "  WHERE oid = 'conversations'::regclass)]"
+           f" FROM conversations c WHERE {SEARCHABLE} AND c.search_terms IS NOT NULL)")
+
+
 async def searchable_totals(cur: Cursor) -> tuple[int, int, int]:
     """``searchable_count`` and, read in the same pass, the sessions holding an indexed
     searchable message (what a term's spread across sessions is measured against)."""
@@ -102,6 +109,7 @@ class KeywordEvidence(NamedTuple):
     rows: list[dict[str, Any]]  # the messages sharing terms with the query, best first
     counts: dict[str, int]  # searchable messages holding each of the terms asked to count
     bare: bool  # some message waits for its index terms (a writer left it without)
+    totals: tuple[int, int, int] | None = None  # ``searchable_totals``, when asked for
 
 
 async def keyword_matches(cur: Cursor, terms: Sequence[str],
@@ -120,11 +128,12 @@ async def keyword_evidence(cur: Cursor, terms: Sequence[str],
                            exclude_sessions: Sequence[str], limit: int, *,
                            counted: Sequence[str] = (), windowed: Sequence[str] = (),
                            window: int = 1000, gather_cap: int | None = None,
-                           keep_below: int = 0) -> KeywordEvidence:
+                           keep_below: int = 0, totals: bool = False) -> KeywordEvidence:
     """Messages sharing terms with the query, most shared terms first, then newest; in the
     same statement the searchable messages holding each ``counted`` term (on the GIN index,
-    as ``term_counts``) and whether any message has no index terms yet: one round trip
-    where a search made three.
+    as ``term_counts``), whether any message has no index terms yet and, with ``totals``,
+    ``searchable_totals`` (what a small collection's plan needs): one round trip where a
+    search made four.
 
     Every message containing one of ``terms`` is a candidate (at most ``gather_cap`` of
     them); the frequent ``windowed`` terms are only matched among the ``window`` newest
@@ -154,11 +163,13 @@ async def keyword_evidence(cur: Cursor, terms: Sequence[str],
     # one row at least (the counts and the flag), the matches joined to it
     rows = await fetch_all(
         cur,
-        "SELECT h.counts, h.bare, m.id, m.session_id, m.role, m.created_at, m.search_terms"
+        "SELECT h.counts, h.bare, h.totals, m.id, m.session_id, m.role, m.created_at,"
+        " m.search_terms"
         " FROM (SELECT (SELECT coalesce(array_agg((SELECT count(*) FROM conversations c"
         f"     WHERE c.search_terms @> ARRAY[u.t] AND {SEARCHABLE}) ORDER BY u.o), '{{}}')"
         "   FROM unnest(%(counted)s::text[]) WITH ORDINALITY AS u (t, o)) AS counts,"
-        "  EXISTS (SELECT 1 FROM conversations WHERE search_terms IS NULL) AS bare) AS h"
+        "  EXISTS (SELECT 1 FROM conversations WHERE search_terms IS NULL) AS bare,"
+        f" {_TOTALS if totals else 'NULL::bigint[]'} AS totals) AS h"
         f" LEFT JOIN LATERAL ({matches}) AS m ON true"
         " ORDER BY m.shared DESC, m.created_at DESC, m.id DESC",
         {"terms": list(terms), "gather": gather, "windowed": list(windowed),
@@ -169,7 +180,9 @@ async def keyword_evidence(cur: Cursor, terms: Sequence[str],
         [{k: row[k] for k in ("id", "session_id", "role", "created_at", "search_terms")}
          for row in rows if row["id"] is not None],
         {t: int(n) for t, n in zip(counted, first["counts"], strict=True)},
-        bool(first["bare"]))
+        bool(first["bare"]),
+        None if first["totals"] is None else (int(first["totals"][0]), int(first["totals"][1]),
+                                              int(first["totals"][2])))
 
 
 # -- context windows -------------------------------------------------------------------------

@@ -5,7 +5,7 @@ session)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -160,17 +160,33 @@ async def candidate_facts(cur: Cursor, message_ids: Sequence[int], *,
     from the background): looking both up for every candidate cost more than the rest."""
     if not message_ids:
         return []
-    inner = ["c.id", "c.session_id", "c.role", "c.created_at"]
     params: dict[str, Any] = {"ids": list(message_ids), "adjacent": list(adjacent),
                               "best": adjacent_best}
+    columns, joined, order = _fact_columns(params, provenance, vectors, with_text)
+    columns.append(f"row_number() OVER (ORDER BY {order} DESC NULLS LAST, c.id) AS place")
+    return await fetch_all(
+        cur,
+        f"WITH f AS MATERIALIZED (SELECT {', '.join(columns)} FROM conversations c{joined}"
+        "   WHERE c.id = ANY(%(ids)s::bigint[]))"
+        f" {_with_neighbours('(f.id = ANY(%(adjacent)s::bigint[]) OR f.place <= %(best)s)')}",
+        params)
+
+
+def _fact_columns(params: dict[str, Any], provenance: VectorSource | None,
+                  vectors: Sequence[np.ndarray], with_text: bool
+                  ) -> tuple[list[str], str, str]:
+    """The columns of a candidate's facts (``c`` is its message), the join that reads its
+    vector and the order of its closeness to the question (``candidate_facts``); the
+    parameters they use go into ``params``."""
+    columns = ["c.id", "c.session_id", "c.role", "c.created_at"]
     joined, order = "", "NULL::float8"
     if vectors:
         assert provenance is not None
         dim = int(provenance.dim)
         products = [f"-(e.embedding::vector({dim}) <#> %(v{i})s::vector({dim}))"
                     for i in range(len(vectors))]
-        inner.append(f"CASE WHEN e.message_id IS NULL THEN NULL ELSE ARRAY[{', '.join(products)}]"
-                     " END AS dots")
+        columns.append(f"CASE WHEN e.message_id IS NULL THEN NULL ELSE ARRAY[{', '.join(products)}]"
+                       " END AS dots")
         # by key, one candidate at a time (``OFFSET 0``): as a plain join the planner hashes
         # the candidates and reads every vector of the table past them
         joined = (" LEFT JOIN LATERAL (SELECT e.message_id, e.embedding"
@@ -181,19 +197,107 @@ async def candidate_facts(cur: Cursor, message_ids: Sequence[int], *,
         params.update(provenance_params(provenance))
         params.update({f"v{i}": vector_literal(v) for i, v in enumerate(vectors)})
     if with_text:
-        inner.append("left(c.content, %(head)s) AS head")
+        columns.append("left(c.content, %(head)s) AS head")
         params["head"] = HEAD_CHARS
-    inner.append(f"row_number() OVER (ORDER BY {order} DESC NULLS LAST, c.id) AS place")
-    wanted = "(f.id = ANY(%(adjacent)s::bigint[]) OR f.place <= %(best)s)"
-    return await fetch_all(
-        cur,
-        f"WITH f AS MATERIALIZED (SELECT {', '.join(inner)} FROM conversations c{joined}"
-        "   WHERE c.id = ANY(%(ids)s::bigint[]))"
-        f" SELECT f.*, CASE WHEN {wanted} THEN (SELECT p.id FROM conversations p"
+    return columns, joined, order
+
+
+def _with_neighbours(wanted: str) -> str:
+    """The facts ``f`` with, for the rows ``wanted`` selects, the searchable messages before
+    and after each in its session."""
+    return (
+        f"SELECT f.*, CASE WHEN {wanted} THEN (SELECT p.id FROM conversations p"
         f"   WHERE p.session_id = f.session_id AND {searchable('p')}"
         "   AND (p.created_at, p.id) < (f.created_at, f.id)"
         "   ORDER BY p.created_at DESC, p.id DESC LIMIT 1) END AS prev_id,"
         f" CASE WHEN {wanted} THEN (SELECT n.id FROM conversations n"
         f"   WHERE n.session_id = f.session_id AND {searchable('n')}"
         "   AND (n.created_at, n.id) > (f.created_at, f.id)"
-        "   ORDER BY n.created_at, n.id LIMIT 1) END AS next_id FROM f", params)
+        "   ORDER BY n.created_at, n.id LIMIT 1) END AS next_id FROM f")
+
+
+def ids_literal(values: Iterable[int]) -> str:
+    """Ids as one array literal (``'{1,2}'``, cast in the SQL): one constant for the planner,
+    where a list is sent as ``ARRAY[...]``, one constant per element (hundreds of them took
+    milliseconds to plan)."""
+    return "{" + ",".join(str(int(v)) for v in values) + "}"
+
+
+def floats_literal(values: Iterable[float]) -> str:
+    """``ids_literal`` for floats, every digit kept (``repr``)."""
+    return "{" + ",".join(repr(float(v)) for v in values) + "}"
+
+
+async def nearest_with_facts(cur: Cursor, provenance: VectorSource, k: int,
+                             exclude_sessions: Sequence[str], *, keep_below: int = 0,
+                             query: np.ndarray | None = None, fetch: int = 0,
+                             near: Sequence[tuple[int, float]] = (),
+                             seen: Mapping[int, float] | None = None,
+                             also: Sequence[int] = (), also_limit: int = 0,
+                             vectors: Sequence[np.ndarray] = (), with_text: bool = False,
+                             adjacent_best: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """``nearest_indexed`` (pgvector, ``query``: the ``fetch`` nearest on the HNSW index) or
+    ``live_neighbours`` (numpy, ``near`` as the index found them) and ``candidate_facts``
+    of those ``k`` best live neighbours and of the first ``also_limit`` of ``also`` that are
+    not among them, in one statement: the rows of ``candidate_facts`` with ``near`` (the
+    cosine of a neighbour, None for the others), and how many neighbours were read.
+
+    On pgvector ``vectors`` give the dot products and the order of closeness (as
+    ``candidate_facts``); on numpy ``seen`` gives each candidate's closeness (computed from
+    the index) and only those with one are looked up for neighbours."""
+    params: dict[str, Any] = {
+        **provenance_params(provenance), "exclude": list(exclude_sessions),
+        "keep_below": keep_below, "k": k, "also": ids_literal(also), "also_limit": also_limit,
+        "best": adjacent_best}
+    if query is not None:
+        dim = int(provenance.dim)
+        distance = f"e.embedding::vector({dim}) <=> %(q)s::vector({dim})"
+        params.update({"q": vector_literal(query), "fetch": fetch,
+                       "ef": max(40, min(1000, fetch))})
+        nearest = (f"SELECT e.message_id, e.content_sha, {distance} AS distance"
+                   f" FROM conversation_embeddings e WHERE {OF_PROVENANCE}"
+                   f" ORDER BY {distance} LIMIT %(fetch)s")
+        live = ("SELECT c.id, c.session_id, c.created_at, 1 - e.distance AS cosine"
+                f" FROM near e CROSS JOIN LATERAL ({_LIVE_NEIGHBOUR}) AS c"
+                " ORDER BY e.distance, c.id DESC LIMIT %(k)s")
+        prefix = "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
+    else:
+        params.update({"ids": ids_literal(i for i, _ in near),
+                       "cosines": floats_literal(c for _, c in near)})
+        # in the index's order, so the live check below stops after ``k`` (and ties)
+        nearest = ("SELECT e.message_id, e.content_sha, n.cosine FROM unnest(%(ids)s::bigint[],"
+                   " %(cosines)s::float8[]) AS n (message_id, cosine)"
+                   " JOIN conversation_embeddings e ON e.message_id = n.message_id"
+                   f" AND {OF_PROVENANCE} ORDER BY n.cosine DESC")
+        live = ("SELECT c.id, c.session_id, c.created_at, e.cosine"
+                f" FROM near e CROSS JOIN LATERAL ({_LIVE_NEIGHBOUR}) AS c"
+                " ORDER BY e.cosine DESC, c.id DESC LIMIT %(k)s")
+        prefix = ""
+    columns, joined, order = _fact_columns(params, provenance, vectors, with_text)
+    columns.append("p.near")
+    if seen is None:
+        columns.append(f"row_number() OVER (ORDER BY {order} DESC NULLS LAST, c.id) AS place")
+        wanted = "f.place <= %(best)s"
+    else:
+        params.update({"seen_ids": ids_literal(seen), "seen": floats_literal(seen.values())})
+        joined += (" LEFT JOIN unnest(%(seen_ids)s::bigint[], %(seen)s::float8[])"
+                   " AS s (id, seen) ON s.id = c.id")
+        columns.append("s.seen IS NOT NULL AS has_seen")
+        columns.append("row_number() OVER (ORDER BY s.seen DESC NULLS LAST, p.ord) AS place")
+        wanted = "(f.has_seen AND f.place <= %(best)s)"
+    rows = await fetch_all(
+        cur,
+        prefix + f"WITH near AS MATERIALIZED ({nearest}),"
+        f" live AS MATERIALIZED ({live}),"
+        " picked AS MATERIALIZED (SELECT l.id, row_number() OVER (ORDER BY l.cosine DESC,"
+        "   l.id DESC) AS ord, l.cosine AS near FROM live l"
+        "  UNION ALL SELECT a.id, (SELECT count(*) FROM live) + a.o, NULL::float8"
+        "   FROM (SELECT u.id, u.o FROM unnest(%(also)s::bigint[]) WITH ORDINALITY AS u (id, o)"
+        "   WHERE u.id NOT IN (SELECT id FROM live) ORDER BY u.o LIMIT %(also_limit)s) AS a),"
+        f" f AS MATERIALIZED (SELECT {', '.join(columns)} FROM picked p"
+        f"   JOIN conversations c ON c.id = p.id{joined})"
+        " SELECT n.fetched, x.* FROM (SELECT count(*) AS fetched FROM near) AS n"
+        f" LEFT JOIN LATERAL ({_with_neighbours(wanted)}) AS x ON true",
+        params)
+    fetched = int(rows[0]["fetched"])
+    return [row for row in rows if row["id"] is not None], fetched

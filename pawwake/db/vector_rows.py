@@ -217,7 +217,21 @@ async def vector_shas_since(cur: Cursor, table: VectorTable, provenance: VectorS
     return [(row[0], row[1]) for row in await cur.fetchall()]
 
 
-async def vector_ids(cur: Cursor, table: VectorTable, provenance: VectorSource) -> list[int]:
-    await cur.execute(f"SELECT e.{table.key} FROM {table.name} e WHERE {OF_PROVENANCE}",
-                      provenance_params(provenance))
+async def vector_ids(cur: Cursor, table: VectorTable, provenance: VectorSource,
+                     from_id: int = 0) -> list[int]:
+    """The source ids with a vector of one provenance (from ``from_id`` on)."""
+    await cur.execute(f"SELECT e.{table.key} FROM {table.name} e WHERE {OF_PROVENANCE}"
+                      f" AND e.{table.key} >= %(from)s",
+                      {**provenance_params(provenance), "from": from_id})
     return [row[0] for row in await cur.fetchall()]
+
+
+async def newest_ids_from(cur: Cursor, table: VectorTable, provenance: VectorSource,
+                          count: int) -> int:
+    """The lowest source id among the newest ``count`` (highest ids) vectors of one
+    provenance (0 when there are fewer)."""
+    row = await fetch_one(
+        cur, f"SELECT e.{table.key} AS id FROM {table.name} e WHERE {OF_PROVENANCE}"
+             f" ORDER BY e.{table.key} DESC OFFSET %(skip)s LIMIT 1",
+        {**provenance_params(provenance), "skip": max(0, count - 1)})
+    return int(row["id"]) if row else 0

@@ -13,6 +13,13 @@ the nearest questions and the best question cosine of the keyword candidates; on
 index, both are products in process, with the questions' memories held here in arrays
 (``memory.question_owners``; question rows never change owner, so the map only grows; new
 questions are read by id at most every ``REFRESH_SECONDS``).
+
+The numpy index holds the newest ``NUMPY_QUESTION_ROWS`` question vectors (default 100,000,
+about 147 MB and one more scan as long as the memory index's at 100k memories), not all of
+them: the model writes 2 to 4 questions a memory (at most 6), so at 100k memories all of
+them would take 440-880 MB of float32 rows (a free host has 512 MB) and a search would scan
+3-6 times the memory vectors. The memories whose questions are let go keep their own
+vector and their questions' keywords (cut into their index terms); pgvector holds them all.
 """
 
 from __future__ import annotations
@@ -73,6 +80,8 @@ class QuestionVectors:
                 return await questions_db.nearest_questions(cur, provenance, query, k=k,
                                                             exclude=exclude, known=known,
                                                             rows_within=rows_within)
+        if not self.bound(settings):
+            return QuestionMatches()
         found = await self.index.search(database.pool, provenance, query, k)
         await self._owners(database.pool, [i for i, _ in found])
         skip = set(exclude)
@@ -92,6 +101,12 @@ class QuestionVectors:
                 if memory_id is not None:
                     matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
         return matches
+
+    def bound(self, settings: Settings) -> int:
+        """Bound the numpy index by ``NUMPY_QUESTION_ROWS`` (a change reloads it on its next
+        use); returns the bound."""
+        self.index.most = int(settings.NUMPY_QUESTION_ROWS)
+        return self.index.most
 
     async def _owners(self, pool: aiopg.Pool, found: Sequence[int]) -> None:
         """Learn the memories of new questions: every question past the newest id seen, at

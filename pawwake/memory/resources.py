@@ -63,5 +63,6 @@ async def _warm_vector_index(settings: Settings, database: Database, embedder: E
                              store: VectorStore) -> None:
     if settings.MEMORY_ENABLED and settings.MEMORY_VECTOR_ENABLED:
         await warm_if_numpy(store.index, store, settings, database, embedder, "memory")
-        await warm_if_numpy(store.questions.index, store, settings, database, embedder,
-                            "memory question")
+        if store.questions.bound(settings):
+            await warm_if_numpy(store.questions.index, store, settings, database, embedder,
+                                "memory question")

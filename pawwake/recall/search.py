@@ -42,7 +42,7 @@ from pawwake.recall.rank import (
 )
 from pawwake.recall.semantic import SemanticOutcome, add_semantic_evidence, add_time_words
 from pawwake.search.scoring import keyword_score
-from pawwake.search.term_stats import KeywordPlan
+from pawwake.search.term_stats import Counts, KeywordPlan
 from pawwake.settings import Settings
 from pawwake.text import english, offload, tokens
 from pawwake.text.query import embedding_text, nothing_to_search
@@ -152,8 +152,19 @@ async def _keyword_side(recall: ConversationRecall, keywords: list[str],
     """The keyword plan, the matching messages and the document frequencies of the terms the
     statistics do not list (and whether some message still lacks its terms)."""
     database = require_database(recall.database)
-    plan = await recall.term_stats.plan(database.pool, keywords)
-    estimated = recall.term_stats.estimated(keywords)  # the listed ones; others counted
+    stats = recall.term_stats
+    if stats.counted_by_caller():  # a small collection: counted in the statement itself
+        async with cursor(database.pool) as cur:
+            found = await db.keyword_evidence(
+                cur, keywords, excluded_sessions, KEYWORD_ROWS, counted=keywords,
+                keep_below=keep_below, totals=True)
+        assert found.totals is not None
+        size, sessions, rows = found.totals
+        plan = stats.plan_counted(keywords, Counts(size, rows, sessions))
+        if plan is not None:
+            return plan, found
+    plan = await stats.plan(database.pool, keywords)
+    estimated = stats.estimated(keywords)  # the listed ones; others counted
     async with cursor(database.pool) as cur:
         found = await db.keyword_evidence(
             cur, keywords, excluded_sessions, KEYWORD_ROWS,

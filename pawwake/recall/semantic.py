@@ -4,10 +4,11 @@ candidate its raw cosine, its cosine measured from the store's background
 
 The nearest ``NEAREST`` messages are read in the question's direction away from the
 background and join the candidates; of the keyword candidates, the ``COSINE_LOOKUPS`` best get
-their vectors' evidence looked up. One statement (``MessageVectors.facts``) then gives every
-such candidate what ranking needs: its dot products with the question and the background
-(computed by pgvector, or from the numpy index), the messages before and after it, and for a
-"when" question the head of its text.
+their vectors' evidence looked up. The statement that reads the nearest messages
+(``MessageVectors.nearest_with_facts``) also gives every such candidate what ranking needs:
+its dot products with the question and the background (computed by pgvector, or from the
+numpy index), the messages before and after it, and for a "when" question the head of its
+text (one round trip where reading the neighbours, then the facts, made two).
 """
 
 from __future__ import annotations
@@ -77,9 +78,16 @@ async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, 
     vectors = recall.recall_vectors
     background = await vectors.background(database.pool, provenance, pgvector=pgvector)
     direction = background.direction(vector) if background is not None else vector
-    neighbours = await vectors.nearest(
-        database.pool, provenance, direction, max(NEAREST, 5 * pool_size), excluded_sessions,
-        pgvector=pgvector, keep_below=keep_below)
+    against = [vector] if background is None else [vector, background.vector]
+    # the keyword candidates, best shares first: the first COSINE_LOOKUPS of them that are
+    # not among the nearest get their vector evidence read in the same statement
+    k = max(NEAREST, 5 * pool_size)
+    by_share = [hit.id for hit in sorted(hits.values(), key=lambda h: -h.keyword)][
+        :COSINE_LOOKUPS + k]
+    neighbours, facts = await vectors.nearest_with_facts(
+        database.pool, provenance, direction, k, excluded_sessions,
+        pgvector=pgvector, keep_below=keep_below, also=by_share, also_limit=COSINE_LOOKUPS,
+        vectors=against, with_text=asks_when, adjacent_best=ADJACENT)
     if not neighbours:
         return SemanticOutcome(False, "No conversation message has a vector yet (the"
                                " embedding job fills them); keywords only.")
@@ -87,13 +95,6 @@ async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, 
     for row in neighbours:
         if row["id"] not in hits:
             hits[row["id"]] = MessageHit(row["id"], row["session_id"], row["created_at"])
-    chosen = set(nearest)
-    looked_up = nearest + [hit.id for hit in sorted(
-        (h for h in hits.values() if h.id not in chosen), key=lambda h: -h.keyword,
-    )[:COSINE_LOOKUPS]]
-    against = [vector] if background is None else [vector, background.vector]
-    facts = await vectors.facts(database.pool, provenance, looked_up, against,
-                                pgvector=pgvector, with_text=asks_when, adjacent_best=ADJACENT)
     seen_from = background.from_query(vector) if background is not None else None
     for message_id, found in facts.items():
         hit = hits[message_id]

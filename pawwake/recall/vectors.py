@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,58 @@ class MessageVectors:
                 return found
             fetch = min(NEAREST_FETCH_CAP, fetch * 4)
 
+    async def nearest_with_facts(self, pool: aiopg.Pool, provenance: Provenance,
+                                 direction: np.ndarray, k: int, exclude_sessions: Sequence[str],
+                                 *, pgvector: bool, keep_below: int = 0,
+                                 also: Sequence[int] = (), also_limit: int = 0,
+                                 vectors: Sequence[np.ndarray] = (), with_text: bool = False,
+                                 adjacent_best: int = 0
+                                 ) -> tuple[list[dict[str, Any]], dict[int, CandidateFacts]]:
+        """``nearest`` in ``direction`` and ``facts`` (with ``vectors``) of those neighbours
+        and of the first ``also_limit`` of ``also`` (best first) that are not among them, in
+        one statement where the two made two: the neighbours (id, session_id, created_at,
+        cosine, best first) and every such candidate's facts."""
+        fetch = 3 * k
+        while True:
+            dots: dict[int, list[float]] = {}
+            if pgvector:
+                async with cursor(pool) as cur:
+                    rows, fetched = await db.nearest_with_facts(
+                        cur, provenance, k, exclude_sessions, keep_below=keep_below,
+                        query=direction, fetch=fetch, also=also, also_limit=also_limit,
+                        vectors=vectors, with_text=with_text, adjacent_best=adjacent_best)
+                exhausted = fetched < fetch
+            else:
+                near = await self.index.search(pool, provenance, direction, fetch)
+                # the products of every candidate the statement may keep
+                dots = await self._dots(pool, provenance, vectors,
+                                        [i for i, _ in near] + list(also[:also_limit + k]))
+                async with cursor(pool) as cur:
+                    rows, _ = await db.nearest_with_facts(
+                        cur, provenance, k, exclude_sessions, keep_below=keep_below,
+                        near=near, seen={i: _seen_from_background(d) for i, d in dots.items()},
+                        also=also, also_limit=also_limit, with_text=with_text,
+                        adjacent_best=adjacent_best)
+                exhausted = len(near) < fetch
+            found = [row for row in rows if row["near"] is not None]
+            if len(found) >= k or exhausted or fetch >= NEAREST_FETCH_CAP:
+                break
+            fetch = min(NEAREST_FETCH_CAP, fetch * 4)
+        found.sort(key=lambda row: (-row["near"], -row["id"]))
+        neighbours = [{"id": row["id"], "session_id": row["session_id"],
+                       "created_at": row["created_at"], "cosine": row["near"]} for row in found]
+        return neighbours, {int(row["id"]): _facts_of(row, row.get("dots") if pgvector
+                                                      else dots.get(int(row["id"])))
+                            for row in rows}
+
+    async def _dots(self, pool: aiopg.Pool, provenance: Provenance,
+                    vectors: Sequence[np.ndarray], message_ids: Sequence[int]
+                    ) -> dict[int, list[float]]:
+        """Each message's dot products with ``vectors`` on the numpy index (those it holds)."""
+        if not vectors:
+            return {}
+        return await self.index.products_for(pool, provenance, vectors, message_ids)
+
     async def background(self, pool: aiopg.Pool, provenance: Provenance, *, pgvector: bool
                          ) -> Background | None:
         """The mean of the provenance's message vectors (``recall.background``), None while
@@ -131,9 +183,7 @@ class MessageVectors:
         adjacent: list[int] = []
         if vectors and not pgvector:
             assert provenance is not None
-            found = [await self.index.cosines_for(pool, provenance, v, message_ids)
-                     for v in vectors]
-            dots = {i: [f[i] for f in found] for i in found[0]}
+            dots = await self._dots(pool, provenance, vectors, message_ids)
             adjacent = sorted(dots, key=lambda i: -_seen_from_background(dots[i]))[
                 :adjacent_best]
         async with cursor(pool) as cur:
@@ -141,15 +191,14 @@ class MessageVectors:
                 cur, message_ids, provenance=provenance, vectors=list(vectors) if pgvector
                 else [], with_text=with_text, adjacent=adjacent,
                 adjacent_best=adjacent_best if pgvector else 0)
-        facts = {}
-        for row in rows:
-            message_id = int(row["id"])
-            values = row.get("dots") if pgvector else dots.get(message_id)
-            facts[message_id] = CandidateFacts(
-                row["prev_id"], row["next_id"],
-                tuple(float(v) for v in values) if values else None, row.get("head"),
-                row.get("role"))
-        return facts
+        return {int(row["id"]): _facts_of(row, row.get("dots") if pgvector
+                                          else dots.get(int(row["id"]))) for row in rows}
+
+
+def _facts_of(row: Mapping[str, Any], dots: Sequence[float] | None) -> CandidateFacts:
+    return CandidateFacts(row["prev_id"], row["next_id"],
+                          tuple(float(v) for v in dots) if dots else None, row.get("head"),
+                          row.get("role"))
 
 
 def _seen_from_background(dots: Sequence[float]) -> float:

@@ -113,6 +113,23 @@ class TermStats:
         return KeywordPlan(size, gather, windowed, self.estimated(windowed), RECENT_WINDOW,
                            gather_cap=GATHER_CAP, sessions=self._counts.sessions)
 
+    def counted_by_caller(self) -> bool:
+        """Whether ``plan`` would count the collection again now (a small collection that is
+        ``recount_small``, already counted once): the caller may count it in its own
+        statement instead and plan with ``plan_counted``, one round trip fewer."""
+        return (self._loaded_at >= 0 and self.collection.recount_small
+                and self._counts.size < EXACT_BELOW)
+
+    def plan_counted(self, terms: Sequence[str], counts: Counts) -> KeywordPlan | None:
+        """``plan`` on ``counts`` the caller read (kept as the collection's counts); None when
+        they show the collection is no longer small (``plan`` must then run)."""
+        self._counts, self._loaded_at = counts, time.monotonic()
+        if counts.size >= EXACT_BELOW:
+            self._loaded_at = -1e9  # the frequent terms are to be read: plan() loads them
+            return None
+        return KeywordPlan(counts.size, list(terms), [], exact_size=True,
+                           sessions=counts.sessions)
+
     async def counts(self, pool: aiopg.Pool) -> Counts:
         """The collection's counts, as last read (at most ``ttl`` seconds old; exact for a
         small collection that is ``recount_small``)."""

@@ -1,8 +1,10 @@
 """The rows of the numpy vector index in memory, and the products over them.
 
 Rows are appended and never overwritten in place: a replaced or deleted vector's row is marked
-dead and the arrays are compacted into new ones once enough rows died, so a product running on
-a snapshot in a worker thread never sees a half-written row. Beside each row are its source
+dead and the arrays are compacted into new ones once enough rows died (or when full with an
+eighth of them dead, rather than grown: a bounded index lets its oldest rows go as new ones
+come, and would otherwise grow to twice its bound), so a product running on a snapshot in a
+worker thread never sees a half-written row. Beside each row are its source
 id, its content digest (an array: as a dict of strings the digests took 17 MB at 100k rows)
 and its product with one fixed direction (``along``), so a look from a vector in the plane of
 the query and that direction costs no second product over the rows:
@@ -41,8 +43,11 @@ class Matrix:
                 return
             self.ids[old] = -1
             self.dead += 1
-        if self.size == len(self.ids):
-            self._grow()
+        if self.size == len(self.ids):  # full: drop the dead rows first if they are many
+            if self.dead > 128 and self.dead * 8 >= self.size:
+                self._compact()
+            else:
+                self._grow()
         norm = float(np.linalg.norm(vector))
         self.vectors[self.size] = vector / norm if norm else vector
         if self.direction is not None:

@@ -214,13 +214,20 @@ class SettingsTable:
         "VECTOR_INDEX_MAX_ROWS when present), pgvector, numpy",
         choices=("auto", "pgvector", "numpy"))
     VECTOR_INDEX_MAX_ROWS = setting(
-        "int", 30000, "vector",
+        "int", 5000, "vector",
         "auto 时每张向量表（记忆、记忆的问题、对话消息）在进程内检索的最多向量数，超过改用 pgvector；"
-        "每 1 万条 384 维向量约占 17 MB 内存",
+        "每 1 万条 384 维向量约占 17 MB 内存（5000 条约 9 MB）",
         "With auto: the most vectors a table (memories, their questions, conversation "
         "messages) may hold to be searched in process; above it pgvector is used. Each 10,000 "
-        "vectors of 384 dims take about 17 MB of memory",
+        "vectors of 384 dims take about 17 MB of memory (5,000: about 9 MB)",
         minimum=0, maximum=10_000_000)
+    NUMPY_QUESTION_ROWS = setting(
+        "int", 100_000, "vector",
+        "numpy 索引最多保存多少条记忆问题向量（最新的优先；每条约 1.5 KB，100000 条约 147 MB）；"
+        "更早的问题仍按关键词找到；0 表示问题只按关键词",
+        "Most written-question vectors the numpy index holds (the newest first; about 1.5 KB "
+        "each, 147 MB at 100000); older questions are still found by their keywords; 0: "
+        "questions by keywords only", minimum=0, maximum=10_000_000)
     # conversation recall
     CONVERSATION_RECALL_ENABLED = setting(
         "bool", False, "recall", "对话召回总开关",
