@@ -12,6 +12,10 @@ grows with the rows while HNSW does not, and at 10,000 memories the in-process q
 path no longer gives pgvector's results (more memories ride along on unrelated chats), nor
 is it faster there (figures in CHANGELOG), so larger tables stay on pgvector.
 
+The written questions' vectors stay on pgvector whatever their number: the in-process
+question path does not yet give pgvector's results (among 1,000 memories one more natural
+question misses its memory, ``tests/test_memory_relevance.py``).
+
 A table's rows are counted (up to the bound, so the count stays cheap) on its first search
 and again at most every ``SIZE_SECONDS``: every process of a fleet counts the same table, so
 they agree, and the HNSW indexes are built whenever pgvector could be used, so one is ready
@@ -34,6 +38,7 @@ import psycopg2
 from pawwake.db import memory_embeddings as vectors_db
 from pawwake.db import vector_rows
 from pawwake.db.memory_embeddings import MEMORY_VECTORS
+from pawwake.db.memory_questions import QUESTION_VECTORS
 from pawwake.db.pool import DATABASE_ERRORS, connection, cursor
 from pawwake.db.vector_rows import VectorTable
 
@@ -71,7 +76,7 @@ class VectorBackend:
         """``pgvector`` or ``numpy`` for a search of ``table`` (see the module docstring)."""
         if not self.pgvector_possible(settings, database, provenance):
             return "numpy"
-        if settings.VECTOR_BACKEND == "pgvector":
+        if settings.VECTOR_BACKEND == "pgvector" or table.name == QUESTION_VECTORS.name:
             return "pgvector"
         bound = int(settings.VECTOR_INDEX_MAX_ROWS)
         rows = await self.rows(database, provenance, table, bound + 1)
