@@ -138,8 +138,8 @@ async def time_steps(app: web.Application, queries: list[str], vectors: list[np.
                 gather_cap=plan.gather_cap))
         await timed("nearest_messages", services_of(app).recall_vectors.nearest(
             pool, provenance, vectors[i % len(vectors)], 100, [],
-            pgvector=services_of(app).vectors.backend(settings, database,
-                                                      provenance) == "pgvector"))
+            pgvector=await services_of(app).vectors.choose(
+                settings, database, provenance, message_vectors.MESSAGE_VECTORS) == "pgvector"))
     return {name: (pct(v, 50), pct(v, 95)) for name, v in steps.items()}
 
 
@@ -147,7 +147,8 @@ async def explain_nearest(app: web.Application, provenance: Any, vector: np.ndar
     """Log the nearest-message query's plan (it should walk the HNSW index)."""
     database = services_of(app).database
     settings = await services_of(app).config.fresh()
-    if services_of(app).vectors.backend(settings, database, provenance) != "pgvector":
+    if await services_of(app).vectors.choose(settings, database, provenance,
+                                             message_vectors.MESSAGE_VECTORS) != "pgvector":
         return
     pool = database.pool
     params = message_vectors.nearest_params(provenance, vector, 100, [])

@@ -127,10 +127,12 @@ async def fill(app: Any, devset: DevSet, vectors: Vectors, settings: Mapping[str
         await cur.execute("INSERT INTO memories (content, importance, created_at, search_terms)"
                           f" VALUES {', '.join(values)} RETURNING id", params)
         ids = [row[0] for row in await cur.fetchall()]
+    # Stored as the embedding job stores them: the numpy index (warmed at start) holds them
+    # at once, as pgvector does.
+    await services_of(app).vectors.store(services_of(app).database, provenance, [
+        (rid, vectors_db.content_sha(text), vectors.passages[i])
+        for i, (rid, text) in enumerate(zip(ids, devset.memories, strict=True))])
     async with cursor(pool) as cur:
-        await vectors_db.store_vectors(cur, provenance, [
-            (rid, vectors_db.content_sha(text), vectors.passages[i])
-            for i, (rid, text) in enumerate(zip(ids, devset.memories, strict=True))])
         await cur.execute("ANALYZE memories")
     prime(app, vectors, provenance)
     return ids

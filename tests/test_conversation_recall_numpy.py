@@ -80,7 +80,8 @@ async def test_numpy_and_pgvector_recall_the_same_fragments(client: Any) -> None
     assert compared >= 50
     index = vectors.index
     assert index.loads == 1 and index.size == 30  # every message, held once
-    assert index.fetched == 30  # searches never read the vectors again
+    assert index.fetched <= 30  # searches never read the vectors again (those stored after
+    # the index was warmed at start were added as they were stored)
 
 
 async def numpy_search(client: Any, query: str, **body: Any) -> list[str]:

@@ -154,11 +154,14 @@ async def newest_vector(cur: Cursor, table: VectorTable, provenance: VectorSourc
     return row["newest"] if row else None
 
 
-async def vector_count(cur: Cursor, table: VectorTable, provenance: VectorSource) -> int:
-    """How many vectors one provenance has (an index-only count; used to notice deletions)."""
-    row = await fetch_one(
-        cur, f"SELECT count(*) AS n FROM {table.name} e WHERE {OF_PROVENANCE}",
-        provenance_params(provenance))
+async def vector_count(cur: Cursor, table: VectorTable, provenance: VectorSource, *,
+                       up_to: int | None = None) -> int:
+    """How many vectors one provenance has (an index-only count; used to notice deletions),
+    or at most ``up_to`` (the count stops there: what the backend rule needs to know)."""
+    rows = (f"SELECT 1 FROM {table.name} e WHERE {OF_PROVENANCE}"
+            + ("" if up_to is None else " LIMIT %(up_to)s"))
+    row = await fetch_one(cur, f"SELECT count(*) AS n FROM ({rows}) r",
+                          {**provenance_params(provenance), "up_to": up_to})
     return int(row["n"]) if row else 0
 
 

@@ -76,7 +76,8 @@ class QuestionVectors:
         the rows of the memories ranked within ``rows_within`` that are not ``known``; the
         numpy index leaves out the excluded ones (archived rows are dropped by the row
         fetch, as for memory vectors)."""
-        if self.backend.backend(settings, database, provenance) == "pgvector":
+        if await self.backend.choose(settings, database, provenance,
+                                     QUESTION_VECTORS) == "pgvector":
             async with cursor(database.pool) as cur:
                 return await questions_db.nearest_questions(cur, provenance, query, k=k,
                                                             exclude=exclude, known=known,

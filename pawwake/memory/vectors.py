@@ -1,8 +1,9 @@
 """Memory vectors: where they are stored and searched, and whose model made them.
 
-Search runs on pgvector (an HNSW expression index per provenance) when the extension exists
-and ``VECTOR_BACKEND`` allows it, else on the in-process numpy index (the choice and the
-indexes: ``search.vector_backend``, shared with conversation recall). The provenance of stored
+Search runs in process on the numpy index while the table is small, on pgvector (an HNSW
+expression index per provenance) above ``VECTOR_INDEX_MAX_ROWS`` when the extension exists,
+or as ``VECTOR_BACKEND`` forces (the rule and the indexes: ``search.vector_backend``, shared
+with conversation recall). The provenance of stored
 vectors is recorded; when the configured provider/model/dimension differs from it, stored
 vectors are not comparable any more, searches fall back to keywords and a rebuild needs an
 explicit confirmation.
@@ -94,7 +95,7 @@ class VectorStore(VectorBackend):
         """The ``k`` nearest memories by cosine, best first. pgvector returns active rows
         only; the numpy index may include archived ones (dropped later by the row fetch)."""
         exclude = list(exclude)
-        if self.backend(settings, database, provenance) == "pgvector":
+        if await self.choose(settings, database, provenance) == "pgvector":
             async with cursor(database.pool) as cur:
                 found = await vectors_db.knn(cur, provenance, query, k, exclude)
             return sorted(found, key=lambda item: -item[1])
@@ -114,7 +115,7 @@ class VectorStore(VectorBackend):
         ``rows`` is None, and an ``across`` in the plane of ``query`` and the fixed
         ``direction`` costs no second scan of the rows."""
         wanted = list(known if cosines_of is None else cosines_of)
-        if self.backend(settings, database, provenance) == "pgvector":
+        if await self.choose(settings, database, provenance) == "pgvector":
             async with cursor(database.pool) as cur:
                 return await search_db.neighbourhood(cur, provenance, query, k=k,
                                                      exclude=exclude, known=known,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pawwake.database import require_database
+from pawwake.db.message_vectors import MESSAGE_VECTORS
 from pawwake.llm.embeddings import EmbeddingError
 from pawwake.recall import index as conversation_index
 from pawwake.recall import when
@@ -70,7 +71,8 @@ async def add_semantic_evidence(recall: ConversationRecall, settings: Settings, 
         log.warning("query embedding for recall failed: %s", exc)
         return SemanticOutcome(False, f"Query embedding failed ({exc}); keywords only.")
     threshold = conversation_threshold(settings, provenance.provider)
-    pgvector = recall.vectors.backend(settings, database, provenance) == "pgvector"
+    pgvector = await recall.vectors.choose(settings, database, provenance,
+                                           MESSAGE_VECTORS) == "pgvector"
     if pgvector:
         conversation_index.request_vector_index(recall, settings, provenance)
     vectors = recall.recall_vectors

@@ -312,7 +312,7 @@ async def warm_if_numpy(index: VectorIndex, choice: VectorBackend, settings: Set
     """Load ``index`` in the background when numpy is the backend searches will use (at 100k
     rows that takes seconds the first chat request should not wait); a failure is logged."""
     provenance = embedder.configured_provenance(settings)
-    if choice.backend(settings, database, provenance) != "numpy":
+    if await choice.choose(settings, database, provenance, index.table) != "numpy":
         return
     try:
         await index.warm(database.pool, provenance)

@@ -209,9 +209,18 @@ class SettingsTable:
         minimum=0, maximum=1)
     VECTOR_BACKEND = setting(
         "choice", "auto", "vector",
-        "向量检索后端：auto（有 pgvector 用 pgvector）、pgvector、numpy",
-        "Vector search backend: auto (pgvector when present), pgvector, numpy",
+        "向量检索后端：auto（表小时在进程内检索，大时用 pgvector，见 VECTOR_INDEX_MAX_ROWS）、pgvector、numpy",
+        "Vector search backend: auto (in process while a table is small, pgvector above "
+        "VECTOR_INDEX_MAX_ROWS when present), pgvector, numpy",
         choices=("auto", "pgvector", "numpy"))
+    VECTOR_INDEX_MAX_ROWS = setting(
+        "int", 5000, "vector",
+        "auto 时每张向量表（记忆、对话消息；记忆的问题总用 pgvector）在进程内检索的最多向量数，超过改用 pgvector；"
+        "每 1 万条 384 维向量约占 17 MB 内存（5000 条约 9 MB）",
+        "With auto: the most vectors a table (memories, conversation messages; written "
+        "questions always use pgvector) may hold to be searched in process; above it pgvector is used. Each 10,000 "
+        "vectors of 384 dims take about 17 MB of memory (5,000: about 9 MB)",
+        minimum=0, maximum=10_000_000)
     NUMPY_QUESTION_ROWS = setting(
         "int", 100_000, "vector",
         "numpy 索引最多保存多少条记忆问题向量（最新的优先；每条约 1.5 KB，100000 条约 147 MB）；"

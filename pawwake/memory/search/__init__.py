@@ -114,7 +114,7 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
             started, coming = start_vector(search, settings,
                                                embedding_text(query, keywords), clock.laps,
                                                priority)
-        read = vectors_to_read(search, settings, database) if coming else None
+        read = await vectors_to_read(search, settings, database) if coming else None
         (semantic, warning), found_by_keywords, held_rows = await asyncio.gather(
             early or started, clock.timed("keyword_fetch", keyword_candidates(
                 search, database, keywords, alternatives, exclude, keyword_pool(limit),

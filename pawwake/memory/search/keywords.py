@@ -81,15 +81,15 @@ class KeywordCandidates:
     vectors_of: Provenance | None  # their provenance (None: not read)
 
 
-def vectors_to_read(search: MemorySearch, settings: Settings, database: Database
-                    ) -> Provenance | None:
+async def vectors_to_read(search: MemorySearch, settings: Settings, database: Database
+                          ) -> Provenance | None:
     """The provenance whose stored vectors the keyword fetch reads along (pgvector only: the
     numpy index has them in process), so the keyword rows' cosines need no statement once
     the query's vector is there."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
     provenance = search.embedder.configured_provenance(settings)
-    if search.vectors.backend(settings, database, provenance) != "pgvector":
+    if await search.vectors.choose(settings, database, provenance) != "pgvector":
         return None
     return provenance
 

@@ -127,7 +127,7 @@ async def _semantic_query(search: MemorySearch, settings: Settings, database: Da
         return None, Fallback("failed", f"The semantic background could not be embedded ({exc});"
                                         " keywords only.")
     return QueryVector(vector, provenance, semantic_threshold(settings, provenance.provider),
-                     search.vectors.backend(settings, database, provenance),
+                     await search.vectors.choose(settings, database, provenance),
                      reference, reference.background(vector), language_of(query_text)), None
 
 
