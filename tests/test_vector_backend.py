@@ -43,9 +43,11 @@ async def test_auto_searches_a_small_table_in_process_and_a_large_one_on_pgvecto
     database = services.database
     assert database.pgvector
     await store_rows(database.pool, 5)
-    settings = services.config.current()
-    assert settings.VECTOR_BACKEND == "auto"
+    default = services.config.current()
+    assert default.VECTOR_BACKEND == "auto" and default.VECTOR_INDEX_MAX_ROWS == 0
     backend = VectorBackend()
+    assert await backend.choose(default, database, PROV) == "pgvector"  # off by default
+    settings = default.with_values({"VECTOR_INDEX_MAX_ROWS": 5000})
     assert await backend.choose(settings, database, PROV) == "numpy"
     at_five = settings.with_values({"VECTOR_INDEX_MAX_ROWS": 5})
     at_four = settings.with_values({"VECTOR_INDEX_MAX_ROWS": 4})
@@ -94,7 +96,7 @@ async def test_a_small_store_searches_in_process_with_the_same_results_and_keeps
     await insert_fixture(database.pool)
     await request_embedding(services.memory_writes)
     assert await services.jobs.run_until_idle() == 1
-    settings = services.config.current()
+    settings = services.config.current().with_values({"VECTOR_INDEX_MAX_ROWS": 5000})
     large = settings.with_values({"VECTOR_INDEX_MAX_ROWS": 1})
     for query in ("我家猫叫什么名字", "coffee in the morning", "看牙医"):
         small = await search_memories(services.memory_search, query, limit=10,

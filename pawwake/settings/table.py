@@ -214,12 +214,12 @@ class SettingsTable:
         "VECTOR_INDEX_MAX_ROWS when present), pgvector, numpy",
         choices=("auto", "pgvector", "numpy"))
     VECTOR_INDEX_MAX_ROWS = setting(
-        "int", 5000, "vector",
+        "int", 0, "vector",
         "auto 时每张向量表（记忆、对话消息；记忆的问题总用 pgvector）在进程内检索的最多向量数，超过改用 pgvector；"
-        "每 1 万条 384 维向量约占 17 MB 内存（5000 条约 9 MB）",
+        "0（默认）表示有 pgvector 就总用它；每 1 万条 384 维向量约占 17 MB 内存",
         "With auto: the most vectors a table (memories, conversation messages; written "
-        "questions always use pgvector) may hold to be searched in process; above it pgvector is used. Each 10,000 "
-        "vectors of 384 dims take about 17 MB of memory (5,000: about 9 MB)",
+        "questions always use pgvector) may hold to be searched in process; above it pgvector is used; 0 (the "
+        "default): pgvector whenever present. Each 10,000 vectors of 384 dims take about 17 MB of memory",
         minimum=0, maximum=10_000_000)
     NUMPY_QUESTION_ROWS = setting(
         "int", 100_000, "vector",
