@@ -90,15 +90,16 @@ async def backfill_status(embedding: MemoryEmbedding, *, settings: Settings) -> 
     progress = job["progress"] if job else {}
     running = status in ("queued", "running") and "total" in progress
     part = QUESTION_PART if running and progress.get("part") == QUESTION_LABEL else MEMORY_PART
-    async with cursor(database.pool) as cur:  # what the job reports counts for its own part
-        done, total = await vectors_db.coverage(cur, provenance)
-        asked = await questions_db.coverage(cur, provenance)
-    if running:
-        counted = (int(progress.get("done", 0)), int(progress["total"]))
-        if part == QUESTION_PART:
+    counted = (int(progress.get("done", 0)), int(progress["total"])) if running else None
+    async with cursor(database.pool) as cur:  # the part the job reports is not counted again
+        if counted is not None and part == MEMORY_PART:
+            done, total = counted
+        else:
+            done, total = await vectors_db.coverage(cur, provenance)
+        if counted is not None and part == QUESTION_PART:
             asked = counted
         else:
-            done, total = counted
+            asked = await questions_db.coverage(cur, provenance)
     return {
         "status": status,
         "done": done,
