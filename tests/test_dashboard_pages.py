@@ -73,6 +73,22 @@ async def test_status_page_shows_what_is_on_and_the_numbers(make_client: Any,
     assert count("tokens") == "1,249"
 
 
+@pytest.mark.parametrize(("choice", "shown"), [
+    ({"VECTOR_BACKEND": "numpy"}, "numpy"),
+    ({"VECTOR_BACKEND": "auto", "VECTOR_INDEX_MAX_ROWS": 3000}, "auto"),
+    ({"VECTOR_BACKEND": "auto", "VECTOR_INDEX_MAX_ROWS": 0}, "pgvector"),
+])
+async def test_status_and_health_name_the_vector_backend_the_settings_choose(
+        make_client: Any, choice: dict[str, Any], shown: str) -> None:
+    """Not only whether the database has pgvector: a forced numpy index, or the in-process
+    index while a table is small, is what searches actually run on."""
+    client = await logged_in(make_client, **choice)
+    page = soup(await (await client.get("/dashboard")).text())
+    assert page.select_one('[data-fact="vectors"]').get_text(strip=True) == \
+        STRINGS["zh"][f"vectors.{shown}"]
+    assert (await (await client.get("/")).json())["vectors"] == shown
+
+
 async def test_memories_count_only_when_the_table_exists(make_client: Any,
                                                          database_url: str) -> None:
     run_autocommit(database_url, "DROP TABLE IF EXISTS memories CASCADE")

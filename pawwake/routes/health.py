@@ -7,6 +7,7 @@ from aiohttp import web
 from pawwake import __version__
 from pawwake.app_faces import DATABASE, TURN_SPOOL, face_of, settings_of
 from pawwake.database import connected_database, database_state
+from pawwake.search.vector_backend import configured_backend
 
 
 async def health(request: web.Request) -> web.Response:
@@ -22,7 +23,7 @@ async def health(request: web.Request) -> web.Response:
         "version": __version__,
         "database": state,
         "database_kind": configured.kind if configured is not None else None,
-        "vectors": ("pgvector" if database.pgvector else "numpy") if database else None,
+        "vectors": configured_backend(settings, database.pgvector) if database else None,
         "memory": bool(database and settings.MEMORY_ENABLED),
         "partition": bool(database and settings.CACHE_PARTITION_ENABLED),
         "recall": bool(database and settings.CONVERSATION_RECALL_ENABLED),

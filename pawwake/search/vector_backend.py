@@ -56,6 +56,17 @@ log = logging.getLogger(__name__)
 SIZE_SECONDS = 30.0  # a table's count is taken again after this long
 
 
+def configured_backend(settings: Settings, has_pgvector: bool) -> str:
+    """What the settings and the database make of vector search, as the status page and the
+    health summary name it: ``numpy`` (no extension, or forced), ``pgvector`` (forced, or
+    ``auto`` with no in-process bound) or ``auto`` (in process while a table is small)."""
+    if not has_pgvector or settings.VECTOR_BACKEND == "numpy":
+        return "numpy"
+    if settings.VECTOR_BACKEND == "pgvector" or int(settings.VECTOR_INDEX_MAX_ROWS) <= 0:
+        return "pgvector"
+    return "auto"
+
+
 @dataclass(frozen=True)
 class _Count:
     rows: int  # the table's vectors of one provenance, counted up to ``cap``

@@ -15,16 +15,17 @@ from pawwake.llm.upstream_health import CHAT, STATES, UpstreamHealth
 from pawwake.local_time import zone_of, zoned_minute
 from pawwake.memory.backfill import backfill_status
 from pawwake.memory.faces import MemoryEmbedding
+from pawwake.search.vector_backend import configured_backend
 from pawwake.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 
-def database_line(database: Any, state: str) -> dict[str, Any]:
+def database_line(database: Any, state: str, settings: Settings) -> dict[str, Any]:
     level = {"ready": "ok", "disabled": "off", "connecting": "warning"}.get(state, "error")
     detail = {"kind": database.kind if database is not None else "disabled",
-              "vectors": ("pgvector" if database.pgvector else "numpy")
+              "vectors": configured_backend(settings, database.pgvector)
               if database is not None and state == "ready" else None}
     return {"name": "database", "state": level, **detail}
 
@@ -106,7 +107,7 @@ async def health_lines(database: Database | None, health: UpstreamHealth,
                        embedding: MemoryEmbedding, settings: Settings, state: str,
                        jobs: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every line of the health card."""
-    lines = [configuration_line(settings), database_line(database, state),
+    lines = [configuration_line(settings), database_line(database, state, settings),
              upstream_line(health, zone_of(settings), jobs)]
     if database is not None and state == "ready":
         try:

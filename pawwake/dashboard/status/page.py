@@ -23,6 +23,7 @@ from pawwake.database import connected_database, database_state
 from pawwake.db.pool import UNAVAILABLE_ERRORS, cursor
 from pawwake.db.stats import dashboard_counts
 from pawwake.local_time import local_minute, zone_of
+from pawwake.search.vector_backend import configured_backend
 from pawwake.text.numbers import whole_number
 from pawwake.upgrade.status import adoption_summary
 
@@ -39,7 +40,7 @@ async def status(request: web.Request) -> web.Response:
         "database_state": state,
         "database_error": database.last_error if database is not None and state != "ready"
         else None,
-        "vectors": ("pgvector" if connected.pgvector else "numpy") if connected else None,
+        "vectors": configured_backend(settings, connected.pgvector) if connected else None,
         "switches": [
             ("status.memory", on and settings.MEMORY_ENABLED),
             ("status.partition", on and settings.CACHE_PARTITION_ENABLED),
