@@ -39,7 +39,7 @@ MAX_WORD_CHARS = 6
 MAX_WORDS = 4  # Chinese words kept per English term, the most frequent first
 
 _CACHE_NAME = "lexicon.cache"
-_CACHE_HEADER = b"pawwake lexicon 3\n"
+_CACHE_HEADER = b"pawwake lexicon 4\n"
 _PARENS = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 _LABEL = re.compile(r"^\(([^)]*)\)")
 _KEPT_LABELS = frozenset({"loanword", "coll.", "computing", "informal"})
@@ -93,7 +93,8 @@ def parse(lines: Iterable[str], vocabulary: Mapping[str, int] | None = None
     (``trad simp [pin1 yin1] /sense/sense/``); entries of the same word are joined in order.
     With ``vocabulary`` (the tokenizer's words and their frequencies) only words the tokenizer
     can cut are kept. The second table maps an English term to the Chinese words whose first
-    sense holds it, the most frequent first (at most ``MAX_WORDS``)."""
+    sense is that term, then those whose first sense is it and one more term, the most
+    frequent first (at most ``MAX_WORDS``)."""
     senses: dict[str, list[list[str]]] = {}
     seen: dict[str, list[str]] = {}
     for line in lines:
@@ -116,15 +117,21 @@ def parse(lines: Iterable[str], vocabulary: Mapping[str, int] | None = None
                 if found:
                     kept.append(found)
     table: dict[str, str] = {}
-    firsts: dict[str, list[str]] = {}
+    # English term -> (Chinese word, 0 when its first sense is that term alone, 1 when it is
+    # one of two: "younger sister" names 妹妹 under sister and younger, "Japanese language"
+    # 日语 under japanese; longer glosses name no word)
+    firsts: dict[str, list[tuple[str, int]]] = {}
     for word, kept in senses.items():
         terms = list(dict.fromkeys(t for sense in kept for t in sense))[:MAX_TERMS]
         if terms:
             table[word] = " ".join(terms)
-            if len(kept[0]) == 1:  # "to run" names run; "like a knife through butter" does not
-                firsts.setdefault(kept[0][0], []).append(word)
+            first = kept[0]
+            if len(first) <= 2:
+                for term in first:
+                    firsts.setdefault(term, []).append((word, len(first) - 1))
     frequency = vocabulary.get if vocabulary is not None else (lambda _word, _d=0: 0)
-    reverse = {term: " ".join(sorted(words, key=lambda w: (-frequency(w, 0), w))[:MAX_WORDS])
+    reverse = {term: " ".join(w for w, _ in sorted(words, key=lambda e: (
+                   -frequency(e[0], 0), e[1], e[0]))[:MAX_WORDS])
                for term, words in firsts.items()}
     return table, reverse
 
