@@ -247,7 +247,10 @@ async def test_a_pair_of_searches_costs_one_scan(make_client: Any) -> None:
     near, near_other = await index.search_pair(pool, PROV, unit(777), 1,
                                                shifted(unit(777), direction), 3, direction)
     assert near[0][0] == own and index.scans == scans + 1
-    assert near_other == await index.search(pool, PROV, shifted(unit(777), direction), 3)
+    expected = await index.search(pool, PROV, shifted(unit(777), direction), 3)
+    assert [i for i, _ in near_other] == [i for i, _ in expected]  # the kept products and a
+    # fresh one differ in the last float bits (BLAS sums in its own order)
+    assert [c for _, c in near_other] == pytest.approx([c for _, c in expected], abs=1e-5)
     scans = index.scans
     _, near_other = await index.search_pair(pool, PROV, unit(777), 5, unit(3), 1, direction)
     assert near_other[0][0] == ids[3] and index.scans == scans + 2  # not in the plane: two
