@@ -124,11 +124,14 @@ async def test_a_memory_written_through_one_replica_is_found_through_the_other(
                                json={"content": "用户的猫叫小橘，最爱吃三文鱼", "importance": 6})
     memory_id = created["id"]
 
-    async def found_with_its_vector() -> bool:
-        results = await search(fleet, 1, "小橘喜欢吃什么")
+    async def found_with_its_vector(replica: int) -> bool:
+        results = await search(fleet, replica, "小橘喜欢吃什么")
         return any(r["id"] == memory_id and r["similarity"] is not None for r in results)
 
-    assert await until_answered(found_with_its_vector, interval=0.2) < 10
+    # The writer embeds it first (its local model may still be loading: not what is timed),
+    # then the other replica serves it within seconds.
+    await until_answered(lambda: found_with_its_vector(0), interval=0.2)
+    assert await until_answered(lambda: found_with_its_vector(1), interval=0.2) < 10
     await fleet.call(0, "DELETE", f"/api/memories/{memory_id}")
     assert all(r["id"] != memory_id for r in await search(fleet, 1, "小橘喜欢吃什么"))
 
