@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
+from pawwake.db import memory_questions as questions_db
 from pawwake.db.memory_questions import QuestionMatches, Split
 from pawwake.db.migrate import migrate
 from pawwake.db.pool import cursor, fetch_all, transaction
@@ -303,3 +304,38 @@ async def test_a_question_stands_in_its_own_language(make_client: Any, upstream:
     result = {r.id: r for r in outcome.results}[peanuts]
     assert result.evidence is not None and result.evidence.question is not None
     assert result.evidence.question > questions.ADMIT_STANDING  # 2.5 by the Chinese side
+
+
+async def test_read_question_vectors_give_the_statements_cosines(make_client: Any,
+                                                                 upstream: Any) -> None:
+    """The keyword candidates' question vectors, read before the query's vector exists,
+    give each memory the best question cosines (overall and per language side) that the
+    nearest questions' statement gives the memories it is asked about."""
+    upstream.responder = describing_responder
+    client = await make_client(**DESCRIBED, VECTOR_BACKEND="pgvector")
+    ids = [(await create(client, text))["id"] for text in EIGHT]
+    await services_of(client.server.app).jobs.run_until_idle()
+    services = services_of(client.server.app)
+    settings = services.config.current()
+    provenance = await services.embedder.provenance(settings)
+    reference = await reference_for(services.references, services.embedder, settings,
+                                    provenance)
+    split = Split(reference.direction, reference.midpoint)
+    query, _ = await services.embedder.embed_query(settings, "我能吃花生酱吗？")
+    asked = await services.vectors.questions.nearest(
+        services.database, settings, provenance, query, known=ids, exclude=[], split=split,
+        k=1)
+    found = await services.vectors.questions.nearest(
+        services.database, settings, provenance, query, known=ids, exclude=[], split=split,
+        k=1, cosines_of=[])
+    assert set(found.best) < set(ids)  # only the nearest question's memory
+    async with cursor(pool(client)) as cur:
+        read = questions.ReadQuestions.of(ids, await questions_db.question_vectors_of(
+            cur, provenance, ids))
+    read.count_into(found, query, split)
+    assert set(found.best) == set(asked.best) == set(ids)
+    for memory_id in ids:
+        assert found.best[memory_id] == pytest.approx(asked.best[memory_id], abs=1e-5)
+        assert set(found.sides[memory_id]) == set(asked.sides[memory_id])
+        for side, cosine in asked.sides[memory_id].items():
+            assert found.sides[memory_id][side] == pytest.approx(cosine, abs=1e-5)

@@ -120,3 +120,17 @@ async def test_a_keyword_counts_once_however_many_of_its_translations_a_row_hold
     outcome = await search_memories(services_of(app).memory_search, "豆豆最近好吗", limit=10,
                                     settings=settings, touch=False)
     assert [r.id for r in outcome.results][:1] == [dog]
+
+
+async def test_each_row_brings_the_query_terms_it_holds_gathered_or_windowed(app: Any
+                                                                            ) -> None:
+    """A gathered row holding a windowed term too brings both; a row found only in the
+    window brings its windowed term and comes once."""
+    pool = services_of(app).database.pool
+    ids = [await insert_memory(pool, text) for text in TEXTS]
+    rows = await candidates(pool, 5000, windowed=["鱼"])
+    got = {row["id"]: set(row["search_terms"]) for row in rows}
+    assert len(got) == len(rows)
+    for memory_id, text in zip(ids, TEXTS, strict=True):
+        held = {t for t in [*TERMS, "鱼"] if t in text}
+        assert got.get(memory_id, set()) == held

@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.memory_embeddings import knn_params, vector_literal
+from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, sent_vectors, vector_literal
 from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
 from pawwake.db.pool import Cursor, TextRow, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, VectorTable
@@ -55,6 +55,24 @@ async def coverage(cur: Cursor, provenance: VectorSource) -> tuple[int, int]:
     return await vector_rows.coverage(cur, QUESTION_VECTORS, provenance)
 
 
+async def question_vectors_of(cur: Cursor, provenance: VectorSource, memory_ids: Sequence[int]
+                              ) -> list[tuple[int, np.ndarray]]:
+    """``(memory id, vector)`` of every written question of ``memory_ids`` that has a vector
+    of ``provenance``: read while the query is embedded, so the keyword candidates' question
+    cosines cost no statement once its vector is there."""
+    if not memory_ids:
+        return []
+    dim = int(provenance.dim)
+    await cur.execute(
+        f"SELECT mq.memory_id, {sent_vector_sql('e.embedding', dim)} FROM memory_questions mq"
+        f" JOIN memory_question_embeddings e ON e.question_id = mq.id AND {OF_PROVENANCE}"
+        " WHERE mq.memory_id = ANY(%(ids)s::bigint[])",
+        {**vector_rows.provenance_params(provenance), "ids": list(memory_ids)})
+    rows = await cur.fetchall()
+    decoded = sent_vectors([row[1] for row in rows], dim)
+    return [(int(rows[n][0]), vector) for n, vector in decoded.items()]
+
+
 @dataclass
 class QuestionMatches:
     """What a query's vector finds among the written questions: the memories of its nearest
@@ -91,12 +109,16 @@ class Split:
 
 async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,
                             k: int, exclude: Sequence[int], known: Sequence[int],
-                            rows_within: int, split: Split | None = None) -> QuestionMatches:
+                            rows_within: int, split: Split | None = None,
+                            cosines_of: Sequence[int] | None = None) -> QuestionMatches:
     """The memories (active, not excluded) of the ``k`` questions nearest to ``query``
     (pgvector HNSW) with their best cosine, the rows and own cosines of those ranked within
-    ``rows_within`` that are not ``known``, and the best question cosine of each ``known``
-    memory: one round trip. With ``split``, the best on each language side too."""
+    ``rows_within`` that are not ``known``, and the best question cosine of each
+    ``cosines_of`` memory (default ``known``; those whose question vectors were read
+    beforehand need none): one round trip. With ``split``, the best on each language side
+    too."""
     dim = int(provenance.dim)
+    wanted = list(known if cosines_of is None else cosines_of)
     distance = f"e.embedding::vector({dim}) <=> (SELECT v FROM q)"
     chinese = (f"-(e.embedding::vector({dim}) <#> %(towards)s::vector({dim})) > %(midpoint)s"
                if split is not None else "NULL::boolean")
@@ -106,11 +128,11 @@ async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.nda
         f" max(1 - ({distance})) FILTER (WHERE {chinese}),"
         f" max(1 - ({distance})) FILTER (WHERE NOT ({chinese})), {blanks}"
         " FROM memory_questions mq JOIN memory_question_embeddings e ON e.question_id = mq.id"
-        f"  AND {OF_PROVENANCE} WHERE mq.memory_id = ANY(%(known)s::bigint[])"
-        " GROUP BY mq.memory_id") if known else ""
+        f"  AND {OF_PROVENANCE} WHERE mq.memory_id = ANY(%(wanted)s::bigint[])"
+        " GROUP BY mq.memory_id") if wanted else ""
     own = f"1 - (me.embedding::vector({dim}) <=> (SELECT v FROM q))"
     params = {**knn_params(provenance, query, k, exclude), "known": list(known),
-              "within": rows_within}
+              "wanted": wanted, "within": rows_within}
     if split is not None:
         params.update(towards=vector_literal(split.direction), midpoint=split.midpoint)
     await cur.execute(

@@ -117,18 +117,27 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         vector = f", {sent_vector_sql('e.embedding', vectors_of.dim)} AS vector"
         with_vector = f" LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND {OF_PROVENANCE}"
     columns = "id, importance, created_at, event_date, search_terms"
-    sources = []
+    probes, sources, found = "", [], []
     if gather:  # one GIN probe per term: ``&&`` over many terms tempts a sequential scan
-        sources.append(f"(SELECT DISTINCT ON (p.id) p.* FROM unnest(%(gather)s::text[])"
-                       " AS q (term) CROSS JOIN LATERAL"
-                       f" (SELECT {columns} FROM memories"
-                       "  WHERE is_active AND search_terms @> ARRAY[q.term]"
-                       "  LIMIT %(gather_cap)s) AS p LIMIT %(gather_cap)s)")
-    if windowed:  # rows already gathered are left out, so no de-duplication is needed
+        probes = (" probed AS MATERIALIZED (SELECT q.term AS found_by, p.*"
+                  " FROM unnest(%(gather)s::text[]) AS q (term) CROSS JOIN LATERAL"
+                  f" (SELECT {columns} FROM memories"
+                  "  WHERE is_active AND search_terms @> ARRAY[q.term]"
+                  "  LIMIT %(gather_cap)s) AS p),")
+        sources.append(f"(SELECT DISTINCT ON (id) {columns} FROM probed"
+                       " LIMIT %(gather_cap)s)")
+        # the gathered terms a row holds are those whose probe found it: cutting every row's
+        # whole array into its terms to meet the query's was half of the statement's time
+        found.append("SELECT pr.id, pr.found_by AS term FROM probed pr"
+                     " WHERE pr.id IN (SELECT id FROM gathered)")
+    if windowed:  # rows already probed are left out, so no de-duplication is needed
         sources.append(f"SELECT {columns} FROM (SELECT {columns} FROM memories"
                        " WHERE is_active ORDER BY created_at DESC LIMIT %(window)s) AS recent"
                        " WHERE search_terms && %(windowed)s::text[]"
-                       " AND NOT (search_terms && %(gather)s::text[])")
+                       + (" AND id NOT IN (SELECT id FROM probed)" if gather else ""))
+        found.append("SELECT g.id, w.term FROM gathered g"
+                     " CROSS JOIN unnest(%(windowed)s::text[]) AS w (term)"
+                     " WHERE w.term = ANY(g.search_terms)")
     size = ("%(collection)s" if collection is not None
             else "(SELECT count(*) FROM memories WHERE is_active)")
     score = (f"%(wk)s::float8 * s.hit / (SELECT weight FROM total)"
@@ -136,13 +145,11 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
              f" + %(wr)s::float8 * {_RECENCY}")
     return cast(list[CandidateRow], await fetch_all(
         cur,
-        f"WITH gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
-        # each row's terms meet the query's by hash: ``q.term = ANY(g.search_terms)`` scanned
-        # every row's array once per query term (a third of the statement's time)
-        " held AS MATERIALIZED (SELECT DISTINCT g.id, t.term, q.concept FROM gathered g"
-        "   CROSS JOIN LATERAL unnest(g.search_terms) AS t (term)"
+        f"WITH{probes} gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
+        " held AS MATERIALIZED (SELECT DISTINCT f.id, f.term, q.concept"
+        f"   FROM ({' UNION ALL '.join(found)}) AS f"
         "   JOIN unnest(%(terms)s::text[], %(concept_of)s::text[]) AS q (term, concept)"
-        "   ON q.term = t.term),"
+        "   ON q.term = f.term),"
         " counts AS (SELECT term, count(*) AS n FROM held GROUP BY term),"
         f" weights AS MATERIALIZED (SELECT q.term, ln(({size} + 1.0)"
         "   / (coalesce(q.estimate, c.n, 0) + 1.0)) + 1.0 AS weight"

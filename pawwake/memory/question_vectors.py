@@ -69,20 +69,22 @@ class QuestionVectors:
     async def nearest(self, database: Database, settings: Settings, provenance: Provenance,
                       query: np.ndarray, *, known: Sequence[int], exclude: Sequence[int],
                       rows_within: int = 0, k: int = NEAREST_QUESTIONS,
-                      split: Split | None = None) -> QuestionMatches:
+                      split: Split | None = None, cosines_of: Sequence[int] | None = None
+                      ) -> QuestionMatches:
         """The memories of the ``k`` questions nearest to ``query`` and the best question
-        cosine of each of them and of the ``known`` memories (with ``split``, on each
-        language side too). pgvector leaves out archived and excluded memories and brings
-        the rows of the memories ranked within ``rows_within`` that are not ``known``; the
-        numpy index leaves out the excluded ones (archived rows are dropped by the row
-        fetch, as for memory vectors)."""
+        cosine of each of them and of the ``cosines_of`` memories (default ``known``; with
+        ``split``, on each language side too). pgvector leaves out archived and excluded
+        memories and brings the rows of the memories ranked within ``rows_within`` that are
+        not ``known``; the numpy index leaves out the excluded ones (archived rows are
+        dropped by the row fetch, as for memory vectors)."""
+        wanted = list(known if cosines_of is None else cosines_of)
         if await self.backend.choose(settings, database, provenance,
                                      QUESTION_VECTORS) == "pgvector":
             async with cursor(database.pool) as cur:
                 return await questions_db.nearest_questions(cur, provenance, query, k=k,
                                                             exclude=exclude, known=known,
                                                             rows_within=rows_within,
-                                                            split=split)
+                                                            split=split, cosines_of=wanted)
         if not self.bound(settings):
             return QuestionMatches()
         found = await self.index.search(database.pool, provenance, query, k)
@@ -100,7 +102,7 @@ class QuestionVectors:
                 matches.best[memory_id] = cosine
         # With a split every question of a known memory counts, as on pgvector: its best
         # one on the other language's side may not be among the nearest.
-        asked = self.owners.asked([m for m in known
+        asked = self.owners.asked([m for m in wanted
                                    if split is not None or m not in matches.best])
         if asked:
             cosines = await self.index.cosines_for(database.pool, provenance, query, asked)

@@ -3,8 +3,10 @@
 Candidates are the best keyword matches (GIN-indexed terms, planned by ``term_stats``) plus the
 nearest vectors admitted by rank and margin within the query's neighbourhood, the semantic
 threshold being only a noise floor (``fusion``). The keyword candidates are fetched while the
-query is embedded; after the vector, one round trip (``VectorStore.neighbourhood``) brings
-the neighbours, their rows and the keyword rows' cosines. Scores
+query is embedded, with their stored vectors and their written questions' vectors (pgvector);
+after the vector, one round trip (``VectorStore.neighbourhood``) brings the neighbours and
+their rows, and one the nearest written questions; the keyword rows' cosines are products in
+process. Scores
 follow ``scoring``; rows below ``MIN_SCORE_THRESHOLD`` are dropped before the
 limit (unless relevant enough to be injected), as are ``exclude_ids`` (so the next candidates
 move up). Each result carries its relevance (``search.relevance``), what the injection floor
@@ -147,7 +149,8 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                 rows_within=fusion.ADMIT_TOP_K, cosines_of=[*([] if read else known), *held],
                 across=across, across_k=ACROSS_K, direction=semantic.reference.direction),
             questions.nearest_questions(search, database, settings, semantic,
-                                        known=[*known, *held], exclude=exclude))
+                                        known=[*known, *held], exclude=exclude,
+                                        read=found_by_keywords.questions if read else None))
         cosines = found.cosines
         asked_standing = questions.standing(asked, semantic)
         if read:

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pawwake.database import Database
+from pawwake.db import memory_questions as questions_db
 from pawwake.db import memory_search as search_db
 from pawwake.db.memory_embeddings import sent_vectors
 from pawwake.db.memory_search import CandidateRow
 from pawwake.db.pool import cursor
 from pawwake.llm.embeddings import Provenance
 from pawwake.memory import vectors
+from pawwake.memory.search.questions import ReadQuestions
 from pawwake.search import scoring
 from pawwake.settings import Settings
 from pawwake.text import tokens
@@ -79,13 +81,14 @@ class KeywordCandidates:
     fixed: dict[int, Fixed]  # the rows' parts that do not depend on the query's vector
     stored: vectors.ReadVectors  # the rows' stored vectors (of ``vectors_of``)
     vectors_of: Provenance | None  # their provenance (None: not read)
+    questions: ReadQuestions | None = None  # the rows' question vectors (of ``vectors_of``)
 
 
 async def vectors_to_read(search: MemorySearch, settings: Settings, database: Database
                           ) -> Provenance | None:
-    """The provenance whose stored vectors the keyword fetch reads along (pgvector only: the
-    numpy index has them in process), so the keyword rows' cosines need no statement once
-    the query's vector is there."""
+    """The provenance whose stored vectors the keyword fetch reads along, with the rows'
+    question vectors (pgvector only: the numpy index has them in process), so the keyword
+    rows' cosines need no statement once the query's vector is there."""
     if not settings.MEMORY_VECTOR_ENABLED:
         return None
     provenance = search.embedder.configured_provenance(settings)
@@ -102,7 +105,7 @@ async def keyword_candidates(search: MemorySearch, database: Database, keywords:
     """The best keyword rows (found by a keyword or one of its ``alternatives``), the query's
     keywords as weighted concepts and the rows' parts that do not depend on the query's
     vector (worked out here, while the vector is computed); with ``vectors_of``, the rows'
-    stored vectors of that provenance too."""
+    stored vectors of that provenance and those of their written questions too."""
     if not keywords:
         return KeywordCandidates([], [], {}, vectors.ReadVectors.of({}), vectors_of)
     every = list(dict.fromkeys([*keywords, *(t for k in keywords
@@ -117,6 +120,9 @@ async def keyword_candidates(search: MemorySearch, database: Database, keywords:
             exclude=exclude, limit=pool_size, now=now, today=today,
             rank_weights=(weights.keyword, weights.importance, weights.recency),
             vectors_of=vectors_of, concept_of=concept_terms(keywords, alternatives))
+        ids = [row["id"] for row in rows]
+        asked = (ReadQuestions.of(ids, await questions_db.question_vectors_of(
+            cur, vectors_of, ids)) if vectors_of is not None else None)
     term_weights = search_db.query_term_weights(rows)
     if term_weights is None:  # nothing gathered: a gathered term occurs nowhere
         term_weights = {t: tokens.idf_weight(plan.collection, plan.estimates.get(t, 0))
@@ -128,7 +134,7 @@ async def keyword_candidates(search: MemorySearch, database: Database, keywords:
         stored = {rows[n]["id"]: vector
                   for n, vector in sent_vectors(sent, int(vectors_of.dim)).items()}
     return KeywordCandidates(rows, concepts, fixed_parts(rows, concepts, now, today),
-                             vectors.ReadVectors.of(stored), vectors_of)
+                             vectors.ReadVectors.of(stored), vectors_of, asked)
 
 
 def concept_terms(keywords: Sequence[str], alternatives: Mapping[str, list[str]]

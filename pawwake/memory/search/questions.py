@@ -9,12 +9,20 @@ own vector and its keywords did not bring it ("Can I eat a peanut butter sandwic
 among the ``ADMIT_TOP`` memories by best question and that question stands at least
 ``ADMIT_STANDING`` deviations above the query's background in its language (the fixed
 reference set, so the bar is the same at 5 memories and at 10,000).
+
+On pgvector the keyword candidates' question vectors are read while the query is embedded
+(``ReadQuestions``): their best cosines are products in process once the vector is there,
+and the statement after it looks up only the nearest questions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from pawwake.database import Database
 from pawwake.db.memory_questions import QuestionMatches, Split
@@ -29,15 +37,57 @@ ADMIT_TOP = 5  # memories (by their best question) that may be admitted
 ADMIT_STANDING = 3.0  # deviations above the background a question must stand to admit
 
 
+@dataclass(frozen=True)
+class ReadQuestions:
+    """The question vectors of some memories, read before the query's vector exists and made
+    ready for products with it (as ``memory.vectors.ReadVectors`` for the memories' own)."""
+
+    memories: frozenset[int]  # the memories whose questions were read (a vector or not)
+    owners: list[int]  # each row's memory
+    matrix: np.ndarray  # float64 rows
+    squares: np.ndarray  # each row's squared norm
+
+    @classmethod
+    def of(cls, memories: Sequence[int], rows: Sequence[tuple[int, np.ndarray]]
+           ) -> ReadQuestions:
+        if not rows:
+            return cls(frozenset(memories), [], np.zeros((0, 0)), np.zeros(0))
+        matrix = np.vstack([vector for _, vector in rows]).astype(np.float64)
+        return cls(frozenset(memories), [memory_id for memory_id, _ in rows], matrix,
+                   (matrix * matrix).sum(axis=1))
+
+    def count_into(self, matches: QuestionMatches, query: np.ndarray, split: Split) -> None:
+        """Each read memory's best question cosine, overall and on each language side, into
+        ``matches``: what the nearest questions' statement gives its ``cosines_of``."""
+        if not self.owners:
+            return
+        vector = np.asarray(query, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            similarity = (self.matrix @ vector) / np.sqrt(self.squares * float(vector @ vector))
+        along = self.matrix @ np.asarray(split.direction, dtype=np.float64)
+        for memory_id, cosine, towards in zip(self.owners, np.clip(similarity, -1.0, 1.0).tolist(),
+                                              along.tolist(), strict=True):
+            if not math.isfinite(cosine):
+                continue
+            matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
+            matches.on_side(memory_id, split.side(towards), cosine)
+
+
 async def nearest_questions(search: MemorySearch, database: Database, settings: Settings,
                             semantic: QueryVector, *, known: Sequence[int],
-                            exclude: Sequence[int]) -> QuestionMatches:
+                            exclude: Sequence[int], read: ReadQuestions | None = None
+                            ) -> QuestionMatches:
     """The query's nearest written questions (one statement on pgvector, run beside the
-    nearest memories' one), with the rows of the leading memories."""
-    return await search.vectors.questions.nearest(
+    nearest memories' one), with the rows of the leading memories; the best question of each
+    ``known`` memory too, in process for those whose questions were ``read``."""
+    split = Split(semantic.reference.direction, semantic.reference.midpoint)
+    left = [i for i in known if i not in read.memories] if read is not None else list(known)
+    found = await search.vectors.questions.nearest(
         database, settings, semantic.provenance, semantic.query, known=known,
-        exclude=exclude, rows_within=ADMIT_TOP,
-        split=Split(semantic.reference.direction, semantic.reference.midpoint))
+        exclude=exclude, rows_within=ADMIT_TOP, split=split, cosines_of=left)
+    if read is not None:
+        read.count_into(found, semantic.query, split)
+    return found
 
 
 def standing(matches: QuestionMatches, semantic: QueryVector) -> dict[int, float]:
