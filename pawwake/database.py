@@ -38,6 +38,7 @@ from pawwake.db.pool import (
     transaction,
 )
 from pawwake.db.statement_bounds import NO_BOUND, statements_bounded
+from pawwake.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from pawwake.live_settings import RuntimeConfig
@@ -55,6 +56,7 @@ PROBE_EVERY_SECONDS = 5.0  # the health state re-checks a connected database at 
 WATCH_EVERY_SECONDS = 1.0  # how often the embedded server's postmaster is looked at
 RESTART_RETRY_FIRST_SECONDS = 0.5  # a restart refused (old backends still exiting) retries
 RESTART_RETRY_MAX_SECONDS = 5.0
+CONNECT_STOP_SECONDS = 5.0  # a cancelled attempt closes its pool meanwhile: the server waits
 
 
 class Database:
@@ -138,9 +140,7 @@ class Database:
 
     async def close(self) -> None:
         if self._probe is not None:
-            self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError, *UNAVAILABLE_ERRORS):
-                await self._probe
+            await cancel_and_wait(self._probe)
         if self._pool is not None:
             self._pool.close()
             await self._pool.wait_closed()
@@ -273,10 +273,8 @@ class _Connector:
 
     async def stop(self) -> None:
         """Give up connecting (shutdown): returns promptly whatever the attempt was doing."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        if self.task is not None and not await cancel_and_wait(self.task, CONNECT_STOP_SECONDS):
+            log.warning("the database connection attempt did not stop")
         if self.server is None and self._starting is not None:
             with contextlib.suppress(Exception):
                 self.server = await self._starting

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import DATABASE_ERRORS, cursor
+from pawwake.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from pawwake.database import Database
@@ -145,10 +146,8 @@ class JobRunner:
         if self._loops:
             _done, pending = await asyncio.wait(self._loops, timeout=grace_seconds)
             for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                if not await cancel_and_wait(task):
+                    log.warning("%s did not stop when cancelled", task.get_name())
             await self._release_unfinished()
         self._loops.clear()
 
@@ -213,9 +212,7 @@ class JobRunner:
             async with cursor(database.pool) as cur:
                 await jobs_db.finish(cur, job.id, job.attempts, result)
         finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            await cancel_and_wait(heartbeat)
             if not cancelled:
                 self._running.pop(job.id, None)
         return True

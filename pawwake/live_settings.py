@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from pawwake.settings import BY_NAME, Settings
 from pawwake.settings.entry import SettingError
 from pawwake.settings.secrets import MASK_MARKERS, secret_display, secret_form_value
 from pawwake.settings.values import parse_value
+from pawwake.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 _KEEP = object()  # a secret sent back as shown: keep the stored value
@@ -90,9 +90,8 @@ class RuntimeConfig:
     async def close(self) -> None:
         """Stop re-reading (called before the database pool closes)."""
         if self._following is not None:
-            self._following.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._following
+            if not await cancel_and_wait(self._following):
+                log.warning("the saved settings' re-read did not stop")
             self._following = None
 
     async def refresh(self) -> None:

@@ -7,12 +7,17 @@ sends SIGKILL soon after: Render about 30 s). Open requests get ``REQUEST_GRACE_
 long again), then background tasks and jobs get ``DRAIN_GRACE_SECONDS`` together, then the
 resources close (a second or so). What is still running then is cancelled: after-reply work
 is short, and jobs are durable (a cancelled job is claimed again after its lease).
+
+A cancellation can be lost: on Python 3.11 ``asyncio.wait_for`` (aiopg waits for every
+statement's answer with it) drops a cancellation that lands in the loop iteration where the
+answer arrives, and returns the answer instead. A loop that lost its cancellation runs on
+(the saved settings re-read every 3 s) while shutdown waits for it, so shutdown stops tasks
+with ``cancel_and_wait``, which cancels again until the task ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -29,6 +34,7 @@ SHUTDOWN_SECONDS = 10.0
 REQUEST_GRACE_SECONDS = 1.5
 DRAIN_GRACE_SECONDS = 3.0
 CANCEL_WAIT_SECONDS = 1.0
+CANCEL_AGAIN_SECONDS = 0.05  # a task still running this long after a cancel is cancelled again
 
 
 class BackgroundTasks:
@@ -61,14 +67,30 @@ class BackgroundTasks:
         while self._tasks:
             left = max(0.0, deadline - loop.time())
             _done, pending = await asyncio.wait(set(self._tasks), timeout=left)
-            for task in pending:
-                task.cancel()
             if pending:
-                _done, stuck = await asyncio.wait(pending, timeout=CANCEL_WAIT_SECONDS)
+                ended = await asyncio.gather(*(cancel_and_wait(task) for task in pending))
+                stuck = [task for task, stopped in zip(pending, ended, strict=True)
+                         if not stopped]
                 if stuck:
                     log.warning("%d background task(s) did not stop: %s", len(stuck),
                                 ", ".join(sorted(task.get_name() for task in stuck)))
                     return
+
+
+async def cancel_and_wait(task: asyncio.Future[Any],
+                          seconds: float = CANCEL_WAIT_SECONDS) -> bool:
+    """Cancel ``task`` and wait at most ``seconds`` for it to end, cancelling it again while
+    it runs on (a lost cancellation, see the module docstring); True when it ended. Its
+    outcome is left on it: a cancelled or failed task's result is not read here."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not task.done():
+        left = deadline - loop.time()
+        if left <= 0:
+            return False
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(CANCEL_AGAIN_SECONDS, left))
+    return True
 
 
 @asynccontextmanager
@@ -79,9 +101,10 @@ async def running_beside(work: Coroutine[Any, Any, Any], *, name: str) -> AsyncI
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if not await cancel_and_wait(task):
+            log.warning("%s did not stop when cancelled", name)
+        elif not task.cancelled():
+            task.result()  # its failure, if it failed
 
 
 @asynccontextmanager

@@ -35,6 +35,8 @@ def test_owners_and_questions_through_tail_and_merges(monkeypatch: pytest.Monkey
     assert sorted(asked) == sorted(q for q, m in expected.items() if m in memories)
     assert len(asked) == len(set(asked))
     assert owners.asked([]) == [] and owners.asked([99]) == []
+    pairs = owners.asked_by(memories)
+    assert sorted(pairs) == sorted((q, m) for q, m in expected.items() if m in memories)
 
 
 def test_a_large_first_read_is_learnt_at_once() -> None:

@@ -56,18 +56,26 @@ class QuestionOwners:
         return found if found is not None else self._held(question_id)
 
     def asked(self, memory_ids: Sequence[int]) -> list[int]:
-        """The question ids of ``memory_ids``, memory by memory."""
+        """The question ids of ``memory_ids``."""
+        return [question_id for question_id, _ in self.asked_by(memory_ids)]
+
+    def asked_by(self, memory_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """``(question id, memory id)`` of every question of ``memory_ids``: a few array
+        operations whatever their number (a lookup per question took milliseconds for the
+        1,500 questions of 500 keyword candidates)."""
         if not memory_ids:
             return []
         wanted = np.asarray(memory_ids, dtype=np.int64)
         starts = np.searchsorted(self._owners_sorted, wanted, side="left")
-        ends = np.searchsorted(self._owners_sorted, wanted, side="right")
-        found: list[int] = []
-        for memory_id, start, end in zip(memory_ids, starts.tolist(), ends.tolist(),
-                                         strict=True):
-            if end > start:
-                found += self._questions[self._by_memory[start:end]].tolist()
-            found += self._tail_asked.get(memory_id, [])
+        lengths = np.searchsorted(self._owners_sorted, wanted, side="right") - starts
+        # every position of each memory's run, the runs one after another
+        firsts = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        positions = firsts + np.arange(int(lengths.sum()))
+        found = list(zip(self._questions[self._by_memory[positions]].tolist(),
+                         np.repeat(wanted, lengths).tolist(), strict=True))
+        if self._tail_asked:
+            for memory_id in memory_ids:
+                found += [(q, memory_id) for q in self._tail_asked.get(memory_id, [])]
         return found
 
     def _held(self, question_id: int) -> int | None:

@@ -102,21 +102,26 @@ class QuestionVectors:
                 matches.best[memory_id] = cosine
         # With a split every question of a known memory counts, as on pgvector: its best
         # one on the other language's side may not be among the nearest.
-        asked = self.owners.asked([m for m in wanted
-                                   if split is not None or m not in matches.best])
-        if asked:
-            cosines = await self.index.cosines_for(database.pool, provenance, query, asked)
-            for question_id, cosine in cosines.items():
-                memory_id = self.owners.owner(question_id)
-                if memory_id is not None:
-                    counted.append((question_id, memory_id, cosine))
-                    matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
-        if split is not None and counted:
-            along = await self.index.cosines_for(database.pool, provenance, split.direction,
-                                                 [question_id for question_id, _, _ in counted])
-            for question_id, memory_id, cosine in counted:
-                if question_id in along:
-                    matches.on_side(memory_id, split.side(along[question_id]), cosine)
+        asked = self.owners.asked_by([m for m in wanted
+                                      if split is not None or m not in matches.best])
+        if split is None:
+            cosines = await self.index.cosines_for(database.pool, provenance, query,
+                                                   [question_id for question_id, _ in asked])
+            for question_id, memory_id in asked:
+                if (value := cosines.get(question_id)) is not None:
+                    matches.best[memory_id] = max(value, matches.best.get(memory_id, value))
+            return matches
+        # Each question's cosine and its side of the split: one product over their rows.
+        products = await self.index.products_for(
+            database.pool, provenance, [query, split.direction],
+            [*(question_id for question_id, _ in asked), *(q for q, _, _ in counted)])
+        for question_id, memory_id in asked:
+            if (held := products.get(question_id)) is not None:
+                counted.append((question_id, memory_id, held[0]))
+                matches.best[memory_id] = max(held[0], matches.best.get(memory_id, held[0]))
+        for question_id, memory_id, cosine in counted:
+            if (held := products.get(question_id)) is not None:
+                matches.on_side(memory_id, split.side(held[1]), cosine)
         return matches
 
     def bound(self, settings: Settings) -> int:

@@ -154,13 +154,22 @@ class VectorIndex:
 
     async def cosines_for(self, pool: aiopg.Pool, provenance: Any, query: np.ndarray,
                           source_ids: Iterable[int]) -> dict[int, float]:
+        """Each held row's cosine with ``query``: one product over the rows asked for (a
+        product per row took 3-5 ms for the 1,500 questions of 500 memories)."""
         matrix = await self._current(pool, provenance)
-        found = {}
-        for source_id in source_ids:
-            row = matrix.rows.get(int(source_id))
-            if row is not None:
-                found[int(source_id)] = float(matrix.vectors[row] @ query)
-        return found
+        ids, rows = self._held_rows(matrix, source_ids)
+        if not len(rows):
+            return {}
+        return dict(zip(ids.tolist(), (matrix.vectors[rows] @ query).tolist(), strict=True))
+
+    @staticmethod
+    def _held_rows(matrix: Matrix, source_ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The ids among ``source_ids`` held in ``matrix`` and their rows, in that order."""
+        wanted = np.fromiter((int(i) for i in source_ids), dtype=np.int64)
+        rows = np.fromiter((matrix.rows.get(i, -1) for i in wanted.tolist()), dtype=np.intp,
+                           count=len(wanted))
+        held = rows >= 0
+        return wanted[held], rows[held]
 
     async def products_for(self, pool: aiopg.Pool, provenance: Any,
                            vectors: Sequence[np.ndarray], source_ids: Iterable[int]
@@ -169,13 +178,11 @@ class VectorIndex:
         for (``cosines_for`` per row and vector took 12 ms for 500 rows and two vectors on
         a loaded machine)."""
         matrix = await self._current(pool, provenance)
-        held = [(int(i), row) for i in source_ids
-                if (row := matrix.rows.get(int(i))) is not None]
-        if not held or not vectors:
+        ids, rows = self._held_rows(matrix, source_ids)
+        if not len(rows) or not vectors:
             return {}
-        rows = np.fromiter((row for _, row in held), dtype=np.intp, count=len(held))
         products = matrix.vectors[rows] @ np.stack(vectors, axis=1).astype(np.float32)
-        return {i: values for (i, _), values in zip(held, products.tolist(), strict=True)}
+        return dict(zip(ids.tolist(), products.tolist(), strict=True))
 
     async def mean(self, pool: aiopg.Pool, provenance: Any) -> tuple[np.ndarray | None, int]:
         """The mean of the provenance's live vectors and their number (None when empty):
