@@ -21,6 +21,8 @@ every question there: other people's dialogues as distractors, and the latency a
 ``tuned`` and ``held-out`` lines, so a change fitted to the dialogues it was tried on shows.
 ``--set NAME=VALUE`` overrides a setting (to try a weight without editing defaults).
 ``--no-latency`` asks each question once (quality only, in half the time).
+``--misses`` lists the questions missed, each with where its evidence sessions rank among the
+first 20 fragments (asked again for that, after the timed search).
 
 ``--sessions 46`` makes longer dialogues (about 1,000 messages each: the size the search
 latency target is set at; other dialogues than the dev set's, so their quality figures are
@@ -206,8 +208,28 @@ def score(dialogue: Dialogue, question: Question, fragments: list[dict[str, Any]
     return turn5, float(turn5 == 1.0), sess5, turn3
 
 
+RANKS_LOOKED = 20  # fragments a missed question's evidence sessions are looked for in
+
+
+async def evidence_ranks(app: web.Application, dialogue: Dialogue, question: Question,
+                         mode: str, now: datetime) -> str:
+    """Where each evidence session of a missed question ranks among the first
+    ``RANKS_LOOKED`` fragments ("-" beyond): a session just past the fifth is a weighting
+    matter, one not found at all a matter of evidence. A longer list reads more nearest
+    messages (``search_fragments``' pool grows with ``max_sessions``), so a rank can differ a
+    little from the five-fragment search's."""
+    services = services_of(app)
+    outcome = await search_fragments(services.recall, question.text,
+                                     max_sessions=RANKS_LOOKED, context=1, mode=mode,
+                                     settings=await services.config.fresh(), now=now)
+    order = [f["session_id"] for f in outcome.fragments]
+    wanted = dict.fromkeys(dialogue.sessions[s].session_id for s, _ in question.evidence)
+    return ",".join(str(order.index(s) + 1) if s in order else "-" for s in wanted)
+
+
 async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally: Tally,
-              held_out: frozenset[str] = frozenset(), timed: bool = True) -> None:
+              held_out: frozenset[str] = frozenset(), timed: bool = True,
+              ranks: bool = False) -> None:
     services = services_of(app)
     settings = await services.config.fresh()
     # asked a day after the last conversation: recency as for a user who is still chatting
@@ -229,8 +251,10 @@ async def ask(app: web.Application, dialogues: list[Dialogue], mode: str, tally:
             tally.add(["all", dialogue.lang, question.category, part], turn5, all5, sess5,
                       turn3)
             if turn5 < 1.0:
+                ranked = (f" ranks {await evidence_ranks(app, dialogue, question, mode, now)}"
+                          if ranks else "")
                 tally.misses.append(f"{dialogue.name} {question.category:<8} turn {turn5:.1f}"
-                                    f" session {sess5:.1f}  {question.text}")
+                                    f" session {sess5:.1f}{ranked}  {question.text}")
 
 
 def create_database(server: Any, name: str) -> str:
@@ -275,7 +299,7 @@ async def main(args: argparse.Namespace) -> None:
                 await load_dialogues(runner.app, [dialogue], passages, queries)
                 for mode in modes:
                     await ask(runner.app, [dialogue], mode, tallies[mode], held_out,
-                              timed=not args.no_latency)
+                              timed=not args.no_latency, ranks=args.misses)
             finally:
                 await runner.cleanup()
         for mode in modes:
@@ -315,7 +339,9 @@ if __name__ == "__main__":
     parser.add_argument("--only", default="", help="ask only these dialogues (names)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for the gateway under test")
-    parser.add_argument("--misses", action="store_true", help="list the questions missed")
+    parser.add_argument("--misses", action="store_true",
+                        help="list the questions missed, with where their evidence sessions"
+                             " rank among the first 20 fragments")
     parser.add_argument("--no-latency", action="store_true",
                         help="ask each question once, untimed (quality figures only)")
     parser.add_argument("--backend", default="auto", choices=("auto", "pgvector", "numpy"))
