@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import aiopg
 
+from pawwake.cancelling import cancel_and_wait
 from pawwake.db.embedded import embedded_alive, restart_embedded, start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
@@ -38,7 +39,6 @@ from pawwake.db.pool import (
     transaction,
 )
 from pawwake.db.statement_bounds import NO_BOUND, statements_bounded
-from pawwake.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from pawwake.live_settings import RuntimeConfig

@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pawwake.cancelling import cancel_and_wait
 from pawwake.db import jobs as jobs_db
 from pawwake.db.pool import DATABASE_ERRORS, cursor
-from pawwake.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from pawwake.database import Database

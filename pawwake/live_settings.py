@@ -9,6 +9,7 @@ from typing import Any
 
 import aiopg
 
+from pawwake.cancelling import cancel_and_wait
 from pawwake.db import gateway_config as config_db
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.pool import DATABASE_ERRORS, cursor, transaction
@@ -16,7 +17,6 @@ from pawwake.settings import BY_NAME, Settings
 from pawwake.settings.entry import SettingError
 from pawwake.settings.secrets import MASK_MARKERS, secret_display, secret_form_value
 from pawwake.settings.values import parse_value
-from pawwake.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 _KEEP = object()  # a secret sent back as shown: keep the stored value

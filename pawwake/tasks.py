@@ -8,11 +8,7 @@ long again), then background tasks and jobs get ``DRAIN_GRACE_SECONDS`` together
 resources close (a second or so). What is still running then is cancelled: after-reply work
 is short, and jobs are durable (a cancelled job is claimed again after its lease).
 
-A cancellation can be lost: on Python 3.11 ``asyncio.wait_for`` (aiopg waits for every
-statement's answer with it) drops a cancellation that lands in the loop iteration where the
-answer arrives, and returns the answer instead. A loop that lost its cancellation runs on
-(the saved settings re-read every 3 s) while shutdown waits for it, so shutdown stops tasks
-with ``cancel_and_wait``, which cancels again until the task ends.
+Shutdown stops tasks with ``cancelling.cancel_and_wait``: a cancellation can be lost.
 """
 
 from __future__ import annotations
@@ -24,6 +20,8 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from pawwake.cancelling import cancel_and_wait
+
 if TYPE_CHECKING:
     from pawwake.jobs import JobRunner
 
@@ -33,8 +31,6 @@ log = logging.getLogger(__name__)
 SHUTDOWN_SECONDS = 10.0
 REQUEST_GRACE_SECONDS = 1.5
 DRAIN_GRACE_SECONDS = 3.0
-CANCEL_WAIT_SECONDS = 1.0
-CANCEL_AGAIN_SECONDS = 0.05  # a task still running this long after a cancel is cancelled again
 
 
 class BackgroundTasks:
@@ -75,22 +71,6 @@ class BackgroundTasks:
                     log.warning("%d background task(s) did not stop: %s", len(stuck),
                                 ", ".join(sorted(task.get_name() for task in stuck)))
                     return
-
-
-async def cancel_and_wait(task: asyncio.Future[Any],
-                          seconds: float = CANCEL_WAIT_SECONDS) -> bool:
-    """Cancel ``task`` and wait at most ``seconds`` for it to end, cancelling it again while
-    it runs on (a lost cancellation, see the module docstring); True when it ended. Its
-    outcome is left on it: a cancelled or failed task's result is not read here."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not task.done():
-        left = deadline - loop.time()
-        if left <= 0:
-            return False
-        task.cancel()
-        await asyncio.wait({task}, timeout=min(CANCEL_AGAIN_SECONDS, left))
-    return True
 
 
 @asynccontextmanager

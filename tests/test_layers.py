@@ -342,7 +342,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("db", ("db",)),
     ("text", ("text", "priority_worker")),
     ("base", ("settings", "keys", "local_time", "api_error", "removed_settings",
-              "data_folder", "proxies", "logs", "c_heap", "blas_threads", "slow_clients", "serving", "")),
+              "data_folder", "proxies", "logs", "c_heap", "blas_threads", "slow_clients", "serving",
+              "cancelling", "")),
 )
 # The one module allowed to name ``Services`` (and the app's own factory beside it).
 ASSEMBLY = {"pawwake.app", "pawwake.services"}

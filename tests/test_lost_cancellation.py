@@ -11,10 +11,11 @@ import random
 import pytest
 
 from pawwake import live_settings
+from pawwake.cancelling import cancel_and_wait
 from pawwake.db.pool import create_pool
 from pawwake.live_settings import RuntimeConfig
 from pawwake.settings import Settings
-from pawwake.tasks import cancel_and_wait, running_beside
+from pawwake.tasks import running_beside
 
 CLOSES = 100  # about 6 in 100 closes at a random moment lost the cancel before
 
