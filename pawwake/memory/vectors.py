@@ -151,21 +151,29 @@ class ReadVectors:
 
     @classmethod
     def of(cls, stored: Mapping[int, np.ndarray]) -> ReadVectors:
-        ids = list(stored)
-        if not ids:
+        return cls.of_rows(list(stored), list(stored.values()))
+
+    @classmethod
+    def of_rows(cls, ids: Sequence[int], rows: Sequence[np.ndarray]) -> ReadVectors:
+        """One row per vector, ``ids`` naming each (an id may repeat: a memory's questions)."""
+        if not rows:
             return cls([], np.zeros((0, 0)), np.zeros(0))
-        matrix = np.vstack([stored[i] for i in ids]).astype(np.float64)
-        return cls(ids, matrix, (matrix * matrix).sum(axis=1))
+        matrix = np.vstack(list(rows)).astype(np.float64)
+        return cls(list(ids), matrix, (matrix * matrix).sum(axis=1))
+
+    def similarities(self, query: np.ndarray) -> np.ndarray:
+        """Each row's cosine with ``query``, in row order (NaN for a zero row)."""
+        vector = np.asarray(query, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            similarity = (self.matrix @ vector) / np.sqrt(self.squares * float(vector @ vector))
+        return np.clip(similarity, -1.0, 1.0)
 
     def cosines(self, query: np.ndarray) -> dict[int, float]:
         """Cosine of ``query`` with each row as pgvector gives it (``1 - (a <=> b)``), in
         double precision: pgvector sums in single precision, so the last digits may differ."""
         if not self.ids:
             return {}
-        vector = np.asarray(query, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            similarity = (self.matrix @ vector) / np.sqrt(self.squares * float(vector @ vector))
-        similarity = np.clip(similarity, -1.0, 1.0)
         return {memory_id: float(value)
-                for memory_id, value in zip(self.ids, similarity.tolist(), strict=True)
+                for memory_id, value in zip(self.ids, self.similarities(query).tolist(),
+                                            strict=True)
                 if math.isfinite(value)}

@@ -27,6 +27,7 @@ import numpy as np
 from pawwake.database import Database
 from pawwake.db.memory_questions import QuestionMatches, Split
 from pawwake.db.memory_search import CandidateRow
+from pawwake.memory import vectors
 from pawwake.memory.search.query_vector import QueryVector
 from pawwake.settings import Settings
 
@@ -40,32 +41,25 @@ ADMIT_STANDING = 3.0  # deviations above the background a question must stand to
 @dataclass(frozen=True)
 class ReadQuestions:
     """The question vectors of some memories, read before the query's vector exists and made
-    ready for products with it (as ``memory.vectors.ReadVectors`` for the memories' own)."""
+    ready for products with it (``vectors.ReadVectors``, each row named by its memory)."""
 
     memories: frozenset[int]  # the memories whose questions were read (a vector or not)
-    owners: list[int]  # each row's memory
-    matrix: np.ndarray  # float64 rows
-    squares: np.ndarray  # each row's squared norm
+    rows: vectors.ReadVectors  # one row per question
 
     @classmethod
     def of(cls, memories: Sequence[int], rows: Sequence[tuple[int, np.ndarray]]
            ) -> ReadQuestions:
-        if not rows:
-            return cls(frozenset(memories), [], np.zeros((0, 0)), np.zeros(0))
-        matrix = np.vstack([vector for _, vector in rows]).astype(np.float64)
-        return cls(frozenset(memories), [memory_id for memory_id, _ in rows], matrix,
-                   (matrix * matrix).sum(axis=1))
+        return cls(frozenset(memories), vectors.ReadVectors.of_rows(
+            [memory_id for memory_id, _ in rows], [vector for _, vector in rows]))
 
     def count_into(self, matches: QuestionMatches, query: np.ndarray, split: Split) -> None:
         """Each read memory's best question cosine, overall and on each language side, into
         ``matches``: what the nearest questions' statement gives its ``cosines_of``."""
-        if not self.owners:
+        if not self.rows.ids:
             return
-        vector = np.asarray(query, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            similarity = (self.matrix @ vector) / np.sqrt(self.squares * float(vector @ vector))
-        along = self.matrix @ np.asarray(split.direction, dtype=np.float64)
-        for memory_id, cosine, towards in zip(self.owners, np.clip(similarity, -1.0, 1.0).tolist(),
+        along = self.rows.matrix @ np.asarray(split.direction, dtype=np.float64)
+        for memory_id, cosine, towards in zip(self.rows.ids,
+                                              self.rows.similarities(query).tolist(),
                                               along.tolist(), strict=True):
             if not math.isfinite(cosine):
                 continue
