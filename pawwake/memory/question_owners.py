@@ -55,10 +55,6 @@ class QuestionOwners:
         found = self._tail.get(question_id)
         return found if found is not None else self._held(question_id)
 
-    def asked(self, memory_ids: Sequence[int]) -> list[int]:
-        """The question ids of ``memory_ids``."""
-        return [question_id for question_id, _ in self.asked_by(memory_ids)]
-
     def asked_by(self, memory_ids: Sequence[int]) -> list[tuple[int, int]]:
         """``(question id, memory id)`` of every question of ``memory_ids``: a few array
         operations whatever their number (a lookup per question took milliseconds for the
