@@ -16,6 +16,11 @@ internet that is a cheap way to hold every connection a host can take (slowloris
 
 Both are a timer per request and nothing else: the cost for an unauthenticated route is a few
 microseconds. A body that arrived with its headers (nearly every one) sets no timer at all.
+
+A refused connection lingers (``_linger``): closed at once with the client still sending, the
+kernel would answer its next bytes with a reset, and a client that has not yet read the 408
+loses it. So after the answer the socket is half-closed and what still comes is read and
+dropped until the client closes or ``LINGER_SECONDS`` pass.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,6 +39,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 HEADERS_END = b"\r\n\r\n"
+LINGER_SECONDS = 2.0  # for the client's bytes in flight; a refused client gets no longer
 _TIMEOUT_MESSAGE = "The request's {part} took longer than {seconds:g} s to arrive ({setting})."
 _guards: dict[int, HeaderDeadline] = {}  # id(aiohttp's protocol) -> its connection's guard
 
@@ -66,6 +73,7 @@ class HeaderDeadline(asyncio.Protocol):
         self._started = False  # ... of which some bytes came
         self._tail = b""  # the last bytes seen, for a blank line split between reads
         self._in_request = False
+        self._spare: socket.socket | None = None  # kept past the close, to linger on
 
     # -- asyncio's side ------------------------------------------------------------------------
 
@@ -79,6 +87,9 @@ class HeaderDeadline(asyncio.Protocol):
         self._stop_clock()
         _guards.pop(id(self._inner), None)
         self._inner.connection_lost(exc)
+        if self._spare is not None:
+            _linger(self._spare)
+            self._spare = None
 
     def data_received(self, data: bytes) -> None:
         if self._waiting:
@@ -106,6 +117,15 @@ class HeaderDeadline(asyncio.Protocol):
         was not all read (what aiohttp then drains of it is no request's headers)."""
         self._in_request = False
         self._waiting, self._started, self._tail = body_read, False, b""
+
+    def linger_after_close(self) -> None:
+        """A refusal is on its way: keep the socket open past the transport's close (a
+        duplicate of it), to half-close and drain it then."""
+        transport = self._transport
+        if self._spare is None and transport is not None and not transport.is_closing():
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                self._spare = sock.dup()
 
     # -- the clock ------------------------------------------------------------------------------
 
@@ -135,6 +155,7 @@ class HeaderDeadline(asyncio.Protocol):
         if not self._waiting or self._in_request or transport is None or transport.is_closing():
             return  # a request is being answered: its answer must not be cut into
         log.info("closed a connection whose request headers took over %g s", self._seconds)
+        self.linger_after_close()
         transport.write(_raw_408(_refusal("headers", self._seconds, "REQUEST_HEADER_TIMEOUT")))
         transport.close()
 
@@ -202,5 +223,39 @@ def _body_expired(request: web.Request, seconds: float) -> None:
     if request.content.is_eof():
         return
     log.info("a request body took over %g s to arrive: refused", seconds)
+    guard = _guards.get(id(request.protocol))
+    if guard is not None:
+        guard.linger_after_close()
     request.content.set_exception(BodyTimeout(
         text=_refusal("body", seconds, "REQUEST_BODY_TIMEOUT"), headers={"Connection": "close"}))
+
+
+def _linger(sock: socket.socket) -> None:
+    """Half-close ``sock`` (the answer is out: the client sees its end) and read and drop what
+    still comes, until the client closes or ``LINGER_SECONDS`` pass; then close it."""
+    loop = asyncio.get_running_loop()
+    try:
+        sock.setblocking(False)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        sock.close()
+        return
+    fd = sock.fileno()
+
+    def finish() -> None:
+        loop.remove_reader(fd)
+        timer.cancel()
+        sock.close()
+
+    def drain() -> None:
+        try:
+            data = sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            finish()
+
+    timer = loop.call_later(LINGER_SECONDS, finish)
+    loop.add_reader(fd, drain)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -136,3 +138,39 @@ async def test_a_static_file_and_a_chat_pass_through_the_guard(
         async with session.post(f"{base}/v1/chat/completions", json=body) as response:
             assert response.status == 200
             assert b"data: [DONE]" in await response.read()
+
+
+def _answer_then_more_bytes(port: int, opening: bytes, quiet: float) -> tuple[bytes, str]:
+    """Send ``opening``, stay silent past the deadline and read the answer to its end; then go
+    on sending for a moment, as a client still uploading does. Returns the answer and what
+    became of those bytes. A plain blocking socket: the kernel's view, no client library's."""
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_SECONDS) as client:
+        client.sendall(opening)
+        time.sleep(quiet)
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+        try:
+            for _ in range(30):
+                client.sendall(b"x")
+                time.sleep(0.01)
+        except OSError as exc:
+            return answer, type(exc).__name__
+        return answer, "taken"
+
+
+async def test_a_refused_connection_lingers_so_the_408_is_not_lost_to_a_reset(
+        make_settings: Callable[..., Settings]) -> None:
+    """After a 408 the server half-closes and reads on for a moment. Closed at once, a client
+    byte in flight at that moment makes the kernel reset the connection, and a client that has
+    not yet read the 408 loses it (a client still trickling, as here, always has one in
+    flight sooner or later)."""
+    body_head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+    async with gateway(make_settings, REQUEST_BODY_TIMEOUT=1) as port:
+        body = await asyncio.to_thread(_answer_then_more_bytes, port, body_head, 1.3)
+        header = await asyncio.to_thread(_answer_then_more_bytes, port, ENDLESS_HEADERS[:40],
+                                         HEADER_SECONDS + 0.3)
+    for answer, late_bytes in (body, header):
+        assert status_and_body(answer)[1]["error"]["code"] == "request_timeout"
+        assert late_bytes == "taken"
