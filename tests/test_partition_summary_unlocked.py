@@ -5,6 +5,7 @@ transaction, and the rest of the gateway keeps its connections."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from pawwake.db.pool import cursor, execute, fetch_one
@@ -140,3 +141,39 @@ async def test_a_lease_left_by_a_dead_request_ends(gateway: Any, upstream: Any) 
     await say(client, upstream, "问5", "好", summary="摘要一")
     row = await state_row(client)
     assert row["rotations"] == 1 and row["summary_parts"] == ["摘要一"]
+
+
+async def test_the_lease_keeper_ends_with_its_rotation_even_when_a_cancel_is_lost(
+        gateway: Any, upstream: Any, monkeypatch: Any) -> None:
+    """The keeper renews the lease while the summary model works. A renewal whose answer
+    arrives as it is cancelled loses the cancel (aiopg's wait on 3.11); the keeper must still
+    end with its rotation, not renew on for the life of the process."""
+    from pawwake.partition import thread_rotation
+
+    real_renew = thread_rotation.renew_rotation
+    renewed, lost = asyncio.Event(), []
+
+    async def renew_losing_one_cancel(cur: Any, thread: str, version: int, seconds: float
+                                      ) -> None:
+        await real_renew(cur, thread, version, seconds)
+        renewed.set()
+        if not lost:
+            lost.append(True)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(1.0)  # the answer's iteration: a cancel here is dropped
+
+    monkeypatch.setattr(thread_rotation, "renew_rotation", renew_losing_one_cancel)
+    monkeypatch.setattr(thread_rotation, "LEASE_SECONDS", 0.3)
+    client = await gateway(persona=PERSONA, CACHE_SUMMARY_MODEL=SUMMARY, **PARTITION)
+    for n in range(1, 5):
+        await say(client, upstream, f"问{n}", f"答{n}")
+    upstream.queue(Reply(body=completion_body("摘要一"), gate=renewed))
+    upstream.reply_text("好")
+    response = await client.post("/v1/chat/completions", json={
+        "model": CLAUDE, "messages": [{"role": "user", "content": "问5"}]})
+    assert response.status == 200, await response.text()
+    await settle(client)
+    await asyncio.sleep(0.3)
+    keepers = [t for t in asyncio.all_tasks()
+               if getattr(t.get_coro(), "__name__", "") == "_keep_lease" and not t.done()]
+    assert keepers == []

@@ -21,6 +21,7 @@ from datetime import datetime
 
 import aiopg
 
+from pawwake.cancelling import cancel_and_wait
 from pawwake.chat.prepared import ChatRejected
 from pawwake.db.partition_state import (
     PartitionState,
@@ -175,13 +176,14 @@ async def _rotate_leased(pool: aiopg.Pool, read: ThreadRead, version: int, setti
     thread = read.state.thread_id
     keeper = asyncio.create_task(_keep_lease(pool, thread, version))
     try:
-        rotated = await _rotate(read, settings, summarise, fold, now)
+        try:
+            rotated = await _rotate(read, settings, summarise, fold, now)
+        finally:
+            await cancel_and_wait(keeper)  # a renewal's answer can swallow one cancel
     except BaseException:
         await _release(pool, thread, version)
         _rotation_ended(thread)
         raise
-    finally:
-        keeper.cancel()
     if rotated[0] is read.state:
         await _release(pool, thread, version)
         _rotation_ended(thread)
