@@ -163,8 +163,9 @@ async def test_a_refused_connection_lingers_so_the_408_is_not_lost_to_a_reset(
         make_settings: Callable[..., Settings]) -> None:
     """After a 408 the server half-closes and reads on for a moment. Closed at once, a client
     byte in flight at that moment makes the kernel reset the connection, and a client that has
-    not yet read the 408 loses it (a client still trickling, as here, always has one in
-    flight sooner or later)."""
+    not yet read the 408 loses it (a client still trickling always has one in flight
+    sooner or later). Here the bytes that follow the answer show whether the server still
+    reads."""
     body_head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                  b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
     async with gateway(make_settings, REQUEST_BODY_TIMEOUT=1) as port:
