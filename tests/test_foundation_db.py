@@ -37,3 +37,29 @@ async def test_health_reports_database_state_and_kind(client) -> None:
     assert body["database"] == "ready"
     assert body["database_kind"] == "external"
     assert body["vectors"] == "pgvector"
+
+
+async def test_new_search_terms_go_straight_into_the_keyword_indexes(database_url: str) -> None:
+    """A GIN pending list is read in full by every keyword probe until a vacuum merges it (a
+    few hundred writes doubled a search's keyword statement): written terms are indexed at
+    once, so the list stays empty however many memories and messages were just written."""
+    pool = await create_pool(database_url, maxsize=2)
+    try:
+        await _migrate(pool)
+        async with cursor(pool) as cur:
+            await cur.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+            await cur.execute(
+                "INSERT INTO memories (content, search_terms) SELECT 'memory ' || n,"
+                " ARRAY['term' || n, 'shared'] FROM generate_series(1, 300) AS n")
+            await cur.execute(
+                "INSERT INTO conversations (session_id, role, content, search_terms)"
+                " SELECT 's', 'user', 'line ' || n, ARRAY['word' || n, 'shared']"
+                " FROM generate_series(1, 300) AS n")
+            rows = await fetch_all(
+                cur, "SELECT name, (pgstatginindex(name::regclass)).pending_tuples AS pending"
+                     " FROM unnest(ARRAY['memories_terms', 'conversations_terms']) AS name")
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert {row["name"]: row["pending"] for row in rows} == {
+        "memories_terms": 0, "conversations_terms": 0}

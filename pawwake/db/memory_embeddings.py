@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from pawwake.db import vector_rows
+from pawwake.db.id_arrays import IdArray
 from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one
 from pawwake.db.vector_rows import (
     VectorSource,
@@ -154,7 +155,7 @@ def knn_sql(provenance: VectorSource) -> str:
 def knn_params(provenance: VectorSource, query: np.ndarray, k: int, exclude: Sequence[int]
                ) -> dict[str, Any]:
     return {**_prov(provenance), "q": vector_literal(query), "k": k,
-            "ef": max(40, min(1000, k)), "exclude": list(exclude)}
+            "ef": max(40, min(1000, k)), "exclude": IdArray(exclude)}
 
 
 async def knn(cur: Cursor, provenance: VectorSource, query: np.ndarray, k: int,
@@ -174,7 +175,7 @@ async def cosines_for(cur: Cursor, provenance: VectorSource, query: np.ndarray,
         f"SELECT memory_id, 1 - (embedding::vector({dim}) <=> %(q)s::vector({dim})) AS cos"
         " FROM memory_embeddings WHERE memory_id = ANY(%(ids)s::bigint[])"
         " AND provider = %(provider)s AND model = %(model)s AND dim = %(dim)s",
-        {**_prov(provenance), "q": vector_literal(query), "ids": list(ids)})
+        {**_prov(provenance), "q": vector_literal(query), "ids": IdArray(ids)})
     return {int(r["memory_id"]): float(r["cos"]) for r in rows}
 
 

@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 
 from pawwake.db import vector_rows
+from pawwake.db.id_arrays import IdArray
 from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, sent_vectors, vector_literal
 from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
 from pawwake.db.pool import Cursor, TextRow, fetch_all, rows_as_dicts
@@ -67,7 +68,7 @@ async def question_vectors_of(cur: Cursor, provenance: VectorSource, memory_ids:
         f"SELECT mq.memory_id, {sent_vector_sql('e.embedding', dim)} FROM memory_questions mq"
         f" JOIN memory_question_embeddings e ON e.question_id = mq.id AND {OF_PROVENANCE}"
         " WHERE mq.memory_id = ANY(%(ids)s::bigint[])",
-        {**vector_rows.provenance_params(provenance), "ids": list(memory_ids)})
+        {**vector_rows.provenance_params(provenance), "ids": IdArray(memory_ids)})
     rows = await cur.fetchall()
     decoded = sent_vectors([row[1] for row in rows], dim)
     return [(int(rows[n][0]), vector) for n, vector in decoded.items()]
@@ -131,8 +132,8 @@ async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.nda
         f"  AND {OF_PROVENANCE} WHERE mq.memory_id = ANY(%(wanted)s::bigint[])"
         " GROUP BY mq.memory_id") if wanted else ""
     own = f"1 - (me.embedding::vector({dim}) <=> (SELECT v FROM q))"
-    params = {**knn_params(provenance, query, k, exclude), "known": list(known),
-              "wanted": wanted, "within": rows_within}
+    params = {**knn_params(provenance, query, k, exclude), "known": IdArray(known),
+              "wanted": IdArray(wanted), "within": rows_within}
     if split is not None:
         params.update(towards=vector_literal(split.direction), midpoint=split.midpoint)
     await cur.execute(

@@ -15,6 +15,7 @@ from typing import Any, TypedDict, cast
 
 import numpy as np
 
+from pawwake.db.id_arrays import IdArray
 from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, vector_literal
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_params
@@ -105,7 +106,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         "gather": list(gather), "windowed": list(windowed), "window": window,
         "gather_cap": gather_cap,
         "terms": terms, "estimates": [estimates.get(t) for t in terms],
-        "collection": collection, "exclude": list(exclude),
+        "collection": collection, "exclude": IdArray(exclude),
         "limit": limit, "wk": rank_weights[0], "wi": rank_weights[1], "wr": rank_weights[2],
         "now": now, "today": today,
         "concept_of": [(concept_of or {}).get(t, t) for t in terms]}
@@ -196,7 +197,7 @@ async def fetch_rows(cur: Cursor, ids: Sequence[int], exclude: Sequence[int]
         f"SELECT {MEMORY_COLUMNS}, m.search_terms FROM memories m"
         " WHERE m.id = ANY(%(ids)s::bigint[]) AND m.is_active"
         " AND NOT (m.id = ANY(%(exclude)s::bigint[]))",
-        {"ids": list(ids), "exclude": list(exclude)}))
+        {"ids": IdArray(ids), "exclude": IdArray(exclude)}))
 
 
 @dataclass
@@ -256,8 +257,8 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
         f" SELECT 'near' AS kind, r.id AS hit, r.cosine, {MEMORY_COLUMNS}, m.search_terms"
         " FROM ranked r LEFT JOIN memories m ON m.id = r.id AND r.place <= %(within)s"
         f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosine_part}{across_part}",
-        {**knn_params(provenance, query, k, exclude), "known": list(known),
-         "within": rows_within, "cosines_of": wanted, "across_k": across_k,
+        {**knn_params(provenance, query, k, exclude), "known": IdArray(known),
+         "within": rows_within, "cosines_of": IdArray(wanted), "across_k": across_k,
          "a": vector_literal(across) if across is not None else None})
     nearest: list[tuple[int, float]] = []
     found_across: list[tuple[int, float]] = []
@@ -288,4 +289,4 @@ async def touch_accessed(cur: Cursor, ids: Sequence[int], granularity_seconds: f
         "UPDATE memories SET last_accessed = now() WHERE id = ANY(%s::bigint[])"
         " AND (last_accessed IS NULL"
         "      OR last_accessed < now() - make_interval(secs => %s))",
-        (list(ids), granularity_seconds))
+        (IdArray(ids), granularity_seconds))

@@ -54,17 +54,23 @@ class ReadQuestions:
 
     def count_into(self, matches: QuestionMatches, query: np.ndarray, split: Split) -> None:
         """Each read memory's best question cosine, overall and on each language side, into
-        ``matches``: what the nearest questions' statement gives its ``cosines_of``."""
+        ``matches``: what the nearest questions' statement gives its ``cosines_of``. The
+        questions are taken worst first, so each memory's last one written is its best
+        (a loop per question cost the step after the query's vector half a millisecond)."""
         if not self.rows.ids:
             return
-        along = self.rows.matrix @ np.asarray(split.direction, dtype=np.float64)
-        for memory_id, cosine, towards in zip(self.rows.ids,
-                                              self.rows.similarities(query).tolist(),
-                                              along.tolist(), strict=True):
-            if not math.isfinite(cosine):
-                continue
-            matches.best[memory_id] = max(cosine, matches.best.get(memory_id, cosine))
-            matches.on_side(memory_id, split.side(towards), cosine)
+        cosines = self.rows.similarities(query)
+        chinese = self.rows.matrix @ np.asarray(split.direction, dtype=np.float64) > split.midpoint
+        kept = np.flatnonzero(np.isfinite(cosines))
+        kept = kept[np.argsort(cosines[kept], kind="stable")]
+        owners = np.asarray(self.rows.ids)[kept].tolist()
+        ordered = cosines[kept].tolist()
+        for memory_id, cosine in dict(zip(owners, ordered, strict=True)).items():
+            if cosine > matches.best.get(memory_id, -math.inf):
+                matches.best[memory_id] = cosine
+        sides = zip(owners, chinese[kept].tolist(), strict=True)
+        for (memory_id, zh), cosine in dict(zip(sides, ordered, strict=True)).items():
+            matches.on_side(memory_id, "zh" if zh else "en", cosine)
 
 
 async def nearest_questions(search: MemorySearch, database: Database, settings: Settings,
