@@ -40,7 +40,7 @@ from pawwake.recall.when import TimeWindow
 MATCH_CHARS = 200
 CONTEXT_CHARS = 80
 MATCHES_PER_FRAGMENT = 3
-SUPPORT = 0.2  # weight of a session's second and third best messages in its score
+SUPPORT = 0.3  # weight of a session's second and third best messages in its score
 DATE_WEIGHT = 0.3  # what being in the question's date window adds to a message's score
 TIME_WEIGHT = 0.15  # what placing something in time adds when the question asks "when"
 SPEAKER_WEIGHT = 0.1  # what being written by the person the question names adds
