@@ -107,6 +107,11 @@ class Split:
     def side(self, along: float) -> str:
         return "zh" if along > self.midpoint else "en"
 
+    def sides(self, vectors: np.ndarray) -> list[str]:
+        """``side`` of each row of ``vectors``, in one product."""
+        along = vectors @ np.asarray(self.direction, dtype=np.float64)
+        return np.where(along > self.midpoint, "zh", "en").tolist()
+
 
 async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,
                             k: int, exclude: Sequence[int], known: Sequence[int],

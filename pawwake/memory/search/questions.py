@@ -60,7 +60,7 @@ class ReadQuestions:
         if not self.rows.ids:
             return
         cosines = self.rows.similarities(query)
-        chinese = self.rows.matrix @ np.asarray(split.direction, dtype=np.float64) > split.midpoint
+        sides = np.asarray(split.sides(self.rows.matrix))
         kept = np.flatnonzero(np.isfinite(cosines))
         kept = kept[np.argsort(cosines[kept], kind="stable")]
         owners = np.asarray(self.rows.ids)[kept].tolist()
@@ -68,9 +68,9 @@ class ReadQuestions:
         for memory_id, cosine in dict(zip(owners, ordered, strict=True)).items():
             if cosine > matches.best.get(memory_id, -math.inf):
                 matches.best[memory_id] = cosine
-        sides = zip(owners, chinese[kept].tolist(), strict=True)
-        for (memory_id, zh), cosine in dict(zip(sides, ordered, strict=True)).items():
-            matches.on_side(memory_id, "zh" if zh else "en", cosine)
+        placed = zip(owners, sides[kept].tolist(), strict=True)
+        for (memory_id, side), cosine in dict(zip(placed, ordered, strict=True)).items():
+            matches.on_side(memory_id, side, cosine)
 
 
 async def nearest_questions(search: MemorySearch, database: Database, settings: Settings,
