@@ -107,10 +107,10 @@ class Split:
     def side(self, along: float) -> str:
         return "zh" if along > self.midpoint else "en"
 
-    def sides(self, vectors: np.ndarray) -> list[str]:
-        """``side`` of each row of ``vectors``, in one product."""
+    def sides(self, vectors: np.ndarray) -> np.ndarray:
+        """``side`` of each row of ``vectors`` (an array of "zh" and "en"), in one product."""
         along = vectors @ np.asarray(self.direction, dtype=np.float64)
-        return np.where(along > self.midpoint, "zh", "en").tolist()
+        return np.where(along > self.midpoint, "zh", "en")
 
 
 async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,

@@ -60,7 +60,7 @@ class ReadQuestions:
         if not self.rows.ids:
             return
         cosines = self.rows.similarities(query)
-        sides = np.asarray(split.sides(self.rows.matrix))
+        sides = split.sides(self.rows.matrix)
         kept = np.flatnonzero(np.isfinite(cosines))
         kept = kept[np.argsort(cosines[kept], kind="stable")]
         owners = np.asarray(self.rows.ids)[kept].tolist()
