@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -104,13 +104,18 @@ class Split:
     direction: np.ndarray
     midpoint: float
 
+    def chinese(self, along: Any) -> Any:
+        """Whether a product with ``direction`` (a float, or an array of them) is past the
+        midpoint: the one rule ``side`` and ``sides`` read."""
+        return along > self.midpoint
+
     def side(self, along: float) -> str:
-        return "zh" if along > self.midpoint else "en"
+        return "zh" if self.chinese(along) else "en"
 
     def sides(self, vectors: np.ndarray) -> np.ndarray:
         """``side`` of each row of ``vectors`` (an array of "zh" and "en"), in one product."""
-        along = vectors @ np.asarray(self.direction, dtype=np.float64)
-        return np.where(along > self.midpoint, "zh", "en")
+        return np.where(self.chinese(vectors @ np.asarray(self.direction, dtype=np.float64)),
+                        "zh", "en")
 
 
 async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.ndarray, *,

@@ -55,8 +55,8 @@ class ReadQuestions:
     def count_into(self, matches: QuestionMatches, query: np.ndarray, split: Split) -> None:
         """Each read memory's best question cosine, overall and on each language side, into
         ``matches``: what the nearest questions' statement gives its ``cosines_of``. The
-        questions are taken worst first, so each memory's last one written is its best
-        (a loop per question cost the step after the query's vector half a millisecond)."""
+        questions are sorted worst first, so the dict built from them keeps each memory's
+        best (a loop per question cost the step after the query's vector half a millisecond)."""
         if not self.rows.ids:
             return
         cosines = self.rows.similarities(query)
