@@ -168,8 +168,8 @@ async def _stored_under(cur: Any, turn: TurnSource) -> str:
     began = getattr(turn, "received_at", None)
     if began is None:
         return turn.session_id
-    await conversation_turns.lock_session_writes(cur, turn.session_id)
-    return await threads_db.renamed_since(cur, turn.session_id, began) or turn.session_id
+    return (await threads_db.renamed_since(cur, turn.session_id, began, lock=True)
+            or turn.session_id)
 
 
 def _label_protocol(rows: list[NewMessage], turn: TurnSource, reply: CapturedReply,

@@ -8,12 +8,19 @@ from typing import Any, TypedDict, cast
 
 from pawwake.db.pool import Cursor, rows_as_dicts
 
+# The session's write lock, for statements that take it in the same round trip as their own
+# work (their parameters carry ``lock_key``).
+SESSION_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0))"
+
+
+def session_lock_key(session_id: str) -> str:
+    return "conversations:" + session_id
+
 
 async def lock_session_writes(cur: Cursor, session_id: str) -> None:
     """Serialise writers of one session until the transaction ends (the gateway's chat
     writer takes the same lock, so sidecar and chat turns never interleave)."""
-    await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                      ("conversations:" + session_id,))
+    await cur.execute(SESSION_LOCK, {"lock_key": session_lock_key(session_id)})
 
 
 async def find_turn(cur: Cursor, source: str, session_id: str, turn_id: str) -> int | None:

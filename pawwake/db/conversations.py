@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from pawwake.db.conversation_turns import SESSION_LOCK, session_lock_key
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.text.messages import TailMessage
 from pawwake.text.storable import storable_json
@@ -34,8 +35,6 @@ class NewMessage:
     turn_id: str | None = None  # the idempotency key of the turn this row closes
 
 
-# Serialises writers of one session until the transaction ends (other processes too).
-_LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%(lock_key)s, 0))"
 # The session's last stored user message: where the tail a new turn is compared with starts.
 _LAST_USER = ("SELECT created_at, id FROM conversations"
               " WHERE session_id = %(sid)s AND role = 'user' AND deleted_at IS NULL"
@@ -66,9 +65,9 @@ async def session_tail(cur: Cursor, session_id: str, *, limit: int | None = None
     """
     sql = _SESSION_TAIL
     if lock:
-        sql = _LOCK_SESSION + "; " + sql
+        sql = SESSION_LOCK + "; " + sql
     await cur.execute(sql, {"sid": session_id, "limit": limit,
-                            "lock_key": "conversations:" + session_id})
+                            "lock_key": session_lock_key(session_id)})
     return cast(list[TailMessage], rows_as_dicts(cur, await cur.fetchall()))
 
 

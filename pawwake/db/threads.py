@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TypedDict, cast
 
+from pawwake.db.conversation_turns import SESSION_LOCK, session_lock_key
 from pawwake.db.pool import Cursor, rows_as_dicts
 from pawwake.text.storable import storable_json
 
@@ -94,10 +95,17 @@ async def rename_thread(cur: Cursor, old_id: str, new_id: str) -> dict[str, int]
     return counts
 
 
-async def renamed_since(cur: Cursor, thread_id: str, since: datetime) -> str | None:
-    """The thread's current name when it was renamed after ``since``, else None."""
-    await cur.execute("SELECT new_id FROM thread_renames WHERE old_id = %s AND renamed_at > %s",
-                      (thread_id, since))
+async def renamed_since(cur: Cursor, thread_id: str, since: datetime, *, lock: bool = False
+                        ) -> str | None:
+    """The thread's current name when it was renamed after ``since``, else None.
+    ``lock=True`` first takes the thread's write lock (``lock_session_writes``), in the same
+    round trip."""
+    sql = ("SELECT new_id FROM thread_renames"
+           " WHERE old_id = %(thread)s AND renamed_at > %(since)s")
+    if lock:
+        sql = SESSION_LOCK + "; " + sql
+    await cur.execute(sql, {"thread": thread_id, "since": since,
+                            "lock_key": session_lock_key(thread_id)})
     row = await cur.fetchone()
     return str(row[0]) if row else None
 

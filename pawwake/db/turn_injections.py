@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict, TypeGuard, cast
 
-from pawwake.db.pool import Cursor
+from pawwake.db.pool import Cursor, deferred
 
 if TYPE_CHECKING:
     from pawwake.db.conversations import NewMessage
@@ -137,8 +137,8 @@ def memory_ids_of(record: Sequence[InjectedEntry]) -> list[int]:
 
 async def insert_injection(cur: Cursor, message_id: int, record: Sequence[InjectedEntry]
                            ) -> None:
-    await cur.execute(
-        "INSERT INTO turn_injections (message_id, memory_ids, record)"
+    await deferred(
+        cur, "INSERT INTO turn_injections (message_id, memory_ids, record)"
         " VALUES (%s, %s, %s::jsonb) ON CONFLICT (message_id) DO UPDATE"
         " SET memory_ids = EXCLUDED.memory_ids, record = EXCLUDED.record",
         (message_id, memory_ids_of(record), json.dumps(list(record), ensure_ascii=False)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pawwake.db.pool import Cursor, fetch_all
+from pawwake.db.pool import Cursor, deferred, fetch_all
 
 USAGE_TYPES = ("chat", "summary", "extract", "consolidate", "embed")
 
@@ -20,13 +20,13 @@ async def insert_usage(cur: Cursor, *, session_id: str | None, model: str | None
                        cached_tokens: int | None = None, usage_type: str = "chat",
                        cache_creation_tokens: int | None = None,
                        cost: float | None = None) -> None:
-    """Record one call inside the caller's transaction; ``cost`` only when the provider
+    """Record one call inside the caller's transaction (sent with its next statement); ``cost`` only when the provider
     reported a price."""
     if usage_type not in USAGE_TYPES:
         raise ValueError(f"unknown usage type {usage_type!r}")
-    await cur.execute(_INSERT, (session_id, model, prompt_tokens, completion_tokens,
-                                total_tokens, cached_tokens, cache_creation_tokens,
-                                usage_type, cost))
+    await deferred(cur, _INSERT, (session_id, model, prompt_tokens, completion_tokens,
+                                  total_tokens, cached_tokens, cache_creation_tokens,
+                                  usage_type, cost))
 
 
 async def usage_by_local_day(cur: Cursor, since: datetime, tz_hours: float
