@@ -82,6 +82,16 @@ async def test_a_deferred_write_goes_with_the_next_statement(pool: Any) -> None:
             "n": [5, 6]}
 
 
+async def test_a_deferred_value_with_a_percent_sign_goes_ahead_of_a_formatted_query(
+        pool: Any) -> None:
+    async with transaction(pool) as cur:
+        await cur.execute("CREATE TEMP TABLE IF NOT EXISTS said (t text)")
+        await deferred(cur, "INSERT INTO said VALUES (%s)", ("100%s %(x)s 50%",))
+        found = await fetch_one(cur, "SELECT count(*) AS n FROM said WHERE t LIKE %s",
+                                ("100%",))
+    assert found == {"n": 1}
+
+
 async def test_a_failing_deferred_write_fails_the_whole_transaction(pool: Any) -> None:
     with pytest.raises(psycopg2.errors.InvalidTextRepresentation):
         async with transaction(pool) as cur:

@@ -138,6 +138,8 @@ class OpeningCursor(psycopg2.extensions.cursor):
                 query = query.as_string(self)
             if isinstance(query, bytes):
                 query = query.decode("utf-8")
+            if vars is not None:  # the query is formatted: what goes ahead is already sent text
+                ahead = [part.replace("%", "%%") for part in ahead]
             query = "; ".join([*ahead, query])
         super().execute(query, vars)
 
