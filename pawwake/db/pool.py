@@ -126,12 +126,13 @@ class OpeningCursor(psycopg2.extensions.cursor):
     cost no round trip of their own (a turn's store was a dozen; on a database across the
     network each is milliseconds). PostgreSQL runs the string in order, inside the block."""
 
-    opening: str | None = None  # sent ahead of the next statement, once
-    pending: list[str]  # deferred writes, as sent
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.opening: str | None = None  # sent ahead of the next statement, once
+        self.pending: list[str] = []  # deferred writes, as sent
 
     def execute(self, query: Any, vars: Any = None) -> None:
-        ahead = [*([self.opening] if self.opening is not None else []),
-                 *getattr(self, "pending", ())]
+        ahead = [*([self.opening] if self.opening is not None else []), *self.pending]
         self.opening, self.pending = None, []
         if ahead:
             if isinstance(query, psycopg2.sql.Composable):
@@ -155,7 +156,6 @@ async def transaction(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
                                                      timeout=bounds.client_seconds()) as cur:
         opening = cur.raw
         opening.opening = "BEGIN; " + bounds.bounds_sql(conn.server_version)
-        opening.pending = []
         try:
             yield cur
             if opening.opening is None or opening.pending:

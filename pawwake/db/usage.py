@@ -20,8 +20,8 @@ async def insert_usage(cur: Cursor, *, session_id: str | None, model: str | None
                        cached_tokens: int | None = None, usage_type: str = "chat",
                        cache_creation_tokens: int | None = None,
                        cost: float | None = None) -> None:
-    """Record one call inside the caller's transaction (sent with its next statement); ``cost`` only when the provider
-    reported a price."""
+    """Record one call inside the caller's transaction (sent with its next statement);
+    ``cost`` only when the provider reported a price."""
     if usage_type not in USAGE_TYPES:
         raise ValueError(f"unknown usage type {usage_type!r}")
     await deferred(cur, _INSERT, (session_id, model, prompt_tokens, completion_tokens,
