@@ -15,10 +15,10 @@ from pawwake.db.pool import create_pool, cursor, deferred, fetch_one, transactio
 
 @pytest.fixture
 async def pool(database_url: str) -> AsyncIterator[Any]:
-    made = await create_pool(database_url, maxsize=1)  # one connection: what one leaves, the next gets
+    # One connection: what a transaction leaves behind, the next one meets.
+    made = await create_pool(database_url, maxsize=1)
     async with cursor(made) as cur:
-        await cur.execute("CREATE TEMP TABLE IF NOT EXISTS notes (n int)"
-                          " ON COMMIT PRESERVE ROWS")
+        await cur.execute("CREATE TEMP TABLE IF NOT EXISTS notes (n int)")
     yield made
     made.close()
     await made.wait_closed()

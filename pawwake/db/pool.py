@@ -14,7 +14,6 @@ import aiopg
 import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
-import psycopg2.sql
 
 from pawwake.db import statement_bounds as bounds
 from pawwake.db import text_params  # noqa: F401  (cleans every text parameter)
@@ -135,13 +134,9 @@ class OpeningCursor(psycopg2.extensions.cursor):
         ahead = [*([self.opening] if self.opening is not None else []), *self.pending]
         self.opening, self.pending = None, []
         if ahead:
-            if isinstance(query, psycopg2.sql.Composable):
-                query = query.as_string(self)
-            if isinstance(query, bytes):
-                query = query.decode("utf-8")
             if vars is not None:  # the query is formatted: what goes ahead is already sent text
                 ahead = [part.replace("%", "%%") for part in ahead]
-            query = "; ".join([*ahead, query])
+            query = "; ".join([*ahead, bounds.query_text(self, query)])
         super().execute(query, vars)
 
 
@@ -154,16 +149,16 @@ async def transaction(pool: aiopg.Pool) -> AsyncIterator[Cursor]:
     (``OpeningCursor``); a transaction that ran none sends nothing."""
     async with connection(pool) as conn, conn.cursor(cursor_factory=OpeningCursor,
                                                      timeout=bounds.client_seconds()) as cur:
-        opening = cur.raw
-        opening.opening = "BEGIN; " + bounds.bounds_sql(conn.server_version)
+        raw = cur.raw
+        raw.opening = "BEGIN; " + bounds.bounds_sql(conn.server_version)
         try:
             yield cur
-            if opening.opening is None or opening.pending:
+            if raw.opening is None or raw.pending:
                 await cur.execute("COMMIT")  # a deferred write that fails lands below
         except BaseException:
-            opening.pending = []
+            raw.pending = []
             # a cancelled statement closed the connection: nothing left to roll back
-            if opening.opening is None and not conn.closed:
+            if raw.opening is None and not conn.closed:
                 with contextlib.suppress(psycopg2.Error):
                     await cur.execute("ROLLBACK")
             raise

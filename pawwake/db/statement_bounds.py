@@ -82,11 +82,16 @@ class BoundedStatements(psycopg2.extensions.cursor):
 
     def execute(self, query: str | bytes | psycopg2.sql.Composable, vars: Any = None
                 ) -> None:
-        if isinstance(query, psycopg2.sql.Composable):
-            query = query.as_string(self)
-        if isinstance(query, bytes):
-            query = query.decode("utf-8")
-        super().execute(bounds_sql(self.connection.server_version) + "; " + query, vars)
+        super().execute(bounds_sql(self.connection.server_version) + "; "
+                        + query_text(self, query), vars)
+
+
+def query_text(cur: psycopg2.extensions.cursor, query: str | bytes | psycopg2.sql.Composable
+               ) -> str:
+    """A statement as text, for a cursor that sends other statements ahead of it."""
+    if isinstance(query, psycopg2.sql.Composable):
+        return query.as_string(cur)
+    return query.decode("utf-8") if isinstance(query, bytes) else query
 
 
 @contextmanager
