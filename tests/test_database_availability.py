@@ -190,9 +190,13 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
     assert (await client.post("/v1/chat/completions", json=chat_body("早"))).status == 200
     await settle(client)
     try:
-        # The database appears, already holding a saved hot setting (memory on).
-        postgres.admin(f"CREATE DATABASE {name} TEMPLATE pawwake_template")
-        await _save_setting(postgres.uri(name), "MEMORY_ENABLED", "true")
+        # The database appears, already holding a saved hot setting (memory on): made under
+        # another name and renamed, so the gateway's retries never meet it without the value.
+        staging = f"{name}_staging"
+        postgres.admin(f"DROP DATABASE IF EXISTS {staging} WITH (FORCE)")
+        postgres.admin(f"CREATE DATABASE {staging} TEMPLATE pawwake_template")
+        await _save_setting(postgres.uri(staging), "MEMORY_ENABLED", "true")
+        postgres.admin(f"ALTER DATABASE {staging} RENAME TO {name}")
         body = await until_state(client, "ready")
         assert body["memory"] is True  # the value saved in the database, not the env's
         assert (await client.get("/api/memories")).status == 200
@@ -213,7 +217,8 @@ async def test_late_database_brings_memory_jobs_and_saved_settings(
         assert {"role": "user", "content": "晚上好"} in stored
     finally:
         await client.close()
-        postgres.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        for left in (name, f"{name}_staging"):
+            postgres.admin(f"DROP DATABASE IF EXISTS {left} WITH (FORCE)")
 
 
 async def _save_setting(uri: str, name: str, raw_json: str) -> None:
