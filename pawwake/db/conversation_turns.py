@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict, cast
 
+from pawwake.db.array_literals import TextArray
 from pawwake.db.pool import Cursor, rows_as_dicts
 
 # The session's write lock, for statements that take it in the same round trip as their own
@@ -44,7 +45,7 @@ async def set_search_terms(cur: Cursor, terms_by_id: Sequence[tuple[int, list[st
     rows = ", ".join(["(%s::bigint, %s::text[])"] * len(terms_by_id))
     params: list[Any] = []
     for message_id, terms in terms_by_id:
-        params += [message_id, list(terms)]
+        params += [message_id, TextArray(terms)]
     await cur.execute(
         "UPDATE conversations c SET search_terms = v.terms FROM (VALUES " + rows + ")"
         " AS v(id, terms) WHERE c.id = v.id", params)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypedDict, cast
 
+from pawwake.db.array_literals import TextArray
 from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one
 from pawwake.db.vector_rows import content_sha, sha_sql
 
@@ -172,9 +173,9 @@ async def keyword_evidence(cur: Cursor, terms: Sequence[str],
         f" {_TOTALS if totals else 'NULL::bigint[]'} AS totals) AS h"
         f" LEFT JOIN LATERAL ({matches}) AS m ON true"
         " ORDER BY m.shared DESC, m.created_at DESC, m.id DESC",
-        {"terms": list(terms), "gather": gather, "windowed": list(windowed),
-         "window": window, "cap": gather_cap, "exclude": list(exclude_sessions),
-         "keep_below": keep_below, "limit": limit, "counted": list(counted)})
+        {"terms": TextArray(terms), "gather": TextArray(gather), "windowed": TextArray(windowed),
+         "window": window, "cap": gather_cap, "exclude": TextArray(exclude_sessions),
+         "keep_below": keep_below, "limit": limit, "counted": TextArray(counted)})
     first = rows[0]
     return KeywordEvidence(
         [{k: row[k] for k in ("id", "session_id", "role", "created_at", "search_terms")}

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.id_arrays import IdArray
+from pawwake.db.array_literals import IdArray
 from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one
 from pawwake.db.vector_rows import (
     VectorSource,

@@ -15,7 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from pawwake.db import vector_rows
-from pawwake.db.id_arrays import IdArray
+from pawwake.db.array_literals import IdArray
 from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, sent_vectors, vector_literal
 from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
 from pawwake.db.pool import Cursor, TextRow, fetch_all, rows_as_dicts

@@ -15,7 +15,7 @@ from typing import Any, TypedDict, cast
 
 import numpy as np
 
-from pawwake.db.id_arrays import IdArray
+from pawwake.db.array_literals import IdArray, TextArray
 from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, vector_literal
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
 from pawwake.db.vector_rows import OF_PROVENANCE, VectorSource, provenance_params
@@ -103,13 +103,13 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     """
     terms = [*gather, *windowed]
     params: dict[str, Any] = {
-        "gather": list(gather), "windowed": list(windowed), "window": window,
+        "gather": TextArray(gather), "windowed": TextArray(windowed), "window": window,
         "gather_cap": gather_cap,
-        "terms": terms, "estimates": [estimates.get(t) for t in terms],
+        "terms": TextArray(terms), "estimates": [estimates.get(t) for t in terms],
         "collection": collection, "exclude": IdArray(exclude),
         "limit": limit, "wk": rank_weights[0], "wi": rank_weights[1], "wr": rank_weights[2],
         "now": now, "today": today,
-        "concept_of": [(concept_of or {}).get(t, t) for t in terms]}
+        "concept_of": TextArray([(concept_of or {}).get(t, t) for t in terms])}
     if not terms:
         return []
     vector, with_vector = "", ""

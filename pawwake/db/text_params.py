@@ -14,13 +14,14 @@ from psycopg2.extensions import QuotedString, register_adapter
 from pawwake.text.storable import storable_text
 
 
-def _adapt_text(value: str) -> QuotedString:
+def adapt_text(value: str) -> QuotedString:
+    """The quoted form of a text parameter, cleaned to what PostgreSQL stores."""
     return QuotedString(storable_text(value))
 
 
 def register_text_adapter() -> None:
     """Install the adapter process-wide (idempotent: the registry is a dict)."""
-    register_adapter(str, _adapt_text)
+    register_adapter(str, adapt_text)
 
 
 register_text_adapter()
