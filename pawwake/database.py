@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import aiopg
 
 from pawwake.cancelling import cancel_and_wait
+from pawwake.db import prepared
 from pawwake.db.embedded import embedded_alive, restart_embedded, start_embedded, stop_embedded
 from pawwake.db.errors import DatabaseUnavailable
 from pawwake.db.migrate import migrate
@@ -252,7 +253,9 @@ class _Connector:
                 # Shielded: a shutdown meanwhile still learns of the server, to stop it.
                 self.server = await asyncio.shield(self._starting)
             dsn = self.server.get_uri()
-        pool = await create_pool(dsn, maxsize=settings.DATABASE_POOL_SIZE)
+        direct = not settings.DATABASE_URL or settings.DATABASE_DIRECT
+        pool = await create_pool(dsn, maxsize=settings.DATABASE_POOL_SIZE,
+                                 on_connect=prepared.allow if direct else None)
         try:
             with statements_bounded(NO_BOUND):  # a migration takes as long as it takes
                 async with transaction(pool) as cur:

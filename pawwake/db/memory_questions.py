@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from pawwake.db import vector_rows
+from pawwake.db import prepared, vector_rows
 from pawwake.db.array_literals import IdArray
 from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, sent_vectors, vector_literal
 from pawwake.db.memory_search import MEMORY_COLUMNS, CandidateRow
@@ -146,9 +146,9 @@ async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.nda
               "wanted": IdArray(wanted), "within": rows_within}
     if split is not None:
         params.update(towards=vector_literal(split.direction), midpoint=split.midpoint)
-    await cur.execute(
-        "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
-        f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
+    await prepared.execute(
+        cur,
+        f"WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v),"
         f" near AS MATERIALIZED (SELECT e.question_id, 1 - ({distance}) AS cosine,"
         f"   {chinese} AS zh"
         f"   FROM memory_question_embeddings e WHERE {OF_PROVENANCE}"
@@ -168,7 +168,9 @@ async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.nda
         "  AND r.place <= %(within)s AND NOT (r.id = ANY(%(known)s::bigint[]))"
         f" LEFT JOIN memory_embeddings me ON me.memory_id = m.id"
         f"  AND me.provider = %(provider)s AND me.model = %(model)s AND me.dim = %(dim)s"
-        f"{known_part}", params)
+        f"{known_part}", params,
+        ahead="SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; ",
+        literal=(*prepared.PROVENANCE, *prepared.SIZES))
     found = QuestionMatches(rows={})
     assert found.rows is not None
     for row in rows_as_dicts(cur, await cur.fetchall()):

@@ -15,6 +15,7 @@ from typing import Any, TypedDict, cast
 
 import numpy as np
 
+from pawwake.db import prepared
 from pawwake.db.array_literals import IdArray, TextArray
 from pawwake.db.memory_embeddings import knn_params, sent_vector_sql, vector_literal
 from pawwake.db.pool import Cursor, fetch_all, rows_as_dicts
@@ -245,9 +246,9 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
             f"  ORDER BY e.embedding::vector({dim}) <=> (SELECT v FROM a) LIMIT %(across_k)s)"
             " AS x LEFT JOIN memories m ON m.id = x.id"
             "  AND NOT (x.id = ANY(%(known)s::bigint[]))")
-    await cur.execute(
-        "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order;"
-        f" WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v){across_q},"
+    await prepared.execute(
+        cur,
+        f"WITH q AS MATERIALIZED (SELECT %(q)s::vector({dim}) AS v){across_q},"
         f" near AS MATERIALIZED (SELECT e.memory_id AS id, 1 - ({distance}) AS cosine"
         "   FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id"
         f"  WHERE {OF_PROVENANCE} AND m.is_active"
@@ -259,7 +260,9 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
         f"  AND NOT (r.id = ANY(%(known)s::bigint[])){cosine_part}{across_part}",
         {**knn_params(provenance, query, k, exclude), "known": IdArray(known),
          "within": rows_within, "cosines_of": IdArray(wanted), "across_k": across_k,
-         "a": vector_literal(across) if across is not None else None})
+         "a": vector_literal(across) if across is not None else None},
+        ahead="SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; ",
+        literal=(*prepared.PROVENANCE, *prepared.SIZES))
     nearest: list[tuple[int, float]] = []
     found_across: list[tuple[int, float]] = []
     cosines: dict[int, float] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NotRequired, TypedDict
 
@@ -61,12 +61,15 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (psycopg2.Error, *UNAVAILABLE
 psycopg2.extras.register_default_jsonb(loads=__import__("json").loads, globally=True)
 
 
-async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10) -> aiopg.Pool:
-    """Open a pool; ``sslmode`` and other libpq options pass through inside the DSN."""
+async def create_pool(dsn: str, *, minsize: int = 1, maxsize: int = 10,
+                      on_connect: Callable[[aiopg.Connection], Awaitable[None]] | None = None
+                      ) -> aiopg.Pool:
+    """Open a pool; ``sslmode`` and other libpq options pass through inside the DSN.
+    ``on_connect`` runs for each new connection (``db/prepared.py`` ``allow``)."""
     bounds.report_stopped_statements_ourselves(asyncio.get_running_loop())
     try:
         return await aiopg.create_pool(dsn, minsize=minsize, maxsize=maxsize, timeout=30,
-                                       pool_recycle=300)
+                                       pool_recycle=300, on_connect=on_connect)
     except OSError as exc:  # TimeoutError included: the server did not answer in time
         raise ConnectionLost() from exc
 

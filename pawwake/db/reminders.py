@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import TypedDict, cast
 
+from pawwake.db import prepared
 from pawwake.db.pool import Cursor, rows_as_dicts
 
 
@@ -23,16 +24,17 @@ CLAIM_SECONDS = 300  # a claim not renewed within this long is free for the next
 
 async def claim_due(cur: Cursor, token: str, limit: int) -> list[DueReminder]:
     """Claim up to ``limit`` due, undelivered reminders for one request (others skip them)."""
-    await cur.execute(
-        "UPDATE memories SET reminder_claimed_at = now(), reminder_claim_token = %s"
+    await prepared.execute(  # every chat runs it: planned once per connection where it can be
+        cur,
+        "UPDATE memories SET reminder_claimed_at = now(), reminder_claim_token = %(token)s"
         " WHERE id IN (SELECT id FROM memories"
         "   WHERE remind_at IS NOT NULL AND reminder_delivered_at IS NULL AND is_active"
         "   AND remind_at <= now()"
         "   AND (reminder_claimed_at IS NULL"
-        "        OR reminder_claimed_at < now() - make_interval(secs => %s))"
-        "   ORDER BY remind_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
+        "        OR reminder_claimed_at < now() - make_interval(secs => %(claim)s))"
+        "   ORDER BY remind_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
         " RETURNING id, content, remind_at, event_date, created_at",
-        (token, CLAIM_SECONDS, limit))
+        {"token": token, "claim": CLAIM_SECONDS, "limit": limit}, literal=("limit",))
     rows = cast(list[DueReminder], rows_as_dicts(cur, await cur.fetchall()))
     return sorted(rows, key=lambda r: (r["remind_at"], r["id"]))
 

@@ -73,6 +73,13 @@ class SettingsTable:
         "Most database connections one gateway process opens; with several replicas, "
         "replicas x this must stay below what the database (or its pooler) allows, see "
         "docs/SCALING.md", hot=False, minimum=2, maximum=100)
+    DATABASE_DIRECT = setting(
+        "bool", False, "memory",
+        "DATABASE_URL 直连 PostgreSQL（中间没有事务模式连接池）：搜索语句在每个连接上只规划一次"
+        "（预编译）；内置数据库总是如此",
+        "DATABASE_URL reaches PostgreSQL itself (no transaction-mode pooler in between): search "
+        "statements are planned once per connection (prepared); always so on the embedded "
+        "database", hot=False)
     PAWWAKE_DATA_DIR = setting(
         "str", "data", "memory",
         "数据目录（内置数据库、分词缓存）；相对路径从程序所在的文件夹算起，与启动时所在的目录无关",

@@ -1,0 +1,122 @@
+"""Statements planned once per connection (``PREPARE``, then ``EXECUTE`` with a generic plan):
+the vector search's two statements after the query's vector, and the reminder claim every
+chat makes.
+
+Planning was about half of the vector statements' server time at 10,000 memories (the
+neighbourhood 2.0 of 3.6 ms, the written questions 1.5 of 3.8 ms), and they are on a chat's
+critical path: the reply waits for them. The claim's planning (0.4 ms) was nearly all of its
+time. A prepared statement's plan is made on a connection's first use and reused by every
+later statement on it.
+
+Only where every statement of a connection reaches the same server session: the embedded
+server, or a ``DATABASE_URL`` the operator declares direct (``DATABASE_DIRECT``). Behind a
+transaction-mode pooler (PgBouncer, Supavisor) the next statement may reach another server
+connection, where the name is unknown; there the statement is sent as it always was.
+
+The name is a digest of the statement's text. The provenance (provider, model, dimension) and
+the row counts are written into that text, not sent as parameters: the planner only takes the
+partial HNSW index of a provenance when it sees those values, and a generic plan that does not
+know how many rows a LIMIT keeps reads whole tables. Nothing here can fail a search that would
+have run unprepared: a statement PostgreSQL will not prepare is sent unprepared from then on,
+and a name the session lost (or already has) is prepared again or reused, once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiopg
+import psycopg2
+import psycopg2.extensions
+
+from pawwake.db.pool import Cursor
+
+MOST_PER_CONNECTION = 64  # distinct statements kept prepared on one connection
+PROVENANCE = ("provider", "model", "dim")
+# Row counts (LIMIT, rank cut-offs): as parameters, a generic plan guesses a tenth of the
+# table for them and joins every memory by a sequential scan; each is a constant of the
+# search anyway.
+SIZES = ("k", "within", "across_k")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+_GENERIC = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+# Per server session: the names prepared on it (absent: the connection may not prepare).
+_prepared: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_refused: set[str] = set()  # statements PostgreSQL would not prepare: sent as they are
+
+
+async def allow(conn: aiopg.Connection) -> None:
+    """Let this new connection prepare statements (``create_pool``'s ``on_connect``, only for
+    connections known to be direct)."""
+    _prepared[conn.raw] = set()
+
+
+async def execute(cur: Cursor, sql: str, params: Mapping[str, Any], *, ahead: str = "",
+                  literal: Sequence[str] = PROVENANCE) -> None:
+    """Run ``ahead`` (plain statements, such as ``SET``) and then ``sql`` prepared, with
+    ``params`` (named placeholders); the ``literal`` parameters are written into the
+    prepared text. Unprepared where the connection does not allow it."""
+    known = _prepared.get(cur.raw.connection)
+    fixed = _written(cur, sql, params, literal)
+    body, order = _numbered(fixed)
+    name = "pawwake_" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:24]
+    if known is None or name in _refused or (
+            name not in known and len(known) >= MOST_PER_CONNECTION):
+        await cur.execute(ahead + sql, params)
+        return
+    run = f"{_GENERIC}; EXECUTE {name}" + (f"({', '.join(f'%({n})s' for n in order)})"
+                                           if order else "")
+    prepare = f"PREPARE {name} AS {body}; "
+    fresh = name not in known
+    known.add(name)
+    try:
+        await cur.execute(ahead + (prepare if fresh else "") + run, params)
+    except psycopg2.errors.InvalidSqlStatementName:  # the session lost it: prepare again
+        if not _idle(cur):
+            known.discard(name)
+            raise
+        await cur.execute(ahead + prepare + run, params)
+    except psycopg2.errors.DuplicatePreparedStatement:  # the session had it already
+        if not _idle(cur):
+            raise
+        await cur.execute(ahead + run, params)
+    except psycopg2.Error as exc:
+        if not fresh or not (exc.pgcode or "").startswith("42") or not _idle(cur):
+            raise  # the statement's own failure (a timeout, bad data): it stays prepared
+        known.discard(name)  # PostgreSQL would not prepare it: never try again
+        _refused.add(name)
+        await cur.execute(ahead + sql, params)
+
+
+def _written(cur: Cursor, sql: str, params: Mapping[str, Any], names: Sequence[str]) -> str:
+    """``sql`` with the ``names`` parameters replaced by their quoted values (``%`` doubled,
+    as the text is formatted again with the other parameters)."""
+    for name in names:
+        if f"%({name})s" in sql:
+            value = cur.raw.mogrify("%s", (params[name],)).decode("utf-8")
+            sql = sql.replace(f"%({name})s", value.replace("%", "%%"))
+    return sql
+
+
+def _numbered(sql: str) -> tuple[str, list[str]]:
+    """``sql`` with each named placeholder as ``$n`` (the same name, the same number), and
+    the names in number order."""
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return _PLACEHOLDER.sub(number, sql), order
+
+
+def _idle(cur: Cursor) -> bool:
+    """Whether the connection is outside any transaction, so the statement can be sent again
+    (an autocommit cursor's failed statement leaves it so; a failed ``transaction()`` not)."""
+    status = cur.raw.connection.info.transaction_status
+    return bool(status == psycopg2.extensions.TRANSACTION_STATUS_IDLE)
