@@ -1,4 +1,4 @@
-"""The vector search's statements are planned once per direct connection (``db/prepared.py``):
+"""Memory search's statements are planned once per direct connection (``db/prepared.py``):
 the same results as unprepared, a generic plan reused, the partial HNSW index still taken, and
 nothing a search would not have survived unprepared (a lost name, a refused statement, the
 statement's own failure); behind a pooler (no ``DATABASE_DIRECT``) nothing is prepared."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime
 from typing import Any
 
 import aiopg
@@ -21,6 +22,7 @@ from pawwake.db.pool import create_pool, cursor
 from pawwake.memory.search import search_memories
 from pawwake.search import fusion
 from pawwake.services import services_of
+from pawwake.text import tokens
 from tests.test_memory_search_neighbourhood import QUERIES, started
 
 
@@ -148,7 +150,7 @@ async def test_only_a_direct_database_prepares(make_client: Any, direct: bool) -
             cur.close()
     finally:
         await asyncio.gather(*(pool.release(conn) for conn in held))
-    assert len(names) == (2 if direct else 0)
+    assert len(names) >= 3 if direct else not names  # keyword statement, neighbourhood, questions
 
 
 async def test_the_reminder_claim_is_prepared_and_claims_as_before(direct_pool: aiopg.Pool
@@ -165,3 +167,35 @@ async def test_the_reminder_claim_is_prepared_and_claims_as_before(direct_pool: 
     assert [r["content"] for r in first] == ["call the dentist"] and second == []
     [(text, generic, custom)] = (await statements_prepared(direct_pool)).values()
     assert "reminder_claim_token" in text and (generic, custom) == (2, 0)
+
+
+async def test_the_keyword_statement_ranks_as_it_did_unprepared(
+        make_client: Any, direct_pool: aiopg.Pool) -> None:
+    app, _ = await started(make_client)
+    plain_pool = services_of(app).database.pool
+    now, today = datetime.now(UTC), date.today()
+    shapes = []
+    for query in (*QUERIES, "猫 咖啡 marathon 外婆", "The user is allergic to peanuts"):
+        terms = tokens.query_keywords(query)
+        shapes.append({"collection": None, "gather": terms, "windowed": [], "gather_cap": None})
+        # A large collection's shape: frequent terms only among the newest rows.
+        shapes.append({"collection": 10_000, "gather": terms[1:], "windowed": terms[:1],
+                       "gather_cap": 5000})
+    total = 0
+    for shape in shapes * 2:
+        found = []
+        for pool in (direct_pool, plain_pool):
+            async with cursor(pool) as cur:
+                found.append(await search_db.ranked_candidates(
+                    cur, **shape, estimates={}, window=1000, exclude=[], limit=20,
+                    rank_weights=(0.25, 0.05, 0.05), now=now, today=today))
+        assert [row["id"] for row in found[0]] == [row["id"] for row in found[1]], shape
+        assert found[0] == found[1] or all(
+            {**a, "search_terms": sorted(a["search_terms"])}
+            == {**b, "search_terms": sorted(b["search_terms"])}
+            for a, b in zip(*found, strict=True))
+        total += len(found[0])
+    assert total >= 2 * len(shapes)
+    prepared_now = await statements_prepared(direct_pool)
+    assert 2 <= len(prepared_now) <= 3 and all(custom == 0 for _, _, custom
+                                               in prepared_now.values())

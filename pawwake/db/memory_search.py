@@ -145,7 +145,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
     score = (f"%(wk)s::float8 * s.hit / (SELECT weight FROM total)"
              " + %(wi)s::float8 * g.importance / 10.0"
              f" + %(wr)s::float8 * {_RECENCY}")
-    return cast(list[CandidateRow], await fetch_all(
+    return cast(list[CandidateRow], await prepared.fetch_all(
         cur,
         f"WITH{probes} gathered AS MATERIALIZED ({' UNION ALL '.join(sources)}),"
         " held AS MATERIALIZED (SELECT DISTINCT f.id, f.term, q.concept"
@@ -176,7 +176,8 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         " CASE WHEN row_number() OVER (ORDER BY best.score DESC, best.id DESC) = 1"
         "  THEN (SELECT json_object_agg(term, weight) FROM weights) END AS term_weights"
         " FROM best JOIN matched mt ON mt.id = best.id JOIN memories m ON m.id = best.id"
-        f"{with_vector} ORDER BY best.score DESC, best.id DESC", params))
+        f"{with_vector} ORDER BY best.score DESC, best.id DESC", params,
+        literal=(*prepared.PROVENANCE, "window", "gather_cap", "limit", "collection")))
 
 
 def query_term_weights(rows: Sequence[CandidateRow]) -> dict[str, float] | None:
