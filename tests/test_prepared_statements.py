@@ -196,6 +196,15 @@ async def test_the_keyword_statement_ranks_as_it_did_unprepared(
             for a, b in zip(*found, strict=True))
         total += len(found[0])
     assert total >= 2 * len(shapes)
+    # The store's size weighs the terms but stays a parameter: a growing store is not a new
+    # statement each time.
+    before = len(await statements_prepared(direct_pool))
+    for size in (10_001, 10_002):
+        async with cursor(direct_pool) as cur:
+            await search_db.ranked_candidates(
+                cur, **{**shapes[1], "collection": size}, estimates={}, window=1000,
+                exclude=[], limit=20, rank_weights=(0.25, 0.05, 0.05), now=now, today=today)
+    assert len(await statements_prepared(direct_pool)) == before
     prepared_now = await statements_prepared(direct_pool)
     assert 2 <= len(prepared_now) <= 3 and all(custom == 0 for _, _, custom
                                                in prepared_now.values())

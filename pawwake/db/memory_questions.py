@@ -169,8 +169,7 @@ async def nearest_questions(cur: Cursor, provenance: VectorSource, query: np.nda
         f" LEFT JOIN memory_embeddings me ON me.memory_id = m.id"
         f"  AND me.provider = %(provider)s AND me.model = %(model)s AND me.dim = %(dim)s"
         f"{known_part}", params,
-        ahead="SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; ",
-        literal=(*prepared.PROVENANCE, *prepared.SIZES))
+        ahead="SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; ")
     found = QuestionMatches(rows={})
     assert found.rows is not None
     for row in rows_as_dicts(cur, await cur.fetchall()):

@@ -176,8 +176,7 @@ async def ranked_candidates(cur: Cursor, *, collection: int | None,
         " CASE WHEN row_number() OVER (ORDER BY best.score DESC, best.id DESC) = 1"
         "  THEN (SELECT json_object_agg(term, weight) FROM weights) END AS term_weights"
         " FROM best JOIN matched mt ON mt.id = best.id JOIN memories m ON m.id = best.id"
-        f"{with_vector} ORDER BY best.score DESC, best.id DESC", params,
-        literal=(*prepared.PROVENANCE, "window", "gather_cap", "limit", "collection")))
+        f"{with_vector} ORDER BY best.score DESC, best.id DESC", params))
 
 
 def query_term_weights(rows: Sequence[CandidateRow]) -> dict[str, float] | None:
@@ -262,8 +261,7 @@ async def neighbourhood(cur: Cursor, provenance: VectorSource, query: np.ndarray
         {**knn_params(provenance, query, k, exclude), "known": IdArray(known),
          "within": rows_within, "cosines_of": IdArray(wanted), "across_k": across_k,
          "a": vector_literal(across) if across is not None else None},
-        ahead="SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; ",
-        literal=(*prepared.PROVENANCE, *prepared.SIZES))
+        ahead="SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; ")
     nearest: list[tuple[int, float]] = []
     found_across: list[tuple[int, float]] = []
     cosines: dict[int, float] = {}

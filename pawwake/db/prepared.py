@@ -5,8 +5,9 @@ reminder claim every chat makes.
 Planning was about half of the vector statements' server time at 10,000 memories (the
 neighbourhood 2.0 of 3.6 ms, the written questions 1.5 of 3.8 ms), and they are on a chat's
 critical path: the reply waits for them. The keyword statement's planning was about 2 ms of
-every chat's database time, the claim's (0.4 ms) nearly all of its own. A prepared statement's plan is made on a connection's first use and reused by every
-later statement on it.
+every chat's database time, the claim's (0.4 ms) nearly all of its own. A prepared
+statement's plan is made on a connection's first use and reused by every later statement on
+it.
 
 Only where every statement of a connection reaches the same server session: the embedded
 server, or a ``DATABASE_URL`` the operator declares direct (``DATABASE_DIRECT``). Behind a
@@ -26,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import aiopg
@@ -39,8 +40,10 @@ MOST_PER_CONNECTION = 64  # distinct statements kept prepared on one connection
 PROVENANCE = ("provider", "model", "dim")
 # Row counts (LIMIT, rank cut-offs): as parameters, a generic plan guesses a tenth of the
 # table for them and joins every memory by a sequential scan; each is a constant of the
-# search anyway.
-SIZES = ("k", "within", "across_k")
+# search anyway. (A value that changes as the store grows, such as the collection's size in an
+# IDF weight, must stay a parameter: each value would be a statement of its own.)
+SIZES = ("k", "within", "across_k", "window", "gather_cap", "limit")
+WRITTEN_IN = (*PROVENANCE, *SIZES)  # parameters written into the prepared text
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _GENERIC = "SET LOCAL plan_cache_mode = force_generic_plan"
 
@@ -55,17 +58,18 @@ async def allow(conn: aiopg.Connection) -> None:
     _prepared[conn.raw] = set()
 
 
-async def execute(cur: Cursor, sql: str, params: Mapping[str, Any], *, ahead: str = "",
-                  literal: Sequence[str] = PROVENANCE) -> None:
+async def execute(cur: Cursor, sql: str, params: Mapping[str, Any], *, ahead: str = ""
+                  ) -> None:
     """Run ``ahead`` (plain statements, such as ``SET``) and then ``sql`` prepared, with
-    ``params`` (named placeholders); the ``literal`` parameters are written into the
-    prepared text. Unprepared where the connection does not allow it."""
+    ``params`` (named placeholders; those in ``WRITTEN_IN`` are written into the prepared
+    text). Unprepared where the connection does not allow it."""
     known = _prepared.get(cur.raw.connection)
-    fixed = _written(cur, sql, params, literal)
-    body, order = _numbered(fixed)
+    if known is None:
+        await cur.execute(ahead + sql, params)
+        return
+    body, order = _numbered(_written(cur, sql, params))
     name = "pawwake_" + hashlib.sha256(body.encode("utf-8")).hexdigest()[:24]
-    if known is None or name in _refused or (
-            name not in known and len(known) >= MOST_PER_CONNECTION):
+    if name in _refused or (name not in known and len(known) >= MOST_PER_CONNECTION):
         await cur.execute(ahead + sql, params)
         return
     run = f"{_GENERIC}; EXECUTE {name}" + (f"({', '.join(f'%({n})s' for n in order)})"
@@ -92,17 +96,16 @@ async def execute(cur: Cursor, sql: str, params: Mapping[str, Any], *, ahead: st
         await cur.execute(ahead + sql, params)
 
 
-async def fetch_all(cur: Cursor, sql: str, params: Mapping[str, Any], *,
-                    literal: Sequence[str] = PROVENANCE) -> list[Row]:
+async def fetch_all(cur: Cursor, sql: str, params: Mapping[str, Any]) -> list[Row]:
     """``execute`` and its rows keyed by column name."""
-    await execute(cur, sql, params, literal=literal)
+    await execute(cur, sql, params)
     return rows_as_dicts(cur, await cur.fetchall())
 
 
-def _written(cur: Cursor, sql: str, params: Mapping[str, Any], names: Sequence[str]) -> str:
-    """``sql`` with the ``names`` parameters replaced by their quoted values (``%`` doubled,
-    as the text is formatted again with the other parameters)."""
-    for name in names:
+def _written(cur: Cursor, sql: str, params: Mapping[str, Any]) -> str:
+    """``sql`` with the ``WRITTEN_IN`` parameters replaced by their quoted values (``%``
+    doubled, as the text is formatted again with the other parameters)."""
+    for name in WRITTEN_IN:
         if f"%({name})s" in sql:
             value = cur.raw.mogrify("%s", (params[name],)).decode("utf-8")
             sql = sql.replace(f"%({name})s", value.replace("%", "%%"))

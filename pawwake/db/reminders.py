@@ -34,7 +34,7 @@ async def claim_due(cur: Cursor, token: str, limit: int) -> list[DueReminder]:
         "        OR reminder_claimed_at < now() - make_interval(secs => %(claim)s))"
         "   ORDER BY remind_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
         " RETURNING id, content, remind_at, event_date, created_at",
-        {"token": token, "claim": CLAIM_SECONDS, "limit": limit}, literal=("limit",))
+        {"token": token, "claim": CLAIM_SECONDS, "limit": limit})
     rows = cast(list[DueReminder], rows_as_dicts(cur, await cur.fetchall()))
     return sorted(rows, key=lambda r: (r["remind_at"], r["id"]))
 
