@@ -141,7 +141,9 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
         # memory it is about ranks below every Chinese one by raw cosine.
         across = (semantic.reference.across(semantic.query) if semantic.language == "zh"
                   else None)
-        # The written questions' statement runs beside the nearest memories' one.
+        # The written questions' statement runs beside the nearest memories' one. (Sent as one
+        # statement, both scans in one server process, the step took longer at one stream,
+        # 6.7 ms against 5.7 at 10,000 memories, and 20 streams were no faster.)
         found, asked = await asyncio.gather(
             search.vectors.neighbourhood(
                 database, settings, semantic.provenance, semantic.query,
