@@ -143,7 +143,9 @@ async def search_memories(search: MemorySearch, query: str, *, limit: int = 10,
                   else None)
         # The written questions' statement runs beside the nearest memories' one. (Sent as one
         # statement, both scans in one server process, the step took longer at one stream,
-        # 6.7 ms against 5.7 at 10,000 memories, and 20 streams were no faster.)
+        # 6.7 ms against 5.7 at 10,000 memories, and 20 streams were no faster. Nor did working
+        # out the read vectors' products while both statements ran shorten it: on two cores the
+        # two server processes already take both.)
         found, asked = await asyncio.gather(
             search.vectors.neighbourhood(
                 database, settings, semantic.provenance, semantic.query,
