@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from pawwake.db import vector_rows
+from pawwake.db.array_literals import IdArray
 from pawwake.db.fragments import KEPT, SEARCHABLE, SHA, searchable
 from pawwake.db.pool import Cursor, TextRow, fetch_all, fetch_one, rows_as_dicts
 from pawwake.db.vector_rows import (
@@ -216,15 +217,10 @@ def _with_neighbours(wanted: str) -> str:
         "   ORDER BY n.created_at, n.id LIMIT 1) END AS next_id FROM f")
 
 
-def ids_literal(values: Iterable[int]) -> str:
-    """Ids as one array literal (``'{1,2}'``, cast in the SQL): one constant for the planner,
-    where a list is sent as ``ARRAY[...]``, one constant per element (hundreds of them took
-    milliseconds to plan)."""
-    return "{" + ",".join(str(int(v)) for v in values) + "}"
-
-
 def floats_literal(values: Iterable[float]) -> str:
-    """``ids_literal`` for floats, every digit kept (``repr``)."""
+    """Floats as one array literal (``'{0.5,0.25}'``, cast in the SQL), every digit kept
+    (``repr``): one constant for the planner, as ``IdArray`` is for ids, where a list is sent
+    as ``ARRAY[...]``, one constant per element (hundreds of them took milliseconds to plan)."""
     return "{" + ",".join(repr(float(v)) for v in values) + "}"
 
 
@@ -247,7 +243,7 @@ async def nearest_with_facts(cur: Cursor, provenance: VectorSource, k: int,
     the index) and only those with one are looked up for neighbours."""
     params: dict[str, Any] = {
         **provenance_params(provenance), "exclude": list(exclude_sessions),
-        "keep_below": keep_below, "k": k, "also": ids_literal(also), "also_limit": also_limit,
+        "keep_below": keep_below, "k": k, "also": IdArray(also), "also_limit": also_limit,
         "best": adjacent_best}
     if query is not None:
         dim = int(provenance.dim)
@@ -262,7 +258,7 @@ async def nearest_with_facts(cur: Cursor, provenance: VectorSource, k: int,
                 " ORDER BY e.distance, c.id DESC LIMIT %(k)s")
         prefix = "SET hnsw.ef_search = %(ef)s; SET hnsw.iterative_scan = relaxed_order; "
     else:
-        params.update({"ids": ids_literal(i for i, _ in near),
+        params.update({"ids": IdArray(i for i, _ in near),
                        "cosines": floats_literal(c for _, c in near)})
         # in the index's order, so the live check below stops after ``k`` (and ties)
         nearest = ("SELECT e.message_id, e.content_sha, n.cosine FROM unnest(%(ids)s::bigint[],"
@@ -279,7 +275,7 @@ async def nearest_with_facts(cur: Cursor, provenance: VectorSource, k: int,
         columns.append(f"row_number() OVER (ORDER BY {order} DESC NULLS LAST, c.id) AS place")
         wanted = "f.place <= %(best)s"
     else:
-        params.update({"seen_ids": ids_literal(seen), "seen": floats_literal(seen.values())})
+        params.update({"seen_ids": IdArray(seen), "seen": floats_literal(seen.values())})
         joined += (" LEFT JOIN unnest(%(seen_ids)s::bigint[], %(seen)s::float8[])"
                    " AS s (id, seen) ON s.id = c.id")
         columns.append("s.seen IS NOT NULL AS has_seen")
