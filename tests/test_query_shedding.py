@@ -103,6 +103,31 @@ async def test_a_free_lane_takes_the_query_while_another_is_busy() -> None:
         await embedder.close()
 
 
+async def test_a_slow_lane_takes_a_second_chat_but_not_a_third() -> None:
+    """Past the budget, a query waits behind at most one text per lane: on a slow or busy
+    host the second chat still gets its vector, the third searches by keywords at once."""
+    model = FakeModel()
+    embedder = fake_embedder(model)
+    batcher = embedder.local.batcher
+    settings = local(QUERY_EMBEDDING_MAX_WAIT=0.001)
+    try:
+        await batcher.embed("warm up")
+        batcher.ms_per_text = 10_000.0  # ten seconds a text, far over the budget
+        hold = batcher.submit("hold")  # the first chat's query runs
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(embedder.embed_query(settings, "the second chat"))
+        await asyncio.sleep(0.01)
+        assert embedder.shed == 0 and batcher.waiting == 1
+        with pytest.raises(QueryEmbeddingShed):  # two texts ahead on the only lane
+            await embedder.embed_query(settings, "the third chat")
+        assert embedder.shed == 1 and batcher.waiting == 1
+        model.gate.set()
+        await asyncio.gather(hold.future, second)
+    finally:
+        model.gate.set()
+        await embedder.close()
+
+
 async def test_a_busy_lane_sheds_only_past_the_limit_and_leaves_nothing_behind() -> None:
     model = FakeModel()
     embedder = fake_embedder(model)

@@ -11,9 +11,9 @@ is cached for the next time the same query comes. Better still, a local query th
 longer than ``QUERY_EMBEDDING_MAX_WAIT`` behind the others (``QueryBatcher.predicted_wait_ms``)
 is not queued at all: the caller gets ``QueryEmbeddingShed`` at once and searches by keywords,
 instead of waiting out the deadline first. A query on an idle lane is never shed, nor one with
-at most ``ALWAYS_QUEUED_BEHIND`` texts ahead of it per lane: on a slow host (a tenth of a CPU,
-where one query takes longer than the budget) two or three chats at once still get their
-vectors.
+at most ``ALWAYS_QUEUED_BEHIND`` text ahead of it per lane: on a slow host (a tenth of a CPU,
+where one query takes longer than the budget) two chats per lane at once still get their
+vectors, and no chat waits longer than about one other text's compute beyond the budget.
 """
 
 from __future__ import annotations
@@ -50,7 +50,12 @@ T = TypeVar("T")
 
 QUERY_CACHE_SIZE = 256
 QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is still cached)
-ALWAYS_QUEUED_BEHIND = 2  # texts per lane a chat query may always wait behind
+# Texts per lane a chat query may always wait behind. Under load the model's time per text
+# grows (its lanes take the CPU the event loop and PostgreSQL leave), and so did this floor:
+# at 20 streams on two cores, with 2 the queued queries waited 53 ms and took 258 ms, and the
+# gateway served 0.48-0.50x direct; with 1 it served 0.60x at the same vectors per second
+# (16-17: the model's leftover CPU), only shared over more chats (bench/memory_injection.py).
+ALWAYS_QUEUED_BEHIND = 1
 SHED_LOG_SECONDS = 60.0  # queries searched by keywords under load are logged as a count
 # A job's query waits behind the passages already queued on the background lane (each call
 # bounded by LOCAL_CALL_CHARS), not for a chat's deadline.
