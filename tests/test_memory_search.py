@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from pawwake.db import memory_search as memory_search_db
 from pawwake.db.pool import cursor, fetch_all, fetch_one
 from pawwake.memory.embedding_jobs import request_embedding
 from pawwake.memory.inject import recall_for_request
@@ -163,6 +164,31 @@ async def test_last_accessed_is_set_for_returned_rows_only(make_client: Any) -> 
     async with cursor(pool) as cur:
         rows = await fetch_all(cur, "SELECT id FROM memories WHERE last_accessed IS NOT NULL")
     assert [r["id"] for r in rows] == [ids[found[0]]]
+
+
+async def test_touching_returned_memories_rewrites_them_in_place(make_client: Any) -> None:
+    """A touch (``last_accessed``) finds room on the row's own page, so the new version needs
+    no new index entries: a page filled to the brim moved every touched row elsewhere."""
+    _client, app, _ids = await start(make_client, MEMORY_VECTOR_ENABLED=False)
+    pool = services_of(app).database.pool
+    ids = [await insert_memory(pool, f"用户记下的第{n:04d}件事：周末去湖边散步，带上相机和热茶")
+           for n in range(240)]
+    touched = ids[5::20]  # one row a page or so, as a chat's results are spread
+
+    async def blocks() -> dict[int, str]:
+        async with cursor(pool) as cur:
+            rows = await fetch_all(cur, "SELECT id, (ctid::text::point)[0]::int AS block"
+                                        " FROM memories WHERE id = ANY(%s)", (touched,))
+        return {row["id"]: row["block"] for row in rows}
+
+    before = await blocks()
+    assert len(set(before.values())) >= 6  # the rows fill several pages
+    for memory_id in touched:  # one chat at a time
+        async with cursor(pool) as cur:
+            await memory_search_db.touch_accessed(cur, [memory_id], 600.0)
+    after = await blocks()
+    stayed = sum(after[i] == before[i] for i in touched)
+    assert stayed >= len(touched) - 1, (before, after)
 
 
 async def test_the_score_floor_applies_before_the_limit(make_client: Any) -> None:
