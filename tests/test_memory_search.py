@@ -175,7 +175,7 @@ async def test_touching_returned_memories_rewrites_them_in_place(make_client: An
            for n in range(240)]
     touched = ids[5::20]  # one row a page or so, as a chat's results are spread
 
-    async def blocks() -> dict[int, str]:
+    async def blocks() -> dict[int, int]:
         async with cursor(pool) as cur:
             rows = await fetch_all(cur, "SELECT id, (ctid::text::point)[0]::int AS block"
                                         " FROM memories WHERE id = ANY(%s)", (touched,))
