@@ -53,7 +53,7 @@ QUERY_DEADLINE = 10.0  # seconds an API query request may take (a late answer is
 # Texts per lane a chat query may always wait behind. Under load the model's time per text
 # grows (its lanes take the CPU the event loop and PostgreSQL leave), and so did this floor:
 # at 20 streams on two cores, with 2 the queued queries waited 53 ms and took 258 ms, and the
-# gateway served 0.48-0.50x direct; with 1 it served 0.60x at the same vectors per second
+# gateway served 0.48-0.50x direct; with 1 it served 0.58-0.60x at the same vectors per second
 # (16-17: the model's leftover CPU), only shared over more chats (bench/memory_injection.py).
 ALWAYS_QUEUED_BEHIND = 1
 SHED_LOG_SECONDS = 60.0  # queries searched by keywords under load are logged as a count
