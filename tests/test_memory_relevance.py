@@ -83,6 +83,50 @@ async def ask(client: Any, text: str) -> None:
     await response.read()
 
 
+# A new user without a memory model (none configured, or before it has described them): the
+# evidence is the memory's own words and cosine. These questions share few or no keywords with
+# their memory, so its standing above the background decides; with eight memories an unrelated
+# chat has eight chances, not a hundred, and the bar asks that much less (``Relevance.many``).
+# Their relevance is 0.53-0.78, against 0.00-0.02 for the other memories and the unrelated
+# chats' best (0.22-0.47 for these questions when the bar was that of 100 memories). "How
+# should I plan my long runs before the marathon?" reaches 0.501: too close to count on.
+UNDESCRIBED = (
+    "用户的车是一辆白色的比亚迪",
+    "The user is allergic to peanuts",
+    "The user is training for the Berlin marathon",
+    "The user is afraid of flying",
+    "The user plays the cello in a community orchestra",
+    "The user takes the 7:45 train to work",
+    "用户的狗叫豆豆，是一只柯基",
+    "用户的妹妹住在杭州",
+)
+UNDESCRIBED_QUESTIONS = [
+    ("我开的是什么车来着", "用户的车是一辆白色的比亚迪"),
+    ("Can I eat a peanut butter sandwich?", "The user is allergic to peanuts"),
+    ("Any tips for my fear of flights before the trip?", "The user is afraid of flying"),
+    ("我在乐团里拉什么乐器？", "The user plays the cello in a community orchestra"),
+    ("我几点坐火车上班？", "The user takes the 7:45 train to work"),
+]
+
+
+async def test_a_small_store_without_a_memory_model_still_answers(gateway: Any,
+                                                                  upstream: Any) -> None:
+    client = await gateway(**{**LOCAL, "MEMORY_DESCRIBE": False})
+    for text in UNDESCRIBED:
+        assert (await create(client, text))["id"]
+    await request_embedding(services_of(client.server.app).memory_writes)
+    await services_of(client.server.app).jobs.run_until_idle()
+    missed = []
+    for question, memory in UNDESCRIBED_QUESTIONS:
+        await ask(client, question)
+        if memory not in sent(upstream):
+            missed.append(question)
+    assert missed == []
+    for chat in UNRELATED:
+        await ask(client, chat)
+        assert "<retrieved_memories>" not in sent(upstream), chat
+
+
 @pytest.mark.parametrize(("question", "memory"), QUESTIONS)
 async def test_a_small_store_gives_each_question_its_memory(gateway: Any, upstream: Any,
                                                             question: str, memory: str) -> None:

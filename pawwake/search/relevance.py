@@ -32,11 +32,17 @@ chat brings at most about 0.3 memories at every size, with the memory model's ke
 questions too (they give unrelated chats more words to meet: at offset 6.8, 0.62 memories per
 unrelated chat at 1,000 memories; at 7.4, at most 0.22 at every size, with 0.94 to 0.98 of
 the questions' memories injected and every language pair at 0.92 or more, the frontier of
-``bench/retrieval_quality.py``); past ``many_from`` memories it grows as
-the best of n unrelated memories does (``many``: about one more deviation of standing at
-10,000), so what an unrelated chat brings stays the same as the store grows. Without a cosine
+``bench/retrieval_quality.py``). The offset holds as it is at ``many_from`` (100) memories;
+the evidence asked for moves with the store's size as the best of n unrelated memories does
+(``many``): about one more deviation of standing at 10,000, and 1.2 fewer at 5 (from
+``few`` memories down it stays there), so what an unrelated chat brings stays the same
+whatever the size. (Held flat below 100, the bar asked a new user's handful of memories as
+much as a hundred unrelated ones could give: without a memory model 0.80 of the questions'
+memories were injected at 5 memories, 0.92 with the bar lowered, for 0.01 memories per
+unrelated chat either way; with one, 0.98 and 1.00, 0.01 and 0.03.) Without a cosine
 (keyword-only search, or a memory not yet embedded) keyword evidence alone decides: 0.3 of the
-query's keyword weight held (a name in a longer question) reaches 0.5, so one floor serves both.
+query's keyword weight held (a name in a longer question) reaches 0.5, so one floor serves
+both; below ``many_from`` that bar stays flat (keywords were not measured there).
 """
 
 from __future__ import annotations
@@ -59,7 +65,8 @@ class Relevance:
     offset: float = 7.4
     keyword_only: float = 8.5
     keyword_only_offset: float = 2.5
-    many_from: int = 100  # store size up to which the offset holds as it is (see ``many``)
+    many_from: int = 100  # store size at which the offset holds as it is (see ``many``)
+    few: int = 5  # the smallest store measured: a smaller one is asked what this one is
     question: float = 1.0  # per deviation the best written question stands past ...
     question_from: float = 3.0  # ... this many deviations above the background (on the
     # frontier; 1.5 past 4.0 injects the same, past 2.0 unrelated chats bring more)
@@ -68,7 +75,7 @@ class Relevance:
         """0..1: the number the injection floor compares."""
         if evidence.standing is None:
             return _logistic(self.keyword_only * evidence.keyword - self.keyword_only_offset
-                             - self.many(evidence.store_size))
+                             - max(0.0, self.many(evidence.store_size)))
         keyword = self.keyword + (self.cross_keyword if evidence.cross else 0.0)
         asked = (0.0 if evidence.question is None
                  else self.question * max(0.0, evidence.question - self.question_from))
@@ -76,13 +83,12 @@ class Relevance:
                          + asked - self.offset - self.many(evidence.store_size))
 
     def many(self, store_size: int) -> float:
-        """What a larger store asks more, so an unrelated chat brings as few memories at
-        10,000 as at 100: among n unrelated memories the best stands about sqrt(2 ln n)
-        deviations above their mean, so past ``many_from`` memories the evidence asked for
-        grows by that much."""
-        if store_size <= self.many_from:
-            return 0.0
-        return self.standing * (math.sqrt(2 * math.log(store_size))
+        """What a store of ``store_size`` memories asks more than one of ``many_from`` (less
+        when smaller), so an unrelated chat brings as few memories at 5 as at 10,000: among n
+        unrelated memories the best stands about sqrt(2 ln n) deviations above their mean,
+        so the evidence asked for moves by that much (from ``few`` memories down, it stays)."""
+        size = max(self.few, store_size)
+        return self.standing * (math.sqrt(2 * math.log(size))
                                 - math.sqrt(2 * math.log(self.many_from)))
 
 
