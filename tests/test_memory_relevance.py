@@ -5,6 +5,7 @@ request body the upstream received. Then the same questions with 1,000 memories 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,11 @@ def sent(upstream: Any) -> str:
     return "\n".join(str(m["content"]) for m in upstream.requests[-1].body["messages"])
 
 
-async def small_store(gateway: Any, upstream: Any, **settings: Any) -> Any:
+async def small_store(gateway: Any, upstream: Any, memories: Sequence[str] = MEMORIES,
+                      **settings: Any) -> Any:
     upstream.responder = describing_responder
     client = await gateway(**{**LOCAL, **settings})
-    for text in MEMORIES:
+    for text in memories:
         assert (await create(client, text))["id"]
     await request_embedding(services_of(client.server.app).memory_writes)
     await services_of(client.server.app).jobs.run_until_idle()
@@ -111,11 +113,7 @@ UNDESCRIBED_QUESTIONS = [
 
 async def test_a_small_store_without_a_memory_model_still_answers(gateway: Any,
                                                                   upstream: Any) -> None:
-    client = await gateway(**{**LOCAL, "MEMORY_DESCRIBE": False})
-    for text in UNDESCRIBED:
-        assert (await create(client, text))["id"]
-    await request_embedding(services_of(client.server.app).memory_writes)
-    await services_of(client.server.app).jobs.run_until_idle()
+    client = await small_store(gateway, upstream, UNDESCRIBED, MEMORY_DESCRIBE=False)
     missed = []
     for question, memory in UNDESCRIBED_QUESTIONS:
         await ask(client, question)

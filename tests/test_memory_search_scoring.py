@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from pawwake.local_time import local_today, zone_at
-from pawwake.search import fusion, scoring
+from pawwake.search import fusion, relevance, scoring
 from pawwake.settings import Settings
 from pawwake.text.tokens import idf_weight
 
@@ -130,3 +130,15 @@ def test_more_relevant_results_than_the_limit_keep_the_most_relevant() -> None:
     assert [r.score for r in kept] == sorted((r.score for r in kept), reverse=True)
     loose = [result(1, 0.9, 0.1), result(2, 0.8, 0.2), result(3, 0.7, 0.6)]
     assert [r.id for r in within_limit(loose, 2, 0.5)] == [1, 3]
+
+
+def test_the_relevance_bar_moves_with_the_store_size_on_both_sides_of_a_hundred() -> None:
+    model = relevance.Relevance()
+    clear = relevance.Evidence(standing=4.5, keyword=0.0, cross=False, store_size=8)
+    assert model.many(100) == 0.0
+    assert model.many(5) < model.many(20) < 0.0 < model.many(10_000)
+    assert model.many(1) == model.many(5)  # below the smallest store measured it stays
+    assert model.of(clear) > 0.5 > model.of(relevance.Evidence(4.5, 0.0, False, 100))
+    # keyword-only search keeps its flat bar below a hundred
+    named = relevance.Evidence(standing=None, keyword=0.3, cross=False, store_size=8)
+    assert model.of(named) == model.of(relevance.Evidence(None, 0.3, False, 100))
